@@ -1,0 +1,354 @@
+//! File layouts and the stripe arithmetic that maps logical file bytes to datafiles.
+//!
+//! A file with stripe size `S` over `C` datafiles stores logical byte `x` in stripe
+//! unit `u = x / S`, on datafile `u % C`, at local offset `(u / C) * S + x % S`
+//! (round-robin, PVFS's base/pcount/ssize). Both the client (to plan a request) and
+//! the data server (to intersect a request with what it holds) use this module, so
+//! they always agree on which byte goes where.
+
+use crate::codec::{DecodeError, Reader, Wire};
+use crate::regions::{Extent, Regions};
+use crate::types::Handle;
+use crate::wire_struct;
+use crate::Errno;
+
+/// Version of the stored and wire layout format.
+pub const LAYOUT_VERSION: u8 = 1;
+/// Smallest stripe size accepted for a file.
+pub const MIN_STRIPE_SIZE: u64 = 512;
+/// Largest stripe size accepted for a file.
+pub const MAX_STRIPE_SIZE: u64 = 1 << 30;
+/// Largest logical file size (offsets must fit an `off_t`).
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+/// Most datafiles one file may have.
+pub const MAX_STRIPE_COUNT: u32 = 4096;
+
+/// One datafile of a file: which data server holds it and under which handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Datafile {
+    /// Index of the server in the configuration's server list.
+    pub server: u32,
+    /// The datafile's handle on that server.
+    pub handle: Handle,
+}
+wire_struct!(Datafile {
+    server: u32,
+    handle: Handle,
+});
+
+/// Where a regular file's bytes live; fixed when the file is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Bytes per stripe unit.
+    pub stripe_size: u64,
+    /// Copies of each stripe unit; always 1 today (room for redundancy).
+    pub replicas: u32,
+    /// The datafiles in round-robin order; stripe unit `u` is on `datafiles[u % len]`.
+    pub datafiles: Vec<Datafile>,
+}
+
+impl Wire for Layout {
+    const MIN_SIZE: usize = 1 + 8 + 4 + 4;
+    fn put(&self, out: &mut Vec<u8>) {
+        LAYOUT_VERSION.put(out);
+        self.stripe_size.put(out);
+        self.replicas.put(out);
+        self.datafiles.put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let version = u8::get(r)?;
+        if version != LAYOUT_VERSION {
+            return Err(DecodeError::UnknownTag {
+                what: "layout version",
+                tag: u32::from(version),
+            });
+        }
+        let layout = Layout {
+            stripe_size: Wire::get(r)?,
+            replicas: Wire::get(r)?,
+            datafiles: Wire::get(r)?,
+        };
+        layout.validate().map_err(|e| DecodeError::Invalid {
+            what: "layout",
+            why: e.describe().to_string(),
+        })?;
+        Ok(layout)
+    }
+}
+
+impl Layout {
+    /// The stripe geometry of this layout.
+    pub fn stripe(&self) -> Stripe {
+        Stripe {
+            size: self.stripe_size,
+            count: self.datafiles.len() as u64,
+        }
+    }
+
+    /// Checks the invariants every stored layout satisfies.
+    pub fn validate(&self) -> Result<(), Errno> {
+        check_stripe_size(self.stripe_size)?;
+        if self.datafiles.is_empty() || self.datafiles.len() > MAX_STRIPE_COUNT as usize {
+            return Err(Errno::EINVAL);
+        }
+        if self.replicas != 1 {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
+}
+
+/// Checks a requested stripe size.
+pub fn check_stripe_size(size: u64) -> Result<(), Errno> {
+    if (MIN_STRIPE_SIZE..=MAX_STRIPE_SIZE).contains(&size) {
+        Ok(())
+    } else {
+        Err(Errno::EINVAL)
+    }
+}
+
+/// A layout request: what a user or a directory default asks for; unset fields fall
+/// back to the next level (parent directory, then the file-system defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayoutSpec {
+    /// Bytes per stripe unit.
+    pub stripe_size: Option<u64>,
+    /// Number of datafiles (data servers) to stripe over.
+    pub stripe_count: Option<u32>,
+    /// Index (among the data servers) of the first datafile's server.
+    pub base: Option<u32>,
+}
+wire_struct!(LayoutSpec {
+    stripe_size: Option<u64>,
+    stripe_count: Option<u32>,
+    base: Option<u32>,
+});
+
+impl LayoutSpec {
+    /// Fields of `self` where set, else those of `fallback`.
+    pub fn or(self, fallback: LayoutSpec) -> LayoutSpec {
+        LayoutSpec {
+            stripe_size: self.stripe_size.or(fallback.stripe_size),
+            stripe_count: self.stripe_count.or(fallback.stripe_count),
+            base: self.base.or(fallback.base),
+        }
+    }
+}
+
+/// Stripe geometry: unit size and number of datafiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stripe {
+    /// Bytes per stripe unit (> 0).
+    pub size: u64,
+    /// Number of datafiles (> 0).
+    pub count: u64,
+}
+wire_struct!(Stripe { size: u64, count: u64 });
+
+impl Stripe {
+    /// Which datafile holds logical byte `off`, and at which local offset.
+    pub fn locate(&self, off: u64) -> (u64, u64) {
+        let unit = off / self.size;
+        (
+            unit % self.count,
+            (unit / self.count) * self.size + off % self.size,
+        )
+    }
+
+    /// The logical offset of local byte `local` of datafile `idx`.
+    pub fn logical(&self, idx: u64, local: u64) -> u64 {
+        let round = local / self.size;
+        (round * self.count + idx) * self.size + local % self.size
+    }
+
+    /// How many bytes of a file of `file_size` bytes datafile `idx` holds.
+    pub fn local_size(&self, idx: u64, file_size: u64) -> u64 {
+        let full = self.size * self.count;
+        let rounds = file_size / full;
+        let rem = file_size % full;
+        let mine = rem.saturating_sub(idx * self.size).min(self.size);
+        rounds * self.size + mine
+    }
+
+    /// The file size implied by datafile `idx` holding `local_size` bytes.
+    pub fn logical_end(&self, idx: u64, local_size: u64) -> u64 {
+        if local_size == 0 {
+            0
+        } else {
+            self.logical(idx, local_size - 1) + 1
+        }
+    }
+
+    /// The logical file size given every datafile's local size (in datafile order).
+    pub fn file_size(&self, local_sizes: &[u64]) -> u64 {
+        local_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| self.logical_end(i as u64, s))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Iterates the pieces of `regions` held by datafile `idx`, in stream order.
+    pub fn pieces<'a>(&self, idx: u64, regions: &'a Regions) -> Pieces<'a> {
+        assert!(idx < self.count, "datafile index out of range");
+        Pieces {
+            stripe: *self,
+            idx,
+            extents: regions.extents(),
+            cur: None,
+        }
+    }
+
+    /// Total bytes of `regions` held by datafile `idx`.
+    pub fn bytes_on(&self, idx: u64, regions: &Regions) -> u64 {
+        self.pieces(idx, regions).map(|p| p.len).sum()
+    }
+}
+
+/// One contiguous run of bytes of a request that lives on one datafile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Offset in the logical file.
+    pub logical: u64,
+    /// Offset in the datafile.
+    pub local: u64,
+    /// Length in bytes (> 0).
+    pub len: u64,
+}
+
+/// Iterator over the pieces of a region list on one datafile (see [`Stripe::pieces`]).
+pub struct Pieces<'a> {
+    stripe: Stripe,
+    idx: u64,
+    extents: crate::regions::Extents<'a>,
+    /// The rest of the extent being cut: (next unit to visit, end offset).
+    cur: Option<(u64, u64, u64)>,
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        let s = self.stripe.size;
+        let c = self.stripe.count;
+        loop {
+            if let Some((unit, start, end)) = self.cur {
+                // `unit` is a unit of this datafile at or after `start`'s unit.
+                let unit_start = unit.checked_mul(s)?;
+                if unit_start >= end {
+                    self.cur = None;
+                    continue;
+                }
+                let lo = start.max(unit_start);
+                let hi = end.min(unit_start.saturating_add(s));
+                self.cur = Some((unit + c, start, end));
+                return Some(Piece {
+                    logical: lo,
+                    local: (unit / c) * s + (lo - unit_start),
+                    len: hi - lo,
+                });
+            }
+            let Extent { offset, len } = self.extents.next()?;
+            if len == 0 {
+                continue;
+            }
+            let first = offset / s;
+            let unit = first + (self.idx + c - first % c) % c;
+            self.cur = Some((unit, offset, offset + len));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The naive model: walk every byte of the request in order.
+    fn model(stripe: Stripe, regions: &Regions) -> Vec<Vec<(u64, u64)>> {
+        let mut per = vec![Vec::new(); stripe.count as usize];
+        for e in regions.extents() {
+            for x in e.offset..e.offset + e.len {
+                let unit = x / stripe.size;
+                let idx = (unit % stripe.count) as usize;
+                let local = (unit / stripe.count) * stripe.size + x % stripe.size;
+                per[idx].push((x, local));
+            }
+        }
+        per
+    }
+
+    fn flatten(pieces: impl Iterator<Item = Piece>) -> Vec<(u64, u64)> {
+        pieces
+            .flat_map(|p| (0..p.len).map(move |i| (p.logical + i, p.local + i)))
+            .collect()
+    }
+
+    fn regions_strategy() -> impl Strategy<Value = Regions> {
+        prop_oneof![
+            (0u64..2000, 0u64..3000).prop_map(|(offset, len)| Regions::Contig(Extent { offset, len })),
+            (0u64..500, 1u64..50, 0u64..50, 0u64..20).prop_map(|(offset, block, gap, count)| {
+                Regions::Strided { offset, block, stride: block + gap, count }
+            }),
+            proptest::collection::vec((0u64..3000, 0u64..300), 0..12).prop_map(|v| {
+                Regions::List(v.into_iter().map(|(offset, len)| Extent { offset, len }).collect())
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_match_byte_model(size in 1u64..70, count in 1u64..7, regions in regions_strategy()) {
+            let stripe = Stripe { size, count };
+            let want = model(stripe, &regions);
+            for idx in 0..count {
+                let got = flatten(stripe.pieces(idx, &regions));
+                prop_assert_eq!(&got, &want[idx as usize]);
+                prop_assert_eq!(stripe.bytes_on(idx, &regions), want[idx as usize].len() as u64);
+                for p in stripe.pieces(idx, &regions) {
+                    prop_assert!(p.len > 0);
+                    // A piece never crosses a stripe unit.
+                    prop_assert_eq!(p.logical / size, (p.logical + p.len - 1) / size);
+                }
+            }
+        }
+
+        #[test]
+        fn sizes_match_byte_model(size in 1u64..70, count in 1u64..7, file_size in 0u64..5000) {
+            let stripe = Stripe { size, count };
+            let mut local = vec![0u64; count as usize];
+            for x in 0..file_size {
+                let (idx, off) = stripe.locate(x);
+                local[idx as usize] = local[idx as usize].max(off + 1);
+            }
+            for idx in 0..count {
+                prop_assert_eq!(stripe.local_size(idx, file_size), local[idx as usize]);
+            }
+            prop_assert_eq!(stripe.file_size(&local), file_size);
+        }
+
+        #[test]
+        fn locate_and_logical_are_inverse(size in 1u64..100, count in 1u64..9, off in 0u64..1_000_000) {
+            let stripe = Stripe { size, count };
+            let (idx, local) = stripe.locate(off);
+            prop_assert_eq!(stripe.logical(idx, local), off);
+        }
+    }
+
+    #[test]
+    fn layout_round_trip_and_validation() {
+        let l = Layout {
+            stripe_size: 65536,
+            replicas: 1,
+            datafiles: vec![Datafile { server: 1, handle: 7 }, Datafile { server: 2, handle: 9 }],
+        };
+        let bytes = crate::codec::encode(&l);
+        assert_eq!(crate::codec::decode::<Layout>(&bytes).unwrap(), l);
+        let bad = Layout { stripe_size: 3, ..l.clone() };
+        assert!(crate::codec::decode::<Layout>(&crate::codec::encode(&bad)).is_err());
+        let mut wrong_version = bytes.clone();
+        wrong_version[0] = 9;
+        assert!(crate::codec::decode::<Layout>(&wrong_version).is_err());
+    }
+}

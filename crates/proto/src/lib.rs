@@ -1,0 +1,28 @@
+//! The pvfs wire protocol and the arithmetic clients and servers share.
+//!
+//! - [`frame`]: the 32-byte frame header and its limits;
+//! - [`codec`]: the little-endian, bounds-checked encoding of bodies and records;
+//! - [`message`]: one [`Request`] enum and one [`Response`] enum;
+//! - [`types`], [`layout`], [`regions`]: handles, attributes, layouts, region lists,
+//!   and the stripe arithmetic that maps file bytes to datafiles.
+//!
+//! The byte-level format is documented in `docs/wire-protocol.md`.
+
+pub mod codec;
+pub mod errno;
+pub mod frame;
+pub mod layout;
+pub mod message;
+pub mod regions;
+pub mod types;
+
+pub use codec::{decode, encode, DecodeError, Wire};
+pub use errno::Errno;
+pub use frame::{FrameError, FrameHeader, FrameKind};
+pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
+pub use message::{CreateWhat, Request, RequestBody, Response, UnlinkWant};
+pub use regions::{Extent, Regions};
+pub use types::{Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec};
+
+/// The software version, reported by servers and the CLI.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,406 @@
+//! Requests and responses: one enum each, one variant per operation.
+//!
+//! A request body is `Creds` followed by a [`Request`]; a response body is a
+//! [`Response`]. Bulk data never sits in a body: it follows the body in the same frame
+//! and in further `Data` frames (see [`crate::frame`]).
+
+use crate::codec::{DecodeError, Reader, Wire};
+use crate::layout::{LayoutSpec, Stripe};
+use crate::regions::Regions;
+use crate::types::{Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec};
+use crate::wire_struct;
+use crate::Errno;
+
+/// Defines an enum whose variants all have named fields, and its [`Wire`] form: a u16
+/// tag followed by the fields in order.
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident : $what:literal {
+            $( $(#[$vmeta:meta])* $tag:literal => $var:ident { $($field:ident : $ty:ty),* $(,)? } ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum $name {
+            $( $(#[$vmeta])* $var { $($field: $ty),* }, )*
+        }
+
+        impl $name {
+            /// The operation's name, for logs and statistics.
+            pub fn op_name(&self) -> &'static str {
+                match self { $( $name::$var { .. } => stringify!($var), )* }
+            }
+        }
+
+        impl Wire for $name {
+            const MIN_SIZE: usize = 2;
+            #[allow(unused_variables)]
+            fn put(&self, out: &mut Vec<u8>) {
+                match self {
+                    $( $name::$var { $($field),* } => {
+                        ($tag as u16).put(out);
+                        $( $field.put(out); )*
+                    } )*
+                }
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                match u16::get(r)? {
+                    $( $tag => Ok($name::$var { $($field: <$ty as Wire>::get(r)?),* }), )*
+                    t => Err(DecodeError::UnknownTag { what: $what, tag: u32::from(t) }),
+                }
+            }
+        }
+    };
+}
+
+/// What kind of object `Create` makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateWhat {
+    /// A regular file with a layout resolved by the client (size and count set; the
+    /// server picks the base server when unset, and the datafile handles).
+    File {
+        /// Stripe size, stripe count, optional first data server.
+        spec: LayoutSpec,
+    },
+    /// A directory with `shards` dirdata shards and a default layout for its files.
+    Dir {
+        /// Number of dirdata shards (>= 1).
+        shards: u32,
+        /// Default layout inherited from the parent (or set later).
+        default_layout: Option<LayoutSpec>,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Its target, verbatim.
+        target: String,
+    },
+}
+
+impl Wire for CreateWhat {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            CreateWhat::File { spec } => {
+                out.push(1);
+                spec.put(out);
+            }
+            CreateWhat::Dir {
+                shards,
+                default_layout,
+            } => {
+                out.push(2);
+                shards.put(out);
+                default_layout.put(out);
+            }
+            CreateWhat::Symlink { target } => {
+                out.push(3);
+                target.put(out);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            1 => Ok(CreateWhat::File {
+                spec: Wire::get(r)?,
+            }),
+            2 => Ok(CreateWhat::Dir {
+                shards: Wire::get(r)?,
+                default_layout: Wire::get(r)?,
+            }),
+            3 => Ok(CreateWhat::Symlink {
+                target: Wire::get(r)?,
+            }),
+            t => Err(DecodeError::UnknownTag {
+                what: "create kind",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+/// Which kinds of object an `Unlink` may remove (unlink(2) vs rmdir(2)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnlinkWant {
+    /// Any kind (used by rename's second step).
+    Any,
+    /// Only a directory (rmdir): otherwise ENOTDIR.
+    Dir,
+    /// Anything but a directory (unlink): otherwise EISDIR.
+    NotDir,
+}
+
+impl Wire for UnlinkWant {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(match self {
+            UnlinkWant::Any => 0,
+            UnlinkWant::Dir => 1,
+            UnlinkWant::NotDir => 2,
+        });
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            0 => Ok(UnlinkWant::Any),
+            1 => Ok(UnlinkWant::Dir),
+            2 => Ok(UnlinkWant::NotDir),
+            t => Err(DecodeError::UnknownTag {
+                what: "unlink kind",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+wire_enum! {
+    /// Every operation a server answers. Metadata operations go to the metadata server
+    /// owning the handle (or, for names, the dirdata shard owning the name); data
+    /// operations go to the data server holding the datafile.
+    pub enum Request: "request" {
+        /// Liveness and identity.
+        1 => Ping {},
+        /// Space and object counts of this server's storage.
+        2 => StatFs {},
+        /// Looks a name up in the shard of `dir` this server holds.
+        10 => Lookup { dir: Handle, name: String },
+        /// Attributes of one object.
+        11 => GetAttr { handle: Handle },
+        /// Attributes of many objects on this server (readdirplus phase 1).
+        12 => ListAttr { handles: Vec<Handle> },
+        /// Changes mode, owner, group or times.
+        13 => SetAttr { handle: Handle, set: SetAttr },
+        /// Creates an object and its entry `name` in `parent` atomically.
+        14 => Create { parent: Handle, name: String, mode: u32, uid: u32, gid: u32, what: CreateWhat },
+        /// Removes entry `name` of `dir`; with `drop_object`, also the object when it
+        /// lives here. `expect` guards against a concurrent change of the entry.
+        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, drop_object: bool },
+        /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
+        /// that handle and is replaced, otherwise the name must be free.
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle> },
+        /// Moves an entry when both names are in shards on this server (one commit).
+        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle> },
+        /// One page of the entries of shard `shard` of `dir`, after name `after`.
+        18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 },
+        /// Seals (refuses new entries if empty) or unseals this server's shard of `dir`.
+        19 => SealDir { dir: Handle, seal: bool },
+        /// Records a directory's new parent after a rename.
+        20 => SetParent { dir: Handle, parent: Handle },
+        /// Sets or clears a directory's default layout.
+        21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> },
+        /// Deletes an object whose entry is already gone.
+        22 => RemoveObject { handle: Handle },
+        /// Reserves `count` datafile handles on this data server (precreate pool).
+        30 => Precreate { count: u32 },
+        /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
+        /// data follows in this frame and further Data frames, in stream order.
+        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool },
+        /// Reads the bytes of `regions` held by datafile `index`; streamed back.
+        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions },
+        /// Local sizes and modification times of datafiles.
+        33 => GetSizes { handles: Vec<Handle> },
+        /// Sets datafile `index` to its share of a file of `size` bytes.
+        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64 },
+        /// Deletes datafiles (after their file was removed).
+        35 => RemoveDatafiles { handles: Vec<Handle> },
+        /// Makes datafiles durable.
+        36 => Fsync { handles: Vec<Handle> },
+    }
+}
+
+impl Request {
+    /// Whether the operation changes nothing and may be retried freely.
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            self,
+            Request::Ping {}
+                | Request::StatFs {}
+                | Request::Lookup { .. }
+                | Request::GetAttr { .. }
+                | Request::ListAttr { .. }
+                | Request::ReadDir { .. }
+                | Request::Read { .. }
+                | Request::GetSizes { .. }
+                | Request::Fsync { .. }
+        )
+    }
+}
+
+/// Identity of a server, answered to `Ping`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Server name from the configuration.
+    pub name: String,
+    /// Roles it plays.
+    pub roles: Roles,
+    /// File system it serves.
+    pub fsid: u64,
+    /// Software version.
+    pub version: String,
+}
+wire_struct!(ServerInfo {
+    name: String,
+    roles: Roles,
+    fsid: u64,
+    version: String,
+});
+
+/// Space and object counts of one server's storage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatFsReply {
+    /// Bytes of the storage file system.
+    pub total_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Bytes available to unprivileged users.
+    pub avail_bytes: u64,
+    /// Metadata objects stored (directories, metafiles, symlinks).
+    pub objects: u64,
+    /// Datafiles present on disk.
+    pub datafiles: u64,
+    /// Free inodes of the storage file system.
+    pub free_inodes: u64,
+}
+wire_struct!(StatFsReply {
+    total_bytes: u64,
+    free_bytes: u64,
+    avail_bytes: u64,
+    objects: u64,
+    datafiles: u64,
+    free_inodes: u64,
+});
+
+/// Attributes of one object of a `ListAttr`, or why they are missing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttrResult {
+    /// 0 on success, else the errno.
+    pub errno: u32,
+    /// The attributes when `errno` is 0.
+    pub attr: Option<Attr>,
+}
+wire_struct!(AttrResult {
+    errno: u32,
+    attr: Option<Attr>,
+});
+
+/// Size and modification time of one datafile (0, epoch when it holds no bytes yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatafileStat {
+    /// Local size in bytes.
+    pub size: u64,
+    /// Last modification of its bytes.
+    pub mtime: Timespec,
+}
+wire_struct!(DatafileStat {
+    size: u64,
+    mtime: Timespec,
+});
+
+wire_enum! {
+    /// Every reply a server sends.
+    pub enum Response: "response" {
+        /// The operation failed with a POSIX errno.
+        1 => Error { errno: u32, message: String },
+        /// Done; nothing to return.
+        2 => Done {},
+        /// Answer to `Ping`.
+        3 => Pong { info: ServerInfo },
+        /// Answer to `StatFs`.
+        4 => StatFs { stat: StatFsReply },
+        /// Answer to `Lookup`: the entry, and the object's attributes if it lives here.
+        10 => Entry { entry: DirEntry, attr: Option<Attr> },
+        /// Answer to `GetAttr` and `SetAttr`.
+        11 => Attr { attr: Attr },
+        /// Answer to `ListAttr`, in request order.
+        12 => Attrs { attrs: Vec<AttrResult> },
+        /// Answer to `Create`.
+        13 => Created { attr: Attr },
+        /// Answer to `Unlink`: the removed entry; the object's detail if it was deleted
+        /// here (so the client can delete its datafiles).
+        14 => Unlinked { entry: DirEntry, removed: Option<ObjDetail> },
+        /// Answer to `LinkEntry` and `Rename`: the entry that was replaced, if any.
+        15 => Linked { replaced: Option<DirEntry> },
+        /// Answer to `ReadDir`.
+        16 => DirPage { entries: Vec<DirEntry>, more: bool },
+        /// Answer to `RemoveObject`: what was deleted.
+        17 => Removed { detail: ObjDetail },
+        /// Answer to `Precreate`: handles `first .. first + count`.
+        30 => Handles { first: Handle, count: u32 },
+        /// Answer to `Write`: bytes written.
+        31 => Written { bytes: u64 },
+        /// First frame of the answer to `Read`: the datafile's local size. The stream
+        /// that follows holds the requested pieces cut at that size.
+        32 => ReadStart { local_size: u64 },
+        /// Answer to `GetSizes`, in request order.
+        33 => Sizes { sizes: Vec<DatafileStat> },
+    }
+}
+
+impl Response {
+    /// An error reply.
+    pub fn error(errno: Errno, message: impl Into<String>) -> Response {
+        Response::Error {
+            errno: errno.0,
+            message: message.into(),
+        }
+    }
+}
+
+/// The body of a request frame: who asks, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestBody {
+    /// The caller's credentials.
+    pub creds: Creds,
+    /// The operation.
+    pub request: Request,
+}
+wire_struct!(RequestBody {
+    creds: Creds,
+    request: Request,
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+    use crate::regions::Extent;
+
+    #[test]
+    fn requests_round_trip() {
+        let reqs = vec![
+            Request::Ping {},
+            Request::Lookup {
+                dir: 1,
+                name: "x".into(),
+            },
+            Request::Write {
+                handle: 5,
+                stripe: Stripe { size: 65536, count: 4 },
+                index: 2,
+                regions: Regions::List(vec![Extent { offset: 1, len: 2 }]),
+                sync: false,
+            },
+            Request::Create {
+                parent: 1,
+                name: "d".into(),
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+                what: CreateWhat::Dir {
+                    shards: 2,
+                    default_layout: None,
+                },
+            },
+        ];
+        for r in reqs {
+            let body = RequestBody {
+                creds: Creds::default(),
+                request: r,
+            };
+            assert_eq!(decode::<RequestBody>(&encode(&body)).unwrap(), body);
+        }
+        let resp = Response::error(Errno::ENOENT, "gone");
+        assert_eq!(decode::<Response>(&encode(&resp)).unwrap(), resp);
+        assert_eq!(Request::Ping {}.op_name(), "Ping");
+        assert!(decode::<Request>(&[0xff, 0xff]).is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! Region descriptions: which logical bytes of a file one I/O call touches.
+//!
+//! One request carries one description, whatever its size: a contiguous range, a
+//! strided partition (seed 000's offset/gsize/stride), or an explicit list (readx and
+//! writex, list I/O). The data travels in "stream order": extent by extent, each in
+//! increasing offset.
+
+use crate::codec::{DecodeError, Reader, Wire};
+use crate::layout::MAX_FILE_SIZE;
+use crate::wire_struct;
+use crate::Errno;
+
+/// A contiguous range of logical bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// First byte.
+    pub offset: u64,
+    /// Number of bytes.
+    pub len: u64,
+}
+wire_struct!(Extent { offset: u64, len: u64 });
+
+/// The logical bytes of one I/O call, in stream order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Regions {
+    /// One contiguous range.
+    Contig(Extent),
+    /// `count` blocks of `block` bytes, the first at `offset`, each `stride` after the
+    /// previous (a partition of seed 000: offset, gsize, stride).
+    Strided {
+        /// Offset of the first block.
+        offset: u64,
+        /// Bytes per block (gsize).
+        block: u64,
+        /// Distance between block starts (>= block).
+        stride: u64,
+        /// Number of blocks.
+        count: u64,
+    },
+    /// An explicit list, in the order the data travels.
+    List(Vec<Extent>),
+}
+
+impl Regions {
+    /// One contiguous range.
+    pub fn contig(offset: u64, len: u64) -> Regions {
+        Regions::Contig(Extent { offset, len })
+    }
+
+    /// Iterates the extents in stream order.
+    pub fn extents(&self) -> Extents<'_> {
+        Extents {
+            regions: self,
+            next: 0,
+        }
+    }
+
+    /// Total number of bytes described.
+    pub fn total_len(&self) -> u64 {
+        match self {
+            Regions::Contig(e) => e.len,
+            Regions::Strided { block, count, .. } => block.saturating_mul(*count),
+            Regions::List(v) => v.iter().map(|e| e.len).fold(0u64, u64::saturating_add),
+        }
+    }
+
+    /// One past the highest byte described (0 when empty).
+    pub fn end(&self) -> u64 {
+        self.extents()
+            .filter(|e| e.len > 0)
+            .map(|e| e.offset + e.len)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Checks that every byte is below [`MAX_FILE_SIZE`] and strides are sane.
+    pub fn validate(&self) -> Result<(), Errno> {
+        let in_range = |e: &Extent| {
+            e.offset
+                .checked_add(e.len)
+                .is_some_and(|end| end <= MAX_FILE_SIZE)
+        };
+        match self {
+            Regions::Contig(e) => {
+                if !in_range(e) {
+                    return Err(Errno::EFBIG);
+                }
+            }
+            Regions::Strided {
+                offset,
+                block,
+                stride,
+                count,
+            } => {
+                if *block == 0 || *stride < *block {
+                    return Err(Errno::EINVAL);
+                }
+                if *count > 0 {
+                    let last = stride
+                        .checked_mul(count - 1)
+                        .and_then(|d| d.checked_add(*offset))
+                        .ok_or(Errno::EFBIG)?;
+                    if !in_range(&Extent {
+                        offset: last,
+                        len: *block,
+                    }) {
+                        return Err(Errno::EFBIG);
+                    }
+                }
+            }
+            Regions::List(v) => {
+                if !v.iter().all(in_range) {
+                    return Err(Errno::EFBIG);
+                }
+            }
+        }
+        if self.total_len() > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        Ok(())
+    }
+}
+
+/// Iterator over the extents of a [`Regions`].
+pub struct Extents<'a> {
+    regions: &'a Regions,
+    next: u64,
+}
+
+impl Iterator for Extents<'_> {
+    type Item = Extent;
+
+    fn next(&mut self) -> Option<Extent> {
+        let i = self.next;
+        self.next += 1;
+        match self.regions {
+            Regions::Contig(e) => (i == 0).then_some(*e),
+            Regions::Strided {
+                offset,
+                block,
+                stride,
+                count,
+            } => (i < *count).then(|| Extent {
+                offset: offset + i * stride,
+                len: *block,
+            }),
+            Regions::List(v) => v.get(i as usize).copied(),
+        }
+    }
+}
+
+impl Wire for Regions {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            Regions::Contig(e) => {
+                out.push(1);
+                e.put(out);
+            }
+            Regions::Strided {
+                offset,
+                block,
+                stride,
+                count,
+            } => {
+                out.push(2);
+                offset.put(out);
+                block.put(out);
+                stride.put(out);
+                count.put(out);
+            }
+            Regions::List(v) => {
+                out.push(3);
+                v.put(out);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let regions = match u8::get(r)? {
+            1 => Regions::Contig(Extent::get(r)?),
+            2 => Regions::Strided {
+                offset: Wire::get(r)?,
+                block: Wire::get(r)?,
+                stride: Wire::get(r)?,
+                count: Wire::get(r)?,
+            },
+            3 => Regions::List(Wire::get(r)?),
+            t => {
+                return Err(DecodeError::UnknownTag {
+                    what: "regions",
+                    tag: u32::from(t),
+                })
+            }
+        };
+        regions.validate().map_err(|e| DecodeError::Invalid {
+            what: "regions",
+            why: e.describe().to_string(),
+        })?;
+        Ok(regions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_extents_and_validation() {
+        let r = Regions::Strided {
+            offset: 10,
+            block: 4,
+            stride: 16,
+            count: 3,
+        };
+        let v: Vec<_> = r.extents().map(|e| (e.offset, e.len)).collect();
+        assert_eq!(v, vec![(10, 4), (26, 4), (42, 4)]);
+        assert_eq!(r.total_len(), 12);
+        assert_eq!(r.end(), 46);
+        assert!(r.validate().is_ok());
+        let overflow = Regions::Strided {
+            offset: 1,
+            block: 8,
+            stride: u64::MAX / 2,
+            count: 3,
+        };
+        assert_eq!(overflow.validate(), Err(Errno::EFBIG));
+        let bad = Regions::Strided {
+            offset: 0,
+            block: 8,
+            stride: 4,
+            count: 3,
+        };
+        assert_eq!(bad.validate(), Err(Errno::EINVAL));
+        assert_eq!(Regions::contig(u64::MAX, 2).validate(), Err(Errno::EFBIG));
+    }
+}

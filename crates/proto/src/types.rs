@@ -1,0 +1,399 @@
+//! The objects of a file system as they appear on the wire: handles, attributes,
+//! directory entries, credentials.
+
+use crate::codec::{DecodeError, Reader, Wire};
+use crate::layout::{Layout, LayoutSpec};
+use crate::wire_struct;
+
+/// A 64-bit object handle, unique within a file system; 0 is never a valid handle.
+pub type Handle = u64;
+
+/// Longest name of one directory entry, in bytes (as Linux NAME_MAX).
+pub const NAME_MAX: usize = 255;
+/// Longest symlink target, in bytes (as Linux PATH_MAX).
+pub const PATH_MAX: usize = 4096;
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespec {
+    /// Whole seconds since 1970-01-01 UTC.
+    pub secs: i64,
+    /// Nanoseconds, below 1e9.
+    pub nsecs: u32,
+}
+wire_struct!(Timespec { secs: i64, nsecs: u32 });
+
+impl Timespec {
+    /// The current wall-clock time.
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            secs: d.as_secs() as i64,
+            nsecs: d.subsec_nanos(),
+        }
+    }
+
+    /// Converts a `SystemTime` (before the epoch clamps to the epoch).
+    pub fn from_system(t: std::time::SystemTime) -> Timespec {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timespec {
+            secs: d.as_secs() as i64,
+            nsecs: d.subsec_nanos(),
+        }
+    }
+}
+
+/// The kind of a namespace object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjKind {
+    /// A directory (its entries live in dirdata shards).
+    Dir,
+    /// A regular file (a metafile with a layout; data in datafiles).
+    File,
+    /// A symbolic link.
+    Symlink,
+}
+
+impl ObjKind {
+    /// The `S_IFMT` bits of this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            ObjKind::Dir => 0o040000,
+            ObjKind::File => 0o100000,
+            ObjKind::Symlink => 0o120000,
+        }
+    }
+
+    /// A one-word name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Dir => "dir",
+            ObjKind::File => "file",
+            ObjKind::Symlink => "symlink",
+        }
+    }
+}
+
+impl Wire for ObjKind {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(match self {
+            ObjKind::Dir => 1,
+            ObjKind::File => 2,
+            ObjKind::Symlink => 3,
+        });
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            1 => Ok(ObjKind::Dir),
+            2 => Ok(ObjKind::File),
+            3 => Ok(ObjKind::Symlink),
+            t => Err(DecodeError::UnknownTag {
+                what: "object kind",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+/// What only one kind of object has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObjDetail {
+    /// A directory: its parent, its shard count, its default layout for new files.
+    Dir {
+        /// The parent directory (the root is its own parent).
+        parent: Handle,
+        /// Number of dirdata shards; fixed at mkdir.
+        shards: u32,
+        /// Layout given to new files created in it, unless they ask for another.
+        default_layout: Option<LayoutSpec>,
+    },
+    /// A regular file: where its data lives.
+    File {
+        /// Stripe size, datafiles and their servers; fixed at create.
+        layout: Layout,
+    },
+    /// A symbolic link: its target.
+    Symlink {
+        /// The path it points to, verbatim.
+        target: String,
+    },
+}
+
+impl Wire for ObjDetail {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            ObjDetail::Dir {
+                parent,
+                shards,
+                default_layout,
+            } => {
+                out.push(1);
+                parent.put(out);
+                shards.put(out);
+                default_layout.put(out);
+            }
+            ObjDetail::File { layout } => {
+                out.push(2);
+                layout.put(out);
+            }
+            ObjDetail::Symlink { target } => {
+                out.push(3);
+                target.put(out);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            1 => Ok(ObjDetail::Dir {
+                parent: Wire::get(r)?,
+                shards: Wire::get(r)?,
+                default_layout: Wire::get(r)?,
+            }),
+            2 => Ok(ObjDetail::File {
+                layout: Wire::get(r)?,
+            }),
+            3 => Ok(ObjDetail::Symlink {
+                target: Wire::get(r)?,
+            }),
+            t => Err(DecodeError::UnknownTag {
+                what: "object detail",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+/// The attributes of an object as its metadata server stores them.
+///
+/// A file's size is not stored here: it is computed from its datafiles (design §4), so
+/// `size` is 0 in a file's stored attributes and filled in by the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    /// The object's handle.
+    pub handle: Handle,
+    /// Permission bits (07777); the file type comes from `detail`.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Bytes: a file's logical size (computed), a symlink's target length, a
+    /// directory's nominal size.
+    pub size: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last data modification.
+    pub mtime: Timespec,
+    /// Last attribute change.
+    pub ctime: Timespec,
+    /// Kind-specific attributes.
+    pub detail: ObjDetail,
+}
+wire_struct!(Attr {
+    handle: Handle,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u32,
+    size: u64,
+    atime: Timespec,
+    mtime: Timespec,
+    ctime: Timespec,
+    detail: ObjDetail,
+});
+
+impl Attr {
+    /// The kind of the object.
+    pub fn kind(&self) -> ObjKind {
+        match self.detail {
+            ObjDetail::Dir { .. } => ObjKind::Dir,
+            ObjDetail::File { .. } => ObjKind::File,
+            ObjDetail::Symlink { .. } => ObjKind::Symlink,
+        }
+    }
+
+    /// `st_mode`: the type bits and the permission bits.
+    pub fn st_mode(&self) -> u32 {
+        self.kind().mode_bits() | (self.mode & 0o7777)
+    }
+
+    /// The file's layout, if it is a regular file.
+    pub fn layout(&self) -> Option<&Layout> {
+        match &self.detail {
+            ObjDetail::File { layout } => Some(layout),
+            _ => None,
+        }
+    }
+}
+
+/// Attribute changes requested by `SetAttr`; `None` leaves a field alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<Timespec>,
+    /// New modification time.
+    pub mtime: Option<Timespec>,
+}
+wire_struct!(SetAttr {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    atime: Option<Timespec>,
+    mtime: Option<Timespec>,
+});
+
+/// One name in a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's name (no slash, not "." or "..").
+    pub name: String,
+    /// The object it names.
+    pub handle: Handle,
+    /// The kind of that object (so `ls` needs no getattr).
+    pub kind: ObjKind,
+}
+wire_struct!(DirEntry {
+    name: String,
+    handle: Handle,
+    kind: ObjKind,
+});
+
+/// Who is asking: carried in every request so servers can check permissions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Creds {
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+wire_struct!(Creds {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+});
+
+impl Creds {
+    /// The credentials of the calling process.
+    pub fn current() -> Creds {
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        Creds {
+            uid,
+            gid,
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// Checks a single path component: non-empty, no '/', no NUL, not "." or "..",
+/// at most [`NAME_MAX`] bytes.
+pub fn check_name(name: &str) -> Result<(), crate::Errno> {
+    if name.len() > NAME_MAX {
+        return Err(crate::Errno::ENAMETOOLONG);
+    }
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(crate::Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// Which roles a server plays (a bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Roles(pub u8);
+
+impl Roles {
+    /// Holds metadata: directories, metafiles, symlinks.
+    pub const META: Roles = Roles(1);
+    /// Holds datafiles.
+    pub const DATA: Roles = Roles(2);
+
+    /// Whether every role of `other` is in `self`.
+    pub fn contains(self, other: Roles) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Human names, e.g. "meta+data".
+    pub fn describe(self) -> String {
+        let mut v = Vec::new();
+        if self.contains(Roles::META) {
+            v.push("meta");
+        }
+        if self.contains(Roles::DATA) {
+            v.push("data");
+        }
+        v.join("+")
+    }
+}
+
+impl std::ops::BitOr for Roles {
+    type Output = Roles;
+    fn bitor(self, rhs: Roles) -> Roles {
+        Roles(self.0 | rhs.0)
+    }
+}
+
+impl Wire for Roles {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(self.0);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Roles(u8::get(r)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+
+    #[test]
+    fn attr_round_trip() {
+        let a = Attr {
+            handle: 42,
+            mode: 0o755,
+            uid: 1,
+            gid: 2,
+            nlink: 2,
+            size: 4096,
+            atime: Timespec { secs: 1, nsecs: 2 },
+            mtime: Timespec::now(),
+            ctime: Timespec::default(),
+            detail: ObjDetail::Dir {
+                parent: 1,
+                shards: 4,
+                default_layout: Some(LayoutSpec {
+                    stripe_size: Some(65536),
+                    stripe_count: None,
+                    base: None,
+                }),
+            },
+        };
+        assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
+        assert_eq!(a.st_mode(), 0o040755);
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name("a").is_ok());
+        assert_eq!(check_name(""), Err(crate::Errno::EINVAL));
+        assert_eq!(check_name(".."), Err(crate::Errno::EINVAL));
+        assert_eq!(check_name("a/b"), Err(crate::Errno::EINVAL));
+        assert_eq!(check_name(&"x".repeat(256)), Err(crate::Errno::ENAMETOOLONG));
+        assert!(check_name(&"x".repeat(255)).is_ok());
+    }
+}
