@@ -1,1 +1,256 @@
+//! The pvfs file system configuration: one TOML file, read by every server and client
+//! and written by `pvfs genconfig`. This crate parses, validates, generates and
+//! serializes it. The format (documented in full in `docs/configuration.md`):
+//!
+//! ```toml
+//! fsid = 1234567890123          # integer (or a "0x..." string for values above i64::MAX)
+//! name = "pvfs"                 # optional, default "pvfs"
+//!
+//! [defaults]                    # optional table, and every key in it is optional
+//! stripe_size = "64K"           # bytes: an integer, or a string with K/M/G/T (powers of 1024)
+//! stripe_count = 4              # datafiles per new file: 1..=data servers (default: all)
+//! dir_shards = 4                # dirdata shards per new directory: 1..=meta servers (default: all)
+//! sync_writes = false           # fsync every write on data servers
+//!
+//! [timeouts]                    # optional; durations are "500ms", "2s", "1m" or integer milliseconds
+//! connect = "2s"
+//! request = "5s"                # no progress on a request for this long -> ETIMEDOUT
+//!
+//! [[servers]]                   # one table per server, at least one
+//! name = "s0"
+//! address = "127.0.0.1:7000"    # host:port
+//! roles = ["meta", "data"]      # any non-empty subset
+//! handles = "0x10000000000-0x1ffffffffff"   # inclusive; or { first = .., last = .. }
+//! storage = "/path/to/s0"       # relative paths are relative to the file's directory (load)
+//! ```
+//!
+//! Unknown keys are errors. Every error about the file names the file, the line and
+//! the key, e.g. `fs.toml:14: servers[2].roles: unknown role "metta" (expected "meta" or "data")`.
 
+mod gen;
+mod parse;
+mod units;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use gen::GenOptions;
+pub use pvfs_proto::{Handle, Roles};
+pub use units::{format_duration, format_size, parse_duration, parse_size};
+
+/// A whole file system configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// File system id, random at generation.
+    pub fsid: u64,
+    /// Human name of the file system.
+    pub name: String,
+    /// Defaults for new files and directories.
+    pub defaults: Defaults,
+    /// Client and server timeouts.
+    pub timeouts: Timeouts,
+    /// The servers, in file order; indices into this list identify servers everywhere.
+    pub servers: Vec<ServerConfig>,
+}
+
+/// Defaults for new files and directories (the `[defaults]` table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// Bytes per stripe unit.
+    pub stripe_size: u64,
+    /// Datafiles per new file.
+    pub stripe_count: u32,
+    /// Dirdata shards per new directory.
+    pub dir_shards: u32,
+    /// Whether data servers fsync every write.
+    pub sync_writes: bool,
+}
+
+/// Timeouts (the `[timeouts]` table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Longest wait for a connection to a server.
+    pub connect: Duration,
+    /// Longest time without progress on a request before it fails with ETIMEDOUT.
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(2),
+            request: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One server (a `[[servers]]` table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Unique name, e.g. "s0".
+    pub name: String,
+    /// Unique `host:port` the server listens on and clients connect to.
+    pub address: String,
+    /// Which objects the server holds.
+    pub roles: Roles,
+    /// Handles this server allocates and owns.
+    pub handles: HandleRange,
+    /// Directory of the server's storage.
+    pub storage: PathBuf,
+}
+
+/// An inclusive range of handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HandleRange {
+    /// First handle of the range.
+    pub first: Handle,
+    /// Last handle of the range (inclusive).
+    pub last: Handle,
+}
+
+impl HandleRange {
+    /// Whether `h` is in the range.
+    pub fn contains(&self, h: Handle) -> bool {
+        (self.first..=self.last).contains(&h)
+    }
+
+    /// Whether the two ranges share a handle.
+    pub fn overlaps(&self, other: &HandleRange) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+}
+
+impl std::fmt::Display for HandleRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#x}-{:#x}", self.first, self.last)
+    }
+}
+
+/// Why a configuration could not be read, parsed, validated or generated.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {}", io_message(.source))]
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is malformed or invalid.
+    #[error("{origin}{}: {}{message}", at_line(.line), at_key(.key))]
+    Invalid {
+        /// The file (or "genconfig" for generation options).
+        origin: String,
+        /// 1-based line of the problem, when it is in the file.
+        line: Option<usize>,
+        /// Path of the key, e.g. "servers[2].roles"; empty when unknown.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Generation failed for a reason outside any file (e.g. no free port).
+    #[error("genconfig: {0}")]
+    Generate(String),
+}
+
+impl ConfigError {
+    /// The 1-based line in the file the error points at, if any.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Invalid { line, .. } => *line,
+            _ => None,
+        }
+    }
+}
+
+/// An I/O error's text without the "(os error N)" suffix.
+fn io_message(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn at_line(line: &Option<usize>) -> String {
+    line.map(|l| format!(":{l}")).unwrap_or_default()
+}
+
+fn at_key(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!("{key}: ")
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file; relative storage paths are taken
+    /// relative to the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut config = Config::parse(&text, &path.display().to_string())?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        for s in &mut config.servers {
+            if s.storage.is_relative() {
+                s.storage = base.join(&s.storage);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Parses and validates configuration text; `origin` names it in error messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        parse::parse(text, origin)
+    }
+
+    /// The configuration as TOML text (with a header comment) that parses back to it.
+    pub fn to_toml(&self) -> String {
+        gen::to_toml(self)
+    }
+
+    /// Generates a configuration for a new file system (see [`GenOptions`]).
+    pub fn generate(opts: &GenOptions) -> Result<Config, ConfigError> {
+        gen::generate(opts)
+    }
+
+    /// Index of the server called `name`.
+    pub fn server_index(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name == name)
+    }
+
+    /// Index of the server whose handle range holds `handle`.
+    pub fn owner_of(&self, handle: Handle) -> Option<usize> {
+        self.servers.iter().position(|s| s.handles.contains(handle))
+    }
+
+    /// Indices of the metadata servers, in file order.
+    pub fn meta_servers(&self) -> Vec<usize> {
+        self.with_role(Roles::META)
+    }
+
+    /// Indices of the data servers, in file order.
+    pub fn data_servers(&self) -> Vec<usize> {
+        self.with_role(Roles::DATA)
+    }
+
+    /// The root directory's handle: the first handle of the first metadata server.
+    pub fn root_handle(&self) -> Handle {
+        self.meta_servers()
+            .first()
+            .map_or(0, |&i| self.servers[i].handles.first)
+    }
+
+    fn with_role(&self, role: Roles) -> Vec<usize> {
+        (0..self.servers.len())
+            .filter(|&i| self.servers[i].roles.contains(role))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -197,6 +197,7 @@ impl Stripe {
             idx,
             extents: regions.extents(),
             cur: None,
+            pos: 0,
         }
     }
 
@@ -209,6 +210,8 @@ impl Stripe {
 /// One contiguous run of bytes of a request that lives on one datafile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece {
+    /// Position in the request's byte stream (the caller's buffer offset).
+    pub pos: u64,
     /// Offset in the logical file.
     pub logical: u64,
     /// Offset in the datafile.
@@ -222,8 +225,11 @@ pub struct Pieces<'a> {
     stripe: Stripe,
     idx: u64,
     extents: crate::regions::Extents<'a>,
-    /// The rest of the extent being cut: (next unit to visit, end offset).
-    cur: Option<(u64, u64, u64)>,
+    /// The extent being cut: (next unit of this datafile to visit, extent start,
+    /// extent end, stream position of the extent start).
+    cur: Option<(u64, u64, u64, u64)>,
+    /// Stream position of the next extent.
+    pos: u64,
 }
 
 impl Iterator for Pieces<'_> {
@@ -233,7 +239,7 @@ impl Iterator for Pieces<'_> {
         let s = self.stripe.size;
         let c = self.stripe.count;
         loop {
-            if let Some((unit, start, end)) = self.cur {
+            if let Some((unit, start, end, base)) = self.cur {
                 // `unit` is a unit of this datafile at or after `start`'s unit.
                 let unit_start = unit.checked_mul(s)?;
                 if unit_start >= end {
@@ -242,8 +248,9 @@ impl Iterator for Pieces<'_> {
                 }
                 let lo = start.max(unit_start);
                 let hi = end.min(unit_start.saturating_add(s));
-                self.cur = Some((unit + c, start, end));
+                self.cur = Some((unit + c, start, end, base));
                 return Some(Piece {
+                    pos: base + (lo - start),
                     logical: lo,
                     local: (unit / c) * s + (lo - unit_start),
                     len: hi - lo,
@@ -255,9 +262,76 @@ impl Iterator for Pieces<'_> {
             }
             let first = offset / s;
             let unit = first + (self.idx + c - first % c) % c;
-            self.cur = Some((unit, offset, offset + len));
+            self.cur = Some((unit, offset, offset + len, self.pos));
+            self.pos += len;
         }
     }
+}
+
+/// Walks a sequence of pieces by byte count: the stream of a request is cut into
+/// chunks of bytes, and each chunk maps to the pieces (or parts of pieces) it covers.
+pub struct PieceCursor<I: Iterator<Item = Piece>> {
+    pieces: I,
+    cur: Option<Piece>,
+}
+
+impl<I: Iterator<Item = Piece>> PieceCursor<I> {
+    /// Starts at the first byte of the first piece.
+    pub fn new(pieces: I) -> Self {
+        PieceCursor { pieces, cur: None }
+    }
+
+    /// Appends to `out` the pieces covering the next `n` bytes of the stream (fewer
+    /// when the stream ends first) and returns how many bytes they cover.
+    pub fn take(&mut self, n: u64, out: &mut Vec<Piece>) -> u64 {
+        let mut got = 0;
+        while got < n {
+            let p = match self.cur.take().or_else(|| self.pieces.next()) {
+                Some(p) => p,
+                None => break,
+            };
+            let want = n - got;
+            if p.len <= want {
+                out.push(p);
+                got += p.len;
+            } else {
+                out.push(Piece { len: want, ..p });
+                self.cur = Some(Piece {
+                    pos: p.pos + want,
+                    logical: p.logical + want,
+                    local: p.local + want,
+                    len: p.len - want,
+                });
+                got += want;
+            }
+        }
+        got
+    }
+}
+
+/// Cuts pieces at a datafile's local size: what a data server can actually send for
+/// a read (bytes past its end are holes or past the end of the file, which the
+/// client resolves).
+pub fn clip_pieces(pieces: impl Iterator<Item = Piece>, local_size: u64) -> impl Iterator<Item = Piece> {
+    pieces
+        .filter(move |p| p.local < local_size)
+        .map(move |p| Piece {
+            len: p.len.min(local_size - p.local),
+            ..p
+        })
+}
+
+/// Merges pieces that are adjacent on the datafile into runs of (local offset, length),
+/// the unit of one positioned read or write on a data server.
+pub fn local_runs(pieces: &[Piece]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for p in pieces {
+        match runs.last_mut() {
+            Some((off, len)) if *off + *len == p.local => *len += p.len,
+            _ => runs.push((p.local, p.len)),
+        }
+    }
+    runs
 }
 
 #[cfg(test)]
@@ -266,30 +340,32 @@ mod tests {
     use proptest::prelude::*;
 
     /// The naive model: walk every byte of the request in order.
-    fn model(stripe: Stripe, regions: &Regions) -> Vec<Vec<(u64, u64)>> {
+    fn model(stripe: Stripe, regions: &Regions) -> Vec<Vec<(u64, u64, u64)>> {
         let mut per = vec![Vec::new(); stripe.count as usize];
+        let mut pos = 0;
         for e in regions.extents() {
             for x in e.offset..e.offset + e.len {
                 let unit = x / stripe.size;
                 let idx = (unit % stripe.count) as usize;
                 let local = (unit / stripe.count) * stripe.size + x % stripe.size;
-                per[idx].push((x, local));
+                per[idx].push((pos, x, local));
+                pos += 1;
             }
         }
         per
     }
 
-    fn flatten(pieces: impl Iterator<Item = Piece>) -> Vec<(u64, u64)> {
+    fn flatten(pieces: impl Iterator<Item = Piece>) -> Vec<(u64, u64, u64)> {
         pieces
-            .flat_map(|p| (0..p.len).map(move |i| (p.logical + i, p.local + i)))
+            .flat_map(|p| (0..p.len).map(move |i| (p.pos + i, p.logical + i, p.local + i)))
             .collect()
     }
 
     fn regions_strategy() -> impl Strategy<Value = Regions> {
         prop_oneof![
             (0u64..2000, 0u64..3000).prop_map(|(offset, len)| Regions::Contig(Extent { offset, len })),
-            (0u64..500, 1u64..50, 0u64..50, 0u64..20).prop_map(|(offset, block, gap, count)| {
-                Regions::Strided { offset, block, stride: block + gap, count }
+            (0u64..500, 1u64..50, 0u64..50, 0u64..100, 0u64..600).prop_map(|(offset, block, gap, start, len)| {
+                Regions::Strided { offset, block, stride: block + gap, start, len }
             }),
             proptest::collection::vec((0u64..3000, 0u64..300), 0..12).prop_map(|v| {
                 Regions::List(v.into_iter().map(|(offset, len)| Extent { offset, len }).collect())
@@ -333,6 +409,31 @@ mod tests {
             let stripe = Stripe { size, count };
             let (idx, local) = stripe.locate(off);
             prop_assert_eq!(stripe.logical(idx, local), off);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn cursor_chunks_cover_the_stream(size in 1u64..70, count in 1u64..5, regions in regions_strategy(), chunk in 1u64..200, local_size in 0u64..2000) {
+            let stripe = Stripe { size, count };
+            for idx in 0..count {
+                let whole: Vec<Piece> = clip_pieces(stripe.pieces(idx, &regions), local_size).collect();
+                let mut cursor = PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size));
+                let mut chunks = Vec::new();
+                loop {
+                    let mut out = Vec::new();
+                    let n = cursor.take(chunk, &mut out);
+                    prop_assert_eq!(n, out.iter().map(|p| p.len).sum::<u64>());
+                    if n == 0 { break; }
+                    chunks.extend(out);
+                }
+                prop_assert_eq!(flatten(chunks.into_iter()), flatten(whole.iter().copied()));
+                for p in &whole {
+                    prop_assert!(p.local + p.len <= local_size);
+                }
+                let runs = local_runs(&whole);
+                prop_assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), whole.iter().map(|p| p.len).sum::<u64>());
+            }
         }
     }
 

@@ -22,7 +22,9 @@ pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use message::{CreateWhat, Request, RequestBody, Response, UnlinkWant};
 pub use regions::{Extent, Regions};
-pub use types::{Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec};
+pub use types::{
+    name_shard, Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec,
+};
 
 /// The software version, reported by servers and the CLI.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

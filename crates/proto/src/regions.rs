@@ -25,17 +25,21 @@ wire_struct!(Extent { offset: u64, len: u64 });
 pub enum Regions {
     /// One contiguous range.
     Contig(Extent),
-    /// `count` blocks of `block` bytes, the first at `offset`, each `stride` after the
-    /// previous (a partition of seed 000: offset, gsize, stride).
+    /// Bytes `start .. start + len` of a partition (seed 000: offset, gsize, stride):
+    /// the partition is the file seen through blocks of `block` bytes, the first at
+    /// `offset`, each `stride` after the previous. `start` and `len` need not be
+    /// multiples of `block`.
     Strided {
-        /// Offset of the first block.
+        /// Offset of the partition's first block.
         offset: u64,
         /// Bytes per block (gsize).
         block: u64,
         /// Distance between block starts (>= block).
         stride: u64,
-        /// Number of blocks.
-        count: u64,
+        /// First partition byte described.
+        start: u64,
+        /// Number of partition bytes described.
+        len: u64,
     },
     /// An explicit list, in the order the data travels.
     List(Vec<Extent>),
@@ -59,7 +63,7 @@ impl Regions {
     pub fn total_len(&self) -> u64 {
         match self {
             Regions::Contig(e) => e.len,
-            Regions::Strided { block, count, .. } => block.saturating_mul(*count),
+            Regions::Strided { len, .. } => *len,
             Regions::List(v) => v.iter().map(|e| e.len).fold(0u64, u64::saturating_add),
         }
     }
@@ -90,20 +94,20 @@ impl Regions {
                 offset,
                 block,
                 stride,
-                count,
+                start,
+                len,
             } => {
                 if *block == 0 || *stride < *block {
                     return Err(Errno::EINVAL);
                 }
-                if *count > 0 {
-                    let last = stride
-                        .checked_mul(count - 1)
+                if *len > 0 {
+                    let last = start.checked_add(len - 1).ok_or(Errno::EFBIG)?;
+                    let at = (last / block)
+                        .checked_mul(*stride)
                         .and_then(|d| d.checked_add(*offset))
+                        .and_then(|d| d.checked_add(last % block))
                         .ok_or(Errno::EFBIG)?;
-                    if !in_range(&Extent {
-                        offset: last,
-                        len: *block,
-                    }) {
+                    if at >= MAX_FILE_SIZE {
                         return Err(Errno::EFBIG);
                     }
                 }
@@ -124,6 +128,7 @@ impl Regions {
 /// Iterator over the extents of a [`Regions`].
 pub struct Extents<'a> {
     regions: &'a Regions,
+    /// Index of the next list entry, or partition bytes already produced.
     next: u64,
 }
 
@@ -131,20 +136,36 @@ impl Iterator for Extents<'_> {
     type Item = Extent;
 
     fn next(&mut self) -> Option<Extent> {
-        let i = self.next;
-        self.next += 1;
         match self.regions {
-            Regions::Contig(e) => (i == 0).then_some(*e),
+            Regions::Contig(e) => {
+                let first = self.next == 0;
+                self.next = 1;
+                first.then_some(*e)
+            }
             Regions::Strided {
                 offset,
                 block,
                 stride,
-                count,
-            } => (i < *count).then(|| Extent {
-                offset: offset + i * stride,
-                len: *block,
-            }),
-            Regions::List(v) => v.get(i as usize).copied(),
+                start,
+                len,
+            } => {
+                if self.next >= *len {
+                    return None;
+                }
+                let p = start + self.next;
+                let within = p % block;
+                let n = (block - within).min(len - self.next);
+                self.next += n;
+                Some(Extent {
+                    offset: offset + (p / block) * stride + within,
+                    len: n,
+                })
+            }
+            Regions::List(v) => {
+                let e = v.get(self.next as usize).copied();
+                self.next += 1;
+                e
+            }
         }
     }
 }
@@ -161,13 +182,15 @@ impl Wire for Regions {
                 offset,
                 block,
                 stride,
-                count,
+                start,
+                len,
             } => {
                 out.push(2);
                 offset.put(out);
                 block.put(out);
                 stride.put(out);
-                count.put(out);
+                start.put(out);
+                len.put(out);
             }
             Regions::List(v) => {
                 out.push(3);
@@ -182,7 +205,8 @@ impl Wire for Regions {
                 offset: Wire::get(r)?,
                 block: Wire::get(r)?,
                 stride: Wire::get(r)?,
-                count: Wire::get(r)?,
+                start: Wire::get(r)?,
+                len: Wire::get(r)?,
             },
             3 => Regions::List(Wire::get(r)?),
             t => {
@@ -210,25 +234,38 @@ mod tests {
             offset: 10,
             block: 4,
             stride: 16,
-            count: 3,
+            start: 0,
+            len: 12,
         };
         let v: Vec<_> = r.extents().map(|e| (e.offset, e.len)).collect();
         assert_eq!(v, vec![(10, 4), (26, 4), (42, 4)]);
         assert_eq!(r.total_len(), 12);
         assert_eq!(r.end(), 46);
         assert!(r.validate().is_ok());
+        // A window that starts and ends inside blocks.
+        let w = Regions::Strided {
+            offset: 10,
+            block: 4,
+            stride: 16,
+            start: 3,
+            len: 6,
+        };
+        let v: Vec<_> = w.extents().map(|e| (e.offset, e.len)).collect();
+        assert_eq!(v, vec![(13, 1), (26, 4), (42, 1)]);
         let overflow = Regions::Strided {
             offset: 1,
             block: 8,
             stride: u64::MAX / 2,
-            count: 3,
+            start: 0,
+            len: 24,
         };
         assert_eq!(overflow.validate(), Err(Errno::EFBIG));
         let bad = Regions::Strided {
             offset: 0,
             block: 8,
             stride: 4,
-            count: 3,
+            start: 0,
+            len: 24,
         };
         assert_eq!(bad.validate(), Err(Errno::EINVAL));
         assert_eq!(Regions::contig(u64::MAX, 2).validate(), Err(Errno::EFBIG));

@@ -397,3 +397,33 @@ mod tests {
         assert!(check_name(&"x".repeat(255)).is_ok());
     }
 }
+
+/// The dirdata shard of a directory holding entry `name`: FNV-1a 64 of the name's
+/// bytes modulo the shard count. Every client must compute the same value, so this
+/// function is part of the protocol and must never change for a protocol version.
+pub fn name_shard(name: &str, shards: u32) -> u32 {
+    assert!(shards > 0, "a directory has at least one shard");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(shards)) as u32
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::name_shard;
+
+    #[test]
+    fn shard_is_stable_and_spread() {
+        // Fixed values: changing the hash would strand existing entries.
+        assert_eq!(name_shard("", 7), (0xcbf2_9ce4_8422_2325u64 % 7) as u32);
+        assert_eq!(name_shard("a", 1), 0);
+        let mut counts = [0u32; 4];
+        for i in 0..4000 {
+            counts[name_shard(&format!("file{i}"), 4) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+}

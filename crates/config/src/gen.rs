@@ -1,0 +1,224 @@
+//! Generating a configuration for a new file system, and writing one as TOML.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+use crate::parse::{check, DEFAULT_STRIPE_SIZE};
+use crate::units::{format_duration, format_size, parse_size};
+use crate::{Config, ConfigError, Defaults, HandleRange, Roles, ServerConfig, Timeouts};
+
+/// Most servers `generate` will lay out (each owns 2^40 handles).
+const MAX_SERVERS: usize = 1 << 16;
+
+/// What `pvfs genconfig` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenOptions {
+    /// Number of servers; every one has the data role.
+    pub servers: usize,
+    /// How many of the servers (the first ones) also have the meta role; None = all.
+    pub meta_servers: Option<usize>,
+    /// Storage parent directory; server i stores under `dir/s{i}` (made absolute).
+    pub dir: PathBuf,
+    /// Host part of every server address.
+    pub host: String,
+    /// Port of server 0 (server i gets `base_port + i`); 0 = pick free ports on `host`.
+    pub base_port: u16,
+    /// Default stripe size in bytes.
+    pub stripe_size: u64,
+    /// Default datafiles per file; None = all data servers.
+    pub stripe_count: Option<u32>,
+    /// Default dirdata shards per directory; None = all meta servers.
+    pub dir_shards: Option<u32>,
+    /// Name of the file system.
+    pub name: String,
+    /// File system id; None = random.
+    pub fsid: Option<u64>,
+}
+
+impl GenOptions {
+    /// `servers` servers storing under `dir`, on 127.0.0.1:7000.., stripe 64K, name "pvfs".
+    pub fn new(servers: usize, dir: impl Into<PathBuf>) -> GenOptions {
+        GenOptions {
+            servers,
+            meta_servers: None,
+            dir: dir.into(),
+            host: "127.0.0.1".into(),
+            base_port: 7000,
+            stripe_size: DEFAULT_STRIPE_SIZE,
+            stripe_count: None,
+            dir_shards: None,
+            name: "pvfs".into(),
+            fsid: None,
+        }
+    }
+}
+
+pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
+    let fail = |m: String| ConfigError::Generate(m);
+    let n = o.servers;
+    let m = o.meta_servers.unwrap_or(n);
+    if n == 0 || n > MAX_SERVERS {
+        return Err(fail(format!(
+            "the number of servers must be in 1..={MAX_SERVERS}, not {n}"
+        )));
+    }
+    if m == 0 || m > n {
+        return Err(fail(format!(
+            "the number of meta servers must be in 1..={n}, not {m}"
+        )));
+    }
+    let dir = std::path::absolute(&o.dir)
+        .map_err(|e| fail(format!("cannot make {} absolute: {e}", o.dir.display())))?;
+    let ports = ports(&o.host, o.base_port, n)?;
+    let host = if o.host.contains(':') && !o.host.starts_with('[') {
+        format!("[{}]", o.host) // IPv6 literal
+    } else {
+        o.host.clone()
+    };
+    let servers = (0..n)
+        .map(|i| ServerConfig {
+            name: format!("s{i}"),
+            address: format!("{host}:{}", ports[i]),
+            roles: if i < m {
+                Roles::META | Roles::DATA
+            } else {
+                Roles::DATA
+            },
+            handles: HandleRange {
+                first: (i as u64 + 1) << 40,
+                last: ((i as u64 + 2) << 40) - 1,
+            },
+            storage: dir.join(format!("s{i}")),
+        })
+        .collect();
+    let config = Config {
+        fsid: o.fsid.unwrap_or_else(random_fsid),
+        name: o.name.clone(),
+        defaults: Defaults {
+            stripe_size: o.stripe_size,
+            stripe_count: o.stripe_count.unwrap_or(n as u32),
+            dir_shards: o.dir_shards.unwrap_or(m as u32),
+            sync_writes: false,
+        },
+        timeouts: Timeouts::default(),
+        servers,
+    };
+    check(&config).map_err(|(key, message)| ConfigError::Invalid {
+        origin: "genconfig".into(),
+        line: None,
+        key,
+        message,
+    })?;
+    Ok(config)
+}
+
+/// `n` ports from `base`, or with `base == 0` `n` distinct ports free on `host` now
+/// (all listeners stay open until every port is chosen).
+fn ports(host: &str, base: u16, n: usize) -> Result<Vec<u16>, ConfigError> {
+    if base != 0 {
+        return (0..n)
+            .map(|i| u16::try_from(base as usize + i).ok())
+            .collect::<Option<Vec<u16>>>()
+            .ok_or_else(|| {
+                ConfigError::Generate(format!("ports {base}.. do not fit {n} servers"))
+            });
+    }
+    let bind_host = host.trim_start_matches('[').trim_end_matches(']');
+    let err = |e: std::io::Error| {
+        ConfigError::Generate(format!("cannot pick a free port on {host}: {e}"))
+    };
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind((bind_host, 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect::<Result<_, _>>()
+        .map_err(err)
+}
+
+/// A random fsid in 1..=i64::MAX (so it stays a plain TOML integer).
+fn random_fsid() -> u64 {
+    let mut b = [0u8; 8];
+    let x = match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            let nanos = t.map_or(0, |d| d.as_nanos() as u64);
+            (nanos ^ (u64::from(std::process::id()) << 40)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        }
+    };
+    (x & i64::MAX as u64).max(1)
+}
+
+/// A TOML string literal.
+fn quote(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+pub(crate) fn to_toml(c: &Config) -> String {
+    let fsid = match i64::try_from(c.fsid) {
+        Ok(_) => c.fsid.to_string(),
+        Err(_) => format!("\"{:#x}\"", c.fsid),
+    };
+    let size = |n: u64| match format_size(n) {
+        s if parse_size(&s) == Ok(n) => quote(&s),
+        _ => n.to_string(),
+    };
+    let duration = |d| quote(&format_duration(d));
+    let note = |line: String, comment: &str| format!("{line:<24}# {comment}");
+    let d = &c.defaults;
+    let mut out = vec![
+        "# pvfs file system configuration (generated by pvfs genconfig)".to_string(),
+        "# Every server and client reads this same file; see docs/configuration.md.".into(),
+        format!("fsid = {fsid}"),
+        format!("name = {}", quote(&c.name)),
+        String::new(),
+        "[defaults]".into(),
+        note(
+            format!("stripe_size = {}", size(d.stripe_size)),
+            "bytes per stripe unit",
+        ),
+        note(
+            format!("stripe_count = {}", d.stripe_count),
+            "datafiles per new file",
+        ),
+        note(
+            format!("dir_shards = {}", d.dir_shards),
+            "dirdata shards per new directory",
+        ),
+        note(
+            format!("sync_writes = {}", d.sync_writes),
+            "fsync every write on data servers",
+        ),
+        String::new(),
+        "[timeouts]".into(),
+        note(
+            format!("connect = {}", duration(c.timeouts.connect)),
+            "to connect to a server",
+        ),
+        note(
+            format!("request = {}", duration(c.timeouts.request)),
+            "no progress -> ETIMEDOUT",
+        ),
+    ];
+    for s in &c.servers {
+        let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]
+            .into_iter()
+            .filter_map(|(r, name)| s.roles.contains(r).then_some(name))
+            .collect();
+        out.extend([
+            String::new(),
+            "[[servers]]".into(),
+            format!("name = {}", quote(&s.name)),
+            format!("address = {}", quote(&s.address)),
+            format!("roles = [{}]", roles.join(", ")),
+            format!("handles = \"{}\"", s.handles),
+            format!("storage = {}", quote(&s.storage.to_string_lossy())),
+        ]);
+    }
+    out.push(String::new());
+    out.join("\n")
+}

@@ -1,0 +1,406 @@
+//! TOML text to a validated [`Config`]: serde reads the text into raw structs whose
+//! values carry their spans; conversion (units, roles, handle ranges) and validation
+//! then turn spans into line numbers for their error messages.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use pvfs_proto::layout::{MAX_STRIPE_SIZE, MIN_STRIPE_SIZE};
+use serde::Deserialize;
+use toml::{Spanned, Value};
+
+use crate::units::{format_size, parse_duration, parse_size};
+use crate::{Config, ConfigError, Defaults, HandleRange, Roles, ServerConfig, Timeouts};
+
+/// Stripe size when `[defaults]` does not give one.
+pub(crate) const DEFAULT_STRIPE_SIZE: u64 = 64 << 10;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    fsid: Spanned<Value>,
+    name: Option<Spanned<String>>,
+    defaults: Option<Spanned<RawDefaults>>,
+    timeouts: Option<Spanned<RawTimeouts>>,
+    servers: Spanned<Vec<RawServer>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    stripe_size: Option<Spanned<Value>>,
+    stripe_count: Option<Spanned<i64>>,
+    dir_shards: Option<Spanned<i64>>,
+    sync_writes: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    connect: Option<Spanned<Value>>,
+    request: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    name: Spanned<String>,
+    address: Spanned<String>,
+    roles: Spanned<Vec<Spanned<String>>>,
+    handles: Spanned<Value>,
+    storage: Spanned<String>,
+}
+
+/// The text being parsed, and the line of every key seen so far.
+struct Ctx<'a> {
+    text: &'a str,
+    origin: &'a str,
+    lines: HashMap<String, usize>,
+}
+
+impl Ctx<'_> {
+    fn line(&self, span: Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&self, line: Option<usize>, key: &str, message: impl Into<String>) -> ConfigError {
+        let origin = self.origin.to_string();
+        ConfigError::Invalid {
+            origin,
+            line,
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// Records where `key` is and returns its value.
+    fn at<'v, T>(&mut self, key: &str, v: &'v Spanned<T>) -> &'v T {
+        self.lines.insert(key.to_string(), self.line(v.span()));
+        v.get_ref()
+    }
+
+    /// Records where `key` is and converts its value, or fails naming its line.
+    fn convert<T, U>(
+        &mut self,
+        key: &str,
+        v: &Spanned<T>,
+        f: impl FnOnce(&T) -> Result<U, String>,
+    ) -> Result<U, ConfigError> {
+        let line = self.line(v.span());
+        f(self.at(key, v)).map_err(|m| self.error(Some(line), key, m))
+    }
+
+    /// The line of `key`, or of the nearest enclosing key that has one.
+    fn line_of(&self, key: &str) -> Option<usize> {
+        let mut k = key;
+        loop {
+            if let Some(&l) = self.lines.get(k) {
+                return Some(l);
+            }
+            k = &k[..k.rfind(['.', '['])?];
+        }
+    }
+
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
+        let message = e.message().trim().lines().collect::<Vec<_>>().join("; ");
+        // A missing field's span is its table: name the table, not the key on its line.
+        let table_only = message.starts_with("missing field");
+        match e.span() {
+            Some(s) => {
+                let key = key_at(self.text, s.start, table_only);
+                self.error(Some(self.line(s)), &key, message)
+            }
+            None => self.error(None, "", message),
+        }
+    }
+}
+
+/// Best-effort dotted path of the key at byte `offset`, e.g. "servers[1].roles", or
+/// with `table_only` of its table, e.g. "servers[1]".
+fn key_at(text: &str, offset: usize, table_only: bool) -> String {
+    let (mut table, mut counts) = (String::new(), HashMap::<String, usize>::new());
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let n = counts.entry(name.trim().to_string()).or_insert(0);
+            table = format!("{}[{n}]", name.trim());
+            *n += 1;
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = name.trim().to_string();
+        }
+        pos += line.len();
+        if offset < pos || pos == text.len() {
+            let key = match t.split_once('=') {
+                Some((k, _)) if !t.starts_with('[') && !table_only => k.trim().trim_matches('"'),
+                _ => "",
+            };
+            return match (table.is_empty(), key.is_empty()) {
+                (_, true) => table,
+                (true, false) => key.to_string(),
+                (false, false) => format!("{table}.{key}"),
+            };
+        }
+    }
+    table
+}
+
+/// A handle or fsid: decimal or "0x" hexadecimal.
+fn parse_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    }
+    .map_err(|_| format!("invalid number {s:?} (expected decimal or 0x hexadecimal)"))
+}
+
+fn number_value(v: &Value) -> Result<u64, String> {
+    match v {
+        Value::Integer(i) => u64::try_from(*i).map_err(|_| format!("{i} is negative")),
+        Value::String(s) => parse_number(s),
+        v => Err(format!("expected an integer, found {}", v.type_str())),
+    }
+}
+
+fn size_value(v: &Value) -> Result<u64, String> {
+    match v {
+        Value::String(s) => parse_size(s),
+        v => number_value(v).map_err(|_| format!("expected a size like \"64K\", found {v}")),
+    }
+}
+
+fn duration_value(v: &Value) -> Result<std::time::Duration, String> {
+    match v {
+        Value::Integer(ms) => u64::try_from(*ms)
+            .map(std::time::Duration::from_millis)
+            .map_err(|_| format!("{ms} is negative")),
+        Value::String(s) => parse_duration(s),
+        v => Err(format!(
+            "expected a duration like \"2s\", found {}",
+            v.type_str()
+        )),
+    }
+}
+
+fn handle_range(v: &Value) -> Result<HandleRange, String> {
+    let (first, last) = match v {
+        Value::String(s) => {
+            let (a, b) = s
+                .split_once('-')
+                .ok_or_else(|| format!("{s:?} is not FIRST-LAST"))?;
+            (parse_number(a)?, parse_number(b)?)
+        }
+        Value::Table(t) => {
+            if let Some(k) = t.keys().find(|k| *k != "first" && *k != "last") {
+                return Err(format!(
+                    "unknown key {k:?} (expected \"first\" and \"last\")"
+                ));
+            }
+            let get = |k| {
+                t.get(k)
+                    .ok_or_else(|| format!("missing {k:?}"))
+                    .and_then(number_value)
+            };
+            (get("first")?, get("last")?)
+        }
+        v => Err(format!(
+            "expected \"FIRST-LAST\" or {{ first, last }}, found {}",
+            v.type_str()
+        ))?,
+    };
+    Ok(HandleRange { first, last })
+}
+
+fn count(n: &i64) -> Result<u32, String> {
+    u32::try_from(*n).map_err(|_| format!("{n} is out of range"))
+}
+
+pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    let mut cx = Ctx {
+        text,
+        origin,
+        lines: HashMap::new(),
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+    let fsid = cx.convert("fsid", &raw.fsid, number_value)?;
+    let name = raw
+        .name
+        .as_ref()
+        .map_or("pvfs".into(), |n| cx.at("name", n).clone());
+
+    let mut servers = Vec::new();
+    for (i, s) in cx.at("servers", &raw.servers).iter().enumerate() {
+        let k = |f: &str| format!("servers[{i}].{f}");
+        let mut roles = Roles(0);
+        for r in cx.at(&k("roles"), &s.roles) {
+            roles = roles
+                | match r.get_ref().as_str() {
+                    "meta" => Roles::META,
+                    "data" => Roles::DATA,
+                    other => Err(cx.error(
+                        Some(cx.line(r.span())),
+                        &k("roles"),
+                        format!("unknown role {other:?} (expected \"meta\" or \"data\")"),
+                    ))?,
+                };
+        }
+        servers.push(ServerConfig {
+            name: cx.at(&k("name"), &s.name).clone(),
+            address: cx.at(&k("address"), &s.address).clone(),
+            roles,
+            handles: cx.convert(&k("handles"), &s.handles, handle_range)?,
+            storage: cx.at(&k("storage"), &s.storage).into(),
+        });
+    }
+    let with = |r| servers.iter().filter(|s| s.roles.contains(r)).count();
+    let (n_meta, n_data) = (with(Roles::META), with(Roles::DATA));
+    let all = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+
+    let mut defaults = Defaults {
+        stripe_size: DEFAULT_STRIPE_SIZE,
+        stripe_count: all(n_data),
+        dir_shards: all(n_meta),
+        sync_writes: false,
+    };
+    if let Some(d) = &raw.defaults {
+        let d = cx.at("defaults", d);
+        if let Some(v) = &d.stripe_size {
+            defaults.stripe_size = cx.convert("defaults.stripe_size", v, size_value)?;
+        }
+        if let Some(v) = &d.stripe_count {
+            defaults.stripe_count = cx.convert("defaults.stripe_count", v, count)?;
+        }
+        if let Some(v) = &d.dir_shards {
+            defaults.dir_shards = cx.convert("defaults.dir_shards", v, count)?;
+        }
+        defaults.sync_writes = d.sync_writes.unwrap_or(false);
+    }
+    let mut timeouts = Timeouts::default();
+    if let Some(t) = &raw.timeouts {
+        let t = cx.at("timeouts", t);
+        if let Some(v) = &t.connect {
+            timeouts.connect = cx.convert("timeouts.connect", v, duration_value)?;
+        }
+        if let Some(v) = &t.request {
+            timeouts.request = cx.convert("timeouts.request", v, duration_value)?;
+        }
+    }
+
+    let config = Config {
+        fsid,
+        name,
+        defaults,
+        timeouts,
+        servers,
+    };
+    check(&config).map_err(|(key, message)| cx.error(cx.line_of(&key), &key, message))?;
+    Ok(config)
+}
+
+/// Returns a validation error: key, then a format string and its arguments.
+macro_rules! fail {
+    ($key:expr, $($fmt:tt)+) => {
+        return Err(($key.to_string(), format!($($fmt)+)))
+    };
+}
+
+/// Checks everything that does not depend on the text; errors are (key, message).
+pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
+    if c.name.trim().is_empty() {
+        fail!("name", "must not be empty");
+    }
+    if c.servers.is_empty() {
+        fail!("servers", "at least one server is required");
+    }
+    for (i, s) in c.servers.iter().enumerate() {
+        let k = |f: &str| format!("servers[{i}].{f}");
+        let (name, addr, h) = (&s.name, &s.address, s.handles);
+        let name_ok = |ch: char| ch.is_ascii_alphanumeric() || "-_.".contains(ch);
+        if name.is_empty() || !name.chars().all(name_ok) {
+            fail!(
+                k("name"),
+                "invalid name {name:?} (use letters, digits, - _ .)"
+            );
+        }
+        let port = addr.rsplit_once(':').filter(|(host, _)| !host.is_empty());
+        if !port.is_some_and(|(_, p)| p.parse::<u16>().is_ok_and(|p| p != 0)) {
+            fail!(
+                k("address"),
+                "{addr:?} is not host:port (with a port in 1..=65535)"
+            );
+        }
+        if s.roles.0 & (Roles::META | Roles::DATA).0 == 0 {
+            fail!(
+                k("roles"),
+                "at least one role (\"meta\", \"data\") is required"
+            );
+        }
+        if h.first == 0 || h.first > h.last {
+            fail!(k("handles"), "invalid range {h} (need 1 <= first <= last)");
+        }
+        if s.storage.as_os_str().is_empty() {
+            fail!(k("storage"), "must not be empty");
+        }
+        for (j, o) in c.servers[..i].iter().enumerate() {
+            if &o.name == name {
+                fail!(k("name"), "duplicate name {name:?} (also servers[{j}])");
+            }
+            if &o.address == addr {
+                fail!(
+                    k("address"),
+                    "duplicate address {addr:?} (also servers[{j}])"
+                );
+            }
+            if o.handles.overlaps(&h) {
+                fail!(
+                    k("handles"),
+                    "range {h} overlaps servers[{j}] ({}: {})",
+                    o.name,
+                    o.handles
+                );
+            }
+        }
+    }
+    let (n_meta, n_data) = (c.meta_servers().len(), c.data_servers().len());
+    if n_meta == 0 {
+        fail!("servers", "no server has the \"meta\" role");
+    }
+    if n_data == 0 {
+        fail!("servers", "no server has the \"data\" role");
+    }
+    let d = &c.defaults;
+    if !(MIN_STRIPE_SIZE..=MAX_STRIPE_SIZE).contains(&d.stripe_size) {
+        let (lo, hi) = (format_size(MIN_STRIPE_SIZE), format_size(MAX_STRIPE_SIZE));
+        fail!(
+            "defaults.stripe_size",
+            "{} is outside {lo}..={hi}",
+            d.stripe_size
+        );
+    }
+    let (count, shards) = (d.stripe_count as usize, d.dir_shards as usize);
+    if !(1..=n_data).contains(&count) {
+        fail!(
+            "defaults.stripe_count",
+            "{count} is not in 1..={n_data} (the number of data servers)"
+        );
+    }
+    if !(1..=n_meta).contains(&shards) {
+        fail!(
+            "defaults.dir_shards",
+            "{shards} is not in 1..={n_meta} (the number of meta servers)"
+        );
+    }
+    if c.timeouts.connect.is_zero() {
+        fail!("timeouts.connect", "must be greater than zero");
+    }
+    if c.timeouts.request.is_zero() {
+        fail!("timeouts.request", "must be greater than zero");
+    }
+    Ok(())
+}

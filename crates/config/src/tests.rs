@@ -1,0 +1,351 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+/// A hand-written file; tests replace single lines and check the reported line.
+const BASE: &str = r#"fsid = 42
+name = "test"
+
+[defaults]
+stripe_size = "64K"
+stripe_count = 3
+dir_shards = 2
+
+[timeouts]
+connect = "2s"
+request = 5000
+
+[[servers]]
+name = "a"
+address = "127.0.0.1:7000"
+roles = ["meta", "data"]
+handles = "0x10000000000-0x1ffffffffff"
+storage = "/tmp/a"
+
+[[servers]]
+name = "b"
+address = "127.0.0.1:7001"
+roles = ["meta", "data"]
+handles = { first = 0x20000000000, last = 0x2ffffffffff }
+storage = "/tmp/b"
+
+[[servers]]
+name = "c"
+address = "127.0.0.1:7002"
+roles = ["data"]
+handles = "0x30000000000-0x3ffffffffff"
+storage = "c"
+"#;
+
+/// BASE with 1-based line `n` replaced by `new`.
+fn with_line(n: usize, new: &str) -> String {
+    let mut lines: Vec<&str> = BASE.lines().collect();
+    lines[n - 1] = new;
+    lines.join("\n")
+}
+
+/// The error message for BASE with line `n` replaced by `new`.
+fn error(n: usize, new: &str) -> String {
+    Config::parse(&with_line(n, new), "f.toml")
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn parses_hand_written_file() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.fsid, 42);
+    assert_eq!(
+        c.defaults,
+        Defaults {
+            stripe_size: 65536,
+            stripe_count: 3,
+            dir_shards: 2,
+            sync_writes: false
+        }
+    );
+    assert_eq!(c.timeouts.request, std::time::Duration::from_secs(5));
+    assert_eq!(
+        c.servers[1].handles,
+        HandleRange {
+            first: 2 << 40,
+            last: (3 << 40) - 1
+        }
+    );
+    assert_eq!(c.servers[2].roles, Roles::DATA);
+    assert_eq!(c.meta_servers(), vec![0, 1]);
+    assert_eq!(c.data_servers(), vec![0, 1, 2]);
+    assert_eq!(c.server_index("c"), Some(2));
+    assert_eq!(c.server_index("d"), None);
+    assert_eq!(c.root_handle(), 1 << 40);
+    assert_eq!(Config::parse(&c.to_toml(), "again").unwrap(), c);
+}
+
+#[test]
+fn owner_of_boundaries() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    let first = 1u64 << 40;
+    assert_eq!(c.owner_of(0), None);
+    assert_eq!(c.owner_of(first - 1), None);
+    assert_eq!(c.owner_of(first), Some(0));
+    assert_eq!(c.owner_of(2 * first - 1), Some(0));
+    assert_eq!(c.owner_of(2 * first), Some(1));
+    assert_eq!(c.owner_of(4 * first - 1), Some(2));
+    assert_eq!(c.owner_of(4 * first), None);
+    assert_eq!(c.owner_of(u64::MAX), None);
+}
+
+#[test]
+fn generate_round_trips() {
+    let mut o = GenOptions::new(4, "rel/dir");
+    o.meta_servers = Some(2);
+    o.stripe_size = 1 << 20;
+    let c = Config::generate(&o).unwrap();
+    assert_eq!(c.meta_servers(), vec![0, 1]);
+    assert_eq!(c.data_servers(), vec![0, 1, 2, 3]);
+    assert_eq!((c.defaults.stripe_count, c.defaults.dir_shards), (4, 2));
+    assert_eq!(c.servers[3].address, "127.0.0.1:7003");
+    assert_eq!(
+        c.servers[3].handles,
+        HandleRange {
+            first: 4 << 40,
+            last: (5 << 40) - 1
+        }
+    );
+    assert!(c.servers[1].storage.is_absolute() && c.servers[1].storage.ends_with("rel/dir/s1"));
+    assert!(c.fsid > 0 && c.fsid <= i64::MAX as u64);
+    let text = c.to_toml();
+    assert!(text.starts_with("# pvfs file system configuration"));
+    assert_eq!(Config::parse(&text, "gen").unwrap(), c);
+
+    // Values that need the less common spellings survive as well.
+    let mut odd = c.clone();
+    odd.fsid = u64::MAX;
+    odd.defaults.stripe_size = 1000;
+    odd.defaults.sync_writes = true;
+    odd.timeouts.connect = std::time::Duration::from_millis(1500);
+    odd.name = "with \"quotes\"".into();
+    odd.servers[3].roles = Roles::META;
+    odd.defaults.stripe_count = 3;
+    assert_eq!(Config::parse(&odd.to_toml(), "odd").unwrap(), odd);
+}
+
+#[test]
+fn generate_free_ports() {
+    let mut o = GenOptions::new(5, "/tmp/pvfs-test");
+    o.base_port = 0;
+    let c = Config::generate(&o).unwrap();
+    let mut ports: Vec<u16> = c
+        .servers
+        .iter()
+        .map(|s| s.address.rsplit_once(':').unwrap().1.parse().unwrap())
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 5);
+    assert!(ports.iter().all(|&p| p != 0));
+}
+
+#[test]
+fn generate_rejects_bad_options() {
+    let mut o = GenOptions::new(3, "/tmp/x");
+    o.meta_servers = Some(4);
+    assert!(Config::generate(&o)
+        .unwrap_err()
+        .to_string()
+        .contains("meta servers must be in 1..=3"));
+    o.meta_servers = None;
+    o.stripe_count = Some(4);
+    let e = Config::generate(&o).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "genconfig: defaults.stripe_count: 4 is not in 1..=3 (the number of data servers)"
+    );
+    o.stripe_count = None;
+    o.base_port = 65534;
+    assert!(Config::generate(&o).is_err());
+    assert!(Config::generate(&GenOptions::new(0, "/tmp/x")).is_err());
+}
+
+#[test]
+fn validation_errors_name_line_and_key() {
+    let cases = [
+        (
+            5,
+            r#"stripe_size = "64Q""#,
+            r#"f.toml:5: defaults.stripe_size: invalid size "64Q""#,
+        ),
+        (
+            5,
+            "stripe_size = 256",
+            "f.toml:5: defaults.stripe_size: 256 is outside 512..=1G",
+        ),
+        (
+            30,
+            r#"roles = ["data", "metta"]"#,
+            r#"f.toml:30: servers[2].roles: unknown role "metta" (expected "meta" or "data")"#,
+        ),
+        (
+            30,
+            "roles = []",
+            "f.toml:30: servers[2].roles: at least one role",
+        ),
+        (
+            31,
+            r#"handles = "0x28000000000-0x30000000000""#,
+            "f.toml:31: servers[2].handles: range 0x28000000000-0x30000000000 overlaps servers[1]",
+        ),
+        (
+            31,
+            r#"handles = "0-5""#,
+            "f.toml:31: servers[2].handles: invalid range 0x0-0x5",
+        ),
+        (
+            31,
+            r#"handles = "5""#,
+            r#"f.toml:31: servers[2].handles: "5" is not FIRST-LAST"#,
+        ),
+        (
+            31,
+            "handles = { first = 5 }",
+            r#"f.toml:31: servers[2].handles: missing "last""#,
+        ),
+        (
+            28,
+            r#"name = "a""#,
+            r#"f.toml:28: servers[2].name: duplicate name "a" (also servers[0])"#,
+        ),
+        (
+            22,
+            r#"address = "127.0.0.1:7000""#,
+            "f.toml:22: servers[1].address: duplicate address",
+        ),
+        (
+            22,
+            r#"address = "localhost""#,
+            r#"f.toml:22: servers[1].address: "localhost" is not host:port"#,
+        ),
+        (
+            6,
+            "stripe_count = 4",
+            "f.toml:6: defaults.stripe_count: 4 is not in 1..=3",
+        ),
+        (
+            6,
+            "stripe_count = -1",
+            "f.toml:6: defaults.stripe_count: -1 is out of range",
+        ),
+        (
+            7,
+            "dir_shards = 3",
+            "f.toml:7: defaults.dir_shards: 3 is not in 1..=2",
+        ),
+        (
+            11,
+            r#"request = "0s""#,
+            "f.toml:11: timeouts.request: must be greater than zero",
+        ),
+        (
+            10,
+            r#"connect = "soon""#,
+            r#"f.toml:10: timeouts.connect: invalid duration "soon""#,
+        ),
+        (
+            32,
+            r#"storage = """#,
+            "f.toml:32: servers[2].storage: must not be empty",
+        ),
+        (1, "fsid = -3", "f.toml:1: fsid: -3 is negative"),
+        // Unknown keys (typos), at the top level, in a table and in a server.
+        (2, r#"nmae = "x""#, "f.toml:2: nmae: unknown field `nmae`"),
+        (
+            6,
+            "stripe_cnt = 3",
+            "f.toml:6: defaults.stripe_cnt: unknown field `stripe_cnt`",
+        ),
+        (
+            26,
+            "port = 7002",
+            "f.toml:26: servers[1].port: unknown field `port`",
+        ),
+        // Malformed TOML and wrong types.
+        (2, r#"name = "test"#, "f.toml:2: name: "),
+        (
+            16,
+            r#"roles = ["meta", "data""#,
+            "f.toml:17: servers[0].handles: ",
+        ),
+        (
+            7,
+            "dir_shards = 2.5",
+            "f.toml:7: defaults.dir_shards: invalid type: floating point",
+        ),
+        (21, "", "f.toml:20: servers[1]: missing field `name`"),
+    ];
+    for (line, text, want) in cases {
+        let got = error(line, text);
+        assert!(
+            got.starts_with(want),
+            "line {line} {text:?}:\n got  {got}\n want {want}"
+        );
+        assert!(!got.contains('\n'), "{got}");
+    }
+}
+
+#[test]
+fn whole_file_errors() {
+    let e = |t: &str| Config::parse(t, "f.toml").unwrap_err().to_string();
+    let head: String = BASE.lines().take(12).map(|l| format!("{l}\n")).collect();
+    assert_eq!(e(&head), "f.toml:1: missing field `servers`");
+    let empty = format!("servers = []\n{head}");
+    assert_eq!(
+        e(&empty),
+        "f.toml:1: servers: at least one server is required"
+    );
+    let no_meta = BASE
+        .replace(r#"["meta", "data"]"#, r#"["data"]"#)
+        .replace("dir_shards = 2", "");
+    assert_eq!(
+        e(&no_meta),
+        r#"f.toml:13: servers: no server has the "meta" role"#
+    );
+}
+
+#[test]
+fn missing_tables_use_defaults() {
+    let text = BASE.lines().skip(11).collect::<Vec<_>>().join("\n");
+    let c = Config::parse(&format!("fsid = 7\n{text}"), "f.toml").unwrap();
+    assert_eq!(c.name, "pvfs");
+    assert_eq!(
+        c.defaults,
+        Defaults {
+            stripe_size: 65536,
+            stripe_count: 3,
+            dir_shards: 2,
+            sync_writes: false
+        }
+    );
+    assert_eq!(c.timeouts, Timeouts::default());
+}
+
+#[test]
+fn load_reads_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.toml");
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!("cannot read {}: No such file or directory", path.display())
+    );
+    std::fs::write(&path, BASE).unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(c.servers[2].storage, dir.path().join("c")); // relative to the file
+    assert_eq!(c.servers[0].storage, PathBuf::from("/tmp/a"));
+    std::fs::write(&path, with_line(16, "roles = 3")).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.line(), Some(16));
+    assert!(e.to_string().starts_with(&format!(
+        "{}:16: servers[0].roles: invalid type",
+        path.display()
+    )));
+}
