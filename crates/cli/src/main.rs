@@ -1,1 +1,100 @@
-fn main() {}
+//! `pvfs`: the one binary of the file system — servers, administration, the command
+//! line client, benchmarks and the demo. Every subcommand lives in `cmd/`.
+
+mod cmd;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// pvfs: a parallel file system for Linux clusters.
+#[derive(Parser)]
+#[command(name = "pvfs", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the file system's configuration is.
+#[derive(Args, Clone)]
+pub struct ConfigArg {
+    /// The file system's configuration file.
+    #[arg(long, short = 'c', env = "PVFS_CONFIG", value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a configuration file for a new file system.
+    Genconfig(cmd::genconfig::GenconfigArgs),
+    /// Run one server in the foreground.
+    Server(cmd::server::ServerArgs),
+    /// Start every server of a configuration in the background.
+    Start(cmd::server::StartArgs),
+    /// Stop every server of a configuration (SIGTERM, wait, report).
+    Stop(cmd::server::StopArgs),
+    /// Check that every server answers, with round-trip times.
+    Ping(cmd::admin::PingArgs),
+    /// Space and objects per server and in total.
+    Df(cmd::admin::DfArgs),
+    /// List a directory.
+    Ls(cmd::namespace::LsArgs),
+    /// Show the attributes of a file, directory or symlink.
+    Stat(cmd::namespace::StatArgs),
+    /// Create directories.
+    Mkdir(cmd::namespace::MkdirArgs),
+    /// Remove files (and directories with -r).
+    Rm(cmd::namespace::RmArgs),
+    /// Rename or move.
+    Mv(cmd::namespace::MvArgs),
+    /// Create a symbolic link.
+    Ln(cmd::namespace::LnArgs),
+    /// Copy files: local to pvfs, pvfs to local, pvfs to pvfs (pvfs paths are written pvfs:/path).
+    Cp(cmd::cp::CpArgs),
+    /// Show where every stripe of a file lives.
+    Layout(cmd::layout::LayoutArgs),
+    /// Set the default layout of new files in a directory.
+    Setlayout(cmd::layout::SetlayoutArgs),
+    /// Benchmarks.
+    Bench(cmd::bench::BenchArgs),
+    /// Run a local 4-server file system with a short workload, then clean up.
+    Demo(cmd::demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Genconfig(a) => cmd::genconfig::run(a),
+        Command::Server(a) => cmd::server::run_server(a),
+        Command::Start(a) => cmd::server::start(a),
+        Command::Stop(a) => cmd::server::stop(a),
+        Command::Ping(a) => cmd::admin::ping(a),
+        Command::Df(a) => cmd::admin::df(a),
+        Command::Ls(a) => cmd::namespace::ls(a),
+        Command::Stat(a) => cmd::namespace::stat(a),
+        Command::Mkdir(a) => cmd::namespace::mkdir(a),
+        Command::Rm(a) => cmd::namespace::rm(a),
+        Command::Mv(a) => cmd::namespace::mv(a),
+        Command::Ln(a) => cmd::namespace::ln(a),
+        Command::Cp(a) => cmd::cp::run(a),
+        Command::Layout(a) => cmd::layout::layout(a),
+        Command::Setlayout(a) => cmd::layout::setlayout(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the outermost context and its causes.
+            let msg = e
+                .chain()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
+            eprintln!("pvfs: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

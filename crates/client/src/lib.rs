@@ -1,1 +1,88 @@
+//! The pvfs client library: every interface (CLI, FUSE, C, preload) goes through it.
+//!
+//! [`Client`] holds the configuration and one multiplexed connection per server. It
+//! resolves paths through the sharded directories ([`namespace`]), creates and opens
+//! files, and [`File`] does striped I/O ([`io`]): one request per involved data server
+//! per call, data streamed in bounded chunks. The metadata servers never see file data.
+//! [`blocking`] wraps it all for callers without an async runtime.
 
+pub mod blocking;
+mod error;
+mod file;
+mod io;
+mod namespace;
+mod placement;
+mod pool;
+
+use std::sync::Arc;
+
+use pvfs_config::Config;
+use pvfs_proto::{Creds, Handle};
+
+pub use error::{Error, Result};
+pub use file::{File, Partition};
+pub use namespace::{FsStat, LayoutReport, PingReport, ServerStat};
+pub use pool::Stats;
+pub use pvfs_proto::{Attr, DirEntry, Errno, LayoutSpec, ObjKind, Regions, SetAttr, Timespec};
+
+use placement::Placement;
+use pool::Pool;
+
+pub(crate) struct Inner {
+    config: Config,
+    pool: Pool,
+    place: Placement,
+    /// Shard count of the root directory (fixed at its creation), once known.
+    root_shards: tokio::sync::OnceCell<u32>,
+}
+
+/// A connection to one pvfs file system. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+    creds: Creds,
+}
+
+impl Client {
+    /// A client for the file system `config` describes, acting as the calling
+    /// process's user. Connections are made on first use, so this never blocks.
+    pub fn new(config: Config) -> Client {
+        Client {
+            inner: Arc::new(Inner {
+                pool: Pool::new(&config),
+                place: Placement::new(&config),
+                root_shards: tokio::sync::OnceCell::new(),
+                config,
+            }),
+            creds: Creds::current(),
+        }
+    }
+
+    /// The same connections, acting as another user (a FUSE mount serves many).
+    pub fn with_creds(&self, creds: Creds) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            creds,
+        }
+    }
+
+    /// The file system's configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The credentials requests carry.
+    pub fn creds(&self) -> &Creds {
+        &self.creds
+    }
+
+    /// Requests this client has sent.
+    pub fn stats(&self) -> &Stats {
+        &self.inner.pool.stats
+    }
+
+    /// The root directory's handle.
+    pub fn root(&self) -> Handle {
+        self.inner.config.root_handle()
+    }
+}

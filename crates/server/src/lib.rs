@@ -1,1 +1,176 @@
+//! The pvfs server: one binary, metadata and/or data roles (PVFS2).
+//!
+//! A request's path: [`run`] accepts a connection → [`connection::serve`] reads its
+//! frames → [`dispatch::dispatch`] matches the request → one module of [`handlers`]
+//! does the work over `pvfs-storage` (metadata in a group-committed redb store, data
+//! in one local file per datafile) → the answer goes back on the same connection.
 
+pub mod connection;
+pub mod ctx;
+pub mod dispatch;
+pub mod error;
+pub mod handlers;
+pub mod peer;
+pub mod precreate;
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pvfs_config::Config;
+use pvfs_proto::message::ServerInfo;
+use pvfs_proto::{Attr, ObjDetail, Timespec};
+use pvfs_storage::{FileData, Identity, MetaStore, StorageError};
+use pvfs_transport::{AutoTransport, BufPool, Transport, TransportError};
+use thiserror::Error;
+
+use crate::ctx::{Ctx, Inflight, CHUNK};
+use crate::peer::Peers;
+use crate::precreate::Precreator;
+
+/// How long a clean stop waits for requests in flight.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a server could not start or stopped abnormally.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// The name is not in the configuration.
+    #[error("no server named {0:?} in the configuration")]
+    UnknownServer(String),
+    /// The storage could not be opened or created.
+    #[error("storage {path}: {source}")]
+    Storage {
+        /// The storage directory.
+        path: String,
+        /// What went wrong.
+        source: StorageError,
+    },
+    /// The listening address could not be bound.
+    #[error(transparent)]
+    Listen(#[from] TransportError),
+}
+
+/// Runs server `name` of `config` until `shutdown` completes, then stops cleanly:
+/// no new requests, requests in flight finish (up to [`DRAIN_TIMEOUT`]), the
+/// metadata store commits and closes. `ready` is called once the server listens.
+pub async fn run(
+    config: Config,
+    name: &str,
+    shutdown: impl Future<Output = ()>,
+    ready: impl FnOnce(),
+) -> Result<(), ServerError> {
+    let me = config
+        .server_index(name)
+        .ok_or_else(|| ServerError::UnknownServer(name.to_string()))?;
+    let sc = config.servers[me].clone();
+    let storage_err = |source| ServerError::Storage {
+        path: sc.storage.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(&sc.storage).map_err(|e| storage_err(StorageError::Io(Arc::new(e))))?;
+    let id = Identity {
+        fsid: config.fsid,
+        server: sc.name.clone(),
+    };
+    let meta = MetaStore::open(&sc.storage, &id, (sc.handles.first, sc.handles.last)).map_err(storage_err)?;
+    let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);
+    let mut listener = AutoTransport.listen(&sc.address).await?;
+    let pool = BufPool::new(CHUNK, 256);
+    let ctx = Arc::new(Ctx {
+        info: ServerInfo {
+            name: sc.name.clone(),
+            roles: sc.roles,
+            fsid: config.fsid,
+            version: pvfs_proto::VERSION.to_string(),
+        },
+        me,
+        meta,
+        data,
+        peers: Peers::new(&config, pool.clone()),
+        precreate: Precreator::new(config.servers.len()),
+        pool,
+        next_base: AtomicU64::new(u64::from(std::process::id())),
+        inflight: Inflight::default(),
+        config,
+    });
+    ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
+        path: sc.storage.display().to_string(),
+        source: StorageError::Corrupt {
+            what: format!("cannot create the root directory: {e}"),
+        },
+    })?;
+    tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
+    ready();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => {
+                    tokio::spawn(connection::serve(ctx.clone(), conn, stop_rx.clone()));
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut shutdown => break,
+        }
+    }
+    tracing::info!(server = %sc.name, inflight = ctx.inflight.count(), "stopping");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(DRAIN_TIMEOUT, ctx.inflight.wait_idle()).await.is_err() {
+        tracing::warn!(server = %sc.name, "requests still in flight after {DRAIN_TIMEOUT:?}; stopping anyway");
+    }
+    ctx.meta.close().await;
+    tracing::info!(server = %sc.name, "stopped");
+    Ok(())
+}
+
+/// Creates the root directory on the metadata server that owns its handle, on first
+/// start. It belongs to the user running the server, mode 0755.
+async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
+    let root = ctx.config.root_handle();
+    if ctx.config.owner_of(root) != Some(ctx.me) {
+        return Ok(());
+    }
+    if ctx.meta.read().map_err(|e| e.to_string())?.get_object(root).map_err(|e| e.to_string())?.is_some() {
+        return Ok(());
+    }
+    let creds = pvfs_proto::Creds::current();
+    let now = Timespec::now();
+    let attr = Attr {
+        handle: root,
+        mode: 0o755,
+        uid: creds.uid,
+        gid: creds.gid,
+        nlink: 2,
+        size: 4096,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        detail: ObjDetail::Dir {
+            parent: root,
+            shards: ctx.config.defaults.dir_shards,
+            default_layout: None,
+        },
+    };
+    ctx.meta
+        .write(move |t| {
+            if t.get_object(root)?.is_none() {
+                t.put_object(&attr);
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+impl From<error::OpError> for pvfs_storage::MetaError {
+    fn from(e: error::OpError) -> Self {
+        pvfs_storage::MetaError::Errno(e.errno, e.message)
+    }
+}

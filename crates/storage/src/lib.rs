@@ -1,1 +1,27 @@
+//! The storage layer of a pvfs server (design §6).
+//!
+//! - [`MetaStore`]: the metadata store, one redb database per server holding objects
+//!   (attributes), directory entries, rmdir seals, pools of pre-created datafile
+//!   handles and a superblock. Reads are snapshots on the caller's thread; writes go
+//!   through one writer thread that group-commits concurrent mutations (one durable
+//!   commit, one fsync, for many creates) while keeping each mutation atomic.
+//! - [`FileData`]: the data store, one local file per datafile handle, read and written
+//!   with positioned I/O through a small cache of open files. The server uses it
+//!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
+//!   tests inject faults ([`fault::FaultyData`]).
+//!
+//! The on-disk format is documented in `docs/storage-format.md`.
 
+mod data;
+mod error;
+pub mod fault;
+mod meta;
+mod txn;
+
+pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
+pub use error::{MetaError, StorageError};
+pub use meta::{
+    Identity, MetaStore, ReadView, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX,
+    RESERVED_HANDLES,
+};
+pub use txn::MetaTxn;

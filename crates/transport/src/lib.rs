@@ -1,1 +1,65 @@
+//! pvfs transport layer: moves frames between clients and servers.
+//!
+//! - [`stream`]: the [`Transport`] trait with TCP and Unix-socket implementations;
+//! - [`frames`]: reading and writing whole frames with bounded, aligned buffers;
+//! - [`mux`]: a client connection carrying many requests at once;
+//! - [`buf`]: page-aligned buffers and their pool.
 
+pub mod buf;
+pub mod frames;
+pub mod mux;
+pub mod stream;
+
+pub use buf::{AlignedBuf, BufPool, PooledBuf};
+pub use frames::{Frame, FrameWriter};
+pub use mux::{Call, MuxConn};
+pub use stream::{AutoTransport, Conn, Listener, TcpTransport, Transport, UnixTransport};
+
+use pvfs_proto::Errno;
+use thiserror::Error;
+
+/// Why a transport operation failed.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    /// Could not connect.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address tried.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address tried.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The peer did not make progress in time.
+    #[error("timed out {what}")]
+    Timeout {
+        /// What was being waited for.
+        what: String,
+    },
+    /// The connection is gone.
+    #[error("connection lost: {0}")]
+    Closed(String),
+    /// An I/O error on an established connection.
+    #[error("I/O error: {0}")]
+    Io(std::io::Error),
+}
+
+impl TransportError {
+    /// The errno a caller should see: a peer that cannot be reached is EHOSTDOWN,
+    /// one that does not answer in time ETIMEDOUT, a broken connection EIO.
+    pub fn errno(&self) -> Errno {
+        match self {
+            TransportError::Connect { .. } => Errno::EHOSTDOWN,
+            TransportError::Listen { source, .. } => Errno::from_io(source),
+            TransportError::Timeout { .. } => Errno::ETIMEDOUT,
+            TransportError::Closed(_) | TransportError::Io(_) => Errno::EIO,
+        }
+    }
+}

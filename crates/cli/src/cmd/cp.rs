@@ -1,0 +1,221 @@
+//! `pvfs cp`: copies between the local file system and pvfs, and within pvfs.
+//!
+//! The copy moves in chunks of a whole number of stripe rows (every data server gets
+//! its share of each chunk in one request), and the next chunk is read while the
+//! previous one is written, so both sides stay busy.
+
+use std::io::IsTerminal;
+use std::os::unix::fs::FileExt;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use pvfs_client::{Client, Errno, File, LayoutSpec, ObjKind};
+use pvfs_config::{format_size, parse_size};
+
+use crate::cmd::with_client;
+use crate::ConfigArg;
+
+/// Options of `pvfs cp`.
+#[derive(Args)]
+pub struct CpArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Stripe size of a new pvfs file (K/M/G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    stripe_size: Option<u64>,
+    /// Stripe count of a new pvfs file.
+    #[arg(long)]
+    stripe_count: Option<u32>,
+    /// Bytes per chunk (default: 16 MiB rounded to whole stripe rows).
+    #[arg(long, value_parser = parse_size)]
+    chunk: Option<u64>,
+    /// No progress bar even on a terminal.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// Source: a local path or pvfs:/path.
+    src: String,
+    /// Destination: a local path or pvfs:/path (an existing directory gets the source's name).
+    dst: String,
+}
+
+enum End {
+    Local(Arc<std::fs::File>),
+    Pvfs(File),
+}
+
+fn pvfs_path(s: &str) -> Option<&str> {
+    s.strip_prefix("pvfs:")
+}
+
+fn base_name(p: &str) -> &str {
+    p.trim_end_matches('/').rsplit('/').next().unwrap_or(p)
+}
+
+/// Copies one file.
+pub fn run(a: CpArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let started = Instant::now();
+        let (src, size) = open_source(&client, &a.src).await?;
+        let (dst, chunk) = open_dest(&client, &a, size).await?;
+        let bar = if !a.quiet && std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(size);
+            bar.set_style(
+                ProgressStyle::with_template("{bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            Some(bar)
+        } else {
+            None
+        };
+        copy(&src, &dst, size, chunk as usize, bar.as_ref()).await?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let secs = started.elapsed().as_secs_f64();
+        if !a.quiet {
+            eprintln!(
+                "copied {} in {secs:.2}s ({}/s)",
+                format_size(size),
+                format_size((size as f64 / secs.max(1e-9)) as u64)
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn open_source(client: &Client, src: &str) -> anyhow::Result<(End, u64)> {
+    match pvfs_path(src) {
+        Some(p) => {
+            let file = client.open(p).await?;
+            let size = file.size().await?;
+            Ok((End::Pvfs(file), size))
+        }
+        None => {
+            let f = std::fs::File::open(src).with_context(|| format!("cannot open {src}"))?;
+            let meta = f.metadata().with_context(|| format!("cannot stat {src}"))?;
+            if meta.is_dir() {
+                bail!("{src}: is a directory");
+            }
+            Ok((End::Local(Arc::new(f)), meta.len()))
+        }
+    }
+}
+
+async fn open_dest(client: &Client, a: &CpArgs, size: u64) -> anyhow::Result<(End, u64)> {
+    let stripe_row = |file: &File| {
+        let l = file.layout();
+        l.stripe_size * l.datafiles.len() as u64
+    };
+    match pvfs_path(&a.dst) {
+        Some(p) => {
+            let mut path = p.to_string();
+            if let Ok(attr) = client.stat(&path).await {
+                if attr.kind() == ObjKind::Dir {
+                    path = format!("{}/{}", path.trim_end_matches('/'), base_name(&a.src));
+                }
+            }
+            let spec = LayoutSpec {
+                stripe_size: a.stripe_size,
+                stripe_count: a.stripe_count,
+                base: None,
+            };
+            let file = client.create(&path, 0o644, spec, false).await?;
+            if file.size().await? > 0 {
+                file.truncate(0).await?;
+            }
+            let row = stripe_row(&file);
+            let chunk = a.chunk.unwrap_or_else(|| (16 << 20) / row.max(1) * row).max(row);
+            let _ = size;
+            Ok((End::Pvfs(file), chunk))
+        }
+        None => {
+            let mut path = std::path::PathBuf::from(&a.dst);
+            if path.is_dir() {
+                path.push(base_name(&a.src));
+            }
+            let f = std::fs::File::create(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            Ok((End::Local(Arc::new(f)), a.chunk.unwrap_or(16 << 20)))
+        }
+    }
+}
+
+async fn read_chunk(src: &End, off: u64, mut buf: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    match src {
+        End::Pvfs(f) => {
+            let n = f.read_at(off, &mut buf).await?;
+            buf.truncate(n);
+            Ok(buf)
+        }
+        End::Local(f) => {
+            let f = f.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut got = 0;
+                while got < buf.len() {
+                    match f.read_at(&mut buf[got..], off + got as u64) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(anyhow::Error::from(e).context("local read failed")),
+                    }
+                }
+                buf.truncate(got);
+                Ok(buf)
+            })
+            .await
+            .context("local read task failed")?
+        }
+    }
+}
+
+async fn write_chunk(dst: &End, off: u64, buf: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    match dst {
+        End::Pvfs(f) => {
+            f.write_at(off, &buf).await?;
+            Ok(buf)
+        }
+        End::Local(f) => {
+            let f = f.clone();
+            tokio::task::spawn_blocking(move || {
+                f.write_all_at(&buf, off).context("local write failed")?;
+                Ok(buf)
+            })
+            .await
+            .context("local write task failed")?
+        }
+    }
+}
+
+async fn copy(src: &End, dst: &End, size: u64, chunk: usize, bar: Option<&ProgressBar>) -> anyhow::Result<()> {
+    let mut off = 0u64;
+    let mut spare = vec![0u8; chunk];
+    let mut current = read_chunk(src, 0, vec![0u8; chunk]).await?;
+    while !current.is_empty() {
+        let n = current.len() as u64;
+        let next_off = off + n;
+        spare.resize(chunk, 0);
+        // Write this chunk while reading the next one.
+        let (written, next) = tokio::join!(write_chunk(dst, off, current), async {
+            if next_off < size {
+                read_chunk(src, next_off, std::mem::take(&mut spare)).await
+            } else {
+                Ok(Vec::new())
+            }
+        });
+        spare = written?;
+        current = next?;
+        off = next_off;
+        if let Some(b) = bar {
+            b.set_position(off);
+        }
+    }
+    if off < size {
+        return Err(pvfs_client::Error::new(Errno::EIO, format!("source ended at {off} of {size} bytes")).into());
+    }
+    Ok(())
+}

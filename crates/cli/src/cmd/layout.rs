@@ -1,0 +1,131 @@
+//! `pvfs layout` and `pvfs setlayout`: where a file's stripes live, and the default
+//! layout of new files in a directory.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use pvfs_client::LayoutSpec;
+use pvfs_config::{format_size, parse_size};
+
+use crate::cmd::with_client;
+use crate::ConfigArg;
+
+/// Options of `pvfs layout`.
+#[derive(Args)]
+pub struct LayoutArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// The file.
+    path: String,
+}
+
+/// Options of `pvfs setlayout`.
+#[derive(Args)]
+pub struct SetlayoutArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Stripe size of new files (K/M/G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    stripe_size: Option<u64>,
+    /// Number of data servers new files are striped over.
+    #[arg(long)]
+    stripe_count: Option<u32>,
+    /// Index (among the data servers) of every new file's first datafile.
+    #[arg(long)]
+    base: Option<u32>,
+    /// Remove the directory's default layout (the file system's applies again).
+    #[arg(long, conflicts_with_all = ["stripe_size", "stripe_count", "base"])]
+    clear: bool,
+    /// The directory.
+    path: String,
+}
+
+/// A layout request in words, e.g. "stripe size 64K, 4 stripes".
+pub fn spec_string(s: &LayoutSpec) -> String {
+    let mut parts = Vec::new();
+    if let Some(size) = s.stripe_size {
+        parts.push(format!("stripe size {}", format_size(size)));
+    }
+    if let Some(c) = s.stripe_count {
+        parts.push(format!("{c} stripes"));
+    }
+    if let Some(b) = s.base {
+        parts.push(format!("first data server {b}"));
+    }
+    if parts.is_empty() {
+        "file-system defaults".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Shows stripe size, count and every datafile with its server, handle and bytes.
+pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let report = client.layout(&a.path).await?;
+        let layout = report
+            .attr
+            .layout()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("{}: not a regular file", a.path))?;
+        if a.json {
+            let dfs: Vec<_> = report
+                .datafiles
+                .iter()
+                .enumerate()
+                .map(|(i, (df, name, st))| {
+                    serde_json::json!({"index": i, "server": name, "server_index": df.server,
+                        "handle": df.handle, "bytes": st.size})
+                })
+                .collect();
+            let v = serde_json::json!({
+                "path": a.path, "handle": report.attr.handle, "size": report.attr.size,
+                "stripe_size": layout.stripe_size, "stripe_count": layout.datafiles.len(),
+                "datafiles": dfs,
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!("{}: {} bytes, handle {:#x}", a.path, report.attr.size, report.attr.handle);
+        println!(
+            "stripe size {} ({} bytes), stripe count {}",
+            format_size(layout.stripe_size),
+            layout.stripe_size,
+            layout.datafiles.len()
+        );
+        println!("{:>5}  {:<8} {:>20} {:>14}", "index", "server", "datafile handle", "bytes");
+        for (i, (df, name, st)) in report.datafiles.iter().enumerate() {
+            println!("{i:>5}  {name:<8} {:>#20x} {:>14}", df.handle, st.size);
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Sets or clears a directory's default layout.
+pub fn setlayout(a: SetlayoutArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let spec = if a.clear {
+            None
+        } else {
+            if a.stripe_size.is_none() && a.stripe_count.is_none() && a.base.is_none() {
+                anyhow::bail!("give --stripe-size, --stripe-count or --base (or --clear)");
+            }
+            Some(LayoutSpec {
+                stripe_size: a.stripe_size,
+                stripe_count: a.stripe_count,
+                base: a.base,
+            })
+        };
+        client.set_dir_layout(&a.path, spec).await?;
+        match spec {
+            Some(s) => println!("{}: new files get {}", a.path, spec_string(&s)),
+            None => println!("{}: default layout cleared", a.path),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,322 @@
+//! `pvfs ls`, `stat`, `mkdir`, `rm`, `mv`, `ln`: the namespace from the shell.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+use pvfs_client::{Client, Errno, ObjKind};
+
+use crate::cmd::with_client;
+use crate::output::{attr_json, blocks, mode_string, time_string};
+use crate::ConfigArg;
+
+/// Options of `pvfs ls`.
+#[derive(Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Long listing (mode, links, owner, size, time).
+    #[arg(short = 'l')]
+    long: bool,
+    /// Machine-readable output (with attributes).
+    #[arg(long)]
+    json: bool,
+    /// Directory (or file) to list.
+    #[arg(default_value = "/")]
+    path: String,
+}
+
+/// Lists a directory; `-l` fetches attributes with the batched two-phase algorithm.
+pub fn ls(a: LsArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let attr = client.lstat(&a.path).await?;
+        if attr.kind() != ObjKind::Dir {
+            print_entries(&a, vec![(base_name(&a.path).to_string(), Ok(attr))]);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut rows: Vec<(String, pvfs_client::Result<pvfs_client::Attr>)> = if a.long || a.json {
+            client
+                .readdir_plus(&a.path, true)
+                .await?
+                .into_iter()
+                .map(|(e, r)| (e.name, r))
+                .collect()
+        } else {
+            client
+                .readdir(&a.path)
+                .await?
+                .into_iter()
+                .map(|e| (e.name, Err(pvfs_client::Error::new(Errno::ENODATA, ""))))
+                .collect()
+        };
+        rows.sort_by(|x, y| x.0.cmp(&y.0));
+        print_entries(&a, rows);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn print_entries(a: &LsArgs, rows: Vec<(String, pvfs_client::Result<pvfs_client::Attr>)>) {
+    if a.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(name, r)| match r {
+                Ok(attr) => {
+                    let mut j = attr_json(attr);
+                    j["name"] = name.clone().into();
+                    j
+                }
+                Err(e) => serde_json::json!({"name": name, "error": e.message}),
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return;
+    }
+    for (name, r) in rows {
+        if !a.long {
+            println!("{name}");
+            continue;
+        }
+        match r {
+            Ok(attr) => {
+                let target = match &attr.detail {
+                    pvfs_proto::ObjDetail::Symlink { target } => format!(" -> {target}"),
+                    _ => String::new(),
+                };
+                println!(
+                    "{} {:>3} {:>6} {:>6} {:>12} {} {name}{target}",
+                    mode_string(attr.kind(), attr.mode),
+                    attr.nlink,
+                    attr.uid,
+                    attr.gid,
+                    attr.size,
+                    &time_string(attr.mtime)[..16],
+                )
+            }
+            Err(e) => println!("?????????? {name}: {}", e.message),
+        }
+    }
+}
+
+fn base_name(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or(path)
+}
+
+/// Options of `pvfs stat`.
+#[derive(Args)]
+pub struct StatArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// Describe a final symlink itself instead of its target.
+    #[arg(long)]
+    no_follow: bool,
+    /// What to describe.
+    path: String,
+}
+
+/// Shows every attribute.
+pub fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let attr = if a.no_follow {
+            client.lstat(&a.path).await?
+        } else {
+            client.stat(&a.path).await?
+        };
+        if a.json {
+            let mut j = attr_json(&attr);
+            j["path"] = a.path.clone().into();
+            println!("{}", serde_json::to_string_pretty(&j)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!("  path: {}", a.path);
+        println!(
+            "  type: {}   handle: {:#x}",
+            attr.kind().name(),
+            attr.handle
+        );
+        println!(
+            "  size: {}   blocks: {}   links: {}",
+            attr.size,
+            blocks(&attr),
+            attr.nlink
+        );
+        println!(
+            "  mode: {:04o} ({})   uid: {}   gid: {}",
+            attr.mode,
+            mode_string(attr.kind(), attr.mode),
+            attr.uid,
+            attr.gid
+        );
+        for (label, t) in [("access", attr.atime), ("modify", attr.mtime), ("change", attr.ctime)] {
+            println!("{label:>6}: {}.{:09} UTC", time_string(t), t.nsecs);
+        }
+        match &attr.detail {
+            pvfs_proto::ObjDetail::File { layout } => println!(
+                "layout: {} stripes of {}",
+                layout.datafiles.len(),
+                pvfs_config::format_size(layout.stripe_size)
+            ),
+            pvfs_proto::ObjDetail::Dir { shards, default_layout, .. } => {
+                println!("shards: {shards}");
+                if let Some(l) = default_layout {
+                    println!("default layout: {}", crate::cmd::layout::spec_string(l));
+                }
+            }
+            pvfs_proto::ObjDetail::Symlink { target } => println!("target: {target}"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Options of `pvfs mkdir`.
+#[derive(Args)]
+pub struct MkdirArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Create missing parents; existing directories are not an error.
+    #[arg(short = 'p')]
+    parents: bool,
+    /// Permission bits (octal).
+    #[arg(short = 'm', long, default_value = "755", value_parser = parse_mode)]
+    mode: u32,
+    /// Directories to create.
+    #[arg(required = true)]
+    paths: Vec<String>,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode"))
+}
+
+/// Creates directories.
+pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        for p in &a.paths {
+            if a.parents {
+                client.mkdir_all(p, a.mode).await?;
+            } else {
+                client.mkdir(p, a.mode).await?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Options of `pvfs rm`.
+#[derive(Args)]
+pub struct RmArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Remove directories and their contents.
+    #[arg(short = 'r', short_alias = 'R')]
+    recursive: bool,
+    /// Ignore missing paths.
+    #[arg(short = 'f')]
+    force: bool,
+    /// What to remove.
+    #[arg(required = true)]
+    paths: Vec<String>,
+}
+
+/// Removes files, and directory trees with `-r`.
+pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        for p in &a.paths {
+            let attr = match client.lstat(p).await {
+                Ok(attr) => attr,
+                Err(e) if e.errno == Errno::ENOENT && a.force => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if attr.kind() == ObjKind::Dir {
+                if !a.recursive {
+                    bail!("{p}: is a directory (use -r)");
+                }
+                remove_tree(&client, p).await?;
+            } else {
+                client.unlink(p).await?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Removes a directory and everything below it (depth first, files in parallel).
+pub async fn remove_tree(client: &Client, path: &str) -> anyhow::Result<()> {
+    let mut stack = vec![(path.trim_end_matches('/').to_string(), false)];
+    while let Some((dir, visited)) = stack.pop() {
+        if visited {
+            client.rmdir(&dir).await?;
+            continue;
+        }
+        stack.push((dir.clone(), true));
+        let entries = client.readdir(&dir).await?;
+        let mut files = Vec::new();
+        for e in entries {
+            let child = format!("{dir}/{}", e.name);
+            if e.kind == ObjKind::Dir {
+                stack.push((child, false));
+            } else {
+                files.push(child);
+            }
+        }
+        for batch in files.chunks(64) {
+            let results = futures::future::join_all(batch.iter().map(|f| client.unlink(f))).await;
+            for r in results {
+                r?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Options of `pvfs mv`.
+#[derive(Args)]
+pub struct MvArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Current path.
+    from: String,
+    /// New path (replaced if it exists, as rename(2) does).
+    to: String,
+}
+
+/// Renames.
+pub fn mv(a: MvArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        client.rename(&a.from, &a.to).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Options of `pvfs ln`.
+#[derive(Args)]
+pub struct LnArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Make a symbolic link (the only kind pvfs has).
+    #[arg(short = 's', required = true)]
+    symbolic: bool,
+    /// What the link points to (stored verbatim).
+    target: String,
+    /// The link to create.
+    link: String,
+}
+
+/// Creates a symbolic link.
+pub fn ln(a: LnArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        client.symlink(&a.target, &a.link).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,290 @@
+//! `pvfs server`, `pvfs start`, `pvfs stop`: running servers.
+//!
+//! A running server records its process id in `STORAGE/server.pid` (and removes it
+//! on a clean stop); `start` launches `pvfs server` processes in the background with
+//! their log in `STORAGE/server.log` and waits until every server answers; `stop`
+//! sends SIGTERM and waits for each to exit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use pvfs_client::Client;
+use pvfs_config::{Config, ServerConfig};
+
+use crate::cmd::{load_config, runtime};
+use crate::ConfigArg;
+
+/// Options of `pvfs server`.
+#[derive(Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Which server of the configuration to run.
+    #[arg(long)]
+    name: String,
+}
+
+/// Options of `pvfs start`.
+#[derive(Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// How long to wait for every server to answer.
+    #[arg(long, default_value = "20s", value_parser = pvfs_config::parse_duration)]
+    wait: Duration,
+}
+
+/// Options of `pvfs stop`.
+#[derive(Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// How long to wait for each server to exit.
+    #[arg(long, default_value = "30s", value_parser = pvfs_config::parse_duration)]
+    wait: Duration,
+}
+
+/// The pid file of a server.
+pub fn pid_file(sc: &ServerConfig) -> PathBuf {
+    sc.storage.join("server.pid")
+}
+
+/// The log file `start` gives a server.
+pub fn log_file(sc: &ServerConfig) -> PathBuf {
+    sc.storage.join("server.log")
+}
+
+/// Runs one server in the foreground until SIGTERM or SIGINT.
+pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PVFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let config = load_config(&a.config.config)?;
+    let sc = config
+        .servers
+        .iter()
+        .find(|s| s.name == a.name)
+        .cloned()
+        .with_context(|| format!("no server named {:?} in {}", a.name, a.config.config.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("pvfs-server")
+        .build()
+        .context("cannot start the async runtime")?;
+    let pid_path = pid_file(&sc);
+    let result = rt.block_on(async {
+        let shutdown = async {
+            let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+            match term {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        let ready = || {
+            if let Err(e) = std::fs::write(&pid_path, format!("{}\n", std::process::id())) {
+                tracing::warn!("cannot write {}: {e}", pid_path.display());
+            }
+        };
+        pvfs_server::run(config, &a.name, shutdown, ready).await
+    });
+    // Only remove the pid file if it is ours (another instance may have failed to start).
+    if read_pid(&pid_path) == Some(std::process::id()) {
+        let _ = std::fs::remove_file(&pid_path);
+    }
+    result.with_context(|| format!("server {}", a.name))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` is a live `pvfs server` process for server `name`.
+fn is_our_server(pid: u32, name: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let has = |s: &str| args.iter().any(|a| *a == s.as_bytes());
+    has("server") && has(name) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// The pid of server `sc` if it is running.
+pub fn running_pid(sc: &ServerConfig) -> Option<u32> {
+    read_pid(&pid_file(sc)).filter(|&pid| is_our_server(pid, &sc.name))
+}
+
+/// Starts every server of `config_path` in the background; returns the children
+/// (still running) once all servers answer.
+pub fn start_servers(config_path: &Path, config: &Config, wait: Duration) -> anyhow::Result<Vec<Child>> {
+    let exe = std::env::current_exe().context("cannot find the pvfs executable")?;
+    let config_path = std::fs::canonicalize(config_path)
+        .with_context(|| format!("cannot find {}", config_path.display()))?;
+    let mut children: Vec<(String, Child)> = Vec::new();
+    for sc in &config.servers {
+        if let Some(pid) = running_pid(sc) {
+            println!("{:<8} {:<22} already running (pid {pid})", sc.name, sc.address);
+            continue;
+        }
+        std::fs::create_dir_all(&sc.storage)
+            .with_context(|| format!("cannot create {}", sc.storage.display()))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_file(sc))
+            .with_context(|| format!("cannot open {}", log_file(sc).display()))?;
+        let log2 = log.try_clone().context("cannot duplicate the log file")?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("server")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--name")
+            .arg(&sc.name)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        // A process group of its own: a Ctrl-C in the starting shell must not stop it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start server {}", sc.name))?;
+        children.push((sc.name.clone(), child));
+    }
+    let rt = runtime()?;
+    let client = {
+        let _g = rt.enter();
+        Client::new(config.clone())
+    };
+    let deadline = Instant::now() + wait;
+    loop {
+        for (name, child) in children.iter_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let sc = config.servers.iter().find(|s| &s.name == name);
+                let tail = sc.map(|sc| log_tail(&log_file(sc))).unwrap_or_default();
+                bail!("server {name} exited ({status}) during start:\n{tail}");
+            }
+        }
+        let reports = rt.block_on(client.ping());
+        let down: Vec<_> = reports.iter().filter(|r| r.result.is_err()).collect();
+        if down.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let names: Vec<_> = down.iter().map(|r| r.name.as_str()).collect();
+            bail!("servers not answering after {wait:?}: {}", names.join(", "));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(children.into_iter().map(|(_, c)| c).collect())
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// `pvfs start`.
+pub fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let children = start_servers(&a.config.config, &config, a.wait)?;
+    for sc in &config.servers {
+        let pid = running_pid(sc).map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+        println!(
+            "{:<8} {:<22} {:<10} pid {pid:<8} log {}",
+            sc.name,
+            sc.address,
+            sc.roles.describe(),
+            log_file(sc).display()
+        );
+    }
+    println!("{} servers answering", config.servers.len());
+    // The servers outlive this command.
+    drop(children);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops every server of `config` (SIGTERM, then waits up to `wait` each). Returns
+/// the names of servers that did not stop.
+pub fn stop_servers(config: &Config, wait: Duration, quiet: bool) -> Vec<String> {
+    let mut signalled = Vec::new();
+    for sc in &config.servers {
+        match running_pid(sc) {
+            None => {
+                if !quiet {
+                    println!("{:<8} not running", sc.name);
+                }
+            }
+            Some(pid) => {
+                // SAFETY: kill(2) with a pid we verified is our server process.
+                let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                if rc != 0 {
+                    println!("{:<8} cannot signal pid {pid}: {}", sc.name, std::io::Error::last_os_error());
+                } else {
+                    signalled.push((sc.name.clone(), pid, Instant::now()));
+                }
+            }
+        }
+    }
+    let mut failed = Vec::new();
+    for (name, pid, started) in signalled {
+        let deadline = started + wait;
+        loop {
+            reap(pid);
+            if !is_our_server(pid, &name) {
+                if !quiet {
+                    println!("{name:<8} stopped (pid {pid}, {:.1}s)", started.elapsed().as_secs_f64());
+                }
+                break;
+            }
+            if Instant::now() > deadline {
+                println!("{name:<8} did not stop within {wait:?} (pid {pid})");
+                failed.push(name);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    failed
+}
+
+/// Collects the exit status of `pid` if it is our child (no-op otherwise).
+fn reap(pid: u32) {
+    let mut status = 0;
+    // SAFETY: waitpid with WNOHANG on a specific pid; fails harmlessly (ECHILD) if it
+    // is not our child.
+    unsafe {
+        libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG);
+    }
+}
+
+/// `pvfs stop`.
+pub fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let failed = stop_servers(&config, a.wait, false);
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        bail!("{} server(s) did not stop: {}", failed.len(), failed.join(", "))
+    }
+}

@@ -1,0 +1,64 @@
+//! The client's error: a POSIX errno (what programs act on) and a message (what
+//! people read).
+
+use pvfs_proto::Errno;
+use pvfs_transport::TransportError;
+
+/// A failed client operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// The POSIX errno.
+    pub errno: Errno,
+    /// One line for humans.
+    pub message: String,
+}
+
+/// Result of a client operation.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error with its own message.
+    pub fn new(errno: Errno, message: impl Into<String>) -> Error {
+        Error {
+            errno,
+            message: message.into(),
+        }
+    }
+
+    /// An error about `path`, worded like the C library ("PATH: no such file or
+    /// directory").
+    pub fn at(errno: Errno, path: &str) -> Error {
+        Error::new(errno, format!("{path}: {}", errno.describe()))
+    }
+
+    /// The same errno, described for `path` (server details dropped for errnos whose
+    /// meaning is plain, kept for the rest).
+    pub fn for_path(self, path: &str) -> Error {
+        match self.errno {
+            Errno::ENOENT
+            | Errno::EEXIST
+            | Errno::ENOTDIR
+            | Errno::EISDIR
+            | Errno::ENOTEMPTY
+            | Errno::EACCES
+            | Errno::EPERM
+            | Errno::ELOOP
+            | Errno::ENAMETOOLONG => Error::at(self.errno, path),
+            _ => Error::new(self.errno, format!("{path}: {}", self.message)),
+        }
+    }
+
+    pub(crate) fn transport(server: &str, e: TransportError) -> Error {
+        Error::new(e.errno(), format!("server {server}: {e}"))
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        std::io::Error::new(
+            std::io::Error::from_raw_os_error(e.errno.code()).kind(),
+            e.message,
+        )
+    }
+}

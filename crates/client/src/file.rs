@@ -1,0 +1,214 @@
+//! An open regular file: striped reads and writes at any offset and size, strided
+//! partitions (seed 000), region lists (readx/writex), size, fsync, truncate.
+
+use pvfs_proto::layout::Layout;
+use pvfs_proto::{Attr, Errno, Extent, Handle, Regions};
+
+use crate::error::{Error, Result};
+use crate::io;
+use crate::Client;
+
+/// Most extents one request carries; longer lists are sent in several rounds.
+const MAX_EXTENTS: usize = 65536;
+
+/// A partition of a file (seed 000): the file seen through blocks of `gsize` bytes,
+/// the first at `offset`, one every `stride` bytes. Position 0 of the partition is
+/// byte `offset` of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// File offset of the first block.
+    pub offset: u64,
+    /// Bytes per block.
+    pub gsize: u64,
+    /// Distance between block starts (>= gsize).
+    pub stride: u64,
+}
+
+impl Partition {
+    /// The file regions behind partition bytes `pos .. pos + len`.
+    pub fn regions(&self, pos: u64, len: u64) -> Regions {
+        Regions::Strided {
+            offset: self.offset,
+            block: self.gsize,
+            stride: self.stride,
+            start: pos,
+            len,
+        }
+    }
+}
+
+/// An open regular file. Holds the layout, so I/O goes straight to the data servers.
+#[derive(Clone)]
+pub struct File {
+    client: Client,
+    attr: Attr,
+    layout: Layout,
+}
+
+impl File {
+    pub(crate) fn new(client: Client, attr: Attr) -> File {
+        let layout = attr
+            .layout()
+            .cloned()
+            .expect("File::new is only called with a regular file's attributes");
+        File {
+            client,
+            attr,
+            layout,
+        }
+    }
+
+    /// The file's handle.
+    pub fn handle(&self) -> Handle {
+        self.attr.handle
+    }
+
+    /// Attributes as of open (size not filled in; see [`File::stat`]).
+    pub fn attr(&self) -> &Attr {
+        &self.attr
+    }
+
+    /// Stripe size and datafiles.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Writes `buf` at `offset`; returns `buf.len()`.
+    pub async fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.write_regions(&Regions::contig(offset, buf.len() as u64), buf)
+            .await
+            .map(|n| n as usize)
+    }
+
+    /// Reads into `buf` from `offset`; returns the bytes read (short only at the end
+    /// of the file). Holes read as zeros.
+    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let size = self
+            .read_regions_raw(&Regions::contig(offset, buf.len() as u64), buf)
+            .await?;
+        Ok(size.saturating_sub(offset).min(buf.len() as u64) as usize)
+    }
+
+    /// Writes `buf` to `regions` (list I/O, writex): the buffer holds the regions'
+    /// bytes one after the other. One request per involved data server.
+    pub async fn write_regions(&self, regions: &Regions, buf: &[u8]) -> Result<u64> {
+        let c = &self.client;
+        let mut done = 0;
+        for (part, range) in split(regions, buf.len())? {
+            done += io::write(&c.inner.pool, &c.creds, &self.layout, &part, &buf[range], false).await?;
+        }
+        Ok(done)
+    }
+
+    /// Reads `regions` into `buf` (list I/O, readx); returns how many of the bytes
+    /// lie before the end of the file (the others read as zeros).
+    pub async fn read_regions(&self, regions: &Regions, buf: &mut [u8]) -> Result<u64> {
+        let size = self.read_regions_raw(regions, buf).await?;
+        Ok(regions
+            .extents()
+            .map(|e| size.saturating_sub(e.offset).min(e.len))
+            .sum())
+    }
+
+    /// Reads and returns the file size (or a lower bound past the request's end).
+    async fn read_regions_raw(&self, regions: &Regions, buf: &mut [u8]) -> Result<u64> {
+        let c = &self.client;
+        let mut size = 0;
+        for (part, range) in split(regions, buf.len())? {
+            let s = io::read(&c.inner.pool, &c.creds, &self.layout, &part, &mut buf[range]).await?;
+            size = size.max(s);
+        }
+        Ok(size)
+    }
+
+    /// Writes `buf` at position `pos` of partition `p`.
+    pub async fn write_partition(&self, p: &Partition, pos: u64, buf: &[u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.write_regions(&p.regions(pos, buf.len() as u64), buf)
+            .await
+            .map(|n| n as usize)
+    }
+
+    /// Reads from position `pos` of partition `p`; returns the bytes read (the
+    /// partition bytes before the end of the file).
+    pub async fn read_partition(&self, p: &Partition, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let regions = p.regions(pos, buf.len() as u64);
+        let n = self.read_regions(&regions, buf).await?;
+        Ok(n as usize)
+    }
+
+    /// The file's current size, from its datafiles.
+    pub async fn size(&self) -> Result<u64> {
+        Ok(self.stat().await?.size)
+    }
+
+    /// Current attributes with size and modification time from the datafiles.
+    pub async fn stat(&self) -> Result<Attr> {
+        let mut attr = self.client.getattr(self.attr.handle).await?;
+        self.client.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// Makes everything written so far durable.
+    pub async fn fsync(&self) -> Result<()> {
+        let c = &self.client;
+        io::fsync(&c.inner.pool, &c.creds, &self.layout).await
+    }
+
+    /// Sets the file's size (cuts or extends with a hole).
+    pub async fn truncate(&self, size: u64) -> Result<()> {
+        if size > pvfs_proto::layout::MAX_FILE_SIZE {
+            return Err(Error::new(Errno::EFBIG, format!("size {size} too large")));
+        }
+        let c = &self.client;
+        io::truncate(&c.inner.pool, &c.creds, &self.layout, size).await?;
+        let now = pvfs_proto::Timespec::now();
+        c.setattr_handle(
+            self.attr.handle,
+            pvfs_proto::SetAttr {
+                mtime: Some(now),
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Splits a region list with more than [`MAX_EXTENTS`] extents into rounds, each with
+/// the matching part of the buffer.
+fn split(regions: &Regions, buf_len: usize) -> Result<Vec<(Regions, std::ops::Range<usize>)>> {
+    if regions.total_len() != buf_len as u64 {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "buffer of {buf_len} bytes for regions of {} bytes",
+                regions.total_len()
+            ),
+        ));
+    }
+    match regions {
+        Regions::List(v) if v.len() > MAX_EXTENTS => {
+            let mut out = Vec::new();
+            let mut at = 0usize;
+            for chunk in v.chunks(MAX_EXTENTS) {
+                let len: u64 = chunk.iter().map(|e: &Extent| e.len).sum();
+                out.push((Regions::List(chunk.to_vec()), at..at + len as usize));
+                at += len as usize;
+            }
+            Ok(out)
+        }
+        _ => Ok(vec![(regions.clone(), 0..buf_len)]),
+    }
+}

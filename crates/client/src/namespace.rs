@@ -1,0 +1,941 @@
+//! Namespace operations: path walks through sharded directories, create, mkdir,
+//! unlink, rmdir, rename, symlinks, readdir(plus), attributes, statfs, layouts.
+//!
+//! A path walk costs one lookup per component, sent to the server of the shard that
+//! holds the name; the answer carries the object's attributes because objects are
+//! created next to their entry. Multi-step operations (rmdir, rename across servers)
+//! are ordered so that a failure midway leaves nothing a reader can trip over, only
+//! garbage that fsck collects; their steps are documented in docs/namespace.md.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use futures::future::{join_all, try_join_all};
+use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
+use pvfs_proto::message::DatafileStat;
+use pvfs_proto::{
+    Attr, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, ObjKind, Request,
+    Response, SetAttr,
+};
+
+use crate::error::{Error, Result};
+use crate::file::File;
+use crate::io;
+use crate::pool::unexpected;
+use crate::Client;
+
+/// Most symlinks followed in one walk (as Linux).
+const MAX_SYMLINKS: u32 = 40;
+/// Entries asked for per ReadDir page.
+const PAGE: u32 = 4096;
+/// Times a multi-step operation is retried when a concurrent change got in its way.
+const RETRIES: u32 = 5;
+
+/// A directory reached by a walk: what is needed to work inside it.
+#[derive(Clone, Debug)]
+pub(crate) struct Dir {
+    pub handle: Handle,
+    pub shards: u32,
+    pub attr: Option<Attr>,
+}
+
+impl Dir {
+    fn from_attr(attr: Attr) -> Result<Dir> {
+        match attr.detail {
+            ObjDetail::Dir { shards, .. } => Ok(Dir {
+                handle: attr.handle,
+                shards,
+                attr: Some(attr),
+            }),
+            _ => Err(Error::new(Errno::ENOTDIR, format!("{:#x} is not a directory", attr.handle))),
+        }
+    }
+}
+
+/// One server's answer to `statfs`.
+#[derive(Clone, Debug)]
+pub struct ServerStat {
+    /// Server name.
+    pub name: String,
+    /// Its address.
+    pub address: String,
+    /// Its storage figures, or why they are missing.
+    pub stat: Result<StatFsReply>,
+}
+
+/// The whole file system's space: totals over the servers that answered.
+#[derive(Clone, Debug)]
+pub struct FsStat {
+    /// Every server, answered or not.
+    pub servers: Vec<ServerStat>,
+    /// Sum of total bytes over data servers that answered.
+    pub total_bytes: u64,
+    /// Sum of free bytes.
+    pub free_bytes: u64,
+    /// Sum of bytes available to users.
+    pub avail_bytes: u64,
+    /// Metadata objects.
+    pub objects: u64,
+    /// Datafiles.
+    pub datafiles: u64,
+}
+
+/// One server's answer to `ping`.
+#[derive(Clone, Debug)]
+pub struct PingReport {
+    /// Server name from the configuration.
+    pub name: String,
+    /// Address from the configuration.
+    pub address: String,
+    /// Round-trip time and identity, or the error.
+    pub result: Result<(Duration, ServerInfo)>,
+}
+
+/// Where every stripe of a file lives.
+#[derive(Clone, Debug)]
+pub struct LayoutReport {
+    /// The file's attributes (size filled in).
+    pub attr: Attr,
+    /// Each datafile with its server's name and what it holds now.
+    pub datafiles: Vec<(Datafile, String, DatafileStat)>,
+}
+
+/// Splits a path into components ("." and empty ones dropped).
+fn components(path: &str) -> VecDeque<String> {
+    path.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_string)
+        .collect()
+}
+
+impl Client {
+    // ----- building blocks -------------------------------------------------------
+
+    /// Attributes of an object, from its owner (a file's size is not filled in).
+    pub async fn getattr(&self, handle: Handle) -> Result<Attr> {
+        let owner = self.owner(handle)?;
+        match self.rpc(owner, Request::GetAttr { handle }).await? {
+            Response::Attr { attr } => Ok(attr),
+            other => Err(unexpected("GetAttr", &other)),
+        }
+    }
+
+    fn owner(&self, handle: Handle) -> Result<usize> {
+        self.config()
+            .owner_of(handle)
+            .ok_or_else(|| Error::new(Errno::ESTALE, format!("handle {handle:#x} belongs to no server")))
+    }
+
+    pub(crate) async fn rpc(&self, server: usize, request: Request) -> Result<Response> {
+        self.inner.pool.rpc(server, &self.creds, request).await
+    }
+
+    async fn root_dir(&self) -> Result<Dir> {
+        let root = self.root();
+        let shards = self
+            .inner
+            .root_shards
+            .get_or_try_init(|| async {
+                let attr = self.getattr(root).await?;
+                Dir::from_attr(attr).map(|d| d.shards)
+            })
+            .await?;
+        Ok(Dir {
+            handle: root,
+            shards: *shards,
+            attr: None,
+        })
+    }
+
+    async fn dir_attr(&self, dir: &Dir) -> Result<Attr> {
+        match &dir.attr {
+            Some(a) => Ok(a.clone()),
+            None => self.getattr(dir.handle).await,
+        }
+    }
+
+    fn entry_server(&self, dir: &Dir, name: &str) -> usize {
+        self.inner
+            .place
+            .entry_server(self.config(), dir.handle, dir.shards, name)
+    }
+
+    /// Looks `name` up in `dir`: the entry, and the object's attributes.
+    pub(crate) async fn lookup_in(&self, dir: &Dir, name: &str) -> Result<(DirEntry, Attr)> {
+        let server = self.entry_server(dir, name);
+        let req = Request::Lookup {
+            dir: dir.handle,
+            name: name.to_string(),
+        };
+        match self.rpc(server, req).await? {
+            Response::Entry { entry, attr: Some(attr) } => Ok((entry, attr)),
+            Response::Entry { entry, attr: None } => {
+                let attr = self.getattr(entry.handle).await?;
+                Ok((entry, attr))
+            }
+            other => Err(unexpected("Lookup", &other)),
+        }
+    }
+
+    /// Walks `path`; the final component's symlink is followed when `follow`.
+    /// Returns the object's attributes (a file's size is not filled in).
+    pub(crate) async fn walk(&self, path: &str, follow: bool) -> Result<Attr> {
+        let mut stack = vec![self.root_dir().await?];
+        let mut todo = components(path);
+        let mut links = 0;
+        let mut last: Option<Attr> = None;
+        while let Some(comp) = todo.pop_front() {
+            last = None;
+            if comp == ".." {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                continue;
+            }
+            let top = stack.last().cloned().ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
+            let (entry, attr) = self.lookup_in(&top, &comp).await?;
+            let is_last = todo.is_empty();
+            match (&attr.detail, entry.kind) {
+                (ObjDetail::Symlink { target }, _) if !is_last || follow => {
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(Error::at(Errno::ELOOP, path));
+                    }
+                    if target.starts_with('/') {
+                        stack.truncate(1);
+                    }
+                    for c in components(target).into_iter().rev() {
+                        todo.push_front(c);
+                    }
+                }
+                (ObjDetail::Dir { .. }, _) => {
+                    stack.push(Dir::from_attr(attr.clone())?);
+                    last = Some(attr);
+                }
+                _ if !is_last => return Err(Error::at(Errno::ENOTDIR, path)),
+                _ => last = Some(attr),
+            }
+        }
+        match last {
+            Some(a) => Ok(a),
+            // The path ended at a directory reached by ".." or at the root.
+            None => {
+                let top = stack.last().ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
+                self.dir_attr(top).await
+            }
+        }
+    }
+
+    /// Walks to the directory that holds the last component of `path`; returns it and
+    /// that name.
+    pub(crate) async fn walk_parent(&self, path: &str) -> Result<(Dir, String)> {
+        let mut comps = components(path);
+        let name = comps
+            .pop_back()
+            .ok_or_else(|| Error::new(Errno::EBUSY, format!("{path}: the root cannot be changed this way")))?;
+        if name == ".." {
+            return Err(Error::new(Errno::EINVAL, format!("{path}: names \"..\"")));
+        }
+        pvfs_proto::types::check_name(&name).map_err(|e| Error::at(e, path))?;
+        let parent_path: Vec<String> = comps.into_iter().collect();
+        let parent = if parent_path.is_empty() {
+            self.root_dir().await?
+        } else {
+            let attr = self.walk(&parent_path.join("/"), true).await?;
+            Dir::from_attr(attr).map_err(|_| Error::at(Errno::ENOTDIR, path))?
+        };
+        Ok((parent, name))
+    }
+
+    /// Fills in a file's size and modification time from its datafiles.
+    pub(crate) async fn fill_size(&self, attr: &mut Attr) -> Result<()> {
+        let Some(layout) = attr.layout().cloned() else {
+            return Ok(());
+        };
+        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
+        let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
+        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+        attr.size = layout.stripe().file_size(&sizes);
+        if let Some(m) = stats.iter().map(|s| s.mtime).max() {
+            attr.mtime = attr.mtime.max(m);
+        }
+        Ok(())
+    }
+
+    // ----- attributes ------------------------------------------------------------
+
+    /// `stat`: attributes of what `path` names, following a final symlink; a file's
+    /// size comes from its datafiles.
+    pub async fn stat(&self, path: &str) -> Result<Attr> {
+        let mut attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// `lstat`: like [`Client::stat`] but a final symlink is described itself.
+    pub async fn lstat(&self, path: &str) -> Result<Attr> {
+        let mut attr = self.walk(path, false).await.map_err(|e| e.for_path(path))?;
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// `statlite` without the size: attributes as the metadata server stores them
+    /// (no data server is asked; a file's `size` is 0).
+    pub async fn stat_lite(&self, path: &str) -> Result<Attr> {
+        self.walk(path, true).await.map_err(|e| e.for_path(path))
+    }
+
+    /// chmod, chown and utimes in one: applies `set` to what `path` names.
+    pub async fn setattr(&self, path: &str, set: SetAttr) -> Result<Attr> {
+        let attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        self.setattr_handle(attr.handle, set)
+            .await
+            .map_err(|e| e.for_path(path))
+    }
+
+    /// Applies `set` to object `handle`.
+    pub async fn setattr_handle(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
+        let owner = self.owner(handle)?;
+        let mut attr = match self.rpc(owner, Request::SetAttr { handle, set }).await? {
+            Response::Attr { attr } => attr,
+            other => return Err(unexpected("SetAttr", &other)),
+        };
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    // ----- creating --------------------------------------------------------------
+
+    /// `mkdir`: a directory with the file system's shard count, inheriting its
+    /// parent's default layout.
+    pub async fn mkdir(&self, path: &str, mode: u32) -> Result<Attr> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let pattr = self.dir_attr(&parent).await?;
+        let default_layout = match pattr.detail {
+            ObjDetail::Dir { default_layout, .. } => default_layout,
+            _ => None,
+        };
+        let what = CreateWhat::Dir {
+            shards: self.config().defaults.dir_shards,
+            default_layout,
+        };
+        self.create_in(&parent, &name, mode, what)
+            .await
+            .map_err(|e| e.for_path(path))
+    }
+
+    /// `mkdir -p`: creates `path` and any missing parents; existing directories are fine.
+    pub async fn mkdir_all(&self, path: &str, mode: u32) -> Result<()> {
+        let mut so_far = String::new();
+        for comp in components(path) {
+            so_far.push('/');
+            so_far.push_str(&comp);
+            match self.mkdir(&so_far, mode).await {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::EEXIST => {
+                    let attr = self.stat_lite(&so_far).await?;
+                    if attr.kind() != ObjKind::Dir {
+                        return Err(Error::at(Errno::ENOTDIR, &so_far));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_in(&self, parent: &Dir, name: &str, mode: u32, what: CreateWhat) -> Result<Attr> {
+        let server = self.entry_server(parent, name);
+        let req = Request::Create {
+            parent: parent.handle,
+            name: name.to_string(),
+            mode,
+            uid: self.creds.uid,
+            gid: self.creds.gid,
+            what,
+        };
+        match self.rpc(server, req).await? {
+            Response::Created { attr } => Ok(attr),
+            other => Err(unexpected("Create", &other)),
+        }
+    }
+
+    /// Creates a regular file (`O_CREAT|O_EXCL` when `exclusive`, else opens an
+    /// existing file). Unset layout fields come from the parent directory's default
+    /// layout, then from the file system's defaults.
+    pub async fn create(&self, path: &str, mode: u32, layout: LayoutSpec, exclusive: bool) -> Result<File> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let pattr = self.dir_attr(&parent).await?;
+        let inherited = match pattr.detail {
+            ObjDetail::Dir { default_layout, .. } => default_layout.unwrap_or_default(),
+            _ => LayoutSpec::default(),
+        };
+        let d = &self.config().defaults;
+        let spec = layout.or(inherited).or(LayoutSpec {
+            stripe_size: Some(d.stripe_size),
+            stripe_count: Some(d.stripe_count),
+            base: None,
+        });
+        match self.create_in(&parent, &name, mode, CreateWhat::File { spec }).await {
+            Ok(attr) => Ok(File::new(self.clone(), attr)),
+            Err(e) if e.errno == Errno::EEXIST && !exclusive => self.open(path).await,
+            Err(e) => Err(e.for_path(path)),
+        }
+    }
+
+    /// Opens an existing regular file.
+    pub async fn open(&self, path: &str) -> Result<File> {
+        let attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        match attr.kind() {
+            ObjKind::File => Ok(File::new(self.clone(), attr)),
+            ObjKind::Dir => Err(Error::at(Errno::EISDIR, path)),
+            ObjKind::Symlink => Err(Error::at(Errno::ELOOP, path)),
+        }
+    }
+
+    /// Opens a file by handle (for callers that keep handles, e.g. a FUSE mount).
+    pub async fn open_handle(&self, handle: Handle) -> Result<File> {
+        let attr = self.getattr(handle).await?;
+        match attr.kind() {
+            ObjKind::File => Ok(File::new(self.clone(), attr)),
+            _ => Err(Error::new(Errno::EISDIR, format!("{handle:#x} is not a regular file"))),
+        }
+    }
+
+    /// `symlink`: creates `path` pointing to `target` (stored verbatim).
+    pub async fn symlink(&self, target: &str, path: &str) -> Result<Attr> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let what = CreateWhat::Symlink {
+            target: target.to_string(),
+        };
+        self.create_in(&parent, &name, 0o777, what)
+            .await
+            .map_err(|e| e.for_path(path))
+    }
+
+    /// `readlink`: the target of symlink `path`.
+    pub async fn readlink(&self, path: &str) -> Result<String> {
+        let attr = self.walk(path, false).await.map_err(|e| e.for_path(path))?;
+        match attr.detail {
+            ObjDetail::Symlink { target } => Ok(target),
+            _ => Err(Error::at(Errno::EINVAL, path)),
+        }
+    }
+
+    // ----- removing --------------------------------------------------------------
+
+    /// `unlink`: removes a file or symlink and, for a file, its datafiles.
+    pub async fn unlink(&self, path: &str) -> Result<()> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let server = self.entry_server(&parent, &name);
+        let req = Request::Unlink {
+            dir: parent.handle,
+            name,
+            expect: None,
+            want: UnlinkWant::NotDir,
+            drop_object: true,
+        };
+        let (entry, removed) = match self.rpc(server, req).await.map_err(|e| e.for_path(path))? {
+            Response::Unlinked { entry, removed } => (entry, removed),
+            other => return Err(unexpected("Unlink", &other)),
+        };
+        self.finish_removal(entry.handle, removed).await
+    }
+
+    /// Deletes what is left of an object whose entry is gone: the object itself when
+    /// it lives on another server, and a file's datafiles.
+    async fn finish_removal(&self, handle: Handle, removed: Option<ObjDetail>) -> Result<()> {
+        let detail = match removed {
+            Some(d) => d,
+            None => {
+                let owner = self.owner(handle)?;
+                match self.rpc(owner, Request::RemoveObject { handle }).await {
+                    Ok(Response::Removed { detail }) => detail,
+                    Ok(other) => return Err(unexpected("RemoveObject", &other)),
+                    Err(e) => {
+                        tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}");
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        if let ObjDetail::File { layout } = detail {
+            io::remove_datafiles(&self.inner.pool, &self.creds, &layout).await;
+        }
+        Ok(())
+    }
+
+    /// Seals every shard of directory `dir` (it must be empty); on ENOTEMPTY the
+    /// shards already sealed are unsealed again.
+    async fn seal(&self, dir: &Dir) -> Result<()> {
+        let servers = self
+            .inner
+            .place
+            .shard_servers(self.config(), dir.handle, dir.shards);
+        let results = join_all(servers.iter().map(|&s| self.rpc(s, Request::SealDir { dir: dir.handle, seal: true }))).await;
+        let mut first_err = None;
+        let mut sealed = Vec::new();
+        for (&s, r) in servers.iter().zip(results) {
+            match r {
+                Ok(_) => sealed.push(s),
+                Err(e) => {
+                    if first_err.is_none() || e.errno == Errno::ENOTEMPTY {
+                        first_err = Some(e);
+                    }
+                }
+            }
+        }
+        match first_err {
+            None => Ok(()),
+            Some(e) => {
+                self.unseal_on(dir.handle, &sealed).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn unseal(&self, dir: &Dir) {
+        let servers = self
+            .inner
+            .place
+            .shard_servers(self.config(), dir.handle, dir.shards);
+        self.unseal_on(dir.handle, &servers).await;
+    }
+
+    async fn unseal_on(&self, dir: Handle, servers: &[usize]) {
+        join_all(servers.iter().map(|&s| self.rpc(s, Request::SealDir { dir, seal: false }))).await;
+    }
+
+    /// `rmdir`: removes an empty directory.
+    pub async fn rmdir(&self, path: &str) -> Result<()> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let (entry, attr) = self.lookup_in(&parent, &name).await.map_err(|e| e.for_path(path))?;
+        if entry.kind != ObjKind::Dir {
+            return Err(Error::at(Errno::ENOTDIR, path));
+        }
+        let target = Dir::from_attr(attr)?;
+        self.seal(&target).await.map_err(|e| e.for_path(path))?;
+        let server = self.entry_server(&parent, &name);
+        let req = Request::Unlink {
+            dir: parent.handle,
+            name,
+            expect: Some(target.handle),
+            want: UnlinkWant::Dir,
+            drop_object: true,
+        };
+        match self.rpc(server, req).await {
+            Ok(Response::Unlinked { entry, removed }) => self.finish_removal(entry.handle, removed).await,
+            Ok(other) => Err(unexpected("Unlink", &other)),
+            Err(e) => {
+                self.unseal(&target).await;
+                Err(e.for_path(path))
+            }
+        }
+    }
+
+    // ----- rename ----------------------------------------------------------------
+
+    /// `rename`: moves `from` to `to`, replacing `to` as POSIX does (a file replaces a
+    /// file, a directory replaces an empty directory). A directory cannot move into
+    /// its own subtree (EINVAL).
+    pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.rename_once(from, to).await {
+                Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn rename_once(&self, from: &str, to: &str) -> Result<()> {
+        let (sdir, sname) = self.walk_parent(from).await.map_err(|e| e.for_path(from))?;
+        let (ddir, dname) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
+        let (src, src_attr) = self.lookup_in(&sdir, &sname).await.map_err(|e| e.for_path(from))?;
+        if sdir.handle == ddir.handle && sname == dname {
+            return Ok(());
+        }
+        if src.kind == ObjKind::Dir {
+            self.check_not_inside(src.handle, &ddir, to).await?;
+        }
+        let dst = match self.lookup_in(&ddir, &dname).await {
+            Ok(found) => Some(found),
+            Err(e) if e.errno == Errno::ENOENT => None,
+            Err(e) => return Err(e.for_path(to)),
+        };
+        let mut sealed: Option<Dir> = None;
+        if let Some((d, dattr)) = &dst {
+            if d.handle == src.handle {
+                return Ok(()); // Both names already name the same object.
+            }
+            match (src.kind == ObjKind::Dir, d.kind == ObjKind::Dir) {
+                (true, false) => return Err(Error::at(Errno::ENOTDIR, to)),
+                (false, true) => return Err(Error::at(Errno::EISDIR, to)),
+                (true, true) => {
+                    let victim = Dir::from_attr(dattr.clone())?;
+                    self.seal(&victim).await.map_err(|e| e.for_path(to))?;
+                    sealed = Some(victim);
+                }
+                (false, false) => {}
+            }
+        }
+        let replace = dst.as_ref().map(|(d, _)| d.handle);
+        let result = self.move_entry(&sdir, &sname, &ddir, &dname, &src, replace).await;
+        let replaced = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(v) = &sealed {
+                    self.unseal(v).await;
+                }
+                return Err(e.for_path(from));
+            }
+        };
+        if let Some(old) = replaced {
+            self.finish_removal(old.handle, None).await?;
+        }
+        if src.kind == ObjKind::Dir && sdir.handle != ddir.handle {
+            let owner = self.owner(src_attr.handle)?;
+            self.rpc(owner, Request::SetParent { dir: src.handle, parent: ddir.handle })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Moves the entry: one commit when both names live on one server, otherwise
+    /// link the new name first, then remove the old one (a crash in between leaves
+    /// two names, never none).
+    async fn move_entry(
+        &self,
+        sdir: &Dir,
+        sname: &str,
+        ddir: &Dir,
+        dname: &str,
+        src: &DirEntry,
+        replace: Option<Handle>,
+    ) -> Result<Option<DirEntry>> {
+        let s_server = self.entry_server(sdir, sname);
+        let d_server = self.entry_server(ddir, dname);
+        if s_server == d_server {
+            let req = Request::Rename {
+                src_dir: sdir.handle,
+                src_name: sname.to_string(),
+                dst_dir: ddir.handle,
+                dst_name: dname.to_string(),
+                expect_src: src.handle,
+                replace,
+            };
+            return match self.rpc(s_server, req).await? {
+                Response::Linked { replaced } => Ok(replaced),
+                other => Err(unexpected("Rename", &other)),
+            };
+        }
+        let link = Request::LinkEntry {
+            dir: ddir.handle,
+            name: dname.to_string(),
+            handle: src.handle,
+            kind: src.kind,
+            replace,
+        };
+        let replaced = match self.rpc(d_server, link).await? {
+            Response::Linked { replaced } => replaced,
+            other => return Err(unexpected("LinkEntry", &other)),
+        };
+        let unlink = Request::Unlink {
+            dir: sdir.handle,
+            name: sname.to_string(),
+            expect: Some(src.handle),
+            want: UnlinkWant::Any,
+            drop_object: false,
+        };
+        match self.rpc(s_server, unlink).await {
+            Ok(_) => Ok(replaced),
+            Err(e) => {
+                tracing::warn!("rename left the old name {sname:?} in place: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// Fails with EINVAL if `dir` is `moving` or lies below it.
+    async fn check_not_inside(&self, moving: Handle, dir: &Dir, to: &str) -> Result<()> {
+        let root = self.root();
+        let mut cur = dir.handle;
+        let mut depth = 0;
+        loop {
+            if cur == moving {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{to}: cannot move a directory into itself"),
+                ));
+            }
+            if cur == root {
+                return Ok(());
+            }
+            depth += 1;
+            if depth > 4096 {
+                return Err(Error::new(Errno::ELOOP, format!("{to}: directory tree too deep")));
+            }
+            cur = match self.getattr(cur).await?.detail {
+                ObjDetail::Dir { parent, .. } => parent,
+                _ => return Err(Error::at(Errno::ENOTDIR, to)),
+            };
+        }
+    }
+
+    // ----- listing ---------------------------------------------------------------
+
+    /// Every entry of directory `path` (all shards, in no particular order).
+    pub async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        let dir = Dir::from_attr(attr).map_err(|_| Error::at(Errno::ENOTDIR, path))?;
+        self.readdir_dir(&dir).await
+    }
+
+    pub(crate) async fn readdir_dir(&self, dir: &Dir) -> Result<Vec<DirEntry>> {
+        let servers = self
+            .inner
+            .place
+            .shard_servers(self.config(), dir.handle, dir.shards);
+        let parts = try_join_all(servers.into_iter().map(|s| self.readdir_server(dir.handle, s))).await?;
+        Ok(parts.into_iter().flatten().collect())
+    }
+
+    async fn readdir_server(&self, dir: Handle, server: usize) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let req = Request::ReadDir {
+                dir,
+                shard: 0,
+                after: after.clone(),
+                max: PAGE,
+            };
+            match self.rpc(server, req).await? {
+                Response::DirPage { entries, more } => {
+                    after = entries.last().map(|e| e.name.clone());
+                    out.extend(entries);
+                    if !more || after.is_none() {
+                        return Ok(out);
+                    }
+                }
+                other => return Err(unexpected("ReadDir", &other)),
+            }
+        }
+    }
+
+    /// Entries of `path` with their attributes, by the two-phase algorithm of seed 002:
+    /// one batched attribute request per metadata server, then (when `sizes`) one
+    /// batched size request per data server. Each entry carries its own result.
+    pub async fn readdir_plus(&self, path: &str, sizes: bool) -> Result<Vec<(DirEntry, Result<Attr>)>> {
+        let entries = self.readdir(path).await?;
+        let mut attrs = self.list_attrs(&entries).await;
+        if sizes {
+            self.fill_sizes(&mut attrs).await;
+        }
+        Ok(entries.into_iter().zip(attrs).collect())
+    }
+
+    /// Phase 1: attributes of many objects, one ListAttr per owning server.
+    async fn list_attrs(&self, entries: &[DirEntry]) -> Vec<Result<Attr>> {
+        let mut out: Vec<Result<Attr>> = entries
+            .iter()
+            .map(|_| Err(Error::new(Errno::EIO, "not fetched")))
+            .collect();
+        let mut by_server: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            match self.config().owner_of(e.handle) {
+                Some(s) => match by_server.iter_mut().find(|(x, _)| *x == s) {
+                    Some((_, v)) => v.push(i),
+                    None => by_server.push((s, vec![i])),
+                },
+                None => out[i] = Err(Error::new(Errno::ESTALE, "handle of no server")),
+            }
+        }
+        let answers = join_all(by_server.iter().map(|(server, idxs)| async move {
+            let handles = idxs.iter().map(|&i| entries[i].handle).collect();
+            self.rpc(*server, Request::ListAttr { handles }).await
+        }))
+        .await;
+        for ((_, idxs), answer) in by_server.iter().zip(answers) {
+            match answer {
+                Ok(Response::Attrs { attrs }) if attrs.len() == idxs.len() => {
+                    for (&i, r) in idxs.iter().zip(attrs) {
+                        out[i] = match (r.errno, r.attr) {
+                            (0, Some(a)) => Ok(a),
+                            (errno, _) => Err(Error::new(Errno(errno), "attributes unavailable")),
+                        };
+                    }
+                }
+                Ok(other) => {
+                    for &i in idxs {
+                        out[i] = Err(unexpected("ListAttr", &other));
+                    }
+                }
+                Err(e) => {
+                    for &i in idxs {
+                        out[i] = Err(e.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Phase 2: sizes of many files, one GetSizes per data server.
+    async fn fill_sizes(&self, attrs: &mut [Result<Attr>]) {
+        // (server, [(attr index, datafile index, handle)])
+        let mut by_server: Vec<(usize, Vec<(usize, usize, Handle)>)> = Vec::new();
+        for (i, a) in attrs.iter().enumerate() {
+            if let Ok(Some(layout)) = a.as_ref().map(|a| a.layout()) {
+                for (k, df) in layout.datafiles.iter().enumerate() {
+                    let s = df.server as usize;
+                    match by_server.iter_mut().find(|(x, _)| *x == s) {
+                        Some((_, v)) => v.push((i, k, df.handle)),
+                        None => by_server.push((s, vec![(i, k, df.handle)])),
+                    }
+                }
+            }
+        }
+        let answers = join_all(by_server.iter().map(|(server, items)| async move {
+            let handles = items.iter().map(|x| x.2).collect();
+            self.rpc(*server, Request::GetSizes { handles }).await
+        }))
+        .await;
+        let mut local: Vec<Vec<u64>> = attrs
+            .iter()
+            .map(|a| match a.as_ref().map(|a| a.layout()) {
+                Ok(Some(l)) => vec![0; l.datafiles.len()],
+                _ => Vec::new(),
+            })
+            .collect();
+        for ((_, items), answer) in by_server.iter().zip(answers) {
+            match answer {
+                Ok(Response::Sizes { sizes }) if sizes.len() == items.len() => {
+                    for (&(i, k, _), st) in items.iter().zip(sizes) {
+                        local[i][k] = st.size;
+                        if let Ok(a) = attrs[i].as_mut() {
+                            a.mtime = a.mtime.max(st.mtime);
+                        }
+                    }
+                }
+                other => {
+                    let err = match other {
+                        Err(e) => e,
+                        Ok(r) => unexpected("GetSizes", &r),
+                    };
+                    for &(i, _, _) in items {
+                        attrs[i] = Err(err.clone());
+                    }
+                }
+            }
+        }
+        for (a, sizes) in attrs.iter_mut().zip(local) {
+            if let Ok(a) = a.as_mut() {
+                if let Some(l) = a.layout() {
+                    a.size = l.stripe().file_size(&sizes);
+                }
+            }
+        }
+    }
+
+    // ----- file system -----------------------------------------------------------
+
+    /// Space and object counts of every server; servers that do not answer are
+    /// reported as such and left out of the totals (never waits past the timeout).
+    pub async fn statfs(&self) -> FsStat {
+        let servers = &self.config().servers;
+        let answers = join_all((0..servers.len()).map(|i| self.rpc(i, Request::StatFs {}))).await;
+        let mut fs = FsStat {
+            servers: Vec::new(),
+            total_bytes: 0,
+            free_bytes: 0,
+            avail_bytes: 0,
+            objects: 0,
+            datafiles: 0,
+        };
+        for (sc, answer) in servers.iter().zip(answers) {
+            let stat = match answer {
+                Ok(Response::StatFs { stat }) => Ok(stat),
+                Ok(other) => Err(unexpected("StatFs", &other)),
+                Err(e) => Err(e),
+            };
+            if let Ok(s) = &stat {
+                if sc.roles.contains(pvfs_proto::Roles::DATA) {
+                    fs.total_bytes += s.total_bytes;
+                    fs.free_bytes += s.free_bytes;
+                    fs.avail_bytes += s.avail_bytes;
+                }
+                fs.objects += s.objects;
+                fs.datafiles += s.datafiles;
+            }
+            fs.servers.push(ServerStat {
+                name: sc.name.clone(),
+                address: sc.address.clone(),
+                stat,
+            });
+        }
+        fs
+    }
+
+    /// Pings every server at once.
+    pub async fn ping(&self) -> Vec<PingReport> {
+        let servers = &self.config().servers;
+        join_all(servers.iter().enumerate().map(|(i, sc)| async move {
+            let start = Instant::now();
+            let result = match self.rpc(i, Request::Ping {}).await {
+                Ok(Response::Pong { info }) => Ok((start.elapsed(), info)),
+                Ok(other) => Err(unexpected("Ping", &other)),
+                Err(e) => Err(e),
+            };
+            PingReport {
+                name: sc.name.clone(),
+                address: sc.address.clone(),
+                result,
+            }
+        }))
+        .await
+    }
+
+    /// Sets (or with `None` clears) the default layout of new files in directory `path`.
+    pub async fn set_dir_layout(&self, path: &str, layout: Option<LayoutSpec>) -> Result<Attr> {
+        let attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        if attr.kind() != ObjKind::Dir {
+            return Err(Error::at(Errno::ENOTDIR, path));
+        }
+        let owner = self.owner(attr.handle)?;
+        match self
+            .rpc(owner, Request::SetDirLayout { dir: attr.handle, layout })
+            .await
+            .map_err(|e| e.for_path(path))?
+        {
+            Response::Attr { attr } => Ok(attr),
+            other => Err(unexpected("SetDirLayout", &other)),
+        }
+    }
+
+    /// Where every stripe of file `path` lives and how much each datafile holds.
+    pub async fn layout(&self, path: &str) -> Result<LayoutReport> {
+        let mut attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
+        let Some(layout) = attr.layout().cloned() else {
+            return Err(Error::new(Errno::EINVAL, format!("{path}: not a regular file")));
+        };
+        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
+        let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
+        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+        attr.size = layout.stripe().file_size(&sizes);
+        let datafiles = layout
+            .datafiles
+            .iter()
+            .zip(stats)
+            .map(|(df, st)| (*df, self.config().servers[df.server as usize].name.clone(), st))
+            .collect();
+        Ok(LayoutReport { attr, datafiles })
+    }
+
+    /// `truncate`: sets the size of file `path`.
+    pub async fn truncate(&self, path: &str, size: u64) -> Result<()> {
+        let file = self.open(path).await?;
+        file.truncate(size).await.map_err(|e| e.for_path(path))
+    }
+}

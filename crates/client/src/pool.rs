@@ -1,0 +1,205 @@
+//! Connections to the servers: one multiplexed connection per server, made on first
+//! use, remade after a failure, with deadlines on everything; a server that just
+//! refused a connection is reported down at once for a short while instead of being
+//! retried by every call. Counts every request sent, per server and per operation.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pvfs_config::Config;
+use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response};
+use pvfs_transport::{AutoTransport, BufPool, Call, Frame, MuxConn, Transport};
+
+use crate::error::{Error, Result};
+
+/// Bytes per data frame (and per buffer of the pool).
+pub const CHUNK: usize = 1 << 20;
+/// How long a server that refused a connection is reported down without retrying.
+const DOWN_BACKOFF: Duration = Duration::from_millis(500);
+
+struct Slot {
+    conn: tokio::sync::Mutex<Option<Arc<MuxConn>>>,
+    down_until: Mutex<Option<(Instant, String)>>,
+}
+
+/// Requests sent by this client, for tests and `pvfs_stats` (issue: message counts
+/// are observable).
+#[derive(Default)]
+pub struct Stats {
+    total: AtomicU64,
+    per_server: Vec<AtomicU64>,
+    per_op: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Stats {
+    fn count(&self, server: usize, op: &'static str) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = self.per_server.get(server) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Ok(mut m) = self.per_op.lock() {
+            *m.entry(op).or_default() += 1;
+        }
+    }
+
+    /// Requests sent to any server.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Requests sent to each server, in configuration order.
+    pub fn per_server(&self) -> Vec<u64> {
+        self.per_server
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Requests sent per operation name.
+    pub fn per_op(&self) -> BTreeMap<&'static str, u64> {
+        self.per_op.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// The connections of one client.
+pub(crate) struct Pool {
+    config: Config,
+    slots: Vec<Slot>,
+    bufs: BufPool,
+    pub stats: Stats,
+}
+
+impl Pool {
+    pub fn new(config: &Config) -> Pool {
+        Pool {
+            config: config.clone(),
+            slots: config
+                .servers
+                .iter()
+                .map(|_| Slot {
+                    conn: tokio::sync::Mutex::new(None),
+                    down_until: Mutex::new(None),
+                })
+                .collect(),
+            bufs: BufPool::new(CHUNK, 64),
+            stats: Stats {
+                per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
+                ..Stats::default()
+            },
+        }
+    }
+
+    pub fn name(&self, server: usize) -> &str {
+        &self.config.servers[server].name
+    }
+
+    async fn conn(&self, server: usize) -> Result<Arc<MuxConn>> {
+        let slot = &self.slots[server];
+        let mut guard = slot.conn.lock().await;
+        if let Some(c) = guard.as_ref() {
+            if c.closed().is_none() {
+                return Ok(c.clone());
+            }
+        }
+        if let Ok(down) = slot.down_until.lock() {
+            if let Some((until, why)) = down.as_ref() {
+                if Instant::now() < *until {
+                    return Err(Error::new(
+                        Errno::EHOSTDOWN,
+                        format!("server {} is down: {why}", self.name(server)),
+                    ));
+                }
+            }
+        }
+        let sc = &self.config.servers[server];
+        match AutoTransport.connect(&sc.address, self.config.timeouts.connect).await {
+            Ok(conn) => {
+                let mux = MuxConn::start(conn, self.bufs.clone(), self.config.timeouts.request);
+                *guard = Some(mux.clone());
+                if let Ok(mut down) = slot.down_until.lock() {
+                    *down = None;
+                }
+                Ok(mux)
+            }
+            Err(e) => {
+                if let Ok(mut down) = slot.down_until.lock() {
+                    *down = Some((Instant::now() + DOWN_BACKOFF, e.to_string()));
+                }
+                Err(Error::transport(&sc.name, e))
+            }
+        }
+    }
+
+    /// Starts a request on `server`: its first frame carries `body` and `data`.
+    pub async fn start(
+        &self,
+        server: usize,
+        op: &'static str,
+        body: &[u8],
+        data: &[&[u8]],
+        end: bool,
+    ) -> Result<Call> {
+        let conn = self.conn(server).await?;
+        self.stats.count(server, op);
+        conn.call(body, data, end)
+            .await
+            .map_err(|e| Error::transport(self.name(server), e))
+    }
+
+    /// Receives the next frame of a call.
+    pub async fn recv(&self, server: usize, call: &mut Call) -> Result<Frame> {
+        call.recv()
+            .await
+            .map_err(|e| Error::transport(self.name(server), e))
+    }
+
+    /// Sends one request with no bulk data and returns its one-frame answer
+    /// (an error answer becomes `Err`). Requests that change nothing are retried once
+    /// on a fresh connection when the connection broke (a restarted server).
+    pub async fn rpc(&self, server: usize, creds: &Creds, request: Request) -> Result<Response> {
+        let op = request.op_name();
+        let idempotent = request.is_idempotent();
+        let body = encode(&RequestBody {
+            creds: creds.clone(),
+            request,
+        });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.rpc_once(server, op, &body).await {
+                Err(e) if idempotent && attempt == 1 && e.errno == Errno::EIO => {
+                    tracing::debug!(server = self.name(server), op, "retrying after: {e}");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn rpc_once(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Response> {
+        let mut call = self.start(server, op, body, &[], true).await?;
+        let frame = self.recv(server, &mut call).await?;
+        self.response(server, &frame)
+    }
+
+    /// Decodes a response frame; an error answer becomes `Err`.
+    pub fn response(&self, server: usize, frame: &Frame) -> Result<Response> {
+        match decode::<Response>(&frame.body) {
+            Ok(Response::Error { errno, message }) => Err(Error::new(Errno(errno), message)),
+            Ok(r) => Ok(r),
+            Err(e) => Err(Error::new(
+                Errno::EPROTO,
+                format!("server {}: undecodable answer: {e}", self.name(server)),
+            )),
+        }
+    }
+}
+
+/// The error for an answer of the wrong kind.
+pub(crate) fn unexpected(op: &str, got: &Response) -> Error {
+    Error::new(
+        Errno::EPROTO,
+        format!("unexpected answer {} to {op}", got.op_name()),
+    )
+}

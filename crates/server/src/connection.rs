@@ -1,0 +1,172 @@
+//! One client connection: read frames, start a handler per request, route bulk data
+//! frames to the handler of their request, send answers.
+//!
+//! A malformed body gets an error answer and the connection keeps serving; a
+//! malformed header (bad magic, unknown version, oversized lengths) gets an error
+//! answer when a request id can be read, then the connection is closed, because the
+//! frame boundary is lost. Limits: at most [`MAX_INFLIGHT`] requests per connection
+//! and [`STREAM_QUEUE`] queued data frames per request, so a client cannot make the
+//! server buffer without bound.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
+use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
+use pvfs_transport::frames::{read_payload, read_raw_header};
+use pvfs_transport::{Conn, Frame, FrameWriter, TransportError};
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::ctx::{Ctx, Inflight};
+use crate::dispatch;
+
+/// Requests handled at once per connection.
+pub const MAX_INFLIGHT: usize = 256;
+/// Data frames queued per streaming request.
+pub const STREAM_QUEUE: usize = 4;
+
+/// Where a handler sends its answer.
+#[derive(Clone)]
+pub struct Reply {
+    writer: Arc<FrameWriter>,
+    id: u64,
+}
+
+impl Reply {
+    /// Sends a response frame, optionally with data.
+    pub async fn response(
+        &self,
+        response: &Response,
+        data: &[&[u8]],
+        end: bool,
+    ) -> Result<(), TransportError> {
+        self.writer
+            .send(FrameKind::Response, self.id, end, &encode(response), data)
+            .await
+    }
+
+    /// Sends a data frame.
+    pub async fn data(&self, data: &[&[u8]], end: bool) -> Result<(), TransportError> {
+        self.writer.send(FrameKind::Data, self.id, end, &[], data).await
+    }
+}
+
+/// Serves one connection until the peer closes it, it breaks, or `stop` fires.
+pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let writer = Arc::new(FrameWriter::new(conn.write));
+    let peer = conn.peer;
+    let mut r = BufReader::with_capacity(64 * 1024, conn.read);
+    let mut streams: HashMap<u64, mpsc::Sender<Frame>> = HashMap::new();
+    let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    loop {
+        let raw = tokio::select! {
+            raw = read_raw_header(&mut r) => raw,
+            _ = stop.changed() => break,
+        };
+        let raw = match raw {
+            Ok(Some(raw)) => raw,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(%peer, "connection read failed: {e}");
+                break;
+            }
+        };
+        let header = match FrameHeader::decode(&raw) {
+            Ok(h) => h,
+            Err(e) => {
+                refuse_header(&writer, &raw, &e, &peer).await;
+                break;
+            }
+        };
+        // Once a frame has begun, the rest of it must arrive within the deadline.
+        let payload = tokio::time::timeout(
+            ctx.config.timeouts.request,
+            read_payload(&mut r, header, &ctx.pool),
+        )
+        .await;
+        let frame = match payload {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, "connection read failed: {e}");
+                break;
+            }
+            Err(_) => {
+                tracing::warn!(%peer, "frame payload not received in time; closing");
+                break;
+            }
+        };
+        match header.kind {
+            FrameKind::Request => {
+                let body: RequestBody = match decode(&frame.body) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let reply = Reply {
+                            writer: writer.clone(),
+                            id: header.request_id,
+                        };
+                        let resp = Response::error(Errno::EBADMSG, format!("undecodable request: {e}"));
+                        if reply.response(&resp, &[], true).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let stream = if matches!(body.request, Request::Write { .. }) && !header.is_end() {
+                    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+                    streams.insert(header.request_id, tx);
+                    Some(rx)
+                } else {
+                    None
+                };
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    break;
+                };
+                let reply = Reply {
+                    writer: writer.clone(),
+                    id: header.request_id,
+                };
+                let ctx = ctx.clone();
+                let guard = Inflight::enter(&ctx);
+                tokio::spawn(async move {
+                    dispatch::dispatch(&ctx, &reply, body, frame.data, stream).await;
+                    drop(permit);
+                    drop(guard);
+                });
+            }
+            FrameKind::Data => {
+                let end = header.is_end();
+                if let Some(tx) = streams.get(&header.request_id) {
+                    // A send error means the handler finished early (an error was
+                    // answered); the rest of its data is dropped.
+                    if tx.send(frame).await.is_err() || end {
+                        streams.remove(&header.request_id);
+                    }
+                }
+            }
+            FrameKind::Response => {
+                tracing::warn!(%peer, "client sent a response frame; closing");
+                break;
+            }
+        }
+    }
+    writer.shutdown().await;
+}
+
+async fn refuse_header(writer: &FrameWriter, raw: &[u8; pvfs_proto::frame::HEADER_LEN], e: &FrameError, peer: &str) {
+    tracing::warn!(%peer, "refusing frame: {e}");
+    if matches!(e, FrameError::BadMagic(_)) {
+        return; // Not our protocol: nothing sensible to answer.
+    }
+    let errno = match e {
+        FrameError::Version(_) => Errno::EPROTO,
+        FrameError::TooLarge { .. } => Errno::E2BIG,
+        _ => Errno::EBADMSG,
+    };
+    let resp = Response::error(errno, e.to_string());
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        writer.send(FrameKind::Response, peek_request_id(raw), true, &encode(&resp), &[]),
+    )
+    .await;
+}

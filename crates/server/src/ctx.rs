@@ -1,0 +1,148 @@
+//! Everything a handler needs: configuration, identity, the stores, peers.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use pvfs_config::Config;
+use pvfs_proto::message::ServerInfo;
+use pvfs_proto::{Errno, Handle, Roles};
+use pvfs_storage::{DataBackend, MetaStore};
+use pvfs_transport::BufPool;
+use tokio::sync::Notify;
+
+use crate::error::{OpError, OpResult};
+use crate::peer::Peers;
+use crate::precreate::Precreator;
+
+/// Size of the buffers bulk data moves in (one frame's data).
+pub const CHUNK: usize = 1 << 20;
+
+/// Shared state of one running server.
+pub struct Ctx {
+    /// The file system's configuration.
+    pub config: Config,
+    /// This server's index in `config.servers`.
+    pub me: usize,
+    /// Identity answered to `Ping`.
+    pub info: ServerInfo,
+    /// Metadata (and, on data servers, the handle counter).
+    pub meta: MetaStore,
+    /// Datafiles.
+    pub data: Arc<dyn DataBackend>,
+    /// Bulk-data buffers.
+    pub pool: BufPool,
+    /// Connections to the other servers (precreate).
+    pub peers: Peers,
+    /// Pools of pre-created datafile handles, per data server.
+    pub precreate: Precreator,
+    /// Round-robin cursor choosing the first data server of new files.
+    pub next_base: AtomicU64,
+    /// Requests being handled (drained on clean stop).
+    pub inflight: Inflight,
+}
+
+impl Ctx {
+    /// This server's roles.
+    pub fn roles(&self) -> Roles {
+        self.info.roles
+    }
+
+    /// Fails unless this server has the metadata role.
+    pub fn require_meta(&self) -> OpResult<()> {
+        if self.roles().contains(Roles::META) {
+            Ok(())
+        } else {
+            Err(OpError::new(
+                Errno::EINVAL,
+                format!("{} is not a metadata server", self.info.name),
+            ))
+        }
+    }
+
+    /// Fails unless this server has the data role.
+    pub fn require_data(&self) -> OpResult<()> {
+        if self.roles().contains(Roles::DATA) {
+            Ok(())
+        } else {
+            Err(OpError::new(
+                Errno::EINVAL,
+                format!("{} is not a data server", self.info.name),
+            ))
+        }
+    }
+
+    /// Fails unless `h` is in this server's handle range.
+    pub fn require_local(&self, h: Handle) -> OpResult<()> {
+        if self.config.servers[self.me].handles.contains(h) {
+            return Ok(());
+        }
+        let owner = self
+            .config
+            .owner_of(h)
+            .map(|i| self.config.servers[i].name.clone())
+            .unwrap_or_else(|| "no server".into());
+        Err(OpError::new(
+            Errno::ESTALE,
+            format!("handle {h:#x} belongs to {owner}, not {}", self.info.name),
+        ))
+    }
+
+    /// Whether `h` is in this server's handle range.
+    pub fn is_local(&self, h: Handle) -> bool {
+        self.config.servers[self.me].handles.contains(h)
+    }
+
+    /// Runs blocking storage work off the async threads.
+    pub async fn blocking<R, F>(&self, f: F) -> OpResult<R>
+    where
+        F: FnOnce() -> OpResult<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        match tokio::task::spawn_blocking(f).await {
+            Ok(r) => r,
+            Err(e) => Err(OpError::new(Errno::EIO, format!("storage task failed: {e}"))),
+        }
+    }
+}
+
+/// Counts requests in flight so a clean stop can wait for them.
+#[derive(Default)]
+pub struct Inflight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// Marks one request in flight until dropped.
+pub struct InflightGuard(Arc<Ctx>);
+
+impl Inflight {
+    /// Registers a request.
+    pub fn enter(ctx: &Arc<Ctx>) -> InflightGuard {
+        ctx.inflight.count.fetch_add(1, Ordering::AcqRel);
+        InflightGuard(ctx.clone())
+    }
+
+    /// Requests in flight now.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request is in flight.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        if self.0.inflight.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.inflight.idle.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The one place that maps a request to its handler (one file per operation under
+//! `handlers/`).
+
+use std::sync::Arc;
+
+use pvfs_proto::{Request, RequestBody, Response};
+use pvfs_transport::{Frame, PooledBuf};
+use tokio::sync::mpsc;
+
+use crate::connection::Reply;
+use crate::ctx::Ctx;
+use crate::handlers::*;
+
+/// Handles one request and sends its answer.
+pub async fn dispatch(
+    ctx: &Arc<Ctx>,
+    reply: &Reply,
+    body: RequestBody,
+    data: PooledBuf,
+    stream: Option<mpsc::Receiver<Frame>>,
+) {
+    let RequestBody { creds, request } = body;
+    let op = request.op_name();
+    let result = match request {
+        Request::Ping {} => ping::handle(ctx),
+        Request::StatFs {} => statfs::handle(ctx).await,
+        Request::Lookup { dir, name } => lookup::handle(ctx, dir, &name),
+        Request::GetAttr { handle } => getattr::handle(ctx, handle),
+        Request::ListAttr { handles } => getattr::handle_list(ctx, &handles),
+        Request::SetAttr { handle, set } => setattr::handle(ctx, &creds, handle, set).await,
+        Request::Create {
+            parent,
+            name,
+            mode,
+            uid,
+            gid,
+            what,
+        } => create::handle(ctx, &creds, parent, name, mode, uid, gid, what).await,
+        Request::Unlink {
+            dir,
+            name,
+            expect,
+            want,
+            drop_object,
+        } => unlink::handle(ctx, dir, name, expect, want, drop_object).await,
+        Request::LinkEntry {
+            dir,
+            name,
+            handle,
+            kind,
+            replace,
+        } => link_entry::handle(ctx, dir, name, handle, kind, replace).await,
+        Request::Rename {
+            src_dir,
+            src_name,
+            dst_dir,
+            dst_name,
+            expect_src,
+            replace,
+        } => rename::handle(ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace).await,
+        Request::ReadDir {
+            dir,
+            shard: _,
+            after,
+            max,
+        } => readdir::handle(ctx, dir, after, max),
+        Request::SealDir { dir, seal } => seal_dir::handle(ctx, dir, seal).await,
+        Request::SetParent { dir, parent } => set_parent::handle(ctx, dir, parent).await,
+        Request::SetDirLayout { dir, layout } => {
+            set_dir_layout::handle(ctx, &creds, dir, layout).await
+        }
+        Request::RemoveObject { handle } => remove_object::handle(ctx, handle).await,
+        Request::Precreate { count } => precreate::handle(ctx, count).await,
+        Request::Write {
+            handle,
+            stripe,
+            index,
+            regions,
+            sync,
+        } => write::handle(ctx, handle, stripe, index, regions, sync, data, stream).await,
+        Request::Read {
+            handle,
+            stripe,
+            index,
+            regions,
+        } => {
+            // A read streams its own frames, including a failure's error frame.
+            read::handle(ctx, reply, handle, stripe, index, regions).await;
+            return;
+        }
+        Request::GetSizes { handles } => datafiles::get_sizes(ctx, handles).await,
+        Request::Truncate {
+            handle,
+            stripe,
+            index,
+            size,
+        } => datafiles::truncate(ctx, handle, stripe, index, size).await,
+        Request::RemoveDatafiles { handles } => datafiles::remove(ctx, handles).await,
+        Request::Fsync { handles } => datafiles::fsync(ctx, handles).await,
+    };
+    let response = result.unwrap_or_else(|e| {
+        tracing::debug!(op, "failed: {e}");
+        e.into_response()
+    });
+    if let Err(e) = reply.response(&response, &[], true).await {
+        tracing::debug!(op, "answer not delivered: {e}");
+    }
+}
+
+/// Convenience for handlers that answer `Done`.
+pub fn done() -> crate::error::OpResult<Response> {
+    Ok(Response::Done {})
+}

@@ -1,0 +1,228 @@
+//! `Create`: a file, directory or symlink and its directory entry, in one commit on
+//! the server holding the entry's shard (so a create is one round trip).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
+use pvfs_proto::types::{check_name, PATH_MAX};
+use pvfs_proto::{Attr, CreateWhat, Creds, Errno, Handle, ObjDetail, Response, Timespec};
+
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+use crate::precreate;
+
+/// Most dirdata shards one directory may have.
+pub const MAX_SHARDS: u32 = 1024;
+
+/// What the commit will build, decided before it (layout checks, pool refills).
+#[derive(Clone)]
+enum Plan {
+    File { stripe_size: u64, servers: Vec<u32> },
+    Dir { shards: u32, default_layout: Option<LayoutSpec> },
+    Symlink { target: String },
+}
+
+/// Creates an object and its entry `name` in `parent`.
+#[allow(clippy::too_many_arguments)]
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    creds: &Creds,
+    parent: Handle,
+    name: String,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    what: CreateWhat,
+) -> OpResult<Response> {
+    ctx.require_meta()?;
+    check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
+    if creds.uid != 0 && uid != creds.uid {
+        return Err(OpError::new(Errno::EPERM, "only root may create objects for another user"));
+    }
+    let plan = plan(ctx, what)?;
+    if let Plan::File { servers, .. } = &plan {
+        for &s in servers {
+            precreate::ensure(ctx, s as usize, 1).await?;
+        }
+    }
+    let range = ctx.config.servers[ctx.me].handles;
+    let mut attempts = 0;
+    let attr = loop {
+        attempts += 1;
+        let attempt_plan = plan.clone();
+        let name = name.clone();
+        let result = ctx
+            .meta
+            .write(move |t| {
+                if t.is_sealed(parent)? {
+                    return Err(OpError::new(Errno::ENOENT, format!("directory {parent:#x} is being removed")).into());
+                }
+                if t.get_entry(parent, &name)?.is_some() {
+                    return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")).into());
+                }
+                let handle = t.alloc_handles(1)?;
+                debug_assert!(range.contains(handle));
+                let now = Timespec::now();
+                let (detail, perm, nlink, size) = match attempt_plan {
+                    Plan::File { stripe_size, servers } => {
+                        let mut datafiles = Vec::with_capacity(servers.len());
+                        for s in servers {
+                            let got = t.pool_take(s, 1)?;
+                            let Some(&h) = got.first() else {
+                                return Err(OpError::new(Errno::EAGAIN, format!("precreate pool of server {s} is empty")).into());
+                            };
+                            datafiles.push(Datafile { server: s, handle: h });
+                        }
+                        let layout = Layout {
+                            stripe_size,
+                            replicas: 1,
+                            datafiles,
+                        };
+                        (ObjDetail::File { layout }, mode & 0o7777, 1, 0)
+                    }
+                    Plan::Dir {
+                        shards,
+                        default_layout,
+                    } => (
+                        ObjDetail::Dir {
+                            parent,
+                            shards,
+                            default_layout,
+                        },
+                        mode & 0o7777,
+                        2,
+                        4096,
+                    ),
+                    Plan::Symlink { target } => {
+                        let len = target.len() as u64;
+                        (ObjDetail::Symlink { target }, 0o777, 1, len)
+                    }
+                };
+                let attr = Attr {
+                    handle,
+                    mode: perm,
+                    uid,
+                    gid,
+                    nlink,
+                    size,
+                    atime: now,
+                    mtime: now,
+                    ctime: now,
+                    detail,
+                };
+                let kind = attr.kind();
+                t.put_object(&attr);
+                t.put_entry(parent, &name, handle, kind);
+                Ok(attr)
+            })
+            .await;
+        match result {
+            Ok(attr) => break attr,
+            Err(e) if e.errno() == Errno::EAGAIN && attempts < 4 => {
+                // Another create drained a pool between our refill and our commit.
+                if let Plan::File { servers, .. } = &plan {
+                    for &s in servers {
+                        precreate::ensure(ctx, s as usize, 1).await?;
+                    }
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if let Plan::File { servers, .. } = &plan {
+        for &s in servers {
+            precreate::top_up_later(ctx, s as usize);
+        }
+    }
+    Ok(Response::Created { attr })
+}
+
+fn plan(ctx: &Ctx, what: CreateWhat) -> OpResult<Plan> {
+    match what {
+        CreateWhat::File { spec } => {
+            let (stripe_size, servers) = resolve_layout(ctx, spec)?;
+            Ok(Plan::File { stripe_size, servers })
+        }
+        CreateWhat::Dir {
+            shards,
+            default_layout,
+        } => {
+            if shards == 0 || shards > MAX_SHARDS {
+                return Err(OpError::new(
+                    Errno::EINVAL,
+                    format!("directory shard count {shards} outside 1..={MAX_SHARDS}"),
+                ));
+            }
+            if let Some(spec) = default_layout {
+                check_spec(ctx, spec)?;
+            }
+            Ok(Plan::Dir {
+                shards,
+                default_layout,
+            })
+        }
+        CreateWhat::Symlink { target } => {
+            if target.is_empty() {
+                return Err(OpError::new(Errno::ENOENT, "empty symlink target"));
+            }
+            if target.len() >= PATH_MAX || target.contains('\0') {
+                return Err(OpError::new(Errno::ENAMETOOLONG, "symlink target too long"));
+            }
+            Ok(Plan::Symlink { target })
+        }
+    }
+}
+
+/// Checks a layout request against the file system (stripe size, count, base).
+pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
+    let n = ctx.config.data_servers().len() as u32;
+    if let Some(size) = spec.stripe_size {
+        check_stripe_size(size).map_err(|e| {
+            OpError::new(
+                e,
+                format!(
+                    "stripe size {size} outside {}..={}",
+                    pvfs_proto::layout::MIN_STRIPE_SIZE,
+                    pvfs_proto::layout::MAX_STRIPE_SIZE
+                ),
+            )
+        })?;
+    }
+    if let Some(count) = spec.stripe_count {
+        if count == 0 || count > n.min(MAX_STRIPE_COUNT) {
+            return Err(OpError::new(
+                Errno::EINVAL,
+                format!("stripe count {count}: the file system has {n} data servers"),
+            ));
+        }
+    }
+    if let Some(base) = spec.base {
+        if base >= n {
+            return Err(OpError::new(
+                Errno::EINVAL,
+                format!("first data server {base}: the file system has {n} data servers"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fills a layout request with the defaults and picks its data servers
+/// (round-robin from the base, as PVFS's base/pcount).
+fn resolve_layout(ctx: &Ctx, spec: LayoutSpec) -> OpResult<(u64, Vec<u32>)> {
+    check_spec(ctx, spec)?;
+    let data = ctx.config.data_servers();
+    let n = data.len();
+    let size = spec.stripe_size.unwrap_or(ctx.config.defaults.stripe_size);
+    let count = spec
+        .stripe_count
+        .unwrap_or(ctx.config.defaults.stripe_count)
+        .clamp(1, n as u32) as usize;
+    let base = match spec.base {
+        Some(b) => b as usize,
+        None => (ctx.next_base.fetch_add(1, Ordering::Relaxed) % n as u64) as usize,
+    };
+    let servers = (0..count).map(|i| data[(base + i) % n] as u32).collect();
+    Ok((size, servers))
+}

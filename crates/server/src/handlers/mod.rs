@@ -1,0 +1,44 @@
+//! One module per operation (a few closely related data operations share
+//! `datafiles`). Each exposes `handle(...) -> OpResult<Response>`.
+
+pub mod create;
+pub mod datafiles;
+pub mod getattr;
+pub mod link_entry;
+pub mod lookup;
+pub mod ping;
+pub mod precreate;
+pub mod read;
+pub mod readdir;
+pub mod remove_object;
+pub mod rename;
+pub mod seal_dir;
+pub mod set_dir_layout;
+pub mod set_parent;
+pub mod setattr;
+pub mod statfs;
+pub mod unlink;
+pub mod write;
+
+use pvfs_proto::{Errno, Handle};
+
+use crate::error::OpError;
+
+/// The error for a name that is not in a directory.
+pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
+    OpError::new(Errno::ENOENT, format!("no entry {name:?} in directory {dir:#x}"))
+}
+
+/// The error for a handle with no object.
+pub(crate) fn no_object(handle: Handle) -> OpError {
+    OpError::new(Errno::ENOENT, format!("no object {handle:#x}"))
+}
+
+/// The error for an entry that changed under a multi-step operation (the client
+/// retries the operation from the start).
+pub(crate) fn changed(dir: Handle, name: &str) -> OpError {
+    OpError::new(
+        Errno::ESTALE,
+        format!("entry {name:?} of directory {dir:#x} changed concurrently"),
+    )
+}

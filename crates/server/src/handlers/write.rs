@@ -1,0 +1,109 @@
+//! `Write`: receives the stream of bytes a request puts on one datafile and writes it
+//! in place, chunk by chunk, as it arrives (bounded memory whatever the request size).
+
+use std::sync::Arc;
+
+use pvfs_proto::layout::{local_runs, PieceCursor};
+use pvfs_proto::{Errno, Handle, Regions, Response, Stripe};
+use pvfs_transport::{Frame, PooledBuf};
+use tokio::sync::mpsc;
+
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+
+/// Writes the bytes of `regions` held by datafile `index`; `first` is the data that
+/// came with the request frame, `stream` yields the following data frames.
+#[allow(clippy::too_many_arguments)]
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    handle: Handle,
+    stripe: Stripe,
+    index: u32,
+    regions: Regions,
+    sync: bool,
+    first: PooledBuf,
+    mut stream: Option<mpsc::Receiver<Frame>>,
+) -> OpResult<Response> {
+    ctx.require_data()?;
+    ctx.require_local(handle)?;
+    check_stripe(stripe, index)?;
+    let expected = stripe.bytes_on(u64::from(index), &regions);
+    let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
+    let mut received = 0u64;
+    let mut buf = first;
+    let mut end = stream.is_none();
+    let mut pieces = Vec::new();
+    loop {
+        if !buf.is_empty() {
+            let n = buf.len() as u64;
+            if received + n > expected {
+                return Err(OpError::new(
+                    Errno::EINVAL,
+                    format!("write carries more than the {expected} bytes its regions describe"),
+                ));
+            }
+            pieces.clear();
+            let covered = cursor.take(n, &mut pieces);
+            debug_assert_eq!(covered, n, "regions cover the announced bytes");
+            received += n;
+            let runs = local_runs(&pieces);
+            let data = ctx.data.clone();
+            ctx.blocking(move || {
+                let mut at = 0usize;
+                for (off, len) in runs {
+                    let len = len as usize;
+                    data.write_at(handle, off, &buf[at..at + len])?;
+                    at += len;
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        if end {
+            break;
+        }
+        let Some(rx) = stream.as_mut() else { break };
+        match tokio::time::timeout(ctx.config.timeouts.request, rx.recv()).await {
+            Ok(Some(frame)) => {
+                end = frame.header.is_end();
+                buf = frame.data;
+            }
+            Ok(None) => return Err(OpError::new(Errno::EPROTO, "write stream ended early")),
+            Err(_) => {
+                return Err(OpError::new(
+                    Errno::ETIMEDOUT,
+                    "write stream stalled past the request timeout",
+                ))
+            }
+        }
+    }
+    if received != expected {
+        return Err(OpError::new(
+            Errno::EINVAL,
+            format!("write carried {received} bytes, its regions describe {expected}"),
+        ));
+    }
+    if sync || ctx.config.defaults.sync_writes {
+        let data = ctx.data.clone();
+        ctx.blocking(move || Ok(data.sync(handle)?)).await?;
+    }
+    Ok(Response::Written { bytes: received })
+}
+
+/// Checks the stripe geometry a data request carries.
+pub fn check_stripe(stripe: Stripe, index: u32) -> OpResult<()> {
+    if pvfs_proto::layout::check_stripe_size(stripe.size).is_err()
+        || stripe.count == 0
+        || stripe.count > u64::from(pvfs_proto::layout::MAX_STRIPE_COUNT)
+        || u64::from(index) >= stripe.count
+    {
+        return Err(OpError::new(
+            Errno::EINVAL,
+            format!(
+                "bad stripe: size {} count {} index {index}",
+                stripe.size, stripe.count
+            ),
+        ));
+    }
+    Ok(())
+}

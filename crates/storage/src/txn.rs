@@ -1,0 +1,560 @@
+//! Tables, record encodings, and [`MetaTxn`], the view one mutation has of the store.
+//!
+//! Every table maps raw bytes to raw bytes, so the disk format is exactly the byte
+//! layout written down in `docs/storage-format.md` and one generic write overlay serves
+//! every table. A [`MetaTxn`] buffers its writes in that overlay (an ordered map per
+//! table); its reads consult the overlay first, then the batch's write transaction,
+//! which already holds the effects of the earlier mutations of the batch. The writer
+//! applies the overlay only if the mutation returns `Ok`, which makes each mutation
+//! atomic inside a shared group commit.
+
+use crate::error::{MetaError, StorageError};
+use pvfs_proto::{decode, encode, Attr, DirEntry, Errno, Handle, ObjKind};
+use redb::{ReadableTable, TableDefinition};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The tables of the store; the discriminant indexes [`DEFS`] and overlays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tab {
+    Super = 0,
+    Objects = 1,
+    Entries = 2,
+    Seals = 3,
+    Pool = 4,
+}
+
+/// Number of tables.
+pub(crate) const NTABS: usize = 5;
+
+/// The redb definitions, in [`Tab`] order.
+pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
+    TableDefinition::new("superblock"),
+    TableDefinition::new("objects"),
+    TableDefinition::new("entries"),
+    TableDefinition::new("seals"),
+    TableDefinition::new("pool"),
+];
+
+/// Version byte in front of object and entry records.
+const RECORD_V1: u8 = 1;
+/// Superblock key of the next unallocated handle.
+pub(crate) const SB_NEXT: &[u8] = b"next_handle";
+
+/// A visitor over (key, value) pairs in key order; returns `false` to stop.
+pub(crate) type Visit<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StorageError> + 'f;
+
+/// Byte-level read access to the tables: a redb transaction, or a transaction seen
+/// through a mutation's overlay.
+pub(crate) trait Raw {
+    /// The value of `key` in table `t`.
+    fn get(&self, t: Tab, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Visits the keys of `t` within the bounds, in order, until `f` returns false.
+    fn scan(
+        &self,
+        t: Tab,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        f: &mut Visit<'_>,
+    ) -> Result<(), StorageError>;
+}
+
+/// The five open tables of one redb transaction (read-only or write).
+pub(crate) struct Tables<T>(pub(crate) Vec<T>);
+
+impl<T: ReadableTable<&'static [u8], &'static [u8]>> Raw for Tables<T> {
+    fn get(&self, t: Tab, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.0[t as usize].get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    fn scan(
+        &self,
+        t: Tab,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        f: &mut Visit<'_>,
+    ) -> Result<(), StorageError> {
+        if is_empty_range(lo, hi) {
+            return Ok(());
+        }
+        for item in self.0[t as usize].range::<&[u8]>((lo, hi))? {
+            let (k, v) = item?;
+            if !f(k.value(), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the bounds select nothing (BTreeMap::range panics on some of these).
+fn is_empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
+    }
+}
+
+/// The buffered writes of one mutation: per table, key -> new value (None = deleted).
+pub(crate) type Overlay = [BTreeMap<Vec<u8>, Option<Vec<u8>>>; NTABS];
+
+/// Writes an overlay into a write transaction's tables.
+pub(crate) fn apply(
+    tables: &mut Tables<redb::Table<'_, &'static [u8], &'static [u8]>>,
+    ov: Overlay,
+) -> Result<(), StorageError> {
+    for (table, writes) in tables.0.iter_mut().zip(ov) {
+        for (k, v) in writes {
+            match v {
+                Some(v) => table.insert(k.as_slice(), v.as_slice())?,
+                None => table.remove(k.as_slice())?,
+            };
+        }
+    }
+    Ok(())
+}
+
+// ---- keys and records ----
+
+/// Key of an object: its handle, big-endian.
+pub(crate) fn object_key(h: Handle) -> [u8; 8] {
+    h.to_be_bytes()
+}
+
+/// Key of a directory entry: the directory handle big-endian, then the name bytes.
+pub(crate) fn entry_key(dir: Handle, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + name.len());
+    k.extend_from_slice(&dir.to_be_bytes());
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// Key of a pool range: data-server index big-endian, first handle big-endian.
+pub(crate) fn pool_key(server: u32, first: Handle) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&server.to_be_bytes());
+    k[4..].copy_from_slice(&first.to_be_bytes());
+    k
+}
+
+/// The smallest key above every key starting with `prefix` (None: no such key).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// The next free handle after taking `n` from `next` in a range ending at `last`
+/// (inclusive); 0 when none is left, which also covers a range ending at `u64::MAX`.
+pub(crate) fn next_after(next: Handle, n: u64, last: Handle) -> Handle {
+    next.checked_add(n).filter(|x| *x <= last).unwrap_or(0)
+}
+
+/// Reads a fixed-size big-endian integer key.
+fn be_u64(k: &[u8], what: &str) -> Result<u64, StorageError> {
+    let b: [u8; 8] = k
+        .try_into()
+        .map_err(|_| StorageError::corrupt(format!("{what} key of {} bytes", k.len())))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// Reads a little-endian u64 value.
+pub(crate) fn le_u64(v: &[u8], what: &str) -> Result<u64, StorageError> {
+    let b: [u8; 8] = v
+        .try_into()
+        .map_err(|_| StorageError::corrupt(format!("{what}: {} bytes, want 8", v.len())))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// The record of an object: version byte, then the wire encoding of its attributes.
+fn object_record(a: &Attr) -> Vec<u8> {
+    let mut v = vec![RECORD_V1];
+    v.extend_from_slice(&encode(a));
+    v
+}
+
+fn decode_object(h: Handle, v: &[u8]) -> Result<Attr, StorageError> {
+    let bad = |why: String| StorageError::corrupt(format!("object {h:#x}: {why}"));
+    match v.split_first() {
+        Some((&RECORD_V1, body)) => {
+            let a: Attr = decode(body).map_err(|e| bad(e.to_string()))?;
+            if a.handle != h {
+                return Err(bad(format!("record names handle {:#x}", a.handle)));
+            }
+            Ok(a)
+        }
+        Some((ver, _)) => Err(bad(format!("unknown record version {ver}"))),
+        None => Err(bad("empty record".into())),
+    }
+}
+
+/// The record of an entry: version byte, handle little-endian, kind byte.
+fn entry_record(h: Handle, kind: ObjKind) -> Vec<u8> {
+    let mut v = vec![RECORD_V1];
+    v.extend_from_slice(&h.to_le_bytes());
+    v.extend_from_slice(&encode(&kind));
+    v
+}
+
+fn decode_entry(key: &[u8], v: &[u8]) -> Result<(Handle, ObjKind), StorageError> {
+    let bad = |why: String| {
+        StorageError::corrupt(format!("entry {}: {why}", String::from_utf8_lossy(key)))
+    };
+    if v.len() != 10 || v[0] != RECORD_V1 {
+        return Err(bad(format!(
+            "record of {} bytes, version {:?}",
+            v.len(),
+            v.first()
+        )));
+    }
+    let h = le_u64(&v[1..9], "entry handle")?;
+    let kind = decode::<ObjKind>(&v[9..]).map_err(|e| bad(e.to_string()))?;
+    Ok((h, kind))
+}
+
+/// Splits an entry key into its directory and name.
+fn split_entry_key(k: &[u8]) -> Result<(Handle, String), StorageError> {
+    if k.len() < 8 {
+        return Err(StorageError::corrupt(format!(
+            "entry key of {} bytes",
+            k.len()
+        )));
+    }
+    let dir = be_u64(&k[..8], "entry")?;
+    let name = String::from_utf8(k[8..].to_vec())
+        .map_err(|_| StorageError::corrupt(format!("entry name in {dir:#x} is not UTF-8")))?;
+    Ok((dir, name))
+}
+
+// ---- typed reads shared by ReadView and MetaTxn ----
+
+pub(crate) fn get_object(r: &dyn Raw, h: Handle) -> Result<Option<Attr>, StorageError> {
+    r.get(Tab::Objects, &object_key(h))?
+        .map(|v| decode_object(h, &v))
+        .transpose()
+}
+
+pub(crate) fn get_entry(
+    r: &dyn Raw,
+    dir: Handle,
+    name: &str,
+) -> Result<Option<(Handle, ObjKind)>, StorageError> {
+    let k = entry_key(dir, name);
+    r.get(Tab::Entries, &k)?
+        .map(|v| decode_entry(&k, &v))
+        .transpose()
+}
+
+/// Entries of `dir` with names strictly after `after`, at most `max`, and whether more follow.
+pub(crate) fn list_entries(
+    r: &dyn Raw,
+    dir: Handle,
+    after: Option<&str>,
+    max: usize,
+) -> Result<(Vec<DirEntry>, bool), StorageError> {
+    let start = entry_key(dir, after.unwrap_or(""));
+    let lo = match after {
+        Some(_) => Bound::Excluded(start.as_slice()),
+        None => Bound::Included(start.as_slice()),
+    };
+    let end = prefix_end(&dir.to_be_bytes());
+    let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let (mut out, mut more) = (Vec::new(), false);
+    r.scan(Tab::Entries, lo, hi, &mut |k, v| {
+        if out.len() == max {
+            more = true;
+            return Ok(false);
+        }
+        let (_, name) = split_entry_key(k)?;
+        let (handle, kind) = decode_entry(k, v)?;
+        out.push(DirEntry { name, handle, kind });
+        Ok(true)
+    })?;
+    Ok((out, more))
+}
+
+pub(crate) fn dir_is_empty(r: &dyn Raw, dir: Handle) -> Result<bool, StorageError> {
+    Ok(!list_entries(r, dir, None, 0)?.1)
+}
+
+pub(crate) fn is_sealed(r: &dyn Raw, dir: Handle) -> Result<bool, StorageError> {
+    Ok(r.get(Tab::Seals, &object_key(dir))?.is_some())
+}
+
+/// The pool ranges (first, count) held for data server `server`, in handle order.
+pub(crate) fn pool_ranges(r: &dyn Raw, server: u32) -> Result<Vec<(Handle, u64)>, StorageError> {
+    let (lo, hi) = (pool_key(server, 0), prefix_end(&server.to_be_bytes()));
+    let hi = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = Vec::new();
+    r.scan(Tab::Pool, Bound::Included(&lo), hi, &mut |k, v| {
+        let first = k
+            .get(4..)
+            .ok_or_else(|| StorageError::corrupt("pool key"))
+            .and_then(|b| be_u64(b, "pool"))?;
+        let count = le_u64(v, "pool count")?;
+        if first.checked_add(count).is_none() {
+            return Err(StorageError::corrupt(format!(
+                "pool range {first:#x}+{count}"
+            )));
+        }
+        out.push((first, count));
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Objects with handles strictly after `after`, at most `max`, in handle order.
+pub(crate) fn objects_after(
+    r: &dyn Raw,
+    after: Option<Handle>,
+    max: usize,
+) -> Result<Vec<Attr>, StorageError> {
+    let start = object_key(after.unwrap_or(0));
+    let lo = match after {
+        Some(_) => Bound::Excluded(&start[..]),
+        None => Bound::Included(&start[..]),
+    };
+    let mut out = Vec::new();
+    r.scan(Tab::Objects, lo, Bound::Unbounded, &mut |k, v| {
+        if out.len() == max {
+            return Ok(false);
+        }
+        out.push(decode_object(be_u64(k, "object")?, v)?);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Entries of every directory after (dir, name), at most `max`, in key order.
+pub(crate) fn entries_after(
+    r: &dyn Raw,
+    after: Option<(Handle, &str)>,
+    max: usize,
+) -> Result<Vec<(Handle, DirEntry)>, StorageError> {
+    let start = after.map(|(d, n)| entry_key(d, n));
+    let lo = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = Vec::new();
+    r.scan(Tab::Entries, lo, Bound::Unbounded, &mut |k, v| {
+        if out.len() == max {
+            return Ok(false);
+        }
+        let (dir, name) = split_entry_key(k)?;
+        let (handle, kind) = decode_entry(k, v)?;
+        out.push((dir, DirEntry { name, handle, kind }));
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+// ---- MetaTxn ----
+
+/// One metadata mutation inside a group commit.
+///
+/// Reads see this mutation's own earlier writes and those of the mutations committed
+/// before it in the same batch. Writes are buffered and reach the database only if the
+/// closure that received this `MetaTxn` returns `Ok`.
+pub struct MetaTxn<'a> {
+    base: &'a dyn Raw,
+    ov: Overlay,
+    last_handle: Handle,
+}
+
+impl Raw for MetaTxn<'_> {
+    fn get(&self, t: Tab, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        match self.ov[t as usize].get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.base.get(t, key),
+        }
+    }
+
+    /// Merges the overlay and the transaction in key order; the overlay wins on ties.
+    fn scan(
+        &self,
+        t: Tab,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        f: &mut Visit<'_>,
+    ) -> Result<(), StorageError> {
+        if is_empty_range(lo, hi) {
+            return Ok(());
+        }
+        let mut ov = self.ov[t as usize].range::<[u8], _>((lo, hi)).peekable();
+        let mut stopped = false;
+        self.base.scan(t, lo, hi, &mut |k, v| {
+            // Overlay keys before k first, then k itself (overlay value if any).
+            while let Some((ok, ovv)) = ov.next_if(|(ok, _)| ok.as_slice() <= k) {
+                let same = ok.as_slice() == k;
+                if let Some(ovv) = ovv {
+                    if !f(ok, ovv)? {
+                        stopped = true;
+                        return Ok(false);
+                    }
+                }
+                if same {
+                    return Ok(true);
+                }
+            }
+            let go = f(k, v)?;
+            stopped = !go;
+            Ok(go)
+        })?;
+        if !stopped {
+            for (k, v) in ov {
+                if let Some(v) = v {
+                    if !f(k, v)? {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a> MetaTxn<'a> {
+    pub(crate) fn new(base: &'a dyn Raw, last_handle: Handle) -> MetaTxn<'a> {
+        MetaTxn {
+            base,
+            ov: Default::default(),
+            last_handle,
+        }
+    }
+
+    pub(crate) fn into_overlay(self) -> Overlay {
+        self.ov
+    }
+
+    fn put(&mut self, t: Tab, k: &[u8], v: Option<Vec<u8>>) {
+        self.ov[t as usize].insert(k.to_vec(), v);
+    }
+
+    /// The attributes of object `h`.
+    pub fn get_object(&self, h: Handle) -> Result<Option<Attr>, MetaError> {
+        Ok(get_object(self, h)?)
+    }
+
+    /// Stores (creates or replaces) the attributes of object `a.handle`.
+    pub fn put_object(&mut self, a: &Attr) {
+        self.put(Tab::Objects, &object_key(a.handle), Some(object_record(a)));
+    }
+
+    /// Deletes object `h` (no-op if absent).
+    pub fn delete_object(&mut self, h: Handle) {
+        self.put(Tab::Objects, &object_key(h), None);
+    }
+
+    /// The handle and kind that `name` in `dir` names.
+    pub fn get_entry(
+        &self,
+        dir: Handle,
+        name: &str,
+    ) -> Result<Option<(Handle, ObjKind)>, MetaError> {
+        Ok(get_entry(self, dir, name)?)
+    }
+
+    /// Creates or replaces the entry `name` in `dir`.
+    pub fn put_entry(&mut self, dir: Handle, name: &str, handle: Handle, kind: ObjKind) {
+        self.put(
+            Tab::Entries,
+            &entry_key(dir, name),
+            Some(entry_record(handle, kind)),
+        );
+    }
+
+    /// Deletes the entry `name` in `dir` (no-op if absent).
+    pub fn delete_entry(&mut self, dir: Handle, name: &str) {
+        self.put(Tab::Entries, &entry_key(dir, name), None);
+    }
+
+    /// Entries of `dir` strictly after `after`, at most `max`, and whether more follow.
+    pub fn list_entries(
+        &self,
+        dir: Handle,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<(Vec<DirEntry>, bool), MetaError> {
+        Ok(list_entries(self, dir, after, max)?)
+    }
+
+    /// Whether `dir` has no entry (in this server's shard).
+    pub fn dir_is_empty(&self, dir: Handle) -> Result<bool, MetaError> {
+        Ok(dir_is_empty(self, dir)?)
+    }
+
+    /// Whether `dir`'s shard is sealed against new entries (by an rmdir in progress).
+    pub fn is_sealed(&self, dir: Handle) -> Result<bool, MetaError> {
+        Ok(is_sealed(self, dir)?)
+    }
+
+    /// Seals or unseals `dir`'s shard.
+    pub fn set_sealed(&mut self, dir: Handle, sealed: bool) {
+        self.put(Tab::Seals, &object_key(dir), sealed.then(|| vec![1]));
+    }
+
+    /// Allocates `n` consecutive new handles from this server's range and returns the
+    /// first; ENOSPC when the range is exhausted. Handles are never reused.
+    pub fn alloc_handles(&mut self, n: u64) -> Result<Handle, MetaError> {
+        if n == 0 {
+            return Err(MetaError::new(Errno::EINVAL, "allocating zero handles"));
+        }
+        let raw = self
+            .get(Tab::Super, SB_NEXT)?
+            .ok_or_else(|| StorageError::corrupt("superblock: no next_handle"))?;
+        let next = le_u64(&raw, "superblock next_handle")?;
+        // next == 0 means exhausted; otherwise 1 <= next <= last, so d + 1 cannot overflow.
+        let avail = match next {
+            0 => 0,
+            _ => self.last_handle.checked_sub(next).map_or(0, |d| d + 1),
+        };
+        if n > avail {
+            return Err(MetaError::new(
+                Errno::ENOSPC,
+                format!("handle range exhausted: {n} wanted, {avail} left"),
+            ));
+        }
+        let after = next_after(next, n, self.last_handle);
+        self.put(Tab::Super, SB_NEXT, Some(after.to_le_bytes().to_vec()));
+        Ok(next)
+    }
+
+    /// Adds `count` pre-created datafile handles from `first` on to data server `server`'s pool.
+    pub fn pool_add(&mut self, server: u32, first: Handle, count: u64) {
+        if count > 0 {
+            self.put(
+                Tab::Pool,
+                &pool_key(server, first),
+                Some(count.to_le_bytes().to_vec()),
+            );
+        }
+    }
+
+    /// Takes up to `n` handles from `server`'s pool, lowest first (fewer if it has fewer).
+    pub fn pool_take(&mut self, server: u32, n: u64) -> Result<Vec<Handle>, MetaError> {
+        let mut out = Vec::new();
+        for (first, count) in pool_ranges(self, server)? {
+            let want = n - out.len() as u64;
+            if want == 0 {
+                break;
+            }
+            let k = want.min(count);
+            out.extend(first..first + k);
+            self.put(Tab::Pool, &pool_key(server, first), None);
+            if k < count {
+                self.pool_add(server, first + k, count - k);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of handles in `server`'s pool.
+    pub fn pool_len(&self, server: u32) -> Result<u64, MetaError> {
+        Ok(pool_ranges(self, server)?.iter().map(|r| r.1).sum())
+    }
+}

@@ -1,0 +1,182 @@
+//! Reading and writing whole frames on a byte stream.
+//!
+//! Readers check the header before reading anything else, so a hostile length can
+//! never cause a large allocation; bulk data lands in pooled page-aligned buffers.
+//! Writers send header, body and data with vectored writes (no gathering copy) and
+//! serialize whole frames, so frames of concurrent requests never interleave.
+
+use std::io::IoSlice;
+
+use pvfs_proto::frame::{FrameHeader, FrameKind, HEADER_LEN};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::buf::{BufPool, PooledBuf};
+use crate::stream::BoxWrite;
+use crate::TransportError;
+
+/// One received frame.
+pub struct Frame {
+    /// The checked header.
+    pub header: FrameHeader,
+    /// The encoded message (empty for data frames).
+    pub body: Vec<u8>,
+    /// The authentication tag (empty today).
+    pub tag: Vec<u8>,
+    /// Bulk data.
+    pub data: PooledBuf,
+}
+
+/// Reads the next raw header; `Ok(None)` on a clean end of stream between frames.
+pub async fn read_raw_header<R: AsyncRead + Unpin>(
+    r: &mut R,
+) -> Result<Option<[u8; HEADER_LEN]>, TransportError> {
+    let mut raw = [0u8; HEADER_LEN];
+    let mut got = 0;
+    while got < HEADER_LEN {
+        let n = r.read(&mut raw[got..]).await.map_err(TransportError::Io)?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(TransportError::Closed(format!(
+                "connection closed inside a frame header ({got} of {HEADER_LEN} bytes)"
+            )));
+        }
+        got += n;
+    }
+    Ok(Some(raw))
+}
+
+/// Reads the body, tag and data announced by `header`.
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    header: FrameHeader,
+    pool: &BufPool,
+) -> Result<Frame, TransportError> {
+    let mut body = vec![0u8; header.body_len as usize];
+    r.read_exact(&mut body).await.map_err(eof_inside)?;
+    let mut tag = vec![0u8; header.tag_len as usize];
+    r.read_exact(&mut tag).await.map_err(eof_inside)?;
+    let mut data = if header.data_len == 0 {
+        PooledBuf::empty()
+    } else {
+        pool.get(header.data_len as usize)
+    };
+    r.read_exact(&mut data).await.map_err(eof_inside)?;
+    Ok(Frame {
+        header,
+        body,
+        tag,
+        data,
+    })
+}
+
+/// Reads and discards `n` bytes (the payload of a frame nobody waits for).
+pub async fn skip<R: AsyncRead + Unpin>(r: &mut R, mut n: u64) -> Result<(), TransportError> {
+    let mut scratch = [0u8; 8192];
+    while n > 0 {
+        let want = n.min(scratch.len() as u64) as usize;
+        let got = r.read(&mut scratch[..want]).await.map_err(TransportError::Io)?;
+        if got == 0 {
+            return Err(TransportError::Closed(
+                "connection closed inside a frame".into(),
+            ));
+        }
+        n -= got as u64;
+    }
+    Ok(())
+}
+
+fn eof_inside(e: std::io::Error) -> TransportError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        TransportError::Closed("connection closed inside a frame".into())
+    } else {
+        TransportError::Io(e)
+    }
+}
+
+/// Builds a header for a frame with these parts.
+pub fn header(kind: FrameKind, request_id: u64, end: bool, body: &[u8], data_len: usize) -> FrameHeader {
+    assert!(body.len() <= pvfs_proto::frame::MAX_BODY as usize, "body too large");
+    assert!(data_len <= pvfs_proto::frame::MAX_DATA as usize, "data too large");
+    FrameHeader {
+        kind,
+        flags: if end { pvfs_proto::frame::FLAG_END } else { 0 },
+        request_id,
+        body_len: body.len() as u32,
+        tag_len: 0,
+        data_len: data_len as u32,
+    }
+}
+
+/// The sending half of a connection, shared by every task that answers or asks on it.
+pub struct FrameWriter {
+    w: tokio::sync::Mutex<BoxWrite>,
+}
+
+impl FrameWriter {
+    /// Wraps the sending half.
+    pub fn new(w: BoxWrite) -> FrameWriter {
+        FrameWriter {
+            w: tokio::sync::Mutex::new(w),
+        }
+    }
+
+    /// Sends one whole frame: header, body, then the data slices in order.
+    pub async fn send(
+        &self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+        data: &[&[u8]],
+    ) -> Result<(), TransportError> {
+        let data_len: usize = data.iter().map(|d| d.len()).sum();
+        let hdr = header(kind, request_id, end, body, data_len).encode();
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 + data.len());
+        slices.push(IoSlice::new(&hdr));
+        if !body.is_empty() {
+            slices.push(IoSlice::new(body));
+        }
+        slices.extend(data.iter().filter(|d| !d.is_empty()).map(|d| IoSlice::new(d)));
+        let mut w = self.w.lock().await;
+        write_all_vectored(&mut *w, &mut slices).await?;
+        if data_len == 0 || end {
+            w.flush().await.map_err(TransportError::Io)?;
+        }
+        Ok(())
+    }
+
+    /// Sends raw bytes (tests use it to send malformed frames).
+    pub async fn send_raw(&self, bytes: &[u8]) -> Result<(), TransportError> {
+        let mut w = self.w.lock().await;
+        w.write_all(bytes).await.map_err(TransportError::Io)?;
+        w.flush().await.map_err(TransportError::Io)
+    }
+
+    /// Closes the sending direction.
+    pub async fn shutdown(&self) {
+        let mut w = self.w.lock().await;
+        let _ = w.shutdown().await;
+    }
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
+    w: &mut W,
+    mut slices: &mut [IoSlice<'_>],
+) -> Result<(), TransportError> {
+    // Writes at most IOV_MAX slices per call; the kernel rejects more.
+    const IOV_MAX: usize = 1024;
+    while !slices.is_empty() {
+        let upto = slices.len().min(IOV_MAX);
+        let n = w
+            .write_vectored(&slices[..upto])
+            .await
+            .map_err(TransportError::Io)?;
+        if n == 0 {
+            return Err(TransportError::Closed("peer stopped reading".into()));
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
