@@ -115,9 +115,15 @@ mod tests {
         assert_eq!(mode_string(ObjKind::Dir, 0o755), "drwxr-xr-x");
         assert_eq!(mode_string(ObjKind::File, 0o4644), "-rwSr--r--");
         assert_eq!(mode_string(ObjKind::Dir, 0o1777), "drwxrwxrwt");
-        assert_eq!(time_string(Timespec { secs: 0, nsecs: 0 }), "1970-01-01 00:00:00");
         assert_eq!(
-            time_string(Timespec { secs: 1_795_000_000, nsecs: 0 }),
+            time_string(Timespec { secs: 0, nsecs: 0 }),
+            "1970-01-01 00:00:00"
+        );
+        assert_eq!(
+            time_string(Timespec {
+                secs: 1_795_000_000,
+                nsecs: 0
+            }),
             "2026-11-18 11:06:40"
         );
     }

@@ -87,7 +87,13 @@ impl BlockingClient {
     }
 
     /// See [`Client::create`].
-    pub fn create(&self, path: &str, mode: u32, layout: LayoutSpec, exclusive: bool) -> Result<BlockingFile> {
+    pub fn create(
+        &self,
+        path: &str,
+        mode: u32,
+        layout: LayoutSpec,
+        exclusive: bool,
+    ) -> Result<BlockingFile> {
         let file = self.block_on(self.client.create(path, mode, layout, exclusive))?;
         Ok(self.wrap(file))
     }

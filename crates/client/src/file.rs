@@ -101,7 +101,15 @@ impl File {
         let c = &self.client;
         let mut done = 0;
         for (part, range) in split(regions, buf.len())? {
-            done += io::write(&c.inner.pool, &c.creds, &self.layout, &part, &buf[range], false).await?;
+            done += io::write(
+                &c.inner.pool,
+                &c.creds,
+                &self.layout,
+                &part,
+                &buf[range],
+                false,
+            )
+            .await?;
         }
         Ok(done)
     }
@@ -121,7 +129,14 @@ impl File {
         let c = &self.client;
         let mut size = 0;
         for (part, range) in split(regions, buf.len())? {
-            let s = io::read(&c.inner.pool, &c.creds, &self.layout, &part, &mut buf[range]).await?;
+            let s = io::read(
+                &c.inner.pool,
+                &c.creds,
+                &self.layout,
+                &part,
+                &mut buf[range],
+            )
+            .await?;
             size = size.max(s);
         }
         Ok(size)

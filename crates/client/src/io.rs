@@ -11,7 +11,7 @@ use futures::future::try_join_all;
 use pvfs_proto::layout::{clip_pieces, Layout, Piece, PieceCursor};
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::{encode, Creds, Errno, Handle, Regions, Request, RequestBody, Response, Stripe};
-use tokio::sync::mpsc;
+use pvfs_transport::Incoming;
 
 use crate::error::{Error, Result};
 use crate::pool::{unexpected, Pool, CHUNK};
@@ -82,7 +82,13 @@ async fn write_one(
     let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
     remaining -= n;
     let mut call = pool
-        .start(server, "Write", &body, &slices(buf, &pieces), remaining == 0)
+        .start(
+            server,
+            "Write",
+            &body,
+            &slices(buf, &pieces),
+            remaining == 0,
+        )
         .await?;
     while remaining > 0 {
         pieces.clear();
@@ -111,6 +117,39 @@ fn slices<'a>(buf: &'a [u8], pieces: &[Piece]) -> Vec<&'a [u8]> {
         .collect()
 }
 
+/// The caller's buffer while the per-server receivers of one read fill it.
+struct Scatter {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a Scatter is only used by the receivers of one `read` call, which write
+// disjoint byte ranges (see `Scatter::slice`) and all finish before `read` returns or
+// is dropped (they are joined, never spawned).
+unsafe impl Send for Scatter {}
+// SAFETY: as above.
+unsafe impl Sync for Scatter {}
+
+impl Scatter {
+    /// The bytes `pos .. pos + len` of the buffer.
+    ///
+    /// # Safety
+    /// No two live slices may overlap. Receivers only ask for the stream positions of
+    /// their own datafile's pieces: every byte of a request's stream lies on exactly one
+    /// datafile, so the pieces of different datafiles never overlap, and one receiver
+    /// holds one slice at a time.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, pos: u64, len: u64) -> &mut [u8] {
+        let (pos, len) = (pos as usize, len as usize);
+        assert!(
+            pos.checked_add(len).is_some_and(|end| end <= self.len),
+            "piece outside the buffer"
+        );
+        // SAFETY: in bounds (checked above), non-overlapping (the caller's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(pos), len) }
+    }
+}
+
 /// Reads the bytes `regions` describe into `buf` (stream order); holes read as
 /// zeros. Returns the file's size when the read reached past the end of the data,
 /// otherwise a lower bound of it that covers the whole request.
@@ -129,93 +168,18 @@ pub(crate) async fn read(
     let involved: Vec<u64> = (0..stripe.count)
         .filter(|&idx| stripe.pieces(idx, regions).next().is_some())
         .collect();
-    // Receivers only forward frames; the single consumer below owns `buf`.
-    let (tx, mut rx) = mpsc::channel::<(usize, pvfs_transport::Frame)>(16);
-    let receivers = try_join_all(involved.iter().enumerate().map(|(slot, &idx)| {
-        let tx = tx.clone();
-        async move {
-            let df = layout.datafiles[idx as usize];
-            let server = df.server as usize;
-            let body = encode(&RequestBody {
-                creds: creds.clone(),
-                request: Request::Read {
-                    handle: df.handle,
-                    stripe,
-                    index: idx as u32,
-                    regions: regions.clone(),
-                },
-            });
-            let mut call = pool.start(server, "Read", &body, &[], true).await?;
-            loop {
-                let frame = pool.recv(server, &mut call).await?;
-                let end = frame.header.is_end();
-                if tx.send((slot, frame)).await.is_err() {
-                    return Ok(()); // the consumer failed and reported it
-                }
-                if end {
-                    return Ok(());
-                }
-            }
-        }
-    }));
-    drop(tx);
-    let involved_ref = &involved;
-    let consumer = async move {
-        let involved = involved_ref;
-        let mut local_sizes: Vec<Option<u64>> = vec![None; involved.len()];
-        let mut cursors: Vec<Option<_>> = (0..involved.len()).map(|_| None).collect();
-        let mut pieces = Vec::new();
-        while let Some((slot, frame)) = rx.recv().await {
-            let idx = involved[slot];
-            let server = layout.datafiles[idx as usize].server as usize;
-            if frame.header.kind == pvfs_proto::FrameKind::Response {
-                match pool.response(server, &frame)? {
-                    Response::ReadStart { local_size } if local_sizes[slot].is_none() => {
-                        local_sizes[slot] = Some(local_size);
-                        cursors[slot] = Some(PieceCursor::new(clip_pieces(
-                            stripe.pieces(idx, regions),
-                            local_size,
-                        )));
-                    }
-                    other => return Err(unexpected("Read", &other)),
-                }
-            }
-            let Some(cursor) = cursors[slot].as_mut() else {
-                return Err(Error::new(Errno::EPROTO, "read data before its start"));
-            };
-            pieces.clear();
-            let n = cursor.take(frame.data.len() as u64, &mut pieces);
-            if n != frame.data.len() as u64 {
-                return Err(Error::new(
-                    Errno::EPROTO,
-                    format!("server {} sent more than was asked", pool.name(server)),
-                ));
-            }
-            let mut at = 0usize;
-            for p in &pieces {
-                let len = p.len as usize;
-                let pos = p.pos as usize;
-                buf[pos..pos + len].copy_from_slice(&frame.data[at..at + len]);
-                at += len;
-            }
-            if frame.header.is_end() {
-                let mut rest = Vec::new();
-                if cursor.take(u64::MAX, &mut rest) != 0 {
-                    return Err(Error::new(
-                        Errno::EPROTO,
-                        format!("server {} ended a read early", pool.name(server)),
-                    ));
-                }
-            }
-        }
-        Ok::<_, Error>((local_sizes, buf))
+    let out = Scatter {
+        ptr: buf.as_mut_ptr(),
+        len: buf.len(),
     };
-    let (received, consumed) = tokio::join!(receivers, consumer);
-    received?;
-    let (local_sizes, buf) = consumed?;
+    let local_sizes = try_join_all(
+        involved
+            .iter()
+            .map(|&idx| receive(pool, creds, layout, idx, regions, &out)),
+    )
+    .await?;
     let mut known = 0u64;
-    for (slot, &idx) in involved.iter().enumerate() {
-        let local = local_sizes[slot].ok_or_else(|| Error::new(Errno::EPROTO, "read answer missing"))?;
+    for (&idx, &local) in involved.iter().zip(&local_sizes) {
         known = known.max(stripe.logical_end(idx, local));
         zero_unfilled(stripe, idx, regions, local, buf);
     }
@@ -232,6 +196,98 @@ pub(crate) async fn read(
         known = known.max(stripe.logical_end(*i as u64, st.size));
     }
     Ok(known)
+}
+
+/// Reads datafile `idx`'s part of a request into `out`; returns its local size.
+async fn receive(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    idx: u64,
+    regions: &Regions,
+    out: &Scatter,
+) -> Result<u64> {
+    let stripe = layout.stripe();
+    let df = layout.datafiles[idx as usize];
+    let server = df.server as usize;
+    let body = encode(&RequestBody {
+        creds: creds.clone(),
+        request: Request::Read {
+            handle: df.handle,
+            stripe,
+            index: idx as u32,
+            regions: regions.clone(),
+        },
+    });
+    let fail = |what: &str| {
+        Error::new(
+            Errno::EPROTO,
+            format!("server {}: {what}", pool.name(server)),
+        )
+    };
+    let mut call = pool.start_direct(server, "Read", &body).await?;
+    let mut cursor = None;
+    let mut local_size = 0;
+    let mut pieces = Vec::new();
+    loop {
+        let incoming = call
+            .recv_incoming()
+            .await
+            .map_err(|e| Error::transport(pool.name(server), e))?;
+        let (header, body) = match &incoming {
+            Incoming::Frame(f) => (f.header, f.body.as_slice()),
+            Incoming::Direct(d) => (d.header, d.body.as_slice()),
+        };
+        if header.kind == pvfs_proto::FrameKind::Response {
+            match pool.response_body(server, body)? {
+                Response::ReadStart { local_size: size } if cursor.is_none() => {
+                    local_size = size;
+                    cursor = Some(PieceCursor::new(clip_pieces(
+                        stripe.pieces(idx, regions),
+                        size,
+                    )));
+                }
+                other => return Err(unexpected("Read", &other)),
+            }
+        }
+        let cursor = cursor
+            .as_mut()
+            .ok_or_else(|| fail("read data before its start"))?;
+        let n = header.data_len as u64;
+        pieces.clear();
+        if cursor.take(n, &mut pieces) != n {
+            return Err(fail("sent more than was asked"));
+        }
+        match incoming {
+            Incoming::Frame(frame) => {
+                let mut at = 0usize;
+                for p in &pieces {
+                    // SAFETY: this receiver's own pieces (see Scatter::slice).
+                    let dst = unsafe { out.slice(p.pos, p.len) };
+                    dst.copy_from_slice(&frame.data[at..at + p.len as usize]);
+                    at += p.len as usize;
+                }
+            }
+            Incoming::Direct(mut d) => {
+                for p in &pieces {
+                    // SAFETY: this receiver's own pieces (see Scatter::slice).
+                    let dst = unsafe { out.slice(p.pos, p.len) };
+                    d.read(dst)
+                        .await
+                        .map_err(|e| Error::transport(pool.name(server), e))?;
+                }
+                d.finish()
+                    .map_err(|e| Error::transport(pool.name(server), e))?;
+            }
+        }
+        if header.is_end() {
+            let mut rest = Vec::new();
+            if cursor.take(u64::MAX, &mut rest) != 0 {
+                return Err(fail("ended a read early"));
+            }
+            return Ok(local_size);
+        }
+    }
 }
 
 /// Zeroes the parts of datafile `idx`'s pieces that lie past its local size.
@@ -263,7 +319,10 @@ pub(crate) async fn datafile_stats(
     }
     let answers = try_join_all(by_server.iter().map(|(server, items)| async move {
         let handles = items.iter().map(|(_, h)| *h).collect();
-        match pool.rpc(*server, creds, Request::GetSizes { handles }).await? {
+        match pool
+            .rpc(*server, creds, Request::GetSizes { handles })
+            .await?
+        {
             Response::Sizes { sizes } if sizes.len() == items.len() => Ok(sizes),
             other => Err(unexpected("GetSizes", &other)),
         }
@@ -281,18 +340,24 @@ pub(crate) async fn datafile_stats(
 /// Sets every datafile of a layout to its share of a file of `size` bytes.
 pub(crate) async fn truncate(pool: &Pool, creds: &Creds, layout: &Layout, size: u64) -> Result<()> {
     let stripe = layout.stripe();
-    try_join_all(layout.datafiles.iter().enumerate().map(|(i, df)| async move {
-        let req = Request::Truncate {
-            handle: df.handle,
-            stripe,
-            index: i as u32,
-            size,
-        };
-        match pool.rpc(df.server as usize, creds, req).await? {
-            Response::Done {} => Ok(()),
-            other => Err(unexpected("Truncate", &other)),
-        }
-    }))
+    try_join_all(
+        layout
+            .datafiles
+            .iter()
+            .enumerate()
+            .map(|(i, df)| async move {
+                let req = Request::Truncate {
+                    handle: df.handle,
+                    stripe,
+                    index: i as u32,
+                    size,
+                };
+                match pool.rpc(df.server as usize, creds, req).await? {
+                    Response::Done {} => Ok(()),
+                    other => Err(unexpected("Truncate", &other)),
+                }
+            }),
+    )
     .await?;
     Ok(())
 }
@@ -322,13 +387,21 @@ pub(crate) async fn remove_datafiles(pool: &Pool, creds: &Creds, layout: &Layout
             None => by_server.push((df.server as usize, vec![df.handle])),
         }
     }
-    let results = futures::future::join_all(by_server.into_iter().map(|(server, handles)| async move {
-        (server, pool.rpc(server, creds, Request::RemoveDatafiles { handles }).await)
-    }))
-    .await;
+    let results =
+        futures::future::join_all(by_server.into_iter().map(|(server, handles)| async move {
+            (
+                server,
+                pool.rpc(server, creds, Request::RemoveDatafiles { handles })
+                    .await,
+            )
+        }))
+        .await;
     for (server, r) in results {
         if let Err(e) = r {
-            tracing::warn!(server = pool.name(server), "datafiles left behind (fsck removes them): {e}");
+            tracing::warn!(
+                server = pool.name(server),
+                "datafiles left behind (fsck removes them): {e}"
+            );
         }
     }
 }

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use futures::future::{join_all, try_join_all};
-use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::message::DatafileStat;
+use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
     Attr, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, ObjKind, Request,
     Response, SetAttr,
@@ -47,7 +47,10 @@ impl Dir {
                 shards,
                 attr: Some(attr),
             }),
-            _ => Err(Error::new(Errno::ENOTDIR, format!("{:#x} is not a directory", attr.handle))),
+            _ => Err(Error::new(
+                Errno::ENOTDIR,
+                format!("{:#x} is not a directory", attr.handle),
+            )),
         }
     }
 }
@@ -121,9 +124,12 @@ impl Client {
     }
 
     fn owner(&self, handle: Handle) -> Result<usize> {
-        self.config()
-            .owner_of(handle)
-            .ok_or_else(|| Error::new(Errno::ESTALE, format!("handle {handle:#x} belongs to no server")))
+        self.config().owner_of(handle).ok_or_else(|| {
+            Error::new(
+                Errno::ESTALE,
+                format!("handle {handle:#x} belongs to no server"),
+            )
+        })
     }
 
     pub(crate) async fn rpc(&self, server: usize, request: Request) -> Result<Response> {
@@ -168,7 +174,10 @@ impl Client {
             name: name.to_string(),
         };
         match self.rpc(server, req).await? {
-            Response::Entry { entry, attr: Some(attr) } => Ok((entry, attr)),
+            Response::Entry {
+                entry,
+                attr: Some(attr),
+            } => Ok((entry, attr)),
             Response::Entry { entry, attr: None } => {
                 let attr = self.getattr(entry.handle).await?;
                 Ok((entry, attr))
@@ -192,7 +201,10 @@ impl Client {
                 }
                 continue;
             }
-            let top = stack.last().cloned().ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
+            let top = stack
+                .last()
+                .cloned()
+                .ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
             let (entry, attr) = self.lookup_in(&top, &comp).await?;
             let is_last = todo.is_empty();
             match (&attr.detail, entry.kind) {
@@ -220,7 +232,9 @@ impl Client {
             Some(a) => Ok(a),
             // The path ended at a directory reached by ".." or at the root.
             None => {
-                let top = stack.last().ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
+                let top = stack
+                    .last()
+                    .ok_or_else(|| Error::new(Errno::EIO, "empty walk"))?;
                 self.dir_attr(top).await
             }
         }
@@ -230,9 +244,12 @@ impl Client {
     /// that name.
     pub(crate) async fn walk_parent(&self, path: &str) -> Result<(Dir, String)> {
         let mut comps = components(path);
-        let name = comps
-            .pop_back()
-            .ok_or_else(|| Error::new(Errno::EBUSY, format!("{path}: the root cannot be changed this way")))?;
+        let name = comps.pop_back().ok_or_else(|| {
+            Error::new(
+                Errno::EBUSY,
+                format!("{path}: the root cannot be changed this way"),
+            )
+        })?;
         if name == ".." {
             return Err(Error::new(Errno::EINVAL, format!("{path}: names \"..\"")));
         }
@@ -344,7 +361,13 @@ impl Client {
         Ok(())
     }
 
-    async fn create_in(&self, parent: &Dir, name: &str, mode: u32, what: CreateWhat) -> Result<Attr> {
+    async fn create_in(
+        &self,
+        parent: &Dir,
+        name: &str,
+        mode: u32,
+        what: CreateWhat,
+    ) -> Result<Attr> {
         let server = self.entry_server(parent, name);
         let req = Request::Create {
             parent: parent.handle,
@@ -363,7 +386,13 @@ impl Client {
     /// Creates a regular file (`O_CREAT|O_EXCL` when `exclusive`, else opens an
     /// existing file). Unset layout fields come from the parent directory's default
     /// layout, then from the file system's defaults.
-    pub async fn create(&self, path: &str, mode: u32, layout: LayoutSpec, exclusive: bool) -> Result<File> {
+    pub async fn create(
+        &self,
+        path: &str,
+        mode: u32,
+        layout: LayoutSpec,
+        exclusive: bool,
+    ) -> Result<File> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
         let pattr = self.dir_attr(&parent).await?;
         let inherited = match pattr.detail {
@@ -376,7 +405,10 @@ impl Client {
             stripe_count: Some(d.stripe_count),
             base: None,
         });
-        match self.create_in(&parent, &name, mode, CreateWhat::File { spec }).await {
+        match self
+            .create_in(&parent, &name, mode, CreateWhat::File { spec })
+            .await
+        {
             Ok(attr) => Ok(File::new(self.clone(), attr)),
             Err(e) if e.errno == Errno::EEXIST && !exclusive => self.open(path).await,
             Err(e) => Err(e.for_path(path)),
@@ -398,7 +430,10 @@ impl Client {
         let attr = self.getattr(handle).await?;
         match attr.kind() {
             ObjKind::File => Ok(File::new(self.clone(), attr)),
-            _ => Err(Error::new(Errno::EISDIR, format!("{handle:#x} is not a regular file"))),
+            _ => Err(Error::new(
+                Errno::EISDIR,
+                format!("{handle:#x} is not a regular file"),
+            )),
         }
     }
 
@@ -472,7 +507,16 @@ impl Client {
             .inner
             .place
             .shard_servers(self.config(), dir.handle, dir.shards);
-        let results = join_all(servers.iter().map(|&s| self.rpc(s, Request::SealDir { dir: dir.handle, seal: true }))).await;
+        let results = join_all(servers.iter().map(|&s| {
+            self.rpc(
+                s,
+                Request::SealDir {
+                    dir: dir.handle,
+                    seal: true,
+                },
+            )
+        }))
+        .await;
         let mut first_err = None;
         let mut sealed = Vec::new();
         for (&s, r) in servers.iter().zip(results) {
@@ -503,13 +547,21 @@ impl Client {
     }
 
     async fn unseal_on(&self, dir: Handle, servers: &[usize]) {
-        join_all(servers.iter().map(|&s| self.rpc(s, Request::SealDir { dir, seal: false }))).await;
+        join_all(
+            servers
+                .iter()
+                .map(|&s| self.rpc(s, Request::SealDir { dir, seal: false })),
+        )
+        .await;
     }
 
     /// `rmdir`: removes an empty directory.
     pub async fn rmdir(&self, path: &str) -> Result<()> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let (entry, attr) = self.lookup_in(&parent, &name).await.map_err(|e| e.for_path(path))?;
+        let (entry, attr) = self
+            .lookup_in(&parent, &name)
+            .await
+            .map_err(|e| e.for_path(path))?;
         if entry.kind != ObjKind::Dir {
             return Err(Error::at(Errno::ENOTDIR, path));
         }
@@ -524,7 +576,9 @@ impl Client {
             drop_object: true,
         };
         match self.rpc(server, req).await {
-            Ok(Response::Unlinked { entry, removed }) => self.finish_removal(entry.handle, removed).await,
+            Ok(Response::Unlinked { entry, removed }) => {
+                self.finish_removal(entry.handle, removed).await
+            }
             Ok(other) => Err(unexpected("Unlink", &other)),
             Err(e) => {
                 self.unseal(&target).await;
@@ -552,7 +606,10 @@ impl Client {
     async fn rename_once(&self, from: &str, to: &str) -> Result<()> {
         let (sdir, sname) = self.walk_parent(from).await.map_err(|e| e.for_path(from))?;
         let (ddir, dname) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
-        let (src, src_attr) = self.lookup_in(&sdir, &sname).await.map_err(|e| e.for_path(from))?;
+        let (src, src_attr) = self
+            .lookup_in(&sdir, &sname)
+            .await
+            .map_err(|e| e.for_path(from))?;
         if sdir.handle == ddir.handle && sname == dname {
             return Ok(());
         }
@@ -581,7 +638,9 @@ impl Client {
             }
         }
         let replace = dst.as_ref().map(|(d, _)| d.handle);
-        let result = self.move_entry(&sdir, &sname, &ddir, &dname, &src, replace).await;
+        let result = self
+            .move_entry(&sdir, &sname, &ddir, &dname, &src, replace)
+            .await;
         let replaced = match result {
             Ok(r) => r,
             Err(e) => {
@@ -596,8 +655,14 @@ impl Client {
         }
         if src.kind == ObjKind::Dir && sdir.handle != ddir.handle {
             let owner = self.owner(src_attr.handle)?;
-            self.rpc(owner, Request::SetParent { dir: src.handle, parent: ddir.handle })
-                .await?;
+            self.rpc(
+                owner,
+                Request::SetParent {
+                    dir: src.handle,
+                    parent: ddir.handle,
+                },
+            )
+            .await?;
         }
         Ok(())
     }
@@ -674,7 +739,10 @@ impl Client {
             }
             depth += 1;
             if depth > 4096 {
-                return Err(Error::new(Errno::ELOOP, format!("{to}: directory tree too deep")));
+                return Err(Error::new(
+                    Errno::ELOOP,
+                    format!("{to}: directory tree too deep"),
+                ));
             }
             cur = match self.getattr(cur).await?.detail {
                 ObjDetail::Dir { parent, .. } => parent,
@@ -697,7 +765,12 @@ impl Client {
             .inner
             .place
             .shard_servers(self.config(), dir.handle, dir.shards);
-        let parts = try_join_all(servers.into_iter().map(|s| self.readdir_server(dir.handle, s))).await?;
+        let parts = try_join_all(
+            servers
+                .into_iter()
+                .map(|s| self.readdir_server(dir.handle, s)),
+        )
+        .await?;
         Ok(parts.into_iter().flatten().collect())
     }
 
@@ -727,7 +800,11 @@ impl Client {
     /// Entries of `path` with their attributes, by the two-phase algorithm of seed 002:
     /// one batched attribute request per metadata server, then (when `sizes`) one
     /// batched size request per data server. Each entry carries its own result.
-    pub async fn readdir_plus(&self, path: &str, sizes: bool) -> Result<Vec<(DirEntry, Result<Attr>)>> {
+    pub async fn readdir_plus(
+        &self,
+        path: &str,
+        sizes: bool,
+    ) -> Result<Vec<(DirEntry, Result<Attr>)>> {
         let entries = self.readdir(path).await?;
         let mut attrs = self.list_attrs(&entries).await;
         if sizes {
@@ -784,8 +861,9 @@ impl Client {
 
     /// Phase 2: sizes of many files, one GetSizes per data server.
     async fn fill_sizes(&self, attrs: &mut [Result<Attr>]) {
-        // (server, [(attr index, datafile index, handle)])
-        let mut by_server: Vec<(usize, Vec<(usize, usize, Handle)>)> = Vec::new();
+        // (attr index, datafile index, datafile handle), grouped by data server.
+        type Wanted = Vec<(usize, usize, Handle)>;
+        let mut by_server: Vec<(usize, Wanted)> = Vec::new();
         for (i, a) in attrs.iter().enumerate() {
             if let Ok(Some(layout)) = a.as_ref().map(|a| a.layout()) {
                 for (k, df) in layout.datafiles.iter().enumerate() {
@@ -905,7 +983,13 @@ impl Client {
         }
         let owner = self.owner(attr.handle)?;
         match self
-            .rpc(owner, Request::SetDirLayout { dir: attr.handle, layout })
+            .rpc(
+                owner,
+                Request::SetDirLayout {
+                    dir: attr.handle,
+                    layout,
+                },
+            )
             .await
             .map_err(|e| e.for_path(path))?
         {
@@ -918,7 +1002,10 @@ impl Client {
     pub async fn layout(&self, path: &str) -> Result<LayoutReport> {
         let mut attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
         let Some(layout) = attr.layout().cloned() else {
-            return Err(Error::new(Errno::EINVAL, format!("{path}: not a regular file")));
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{path}: not a regular file"),
+            ));
         };
         let all: Vec<usize> = (0..layout.datafiles.len()).collect();
         let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
@@ -928,7 +1015,13 @@ impl Client {
             .datafiles
             .iter()
             .zip(stats)
-            .map(|(df, st)| (*df, self.config().servers[df.server as usize].name.clone(), st))
+            .map(|(df, st)| {
+                (
+                    *df,
+                    self.config().servers[df.server as usize].name.clone(),
+                    st,
+                )
+            })
             .collect();
         Ok(LayoutReport { attr, datafiles })
     }

@@ -15,7 +15,7 @@ use pvfs_transport::{AutoTransport, BufPool, Call, Frame, MuxConn, Transport};
 use crate::error::{Error, Result};
 
 /// Bytes per data frame (and per buffer of the pool).
-pub const CHUNK: usize = 1 << 20;
+pub const CHUNK: usize = 4 << 20;
 /// How long a server that refused a connection is reported down without retrying.
 const DOWN_BACKOFF: Duration = Duration::from_millis(500);
 
@@ -83,7 +83,7 @@ impl Pool {
                     down_until: Mutex::new(None),
                 })
                 .collect(),
-            bufs: BufPool::new(CHUNK, 64),
+            bufs: BufPool::new(CHUNK, 16),
             stats: Stats {
                 per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
                 ..Stats::default()
@@ -114,7 +114,10 @@ impl Pool {
             }
         }
         let sc = &self.config.servers[server];
-        match AutoTransport.connect(&sc.address, self.config.timeouts.connect).await {
+        match AutoTransport
+            .connect(&sc.address, self.config.timeouts.connect)
+            .await
+        {
             Ok(conn) => {
                 let mux = MuxConn::start(conn, self.bufs.clone(), self.config.timeouts.request);
                 *guard = Some(mux.clone());
@@ -144,6 +147,15 @@ impl Pool {
         let conn = self.conn(server).await?;
         self.stats.count(server, op);
         conn.call(body, data, end)
+            .await
+            .map_err(|e| Error::transport(self.name(server), e))
+    }
+
+    /// Starts a request whose answer's data the caller reads into its own memory.
+    pub async fn start_direct(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Call> {
+        let conn = self.conn(server).await?;
+        self.stats.count(server, op);
+        conn.call_direct(body)
             .await
             .map_err(|e| Error::transport(self.name(server), e))
     }
@@ -185,7 +197,12 @@ impl Pool {
 
     /// Decodes a response frame; an error answer becomes `Err`.
     pub fn response(&self, server: usize, frame: &Frame) -> Result<Response> {
-        match decode::<Response>(&frame.body) {
+        self.response_body(server, &frame.body)
+    }
+
+    /// Decodes a response body; an error answer becomes `Err`.
+    pub fn response_body(&self, server: usize, body: &[u8]) -> Result<Response> {
+        match decode::<Response>(body) {
             Ok(Response::Error { errno, message }) => Err(Error::new(Errno(errno), message)),
             Ok(r) => Ok(r),
             Err(e) => Err(Error::new(

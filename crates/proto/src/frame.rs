@@ -204,7 +204,10 @@ mod tests {
         let good = header().encode();
         let mut b = good;
         b[0] = b'X';
-        assert!(matches!(FrameHeader::decode(&b), Err(FrameError::BadMagic(_))));
+        assert!(matches!(
+            FrameHeader::decode(&b),
+            Err(FrameError::BadMagic(_))
+        ));
         let mut b = good;
         b[4] = 9;
         assert_eq!(FrameHeader::decode(&b), Err(FrameError::Version(9)));
@@ -217,9 +220,15 @@ mod tests {
         assert_eq!(FrameHeader::decode(&b), Err(FrameError::Reserved));
         let mut b = good;
         b[16..20].copy_from_slice(&(MAX_BODY + 1).to_le_bytes());
-        assert!(matches!(FrameHeader::decode(&b), Err(FrameError::TooLarge { what: "body", .. })));
+        assert!(matches!(
+            FrameHeader::decode(&b),
+            Err(FrameError::TooLarge { what: "body", .. })
+        ));
         let mut b = good;
         b[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(FrameHeader::decode(&b), Err(FrameError::TooLarge { what: "data", .. })));
+        assert!(matches!(
+            FrameHeader::decode(&b),
+            Err(FrameError::TooLarge { what: "data", .. })
+        ));
     }
 }

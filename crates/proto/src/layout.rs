@@ -143,7 +143,10 @@ pub struct Stripe {
     /// Number of datafiles (> 0).
     pub count: u64,
 }
-wire_struct!(Stripe { size: u64, count: u64 });
+wire_struct!(Stripe {
+    size: u64,
+    count: u64
+});
 
 impl Stripe {
     /// Which datafile holds logical byte `off`, and at which local offset.
@@ -312,7 +315,10 @@ impl<I: Iterator<Item = Piece>> PieceCursor<I> {
 /// Cuts pieces at a datafile's local size: what a data server can actually send for
 /// a read (bytes past its end are holes or past the end of the file, which the
 /// client resolves).
-pub fn clip_pieces(pieces: impl Iterator<Item = Piece>, local_size: u64) -> impl Iterator<Item = Piece> {
+pub fn clip_pieces(
+    pieces: impl Iterator<Item = Piece>,
+    local_size: u64,
+) -> impl Iterator<Item = Piece> {
     pieces
         .filter(move |p| p.local < local_size)
         .map(move |p| Piece {
@@ -363,12 +369,25 @@ mod tests {
 
     fn regions_strategy() -> impl Strategy<Value = Regions> {
         prop_oneof![
-            (0u64..2000, 0u64..3000).prop_map(|(offset, len)| Regions::Contig(Extent { offset, len })),
-            (0u64..500, 1u64..50, 0u64..50, 0u64..100, 0u64..600).prop_map(|(offset, block, gap, start, len)| {
-                Regions::Strided { offset, block, stride: block + gap, start, len }
-            }),
+            (0u64..2000, 0u64..3000)
+                .prop_map(|(offset, len)| Regions::Contig(Extent { offset, len })),
+            (0u64..500, 1u64..50, 0u64..50, 0u64..100, 0u64..600).prop_map(
+                |(offset, block, gap, start, len)| {
+                    Regions::Strided {
+                        offset,
+                        block,
+                        stride: block + gap,
+                        start,
+                        len,
+                    }
+                }
+            ),
             proptest::collection::vec((0u64..3000, 0u64..300), 0..12).prop_map(|v| {
-                Regions::List(v.into_iter().map(|(offset, len)| Extent { offset, len }).collect())
+                Regions::List(
+                    v.into_iter()
+                        .map(|(offset, len)| Extent { offset, len })
+                        .collect(),
+                )
             }),
         ]
     }
@@ -442,11 +461,23 @@ mod tests {
         let l = Layout {
             stripe_size: 65536,
             replicas: 1,
-            datafiles: vec![Datafile { server: 1, handle: 7 }, Datafile { server: 2, handle: 9 }],
+            datafiles: vec![
+                Datafile {
+                    server: 1,
+                    handle: 7,
+                },
+                Datafile {
+                    server: 2,
+                    handle: 9,
+                },
+            ],
         };
         let bytes = crate::codec::encode(&l);
         assert_eq!(crate::codec::decode::<Layout>(&bytes).unwrap(), l);
-        let bad = Layout { stripe_size: 3, ..l.clone() };
+        let bad = Layout {
+            stripe_size: 3,
+            ..l.clone()
+        };
         assert!(crate::codec::decode::<Layout>(&crate::codec::encode(&bad)).is_err());
         let mut wrong_version = bytes.clone();
         wrong_version[0] = 9;

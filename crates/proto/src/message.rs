@@ -374,7 +374,10 @@ mod tests {
             },
             Request::Write {
                 handle: 5,
-                stripe: Stripe { size: 65536, count: 4 },
+                stripe: Stripe {
+                    size: 65536,
+                    count: 4,
+                },
                 index: 2,
                 regions: Regions::List(vec![Extent { offset: 1, len: 2 }]),
                 sync: false,

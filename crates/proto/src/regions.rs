@@ -18,7 +18,10 @@ pub struct Extent {
     /// Number of bytes.
     pub len: u64,
 }
-wire_struct!(Extent { offset: u64, len: u64 });
+wire_struct!(Extent {
+    offset: u64,
+    len: u64
+});
 
 /// The logical bytes of one I/O call, in stream order.
 #[derive(Clone, Debug, PartialEq, Eq)]

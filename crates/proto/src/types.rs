@@ -21,7 +21,10 @@ pub struct Timespec {
     /// Nanoseconds, below 1e9.
     pub nsecs: u32,
 }
-wire_struct!(Timespec { secs: i64, nsecs: u32 });
+wire_struct!(Timespec {
+    secs: i64,
+    nsecs: u32
+});
 
 impl Timespec {
     /// The current wall-clock time.
@@ -393,7 +396,10 @@ mod tests {
         assert_eq!(check_name(""), Err(crate::Errno::EINVAL));
         assert_eq!(check_name(".."), Err(crate::Errno::EINVAL));
         assert_eq!(check_name("a/b"), Err(crate::Errno::EINVAL));
-        assert_eq!(check_name(&"x".repeat(256)), Err(crate::Errno::ENAMETOOLONG));
+        assert_eq!(
+            check_name(&"x".repeat(256)),
+            Err(crate::Errno::ENAMETOOLONG)
+        );
         assert!(check_name(&"x".repeat(255)).is_ok());
     }
 }

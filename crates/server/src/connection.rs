@@ -31,6 +31,7 @@ pub const STREAM_QUEUE: usize = 4;
 pub struct Reply {
     writer: Arc<FrameWriter>,
     id: u64,
+    timeout: std::time::Duration,
 }
 
 impl Reply {
@@ -41,20 +42,64 @@ impl Reply {
         data: &[&[u8]],
         end: bool,
     ) -> Result<(), TransportError> {
-        self.writer
-            .send(FrameKind::Response, self.id, end, &encode(response), data)
+        self.send(FrameKind::Response, &encode(response), data, end)
             .await
     }
 
     /// Sends a data frame.
     pub async fn data(&self, data: &[&[u8]], end: bool) -> Result<(), TransportError> {
-        self.writer.send(FrameKind::Data, self.id, end, &[], data).await
+        self.send(FrameKind::Data, &[], data, end).await
+    }
+
+    /// Sends a frame; a client that does not take it within the deadline loses its
+    /// connection (a slow reader cannot pin a handler forever).
+    async fn send(
+        &self,
+        kind: FrameKind,
+        body: &[u8],
+        data: &[&[u8]],
+        end: bool,
+    ) -> Result<(), TransportError> {
+        let send = self.writer.send(kind, self.id, end, body, data);
+        match tokio::time::timeout(self.timeout, send).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.writer.abort();
+                Err(TransportError::Timeout {
+                    what: "sending an answer".into(),
+                })
+            }
+        }
+    }
+
+    /// Whether file data can be sent without a copy through user space.
+    pub fn can_send_file(&self) -> bool {
+        self.writer.can_send_file()
+    }
+
+    /// Sends a frame (a response with `response`, else a data frame) whose data is
+    /// the byte ranges `runs` of `file`, with `sendfile`.
+    pub async fn file_data(
+        &self,
+        response: Option<&Response>,
+        file: Arc<std::fs::File>,
+        runs: Vec<(u64, u64)>,
+        end: bool,
+        timeout: std::time::Duration,
+    ) -> Result<(), TransportError> {
+        let (kind, body) = match response {
+            Some(r) => (FrameKind::Response, encode(r)),
+            None => (FrameKind::Data, Vec::new()),
+        };
+        self.writer
+            .send_file(kind, self.id, end, &body, file, runs, timeout)
+            .await
     }
 }
 
 /// Serves one connection until the peer closes it, it breaks, or `stop` fires.
 pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let writer = Arc::new(FrameWriter::new(conn.write));
+    let writer = Arc::new(FrameWriter::new(conn.write, conn.fd));
     let peer = conn.peer;
     let mut r = BufReader::with_capacity(64 * 1024, conn.read);
     let mut streams: HashMap<u64, mpsc::Sender<Frame>> = HashMap::new();
@@ -104,8 +149,10 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
                         let reply = Reply {
                             writer: writer.clone(),
                             id: header.request_id,
+                            timeout: ctx.config.timeouts.request,
                         };
-                        let resp = Response::error(Errno::EBADMSG, format!("undecodable request: {e}"));
+                        let resp =
+                            Response::error(Errno::EBADMSG, format!("undecodable request: {e}"));
                         if reply.response(&resp, &[], true).await.is_err() {
                             break;
                         }
@@ -125,6 +172,7 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
                 let reply = Reply {
                     writer: writer.clone(),
                     id: header.request_id,
+                    timeout: ctx.config.timeouts.request,
                 };
                 let ctx = ctx.clone();
                 let guard = Inflight::enter(&ctx);
@@ -153,7 +201,12 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
     writer.shutdown().await;
 }
 
-async fn refuse_header(writer: &FrameWriter, raw: &[u8; pvfs_proto::frame::HEADER_LEN], e: &FrameError, peer: &str) {
+async fn refuse_header(
+    writer: &FrameWriter,
+    raw: &[u8; pvfs_proto::frame::HEADER_LEN],
+    e: &FrameError,
+    peer: &str,
+) {
     tracing::warn!(%peer, "refusing frame: {e}");
     if matches!(e, FrameError::BadMagic(_)) {
         return; // Not our protocol: nothing sensible to answer.
@@ -166,7 +219,13 @@ async fn refuse_header(writer: &FrameWriter, raw: &[u8; pvfs_proto::frame::HEADE
     let resp = Response::error(errno, e.to_string());
     let _ = tokio::time::timeout(
         std::time::Duration::from_secs(1),
-        writer.send(FrameKind::Response, peek_request_id(raw), true, &encode(&resp), &[]),
+        writer.send(
+            FrameKind::Response,
+            peek_request_id(raw),
+            true,
+            &encode(&resp),
+            &[],
+        ),
     )
     .await;
 }

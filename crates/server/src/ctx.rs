@@ -15,7 +15,7 @@ use crate::peer::Peers;
 use crate::precreate::Precreator;
 
 /// Size of the buffers bulk data moves in (one frame's data).
-pub const CHUNK: usize = 1 << 20;
+pub const CHUNK: usize = 4 << 20;
 
 /// Shared state of one running server.
 pub struct Ctx {
@@ -100,7 +100,10 @@ impl Ctx {
     {
         match tokio::task::spawn_blocking(f).await {
             Ok(r) => r,
-            Err(e) => Err(OpError::new(Errno::EIO, format!("storage task failed: {e}"))),
+            Err(e) => Err(OpError::new(
+                Errno::EIO,
+                format!("storage task failed: {e}"),
+            )),
         }
     }
 }

@@ -57,7 +57,12 @@ pub async fn dispatch(
             dst_name,
             expect_src,
             replace,
-        } => rename::handle(ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace).await,
+        } => {
+            rename::handle(
+                ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace,
+            )
+            .await
+        }
         Request::ReadDir {
             dir,
             shard: _,

@@ -73,10 +73,11 @@ pub async fn run(
         fsid: config.fsid,
         server: sc.name.clone(),
     };
-    let meta = MetaStore::open(&sc.storage, &id, (sc.handles.first, sc.handles.last)).map_err(storage_err)?;
+    let meta = MetaStore::open(&sc.storage, &id, (sc.handles.first, sc.handles.last))
+        .map_err(storage_err)?;
     let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);
     let mut listener = AutoTransport.listen(&sc.address).await?;
-    let pool = BufPool::new(CHUNK, 256);
+    let pool = BufPool::new(CHUNK, 64);
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
             name: sc.name.clone(),
@@ -122,7 +123,10 @@ pub async fn run(
     tracing::info!(server = %sc.name, inflight = ctx.inflight.count(), "stopping");
     drop(listener);
     let _ = stop_tx.send(true);
-    if tokio::time::timeout(DRAIN_TIMEOUT, ctx.inflight.wait_idle()).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, ctx.inflight.wait_idle())
+        .await
+        .is_err()
+    {
         tracing::warn!(server = %sc.name, "requests still in flight after {DRAIN_TIMEOUT:?}; stopping anyway");
     }
     ctx.meta.close().await;
@@ -137,7 +141,14 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
     if ctx.config.owner_of(root) != Some(ctx.me) {
         return Ok(());
     }
-    if ctx.meta.read().map_err(|e| e.to_string())?.get_object(root).map_err(|e| e.to_string())?.is_some() {
+    if ctx
+        .meta
+        .read()
+        .map_err(|e| e.to_string())?
+        .get_object(root)
+        .map_err(|e| e.to_string())?
+        .is_some()
+    {
         return Ok(());
     }
     let creds = pvfs_proto::Creds::current();

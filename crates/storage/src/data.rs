@@ -63,6 +63,12 @@ pub trait DataBackend: Send + Sync + 'static {
     /// Space of the file system under the storage directory.
     fn statfs(&self) -> Result<FsSpace, StorageError>;
 
+    /// The open datafile, for zero-copy sends (`sendfile`); None when it does not
+    /// exist or the backend has no file to offer (callers then use `read_at`).
+    fn file_for_send(&self, _h: Handle) -> Result<Option<Arc<File>>, StorageError> {
+        Ok(None)
+    }
+
     /// Writes the concatenation of `bufs` at `off` (a locally contiguous run gathered
     /// from several buffers).
     fn write_vectored_at(&self, h: Handle, off: u64, bufs: &[&[u8]]) -> Result<(), StorageError> {
@@ -247,6 +253,10 @@ impl FileData {
 impl DataBackend for FileData {
     fn write_at(&self, h: Handle, off: u64, data: &[u8]) -> Result<(), StorageError> {
         Ok(self.must_file(h)?.write_all_at(data, off)?)
+    }
+
+    fn file_for_send(&self, h: Handle) -> Result<Option<Arc<File>>, StorageError> {
+        self.file(h, false)
     }
 
     fn read_at(&self, h: Handle, off: u64, buf: &mut [u8]) -> Result<usize, StorageError> {

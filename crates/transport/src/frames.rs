@@ -6,6 +6,10 @@
 //! serialize whole frames, so frames of concurrent requests never interleave.
 
 use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use pvfs_proto::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -76,7 +80,10 @@ pub async fn skip<R: AsyncRead + Unpin>(r: &mut R, mut n: u64) -> Result<(), Tra
     let mut scratch = [0u8; 8192];
     while n > 0 {
         let want = n.min(scratch.len() as u64) as usize;
-        let got = r.read(&mut scratch[..want]).await.map_err(TransportError::Io)?;
+        let got = r
+            .read(&mut scratch[..want])
+            .await
+            .map_err(TransportError::Io)?;
         if got == 0 {
             return Err(TransportError::Closed(
                 "connection closed inside a frame".into(),
@@ -96,9 +103,21 @@ fn eof_inside(e: std::io::Error) -> TransportError {
 }
 
 /// Builds a header for a frame with these parts.
-pub fn header(kind: FrameKind, request_id: u64, end: bool, body: &[u8], data_len: usize) -> FrameHeader {
-    assert!(body.len() <= pvfs_proto::frame::MAX_BODY as usize, "body too large");
-    assert!(data_len <= pvfs_proto::frame::MAX_DATA as usize, "data too large");
+pub fn header(
+    kind: FrameKind,
+    request_id: u64,
+    end: bool,
+    body: &[u8],
+    data_len: usize,
+) -> FrameHeader {
+    assert!(
+        body.len() <= pvfs_proto::frame::MAX_BODY as usize,
+        "body too large"
+    );
+    assert!(
+        data_len <= pvfs_proto::frame::MAX_DATA as usize,
+        "data too large"
+    );
     FrameHeader {
         kind,
         flags: if end { pvfs_proto::frame::FLAG_END } else { 0 },
@@ -111,15 +130,103 @@ pub fn header(kind: FrameKind, request_id: u64, end: bool, body: &[u8], data_len
 
 /// The sending half of a connection, shared by every task that answers or asks on it.
 pub struct FrameWriter {
-    w: tokio::sync::Mutex<BoxWrite>,
+    w: Arc<tokio::sync::Mutex<BoxWrite>>,
+    fd: Option<RawFd>,
+    broken: AtomicBool,
 }
 
 impl FrameWriter {
-    /// Wraps the sending half.
-    pub fn new(w: BoxWrite) -> FrameWriter {
+    /// Wraps the sending half; `fd` is the socket's descriptor if it has one.
+    pub fn new(w: BoxWrite, fd: Option<RawFd>) -> FrameWriter {
         FrameWriter {
-            w: tokio::sync::Mutex::new(w),
+            w: Arc::new(tokio::sync::Mutex::new(w)),
+            fd,
+            broken: AtomicBool::new(false),
         }
+    }
+
+    /// Gives up on the connection after a frame could not be sent whole: later sends
+    /// fail, and the socket is shut down so the peer sees the end at once instead of
+    /// a stream that stopped inside a frame.
+    pub fn abort(&self) {
+        self.broken.store(true, Ordering::Release);
+        if let Some(fd) = self.fd {
+            // SAFETY: the socket stays open while self (owning the write half) lives;
+            // shutdown does not close the descriptor.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
+        }
+    }
+
+    fn check(&self) -> Result<(), TransportError> {
+        if self.broken.load(Ordering::Acquire) {
+            Err(TransportError::Closed(
+                "connection aborted after a failed send".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether [`FrameWriter::send_file`] can be used.
+    pub fn can_send_file(&self) -> bool {
+        self.fd.is_some()
+    }
+
+    /// Sends one frame whose data is taken straight from `file` (the byte ranges
+    /// `runs`, in order) with `sendfile`, without copying it through user space. Bytes
+    /// the file no longer holds (it shrank) are sent as zeros, so the frame keeps the
+    /// length its header announced. Fails after `timeout` without progress.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_file(
+        &self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+        file: Arc<std::fs::File>,
+        runs: Vec<(u64, u64)>,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
+        self.check()?;
+        let Some(sock) = self.fd else {
+            return Err(TransportError::Io(std::io::Error::from(
+                std::io::ErrorKind::Unsupported,
+            )));
+        };
+        let data_len: u64 = runs.iter().map(|r| r.1).sum();
+        let hdr = header(kind, request_id, end, body, data_len as usize).encode();
+        let mut slices = [IoSlice::new(&hdr), IoSlice::new(body)];
+        // The owned guard travels into the blocking thread: the socket (and its
+        // descriptor) stays alive and exclusively ours until the data is sent.
+        let mut w = self.w.clone().lock_owned().await;
+        let nslices = if body.is_empty() { 1 } else { 2 };
+        let head = async {
+            write_all_vectored(&mut *w, &mut slices[..nslices]).await?;
+            w.flush().await.map_err(TransportError::Io)
+        };
+        let result = match tokio::time::timeout(timeout, head).await {
+            Err(_) => Err(TransportError::Timeout {
+                what: "sending a frame header".into(),
+            }),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(())) => {
+                let sent = tokio::task::spawn_blocking(move || {
+                    let _keep_socket_alive = w;
+                    crate::sendfile::send_runs(sock, &file, &runs, timeout)
+                })
+                .await;
+                match sent {
+                    Ok(r) => r,
+                    Err(e) => Err(TransportError::Io(std::io::Error::other(e))),
+                }
+            }
+        };
+        if result.is_err() {
+            self.abort();
+        }
+        result
     }
 
     /// Sends one whole frame: header, body, then the data slices in order.
@@ -138,13 +245,21 @@ impl FrameWriter {
         if !body.is_empty() {
             slices.push(IoSlice::new(body));
         }
-        slices.extend(data.iter().filter(|d| !d.is_empty()).map(|d| IoSlice::new(d)));
+        slices.extend(
+            data.iter()
+                .filter(|d| !d.is_empty())
+                .map(|d| IoSlice::new(d)),
+        );
+        self.check()?;
         let mut w = self.w.lock().await;
-        write_all_vectored(&mut *w, &mut slices).await?;
-        if data_len == 0 || end {
-            w.flush().await.map_err(TransportError::Io)?;
+        let mut result = write_all_vectored(&mut *w, &mut slices).await;
+        if result.is_ok() && (data_len == 0 || end) {
+            result = w.flush().await.map_err(TransportError::Io);
         }
-        Ok(())
+        if result.is_err() {
+            self.abort();
+        }
+        result
     }
 
     /// Sends raw bytes (tests use it to send malformed frames).

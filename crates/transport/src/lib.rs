@@ -8,11 +8,12 @@
 pub mod buf;
 pub mod frames;
 pub mod mux;
+mod sendfile;
 pub mod stream;
 
 pub use buf::{AlignedBuf, BufPool, PooledBuf};
 pub use frames::{Frame, FrameWriter};
-pub use mux::{Call, MuxConn};
+pub use mux::{Call, Direct, Incoming, MuxConn};
 pub use stream::{AutoTransport, Conn, Listener, TcpTransport, Transport, UnixTransport};
 
 use pvfs_proto::Errno;

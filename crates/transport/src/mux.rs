@@ -4,6 +4,13 @@
 //! frame to the request it belongs to through a small bounded channel (so a slow
 //! consumer slows its connection instead of growing memory). When the connection
 //! breaks, every waiting request learns it at once.
+//!
+//! A request started with [`MuxConn::call_direct`] receives the bulk data of its
+//! answer straight from the socket into its own memory: the reader task reads the
+//! frame's header and body, then lends the stream to the request ([`Direct`]) and
+//! waits until the request has read the data. This saves a copy of every byte read.
+//! A request that gives up halfway through a frame costs the connection (the stream
+//! position is lost), never memory safety.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pvfs_proto::frame::{FrameHeader, FrameKind};
-use tokio::io::BufReader;
-use tokio::sync::mpsc;
+use tokio::io::{AsyncReadExt, BufReader};
+use tokio::sync::{mpsc, oneshot, OwnedMutexGuard};
 
 use crate::buf::BufPool;
 use crate::frames::{read_payload, read_raw_header, skip, Frame, FrameWriter};
@@ -22,8 +29,23 @@ use crate::TransportError;
 /// Frames buffered per request before the reader waits for the consumer.
 const CALL_QUEUE: usize = 8;
 
+type Stream = BufReader<BoxRead>;
+
+/// What the reader task hands a request.
+pub enum Incoming {
+    /// A whole frame.
+    Frame(Frame),
+    /// A frame whose data is still in the socket, for the request to read itself.
+    Direct(Direct),
+}
+
+struct Sink {
+    tx: mpsc::Sender<Incoming>,
+    direct: bool,
+}
+
 struct State {
-    pending: HashMap<u64, mpsc::Sender<Frame>>,
+    pending: HashMap<u64, Sink>,
     closed: Option<String>,
 }
 
@@ -34,6 +56,7 @@ pub struct MuxConn {
     next_id: AtomicU64,
     peer: String,
     io_timeout: Duration,
+    pool: BufPool,
 }
 
 impl MuxConn {
@@ -42,7 +65,7 @@ impl MuxConn {
     /// frame of an answer).
     pub fn start(conn: Conn, pool: BufPool, io_timeout: Duration) -> Arc<MuxConn> {
         let mux = Arc::new(MuxConn {
-            writer: FrameWriter::new(conn.write),
+            writer: FrameWriter::new(conn.write, conn.fd),
             state: Mutex::new(State {
                 pending: HashMap::new(),
                 closed: None,
@@ -50,10 +73,15 @@ impl MuxConn {
             next_id: AtomicU64::new(1),
             peer: conn.peer,
             io_timeout,
+            pool,
         });
         let reader = mux.clone();
+        let stream = Arc::new(tokio::sync::Mutex::new(BufReader::with_capacity(
+            64 * 1024,
+            conn.read,
+        )));
         tokio::spawn(async move {
-            let why = reader.read_loop(conn.read, pool).await;
+            let why = reader.read_loop(stream).await;
             reader.close(why);
         });
         mux
@@ -78,6 +106,22 @@ impl MuxConn {
         data: &[&[u8]],
         end: bool,
     ) -> Result<Call, TransportError> {
+        self.start_call(body, data, end, false).await
+    }
+
+    /// Like [`MuxConn::call`], but the answer's bulk data is delivered as
+    /// [`Incoming::Direct`] for the caller to read into its own memory.
+    pub async fn call_direct(self: &Arc<Self>, body: &[u8]) -> Result<Call, TransportError> {
+        self.start_call(body, &[], true, true).await
+    }
+
+    async fn start_call(
+        self: &Arc<Self>,
+        body: &[u8],
+        data: &[&[u8]],
+        end: bool,
+        direct: bool,
+    ) -> Result<Call, TransportError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(CALL_QUEUE);
         {
@@ -85,7 +129,7 @@ impl MuxConn {
             if let Some(why) = &st.closed {
                 return Err(TransportError::Closed(why.clone()));
             }
-            st.pending.insert(id, tx);
+            st.pending.insert(id, Sink { tx, direct });
         }
         let call = Call {
             conn: self.clone(),
@@ -104,7 +148,9 @@ impl MuxConn {
         body: &[u8],
         data: &[&[u8]],
     ) -> Result<(), TransportError> {
-        let sent = tokio::time::timeout(self.io_timeout, self.writer.send(kind, id, end, body, data)).await;
+        let sent =
+            tokio::time::timeout(self.io_timeout, self.writer.send(kind, id, end, body, data))
+                .await;
         match sent {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
@@ -114,6 +160,7 @@ impl MuxConn {
             Err(_) => {
                 let what = format!("sending to {}", self.peer);
                 // A half-written frame leaves the stream unusable.
+                self.writer.abort();
                 self.close(format!("timed out {what}"));
                 Err(TransportError::Timeout { what })
             }
@@ -136,10 +183,10 @@ impl MuxConn {
         st.pending.clear();
     }
 
-    async fn read_loop(&self, read: BoxRead, pool: BufPool) -> String {
-        let mut r = BufReader::with_capacity(64 * 1024, read);
+    async fn read_loop(&self, stream: Arc<tokio::sync::Mutex<Stream>>) -> String {
         loop {
-            let raw = match read_raw_header(&mut r).await {
+            let mut r = stream.clone().lock_owned().await;
+            let raw = match read_raw_header(&mut *r).await {
                 Ok(Some(raw)) => raw,
                 Ok(None) => return format!("{} closed the connection", self.peer),
                 Err(e) => return format!("reading from {}: {e}", self.peer),
@@ -151,21 +198,53 @@ impl MuxConn {
             if header.kind == FrameKind::Request {
                 return format!("{} sent a request frame to a client", self.peer);
             }
-            let sink = self.lock().pending.get(&header.request_id).cloned();
-            let Some(sink) = sink else {
+            let sink = self
+                .lock()
+                .pending
+                .get(&header.request_id)
+                .map(|s| (s.tx.clone(), s.direct));
+            let Some((sink, direct)) = sink else {
                 // The caller gave up on this request; drop the rest of its answer.
-                if let Err(e) = skip(&mut r, header.payload_len() as u64).await {
+                if let Err(e) = skip(&mut *r, header.payload_len() as u64).await {
                     return format!("reading from {}: {e}", self.peer);
                 }
                 continue;
             };
-            let frame = match read_payload(&mut r, header, &pool).await {
-                Ok(f) => f,
-                Err(e) => return format!("reading from {}: {e}", self.peer),
-            };
-            let end = frame.header.is_end();
-            // A closed receiver means the caller went away; that is not an error.
-            let _ = sink.send(frame).await;
+            let end = header.is_end();
+            if direct && header.data_len > 0 {
+                let mut body = vec![0u8; header.body_len as usize + header.tag_len as usize];
+                if let Err(e) = r.read_exact(&mut body).await {
+                    return format!("reading from {}: {e}", self.peer);
+                }
+                body.truncate(header.body_len as usize);
+                let (done_tx, done_rx) = oneshot::channel();
+                let lent = Direct {
+                    header,
+                    body,
+                    stream: Some(r),
+                    left: header.data_len as usize,
+                    done: Some(done_tx),
+                    timeout: self.io_timeout,
+                };
+                if sink.send(Incoming::Direct(lent)).await.is_err() {
+                    return format!("a request abandoned a frame from {}", self.peer);
+                }
+                // The request reads the data; the stream comes back when it is done.
+                match done_rx.await {
+                    Ok(()) => {}
+                    Err(_) => {
+                        return format!("a request stopped reading a frame from {}", self.peer)
+                    }
+                }
+            } else {
+                let frame = match read_payload(&mut *r, header, &self.pool).await {
+                    Ok(f) => f,
+                    Err(e) => return format!("reading from {}: {e}", self.peer),
+                };
+                drop(r);
+                // A closed receiver means the caller went away; that is not an error.
+                let _ = sink.send(Incoming::Frame(frame)).await;
+            }
             if end {
                 self.lock().pending.remove(&header.request_id);
             }
@@ -173,11 +252,81 @@ impl MuxConn {
     }
 }
 
+/// A received frame whose bulk data is still in the socket. Read it all with
+/// [`Direct::read`], then [`Direct::finish`]; dropping it earlier closes the
+/// connection.
+pub struct Direct {
+    /// The frame's header.
+    pub header: FrameHeader,
+    /// The frame's body.
+    pub body: Vec<u8>,
+    stream: Option<OwnedMutexGuard<Stream>>,
+    left: usize,
+    done: Option<oneshot::Sender<()>>,
+    timeout: Duration,
+}
+
+impl Direct {
+    /// Data bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
+
+    /// Reads the next `dst.len()` bytes of the frame's data into `dst`.
+    pub async fn read(&mut self, dst: &mut [u8]) -> Result<(), TransportError> {
+        assert!(dst.len() <= self.left, "read past the frame's data");
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(TransportError::Closed("frame already finished".into()));
+        };
+        match tokio::time::timeout(self.timeout, stream.read_exact(dst)).await {
+            Ok(Ok(_)) => {
+                self.left -= dst.len();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(TransportError::Io(e)),
+            Err(_) => Err(TransportError::Timeout {
+                what: "receiving frame data".into(),
+            }),
+        }
+    }
+
+    /// Returns the stream to the connection once every data byte was read.
+    pub fn finish(mut self) -> Result<(), TransportError> {
+        if self.left != 0 {
+            return Err(TransportError::Closed(format!(
+                "{} bytes of frame data left unread",
+                self.left
+            )));
+        }
+        self.stream = None;
+        if let Some(done) = self.done.take() {
+            let _ = done.send(());
+        }
+        Ok(())
+    }
+
+    /// Reads the rest of the data into a pooled buffer (for callers that want a
+    /// whole [`Frame`]).
+    pub async fn into_frame(mut self, pool: &BufPool) -> Result<Frame, TransportError> {
+        let mut data = pool.get(self.left);
+        self.read(&mut data).await?;
+        let header = self.header;
+        let body = std::mem::take(&mut self.body);
+        self.finish()?;
+        Ok(Frame {
+            header,
+            body,
+            tag: Vec::new(),
+            data,
+        })
+    }
+}
+
 /// One request in flight: send more data, receive answer frames.
 pub struct Call {
     conn: Arc<MuxConn>,
     id: u64,
-    rx: mpsc::Receiver<Frame>,
+    rx: mpsc::Receiver<Incoming>,
 }
 
 impl Call {
@@ -188,21 +337,29 @@ impl Call {
 
     /// Sends a further data frame of this request.
     pub async fn send_data(&self, data: &[&[u8]], end: bool) -> Result<(), TransportError> {
-        self.conn.send(FrameKind::Data, self.id, end, &[], data).await
+        self.conn
+            .send(FrameKind::Data, self.id, end, &[], data)
+            .await
     }
 
     /// Waits for the next frame of the answer, at most the connection's I/O timeout.
-    pub async fn recv(&mut self) -> Result<Frame, TransportError> {
+    pub async fn recv_incoming(&mut self) -> Result<Incoming, TransportError> {
         match tokio::time::timeout(self.conn.io_timeout, self.rx.recv()).await {
-            Ok(Some(frame)) => Ok(frame),
-            Ok(None) => Err(TransportError::Closed(
-                self.conn
-                    .closed()
-                    .unwrap_or_else(|| format!("{} ended the answer early", self.conn.peer)),
-            )),
+            Ok(Some(incoming)) => Ok(incoming),
+            Ok(None) => Err(TransportError::Closed(self.conn.closed().unwrap_or_else(
+                || format!("{} ended the answer early", self.conn.peer),
+            ))),
             Err(_) => Err(TransportError::Timeout {
                 what: format!("waiting for {}", self.conn.peer),
             }),
+        }
+    }
+
+    /// Waits for the next whole frame of the answer.
+    pub async fn recv(&mut self) -> Result<Frame, TransportError> {
+        match self.recv_incoming().await? {
+            Incoming::Frame(f) => Ok(f),
+            Incoming::Direct(d) => d.into_frame(&self.conn.pool).await,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! be added without touching them.
 
 use std::future::Future;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ pub struct Conn {
     pub write: BoxWrite,
     /// The peer's address, for messages.
     pub peer: String,
+    /// The socket's descriptor, when the transport has one (enables `sendfile`).
+    pub fd: Option<std::os::fd::RawFd>,
 }
 
 /// Accepts incoming connections.
@@ -46,7 +49,10 @@ pub trait Transport: Send + Sync + 'static {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Conn, TransportError>>;
     /// Listens on `addr`.
-    fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>>;
+    fn listen<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>>;
 }
 
 /// Socket buffer size asked of the kernel for bulk transfers.
@@ -63,7 +69,6 @@ fn tune_tcp(stream: &TcpStream) {
 struct SockRef(std::os::fd::RawFd);
 
 fn socket_ref(stream: &TcpStream) -> SockRef {
-    use std::os::fd::AsRawFd;
     SockRef(stream.as_raw_fd())
 }
 
@@ -100,11 +105,13 @@ impl Listener for TcpListen {
         Box::pin(async move {
             let (stream, peer) = self.0.accept().await?;
             tune_tcp(&stream);
+            let fd = Some(stream.as_raw_fd());
             let (r, w) = stream.into_split();
             Ok(Conn {
                 read: Box::new(r),
                 write: Box::new(w),
                 peer: peer.to_string(),
+                fd,
             })
         })
     }
@@ -133,16 +140,21 @@ impl Transport for TcpTransport {
                     source: e,
                 })?;
             tune_tcp(&stream);
+            let fd = Some(stream.as_raw_fd());
             let (r, w) = stream.into_split();
             Ok(Conn {
                 read: Box::new(r),
                 write: Box::new(w),
                 peer: addr.to_string(),
+                fd,
             })
         })
     }
 
-    fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
+    fn listen<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
         Box::pin(async move {
             let l = TcpListener::bind(addr)
                 .await
@@ -164,11 +176,13 @@ impl Listener for UnixListen {
     fn accept(&mut self) -> BoxFuture<'_, std::io::Result<Conn>> {
         Box::pin(async move {
             let (stream, _) = self.0.accept().await?;
+            let fd = Some(stream.as_raw_fd());
             let (r, w) = stream.into_split();
             Ok(Conn {
                 read: Box::new(r),
                 write: Box::new(w),
                 peer: format!("unix:{}", self.1),
+                fd,
             })
         })
     }
@@ -194,16 +208,21 @@ impl Transport for UnixTransport {
                     addr: addr.to_string(),
                     source: e,
                 })?;
+            let fd = Some(stream.as_raw_fd());
             let (r, w) = stream.into_split();
             Ok(Conn {
                 read: Box::new(r),
                 write: Box::new(w),
                 peer: addr.to_string(),
+                fd,
             })
         })
     }
 
-    fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
+    fn listen<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
         Box::pin(async move {
             let path = addr.strip_prefix("unix:").unwrap_or(addr).to_string();
             // A stale socket file from a previous run would make bind fail.
@@ -233,7 +252,10 @@ impl Transport for AutoTransport {
         }
     }
 
-    fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
+    fn listen<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>> {
         if addr.starts_with("unix:") {
             UnixTransport.listen(addr)
         } else {

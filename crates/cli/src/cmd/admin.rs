@@ -33,7 +33,12 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
         let reports = client.ping().await;
-        let roles: Vec<String> = client.config().servers.iter().map(|s| s.roles.describe()).collect();
+        let roles: Vec<String> = client
+            .config()
+            .servers
+            .iter()
+            .map(|s| s.roles.describe())
+            .collect();
         let down = reports.iter().filter(|r| r.result.is_err()).count();
         if a.json {
             let v: Vec<_> = reports
@@ -61,7 +66,10 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                         roles,
                         rtt.as_secs_f64() * 1e6
                     ),
-                    Err(e) => println!("{:<8} {:<22} {:<10} {:>11}  {}", r.name, r.address, roles, "-", e.message),
+                    Err(e) => println!(
+                        "{:<8} {:<22} {:<10} {:>11}  {}",
+                        r.name, r.address, roles, "-", e.message
+                    ),
                 }
             }
         }
@@ -135,7 +143,11 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let down = fs.servers.iter().filter(|s| s.stat.is_err()).count();
-        Ok(if down > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        Ok(if down > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        })
     })
 }
 

@@ -118,7 +118,8 @@ impl Phase {
 
     /// CPU seconds (clients and servers) per GiB moved.
     pub fn cpu_per_gib(&self) -> f64 {
-        (self.client_cpu + self.server_cpu.unwrap_or(0.0)) / (self.bytes as f64 / (1u64 << 30) as f64)
+        (self.client_cpu + self.server_cpu.unwrap_or(0.0))
+            / (self.bytes as f64 / (1u64 << 30) as f64)
     }
 }
 
@@ -142,7 +143,11 @@ pub fn concurrent(config: &Config, c: &ConcurrentArgs) -> anyhow::Result<(Phase,
     }
     let rt = runtime()?;
     let path = c.path.clone().unwrap_or_else(|| {
-        format!("/bench-{}-{}", std::process::id(), pvfs_proto::Timespec::now().nsecs)
+        format!(
+            "/bench-{}-{}",
+            std::process::id(),
+            pvfs_proto::Timespec::now().nsecs
+        )
     });
     let spec = LayoutSpec {
         stripe_size: c.stripe_size,
@@ -163,7 +168,13 @@ pub fn concurrent(config: &Config, c: &ConcurrentArgs) -> anyhow::Result<(Phase,
     Ok((write, read))
 }
 
-fn phase(rt: &tokio::runtime::Runtime, config: &Config, c: &ConcurrentArgs, path: &str, read: bool) -> anyhow::Result<Phase> {
+fn phase(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    c: &ConcurrentArgs,
+    path: &str,
+    read: bool,
+) -> anyhow::Result<Phase> {
     let servers_before = server_cpu(config);
     let cpu_before = cpu_times();
     let times: Vec<Duration> = if c.processes {
@@ -207,7 +218,9 @@ fn phase(rt: &tokio::runtime::Runtime, config: &Config, c: &ConcurrentArgs, path
                     let client = Client::new(config.clone());
                     let path = path.to_string();
                     let (size, block, fsync) = (c.size_per_client, c.block, c.fsync);
-                    tokio::spawn(async move { one_client(client, &path, rank, size, block, read, fsync).await })
+                    tokio::spawn(async move {
+                        one_client(client, &path, rank, size, block, read, fsync).await
+                    })
                 })
                 .collect();
             let mut times = Vec::new();
@@ -310,7 +323,10 @@ fn verify(buf: &[u8], pattern: &[u8], rank: u64, at: u64) -> anyhow::Result<()> 
         let n = 8.min(end - i);
         let want = stamp_value(rank, at + i as u64);
         if buf[i..i + n] != want[..n] || buf[i + n..end] != pattern[i + n..end] {
-            bail!("client {rank}: data mismatch in the page at file offset {}", at + i as u64);
+            bail!(
+                "client {rank}: data mismatch in the page at file offset {}",
+                at + i as u64
+            );
         }
         i = end;
     }
@@ -398,7 +414,9 @@ fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::
             p.slowest.as_secs_f64(),
             p.mib_per_sec(),
             p.client_cpu,
-            p.server_cpu.map(|s| format!("{s:.2}")).unwrap_or_else(|| "-".into()),
+            p.server_cpu
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| "-".into()),
             p.cpu_per_gib()
         );
     }

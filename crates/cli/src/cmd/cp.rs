@@ -65,8 +65,10 @@ pub fn run(a: CpArgs) -> anyhow::Result<ExitCode> {
         let bar = if !a.quiet && std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(size);
             bar.set_style(
-                ProgressStyle::with_template("{bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             Some(bar)
         } else {
@@ -129,7 +131,10 @@ async fn open_dest(client: &Client, a: &CpArgs, size: u64) -> anyhow::Result<(En
                 file.truncate(0).await?;
             }
             let row = stripe_row(&file);
-            let chunk = a.chunk.unwrap_or_else(|| (16 << 20) / row.max(1) * row).max(row);
+            let chunk = a
+                .chunk
+                .unwrap_or_else(|| (16 << 20) / row.max(1) * row)
+                .max(row);
             let _ = size;
             Ok((End::Pvfs(file), chunk))
         }
@@ -191,7 +196,13 @@ async fn write_chunk(dst: &End, off: u64, buf: Vec<u8>) -> anyhow::Result<Vec<u8
     }
 }
 
-async fn copy(src: &End, dst: &End, size: u64, chunk: usize, bar: Option<&ProgressBar>) -> anyhow::Result<()> {
+async fn copy(
+    src: &End,
+    dst: &End,
+    size: u64,
+    chunk: usize,
+    bar: Option<&ProgressBar>,
+) -> anyhow::Result<()> {
     let mut off = 0u64;
     let mut spare = vec![0u8; chunk];
     let mut current = read_chunk(src, 0, vec![0u8; chunk]).await?;
@@ -215,7 +226,11 @@ async fn copy(src: &End, dst: &End, size: u64, chunk: usize, bar: Option<&Progre
         }
     }
     if off < size {
-        return Err(pvfs_client::Error::new(Errno::EIO, format!("source ended at {off} of {size} bytes")).into());
+        return Err(pvfs_client::Error::new(
+            Errno::EIO,
+            format!("source ended at {off} of {size} bytes"),
+        )
+        .into());
     }
     Ok(())
 }

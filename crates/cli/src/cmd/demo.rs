@@ -32,7 +32,10 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
             std::fs::canonicalize(d).with_context(|| format!("cannot resolve {}", d.display()))?
         }
         None => {
-            tmp = tempfile::Builder::new().prefix("pvfs-demo-").tempdir().context("cannot create a temporary directory")?;
+            tmp = tempfile::Builder::new()
+                .prefix("pvfs-demo-")
+                .tempdir()
+                .context("cannot create a temporary directory")?;
             tmp.path().to_path_buf()
         }
     };
@@ -42,12 +45,21 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     })?;
     let config_path = dir.join("pvfs.toml");
     std::fs::write(&config_path, config.to_toml()).context("cannot write the configuration")?;
-    println!("== pvfs demo: {} servers on loopback, storage in {}", a.servers, dir.display());
+    println!(
+        "== pvfs demo: {} servers on loopback, storage in {}",
+        a.servers,
+        dir.display()
+    );
     let started = Instant::now();
     let children = server::start_servers(&config_path, &config, Duration::from_secs(20))?;
     println!("   started in {:.2}s:", started.elapsed().as_secs_f64());
     for sc in &config.servers {
-        println!("   {:<4} {:<22} {}", sc.name, sc.address, sc.roles.describe());
+        println!(
+            "   {:<4} {:<22} {}",
+            sc.name,
+            sc.address,
+            sc.roles.describe()
+        );
     }
     let outcome = workload(&config, &config_path);
     if let Some(d) = &a.keep {
@@ -59,7 +71,10 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         println!("   cargo run --release -- ls -l /demo");
         println!("   cargo run --release -- layout /demo/striped.dat");
         println!("   cargo run --release -- df");
-        println!("   cargo run --release -- stop          # when done; data stays in {}", d.display());
+        println!(
+            "   cargo run --release -- stop          # when done; data stays in {}",
+            d.display()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     println!("\n== stopping the servers and removing {}", dir.display());
@@ -96,7 +111,7 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
 
         let clients = 4u64;
         let part: u64 = 32 << 20;
-        println!("\n== one striped file written by {clients} clients at once, read back crosswise and verified");
+        println!("\n== one striped file written by {clients} clients at once, read back by new clients and verified");
         let spec = LayoutSpec {
             stripe_size: Some(64 << 10),
             stripe_count: None,
@@ -115,7 +130,6 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         }
         let wt = t.elapsed();
         let t = Instant::now();
-        // Each client reads another client's region: the data crossed clients.
         let readers: Vec<_> = (0..clients)
             .map(|rank| {
                 let c = Client::new(config.clone());
@@ -155,7 +169,12 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
     rt.block_on(async {
         let client = Client::new(config.clone());
         let fs = client.statfs().await;
-        println!("\n== df: {} objects, {} datafiles, {} free", fs.objects, fs.datafiles, format_size(fs.avail_bytes));
+        println!(
+            "\n== df: {} objects, {} datafiles, {} free",
+            fs.objects,
+            fs.datafiles,
+            format_size(fs.avail_bytes)
+        );
     });
     Ok(())
 }

@@ -90,14 +90,20 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&v)?);
             return Ok(ExitCode::SUCCESS);
         }
-        println!("{}: {} bytes, handle {:#x}", a.path, report.attr.size, report.attr.handle);
+        println!(
+            "{}: {} bytes, handle {:#x}",
+            a.path, report.attr.size, report.attr.handle
+        );
         println!(
             "stripe size {} ({} bytes), stripe count {}",
             format_size(layout.stripe_size),
             layout.stripe_size,
             layout.datafiles.len()
         );
-        println!("{:>5}  {:<8} {:>20} {:>14}", "index", "server", "datafile handle", "bytes");
+        println!(
+            "{:>5}  {:<8} {:>20} {:>14}",
+            "index", "server", "datafile handle", "bytes"
+        );
         for (i, (df, name, st)) in report.datafiles.iter().enumerate() {
             println!("{i:>5}  {name:<8} {:>#20x} {:>14}", df.handle, st.size);
         }

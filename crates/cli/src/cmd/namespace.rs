@@ -99,7 +99,10 @@ fn print_entries(a: &LsArgs, rows: Vec<(String, pvfs_client::Result<pvfs_client:
 }
 
 fn base_name(path: &str) -> &str {
-    path.trim_end_matches('/').rsplit('/').next().unwrap_or(path)
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
 }
 
 /// Options of `pvfs stat`.
@@ -151,7 +154,11 @@ pub fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
             attr.uid,
             attr.gid
         );
-        for (label, t) in [("access", attr.atime), ("modify", attr.mtime), ("change", attr.ctime)] {
+        for (label, t) in [
+            ("access", attr.atime),
+            ("modify", attr.mtime),
+            ("change", attr.ctime),
+        ] {
             println!("{label:>6}: {}.{:09} UTC", time_string(t), t.nsecs);
         }
         match &attr.detail {
@@ -160,7 +167,11 @@ pub fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
                 layout.datafiles.len(),
                 pvfs_config::format_size(layout.stripe_size)
             ),
-            pvfs_proto::ObjDetail::Dir { shards, default_layout, .. } => {
+            pvfs_proto::ObjDetail::Dir {
+                shards,
+                default_layout,
+                ..
+            } => {
                 println!("shards: {shards}");
                 if let Some(l) = default_layout {
                     println!("default layout: {}", crate::cmd::layout::spec_string(l));

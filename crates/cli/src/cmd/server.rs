@@ -71,7 +71,13 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .find(|s| s.name == a.name)
         .cloned()
-        .with_context(|| format!("no server named {:?} in {}", a.name, a.config.config.display()))?;
+        .with_context(|| {
+            format!(
+                "no server named {:?} in {}",
+                a.name,
+                a.config.config.display()
+            )
+        })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pvfs-server")
@@ -118,14 +124,18 @@ fn is_our_server(pid: u32, name: &str) -> bool {
         return false;
     };
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let has = |s: &str| args.iter().any(|a| *a == s.as_bytes());
+    let has = |s: &str| args.contains(&s.as_bytes());
     has("server") && has(name) && !is_zombie(pid)
 }
 
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+        })
         .unwrap_or(true)
 }
 
@@ -136,14 +146,21 @@ pub fn running_pid(sc: &ServerConfig) -> Option<u32> {
 
 /// Starts every server of `config_path` in the background; returns the children
 /// (still running) once all servers answer.
-pub fn start_servers(config_path: &Path, config: &Config, wait: Duration) -> anyhow::Result<Vec<Child>> {
+pub fn start_servers(
+    config_path: &Path,
+    config: &Config,
+    wait: Duration,
+) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe().context("cannot find the pvfs executable")?;
     let config_path = std::fs::canonicalize(config_path)
         .with_context(|| format!("cannot find {}", config_path.display()))?;
     let mut children: Vec<(String, Child)> = Vec::new();
     for sc in &config.servers {
         if let Some(pid) = running_pid(sc) {
-            println!("{:<8} {:<22} already running (pid {pid})", sc.name, sc.address);
+            println!(
+                "{:<8} {:<22} already running (pid {pid})",
+                sc.name, sc.address
+            );
             continue;
         }
         std::fs::create_dir_all(&sc.storage)
@@ -209,7 +226,9 @@ pub fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let children = start_servers(&a.config.config, &config, a.wait)?;
     for sc in &config.servers {
-        let pid = running_pid(sc).map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+        let pid = running_pid(sc)
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "?".into());
         println!(
             "{:<8} {:<22} {:<10} pid {pid:<8} log {}",
             sc.name,
@@ -239,7 +258,11 @@ pub fn stop_servers(config: &Config, wait: Duration, quiet: bool) -> Vec<String>
                 // SAFETY: kill(2) with a pid we verified is our server process.
                 let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
                 if rc != 0 {
-                    println!("{:<8} cannot signal pid {pid}: {}", sc.name, std::io::Error::last_os_error());
+                    println!(
+                        "{:<8} cannot signal pid {pid}: {}",
+                        sc.name,
+                        std::io::Error::last_os_error()
+                    );
                 } else {
                     signalled.push((sc.name.clone(), pid, Instant::now()));
                 }
@@ -253,7 +276,10 @@ pub fn stop_servers(config: &Config, wait: Duration, quiet: bool) -> Vec<String>
             reap(pid);
             if !is_our_server(pid, &name) {
                 if !quiet {
-                    println!("{name:<8} stopped (pid {pid}, {:.1}s)", started.elapsed().as_secs_f64());
+                    println!(
+                        "{name:<8} stopped (pid {pid}, {:.1}s)",
+                        started.elapsed().as_secs_f64()
+                    );
                 }
                 break;
             }
@@ -285,6 +311,10 @@ pub fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        bail!("{} server(s) did not stop: {}", failed.len(), failed.join(", "))
+        bail!(
+            "{} server(s) did not stop: {}",
+            failed.len(),
+            failed.join(", ")
+        )
     }
 }

@@ -18,9 +18,17 @@ pub const MAX_SHARDS: u32 = 1024;
 /// What the commit will build, decided before it (layout checks, pool refills).
 #[derive(Clone)]
 enum Plan {
-    File { stripe_size: u64, servers: Vec<u32> },
-    Dir { shards: u32, default_layout: Option<LayoutSpec> },
-    Symlink { target: String },
+    File {
+        stripe_size: u64,
+        servers: Vec<u32>,
+    },
+    Dir {
+        shards: u32,
+        default_layout: Option<LayoutSpec>,
+    },
+    Symlink {
+        target: String,
+    },
 }
 
 /// Creates an object and its entry `name` in `parent`.
@@ -38,7 +46,10 @@ pub async fn handle(
     ctx.require_meta()?;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
     if creds.uid != 0 && uid != creds.uid {
-        return Err(OpError::new(Errno::EPERM, "only root may create objects for another user"));
+        return Err(OpError::new(
+            Errno::EPERM,
+            "only root may create objects for another user",
+        ));
     }
     let plan = plan(ctx, what)?;
     if let Plan::File { servers, .. } = &plan {
@@ -56,7 +67,11 @@ pub async fn handle(
             .meta
             .write(move |t| {
                 if t.is_sealed(parent)? {
-                    return Err(OpError::new(Errno::ENOENT, format!("directory {parent:#x} is being removed")).into());
+                    return Err(OpError::new(
+                        Errno::ENOENT,
+                        format!("directory {parent:#x} is being removed"),
+                    )
+                    .into());
                 }
                 if t.get_entry(parent, &name)?.is_some() {
                     return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")).into());
@@ -65,14 +80,24 @@ pub async fn handle(
                 debug_assert!(range.contains(handle));
                 let now = Timespec::now();
                 let (detail, perm, nlink, size) = match attempt_plan {
-                    Plan::File { stripe_size, servers } => {
+                    Plan::File {
+                        stripe_size,
+                        servers,
+                    } => {
                         let mut datafiles = Vec::with_capacity(servers.len());
                         for s in servers {
                             let got = t.pool_take(s, 1)?;
                             let Some(&h) = got.first() else {
-                                return Err(OpError::new(Errno::EAGAIN, format!("precreate pool of server {s} is empty")).into());
+                                return Err(OpError::new(
+                                    Errno::EAGAIN,
+                                    format!("precreate pool of server {s} is empty"),
+                                )
+                                .into());
                             };
-                            datafiles.push(Datafile { server: s, handle: h });
+                            datafiles.push(Datafile {
+                                server: s,
+                                handle: h,
+                            });
                         }
                         let layout = Layout {
                             stripe_size,
@@ -142,7 +167,10 @@ fn plan(ctx: &Ctx, what: CreateWhat) -> OpResult<Plan> {
     match what {
         CreateWhat::File { spec } => {
             let (stripe_size, servers) = resolve_layout(ctx, spec)?;
-            Ok(Plan::File { stripe_size, servers })
+            Ok(Plan::File {
+                stripe_size,
+                servers,
+            })
         }
         CreateWhat::Dir {
             shards,

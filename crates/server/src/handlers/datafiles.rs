@@ -16,7 +16,10 @@ fn check_handles(ctx: &Ctx, handles: &[Handle]) -> OpResult<()> {
     if handles.len() > MAX_HANDLES {
         return Err(OpError::new(
             Errno::E2BIG,
-            format!("{} datafiles in one request (limit {MAX_HANDLES})", handles.len()),
+            format!(
+                "{} datafiles in one request (limit {MAX_HANDLES})",
+                handles.len()
+            ),
         ));
     }
     handles.iter().try_for_each(|&h| ctx.require_local(h))
@@ -52,7 +55,8 @@ pub async fn truncate(
     }
     let local = stripe.local_size(u64::from(index), size);
     let data = ctx.data.clone();
-    ctx.blocking(move || Ok(data.truncate(handle, local)?)).await?;
+    ctx.blocking(move || Ok(data.truncate(handle, local)?))
+        .await?;
     Ok(Response::Done {})
 }
 
@@ -60,10 +64,8 @@ pub async fn truncate(
 pub async fn remove(ctx: &Arc<Ctx>, handles: Vec<Handle>) -> OpResult<Response> {
     check_handles(ctx, &handles)?;
     let data = ctx.data.clone();
-    ctx.blocking(move || {
-        handles.iter().try_for_each(|&h| Ok(data.remove(h)?))
-    })
-    .await?;
+    ctx.blocking(move || handles.iter().try_for_each(|&h| Ok(data.remove(h)?)))
+        .await?;
     Ok(Response::Done {})
 }
 

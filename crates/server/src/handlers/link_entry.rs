@@ -26,7 +26,11 @@ pub async fn handle(
         .meta
         .write(move |t| {
             if t.is_sealed(dir)? {
-                return Err(OpError::new(Errno::ENOENT, format!("directory {dir:#x} is being removed")).into());
+                return Err(OpError::new(
+                    Errno::ENOENT,
+                    format!("directory {dir:#x} is being removed"),
+                )
+                .into());
             }
             let replaced = put_entry(t, dir, &name, handle, kind, replace)?;
             Ok(Response::Linked { replaced })

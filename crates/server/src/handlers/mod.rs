@@ -26,7 +26,10 @@ use crate::error::OpError;
 
 /// The error for a name that is not in a directory.
 pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
-    OpError::new(Errno::ENOENT, format!("no entry {name:?} in directory {dir:#x}"))
+    OpError::new(
+        Errno::ENOENT,
+        format!("no entry {name:?} in directory {dir:#x}"),
+    )
 }
 
 /// The error for a handle with no object.

@@ -28,7 +28,7 @@ pub async fn reserve(ctx: &Arc<Ctx>, count: u32) -> OpResult<(Handle, u32)> {
     }
     let first = ctx
         .meta
-        .write(move |t| Ok(t.alloc_handles(u64::from(count))?))
+        .write(move |t| t.alloc_handles(u64::from(count)))
         .await?;
     Ok((first, count))
 }

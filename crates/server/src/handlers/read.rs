@@ -50,6 +50,15 @@ async fn run(
         return Ok(());
     }
     let mut cursor = PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size));
+    if reply.can_send_file() {
+        let data = ctx.data.clone();
+        if let Some(file) = ctx
+            .blocking(move || Ok(data.file_for_send(handle)?))
+            .await?
+        {
+            return send_zero_copy(ctx, reply, &start, file, &mut cursor, total).await;
+        }
+    }
     let mut remaining = total;
     let mut next = Some(spawn_chunk(ctx, handle, &mut cursor, &mut remaining));
     let mut first = true;
@@ -75,6 +84,43 @@ async fn run(
         first = false;
         if sent.is_err() {
             // The client is gone; nobody to tell.
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Sends the stream straight from the datafile with `sendfile`, chunk by chunk.
+async fn send_zero_copy<I: Iterator<Item = Piece>>(
+    ctx: &Arc<Ctx>,
+    reply: &Reply,
+    start: &Response,
+    file: Arc<std::fs::File>,
+    cursor: &mut PieceCursor<I>,
+    total: u64,
+) -> OpResult<()> {
+    let mut remaining = total;
+    let mut first = true;
+    let mut pieces = Vec::new();
+    while remaining > 0 {
+        pieces.clear();
+        let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
+        remaining -= n;
+        let runs = local_runs(&pieces);
+        let head = if first { Some(start) } else { None };
+        first = false;
+        let sent = reply
+            .file_data(
+                head,
+                file.clone(),
+                runs,
+                remaining == 0,
+                ctx.config.timeouts.request,
+            )
+            .await;
+        if sent.is_err() {
+            // The frame may be half sent: the connection is unusable and the client
+            // sees it break; nothing more to say on it.
             return Ok(());
         }
     }

@@ -33,7 +33,11 @@ pub async fn handle(
                 return Err(changed(src_dir, &src_name).into());
             }
             if t.is_sealed(dst_dir)? {
-                return Err(OpError::new(Errno::ENOENT, format!("directory {dst_dir:#x} is being removed")).into());
+                return Err(OpError::new(
+                    Errno::ENOENT,
+                    format!("directory {dst_dir:#x} is being removed"),
+                )
+                .into());
             }
             t.delete_entry(src_dir, &src_name);
             let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace)?;

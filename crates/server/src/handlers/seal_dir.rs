@@ -15,7 +15,11 @@ pub async fn handle(ctx: &Arc<Ctx>, dir: Handle, seal: bool) -> OpResult<Respons
     ctx.meta
         .write(move |t| {
             if seal && !t.dir_is_empty(dir)? {
-                return Err(OpError::new(Errno::ENOTEMPTY, format!("directory {dir:#x} is not empty")).into());
+                return Err(OpError::new(
+                    Errno::ENOTEMPTY,
+                    format!("directory {dir:#x} is not empty"),
+                )
+                .into());
             }
             t.set_sealed(dir, seal);
             Ok(())

@@ -26,11 +26,21 @@ pub async fn handle(
         .write(move |t| {
             let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
             if uid != 0 && uid != attr.uid {
-                return Err(OpError::new(Errno::EPERM, "only the owner or root may set a directory's layout").into());
+                return Err(OpError::new(
+                    Errno::EPERM,
+                    "only the owner or root may set a directory's layout",
+                )
+                .into());
             }
             match &mut attr.detail {
                 ObjDetail::Dir { default_layout, .. } => *default_layout = layout,
-                _ => return Err(OpError::new(Errno::ENOTDIR, format!("{dir:#x} is not a directory")).into()),
+                _ => {
+                    return Err(OpError::new(
+                        Errno::ENOTDIR,
+                        format!("{dir:#x} is not a directory"),
+                    )
+                    .into())
+                }
             }
             attr.ctime = Timespec::now();
             t.put_object(&attr);

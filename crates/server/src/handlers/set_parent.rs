@@ -17,7 +17,13 @@ pub async fn handle(ctx: &Arc<Ctx>, dir: Handle, new_parent: Handle) -> OpResult
             let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
             match &mut attr.detail {
                 ObjDetail::Dir { parent, .. } => *parent = new_parent,
-                _ => return Err(OpError::new(Errno::ENOTDIR, format!("{dir:#x} is not a directory")).into()),
+                _ => {
+                    return Err(OpError::new(
+                        Errno::ENOTDIR,
+                        format!("{dir:#x} is not a directory"),
+                    )
+                    .into())
+                }
             }
             attr.ctime = Timespec::now();
             t.put_object(&attr);

@@ -48,7 +48,12 @@ fn check_permission(creds: &Creds, attr: &pvfs_proto::Attr, set: &SetAttr) -> Re
         return Ok(());
     }
     let owner = creds.uid == attr.uid;
-    let eperm = |what: &str| Err(OpError::new(Errno::EPERM, format!("only the owner or root may {what}")));
+    let eperm = |what: &str| {
+        Err(OpError::new(
+            Errno::EPERM,
+            format!("only the owner or root may {what}"),
+        ))
+    };
     if set.mode.is_some() && !owner {
         return eperm("change the mode");
     }

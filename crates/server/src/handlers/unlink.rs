@@ -24,16 +24,24 @@ pub async fn handle(
     let response = ctx
         .meta
         .write(move |t| {
-            let (handle, kind) = t.get_entry(dir, &name)?.ok_or_else(|| no_entry(dir, &name))?;
+            let (handle, kind) = t
+                .get_entry(dir, &name)?
+                .ok_or_else(|| no_entry(dir, &name))?;
             if expect.is_some_and(|h| h != handle) {
                 return Err(changed(dir, &name).into());
             }
             match (want, kind) {
                 (UnlinkWant::Dir, k) if k != ObjKind::Dir => {
-                    return Err(OpError::new(Errno::ENOTDIR, format!("{name:?} is not a directory")).into())
+                    return Err(OpError::new(
+                        Errno::ENOTDIR,
+                        format!("{name:?} is not a directory"),
+                    )
+                    .into())
                 }
                 (UnlinkWant::NotDir, ObjKind::Dir) => {
-                    return Err(OpError::new(Errno::EISDIR, format!("{name:?} is a directory")).into())
+                    return Err(
+                        OpError::new(Errno::EISDIR, format!("{name:?} is a directory")).into(),
+                    )
                 }
                 _ => {}
             }
