@@ -103,6 +103,23 @@ pub struct LayoutReport {
     pub datafiles: Vec<(Datafile, String, DatafileStat)>,
 }
 
+/// Most handles one batched request (ListAttr, GetSizes) carries; servers accept up
+/// to 65536, smaller batches keep answers well under a frame.
+const BATCH: usize = 16384;
+
+/// Splits per-server work lists into batches of at most [`BATCH`] items.
+fn split_batches<T: Clone>(groups: Vec<(usize, Vec<T>)>) -> Vec<(usize, Vec<T>)> {
+    groups
+        .into_iter()
+        .flat_map(|(server, items)| {
+            items
+                .chunks(BATCH)
+                .map(|c| (server, c.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Splits a path into components ("." and empty ones dropped).
 fn components(path: &str) -> VecDeque<String> {
     path.split('/')
@@ -829,6 +846,7 @@ impl Client {
                 None => out[i] = Err(Error::new(Errno::ESTALE, "handle of no server")),
             }
         }
+        let by_server = split_batches(by_server);
         let answers = join_all(by_server.iter().map(|(server, idxs)| async move {
             let handles = idxs.iter().map(|&i| entries[i].handle).collect();
             self.rpc(*server, Request::ListAttr { handles }).await
@@ -875,6 +893,7 @@ impl Client {
                 }
             }
         }
+        let by_server = split_batches(by_server);
         let answers = join_all(by_server.iter().map(|(server, items)| async move {
             let handles = items.iter().map(|x| x.2).collect();
             self.rpc(*server, Request::GetSizes { handles }).await

@@ -36,9 +36,31 @@ pub struct BenchArgs {
 enum BenchKind {
     /// P clients write disjoint regions of one new file, then read them back (seed 000 §4).
     Concurrent(ConcurrentArgs),
+    /// Metadata: P clients create N files in one shared new directory, list it,
+    /// stat every file, remove them (seed 003's shared-directory create test).
+    Meta(MetaArgs),
     /// One client process of `concurrent --processes` (internal).
     #[command(hide = true)]
     Worker(WorkerArgs),
+}
+
+/// Options of `pvfs bench meta`.
+#[derive(Args)]
+pub struct MetaArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Number of clients (each with its own connections).
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Files created in the shared directory, in total.
+    #[arg(long, default_value_t = 10_000)]
+    files: usize,
+    /// Operations each client keeps in flight.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `pvfs bench concurrent`.
@@ -132,8 +154,125 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             report(&c, &config, &w, &r)?;
             Ok(ExitCode::SUCCESS)
         }
+        BenchKind::Meta(m) => meta(m),
         BenchKind::Worker(w) => worker(w),
     }
+}
+
+/// Runs `pvfs bench meta`.
+fn meta(m: MetaArgs) -> anyhow::Result<ExitCode> {
+    if m.clients == 0 || m.depth == 0 {
+        bail!("--clients and --depth must be positive");
+    }
+    let config = load_config(&m.config.config)?;
+    let rt = runtime()?;
+    let dir = format!(
+        "/bench-meta-{}-{}",
+        std::process::id(),
+        pvfs_proto::Timespec::now().nsecs
+    );
+    let admin = {
+        let _g = rt.enter();
+        Client::new(config.clone())
+    };
+    rt.block_on(admin.mkdir(&dir, 0o755))?;
+    let names: Vec<String> = (0..m.files).map(|i| format!("{dir}/f{i:07}")).collect();
+    let clients: Vec<Client> = {
+        let _g = rt.enter();
+        (0..m.clients)
+            .map(|_| Client::new(config.clone()))
+            .collect()
+    };
+    #[derive(Clone, Copy)]
+    enum Op {
+        Create,
+        Stat,
+        Unlink,
+    }
+    let run_op = |op: Op| -> anyhow::Result<f64> {
+        let start = Instant::now();
+        rt.block_on(async {
+            let tasks: Vec<_> = clients
+                .iter()
+                .enumerate()
+                .map(|(rank, client)| {
+                    let client = client.clone();
+                    let mine: Vec<String> = names
+                        .iter()
+                        .skip(rank)
+                        .step_by(m.clients)
+                        .cloned()
+                        .collect();
+                    let depth = m.depth;
+                    tokio::spawn(async move {
+                        use futures::StreamExt;
+                        let results: Vec<pvfs_client::Result<()>> = futures::stream::iter(mine)
+                            .map(|name| {
+                                let client = client.clone();
+                                async move {
+                                    match op {
+                                        Op::Create => client
+                                            .create(&name, 0o644, LayoutSpec::default(), true)
+                                            .await
+                                            .map(|_| ()),
+                                        Op::Stat => client.stat(&name).await.map(|_| ()),
+                                        Op::Unlink => client.unlink(&name).await,
+                                    }
+                                }
+                            })
+                            .buffer_unordered(depth)
+                            .collect()
+                            .await;
+                        results.into_iter().collect::<pvfs_client::Result<()>>()
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.context("bench client task failed")??;
+            }
+            Ok::<_, anyhow::Error>(())
+        })?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let create = run_op(Op::Create)?;
+    let start = Instant::now();
+    let listed = rt.block_on(admin.readdir(&dir))?.len();
+    let list = start.elapsed().as_secs_f64();
+    if listed != m.files {
+        bail!("readdir found {listed} entries, expected {}", m.files);
+    }
+    let start = Instant::now();
+    let plus = rt.block_on(admin.readdir_plus(&dir, true))?;
+    let list_plus = start.elapsed().as_secs_f64();
+    if let Some((e, Err(err))) = plus.iter().find(|(_, r)| r.is_err()) {
+        bail!("readdir_plus: {}: {}", e.name, err.message);
+    }
+    let stat = run_op(Op::Stat)?;
+    let unlink = run_op(Op::Unlink)?;
+    rt.block_on(admin.rmdir(&dir))?;
+    let n = m.files as f64;
+    if m.json {
+        let v = serde_json::json!({
+            "clients": m.clients, "files": m.files, "depth": m.depth,
+            "create_per_sec": n / create, "stat_per_sec": n / stat, "unlink_per_sec": n / unlink,
+            "readdir_secs": list, "readdir_plus_secs": list_plus,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "meta: {} clients x {} in flight, {} files in one directory",
+            m.clients, m.depth, m.files
+        );
+        println!("create        {:>10.0} /s  ({create:.2}s)", n / create);
+        println!("readdir       {:>10.0} entries/s  ({list:.3}s)", n / list);
+        println!(
+            "readdir+attrs {:>10.0} entries/s  ({list_plus:.3}s)",
+            n / list_plus
+        );
+        println!("stat          {:>10.0} /s  ({stat:.2}s)", n / stat);
+        println!("unlink        {:>10.0} /s  ({unlink:.2}s)", n / unlink);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs both phases and returns (write, read).
