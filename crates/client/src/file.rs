@@ -204,15 +204,7 @@ impl File {
 /// Splits a region list with more than [`MAX_EXTENTS`] extents into rounds, each with
 /// the matching part of the buffer.
 fn split(regions: &Regions, buf_len: usize) -> Result<Vec<(Regions, std::ops::Range<usize>)>> {
-    if regions.total_len() != buf_len as u64 {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "buffer of {buf_len} bytes for regions of {} bytes",
-                regions.total_len()
-            ),
-        ));
-    }
+    io::check(regions, buf_len)?;
     match regions {
         Regions::List(v) if v.len() > MAX_EXTENTS => {
             let mut out = Vec::new();

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::pool::{unexpected, Pool, CHUNK};
 
 /// Checks that a buffer matches its region description.
-fn check(regions: &Regions, buf_len: usize) -> Result<()> {
+pub(crate) fn check(regions: &Regions, buf_len: usize) -> Result<()> {
     regions
         .validate()
         .map_err(|e| Error::new(e, "region list out of range"))?;

@@ -198,7 +198,8 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
             }
         }
     }
-    writer.shutdown().await;
+    // No more requests are read. Handlers still running keep the sending half (their
+    // `Reply`) and answer; the connection closes when the last of them is done.
 }
 
 async fn refuse_header(

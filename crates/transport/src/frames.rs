@@ -268,12 +268,6 @@ impl FrameWriter {
         w.write_all(bytes).await.map_err(TransportError::Io)?;
         w.flush().await.map_err(TransportError::Io)
     }
-
-    /// Closes the sending direction.
-    pub async fn shutdown(&self) {
-        let mut w = self.w.lock().await;
-        let _ = w.shutdown().await;
-    }
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(

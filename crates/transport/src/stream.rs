@@ -55,6 +55,38 @@ pub trait Transport: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Box<dyn Listener>, TransportError>>;
 }
 
+/// Builds a [`Conn`] from the halves of a split stream.
+fn conn(
+    read: impl AsyncRead + Send + Unpin + 'static,
+    write: impl AsyncWrite + Send + Unpin + 'static,
+    peer: String,
+    fd: std::os::fd::RawFd,
+) -> Conn {
+    Conn {
+        read: Box::new(read),
+        write: Box::new(write),
+        peer,
+        fd: Some(fd),
+    }
+}
+
+/// Runs a connect future with a deadline, naming the address in failures.
+async fn connect_within<S>(
+    addr: &str,
+    timeout: Duration,
+    connect: impl Future<Output = std::io::Result<S>>,
+) -> Result<S, TransportError> {
+    tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| TransportError::Timeout {
+            what: format!("connecting to {addr}"),
+        })?
+        .map_err(|e| TransportError::Connect {
+            addr: addr.to_string(),
+            source: e,
+        })
+}
+
 /// Socket buffer size asked of the kernel for bulk transfers.
 const SOCKET_BUFFER: usize = 4 << 20;
 
@@ -105,14 +137,9 @@ impl Listener for TcpListen {
         Box::pin(async move {
             let (stream, peer) = self.0.accept().await?;
             tune_tcp(&stream);
-            let fd = Some(stream.as_raw_fd());
+            let fd = stream.as_raw_fd();
             let (r, w) = stream.into_split();
-            Ok(Conn {
-                read: Box::new(r),
-                write: Box::new(w),
-                peer: peer.to_string(),
-                fd,
-            })
+            Ok(conn(r, w, peer.to_string(), fd))
         })
     }
     fn local_addr(&self) -> String {
@@ -130,24 +157,11 @@ impl Transport for TcpTransport {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Conn, TransportError>> {
         Box::pin(async move {
-            let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-                .await
-                .map_err(|_| TransportError::Timeout {
-                    what: format!("connecting to {addr}"),
-                })?
-                .map_err(|e| TransportError::Connect {
-                    addr: addr.to_string(),
-                    source: e,
-                })?;
+            let stream = connect_within(addr, timeout, TcpStream::connect(addr)).await?;
             tune_tcp(&stream);
-            let fd = Some(stream.as_raw_fd());
+            let fd = stream.as_raw_fd();
             let (r, w) = stream.into_split();
-            Ok(Conn {
-                read: Box::new(r),
-                write: Box::new(w),
-                peer: addr.to_string(),
-                fd,
-            })
+            Ok(conn(r, w, addr.to_string(), fd))
         })
     }
 
@@ -176,14 +190,9 @@ impl Listener for UnixListen {
     fn accept(&mut self) -> BoxFuture<'_, std::io::Result<Conn>> {
         Box::pin(async move {
             let (stream, _) = self.0.accept().await?;
-            let fd = Some(stream.as_raw_fd());
+            let fd = stream.as_raw_fd();
             let (r, w) = stream.into_split();
-            Ok(Conn {
-                read: Box::new(r),
-                write: Box::new(w),
-                peer: format!("unix:{}", self.1),
-                fd,
-            })
+            Ok(conn(r, w, format!("unix:{}", self.1), fd))
         })
     }
     fn local_addr(&self) -> String {
@@ -199,23 +208,10 @@ impl Transport for UnixTransport {
     ) -> BoxFuture<'a, Result<Conn, TransportError>> {
         Box::pin(async move {
             let path = addr.strip_prefix("unix:").unwrap_or(addr);
-            let stream = tokio::time::timeout(timeout, UnixStream::connect(path))
-                .await
-                .map_err(|_| TransportError::Timeout {
-                    what: format!("connecting to {addr}"),
-                })?
-                .map_err(|e| TransportError::Connect {
-                    addr: addr.to_string(),
-                    source: e,
-                })?;
-            let fd = Some(stream.as_raw_fd());
+            let stream = connect_within(addr, timeout, UnixStream::connect(path)).await?;
+            let fd = stream.as_raw_fd();
             let (r, w) = stream.into_split();
-            Ok(Conn {
-                read: Box::new(r),
-                write: Box::new(w),
-                peer: addr.to_string(),
-                fd,
-            })
+            Ok(conn(r, w, addr.to_string(), fd))
         })
     }
 

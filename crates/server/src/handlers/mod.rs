@@ -45,3 +45,28 @@ pub(crate) fn changed(dir: Handle, name: &str) -> OpError {
         format!("entry {name:?} of directory {dir:#x} changed concurrently"),
     )
 }
+
+/// Changes directory `dir` inside a commit: `change` gets the owner's uid and the
+/// directory's parent and default-layout fields; ctime is stamped and the object
+/// stored. Returns the new attributes.
+pub(crate) fn change_dir(
+    t: &mut pvfs_storage::MetaTxn<'_>,
+    dir: Handle,
+    change: impl FnOnce(u32, &mut Handle, &mut Option<pvfs_proto::LayoutSpec>) -> Result<(), OpError>,
+) -> Result<pvfs_proto::Attr, pvfs_storage::MetaError> {
+    let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
+    let owner = attr.uid;
+    match &mut attr.detail {
+        pvfs_proto::ObjDetail::Dir {
+            parent,
+            default_layout,
+            ..
+        } => change(owner, parent, default_layout)?,
+        _ => {
+            return Err(OpError::new(Errno::ENOTDIR, format!("{dir:#x} is not a directory")).into())
+        }
+    }
+    attr.ctime = pvfs_proto::Timespec::now();
+    t.put_object(&attr);
+    Ok(attr)
+}

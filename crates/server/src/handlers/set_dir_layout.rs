@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Creds, Errno, Handle, LayoutSpec, ObjDetail, Response, Timespec};
+use pvfs_proto::{Creds, Errno, Handle, LayoutSpec, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::{create::check_spec, no_object};
+use crate::handlers::{change_dir, create::check_spec};
 
 /// Stores `layout` as `dir`'s default (owner or root only).
 pub async fn handle(
@@ -24,27 +24,16 @@ pub async fn handle(
     let attr = ctx
         .meta
         .write(move |t| {
-            let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
-            if uid != 0 && uid != attr.uid {
-                return Err(OpError::new(
-                    Errno::EPERM,
-                    "only the owner or root may set a directory's layout",
-                )
-                .into());
-            }
-            match &mut attr.detail {
-                ObjDetail::Dir { default_layout, .. } => *default_layout = layout,
-                _ => {
+            change_dir(t, dir, |owner, _, default_layout| {
+                if uid != 0 && uid != owner {
                     return Err(OpError::new(
-                        Errno::ENOTDIR,
-                        format!("{dir:#x} is not a directory"),
-                    )
-                    .into())
+                        Errno::EPERM,
+                        "only the owner or root may set a directory's layout",
+                    ));
                 }
-            }
-            attr.ctime = Timespec::now();
-            t.put_object(&attr);
-            Ok(attr)
+                *default_layout = layout;
+                Ok(())
+            })
         })
         .await?;
     Ok(Response::Attr { attr })

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Errno, Handle, ObjDetail, Response, Timespec};
+use pvfs_proto::{Handle, Response};
 
 use crate::ctx::Ctx;
-use crate::error::{OpError, OpResult};
-use crate::handlers::no_object;
+use crate::error::OpResult;
+use crate::handlers::change_dir;
 
 /// Sets the parent of directory `dir`.
 pub async fn handle(ctx: &Arc<Ctx>, dir: Handle, new_parent: Handle) -> OpResult<Response> {
@@ -14,20 +14,10 @@ pub async fn handle(ctx: &Arc<Ctx>, dir: Handle, new_parent: Handle) -> OpResult
     ctx.require_local(dir)?;
     ctx.meta
         .write(move |t| {
-            let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
-            match &mut attr.detail {
-                ObjDetail::Dir { parent, .. } => *parent = new_parent,
-                _ => {
-                    return Err(OpError::new(
-                        Errno::ENOTDIR,
-                        format!("{dir:#x} is not a directory"),
-                    )
-                    .into())
-                }
-            }
-            attr.ctime = Timespec::now();
-            t.put_object(&attr);
-            Ok(())
+            change_dir(t, dir, |_, parent, _| {
+                *parent = new_parent;
+                Ok(())
+            })
         })
         .await?;
     Ok(Response::Done {})
