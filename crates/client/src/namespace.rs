@@ -847,31 +847,44 @@ impl Client {
             }
         }
         let by_server = split_batches(by_server);
-        let answers = join_all(by_server.iter().map(|(server, idxs)| async move {
-            let handles = idxs.iter().map(|&i| entries[i].handle).collect();
-            self.rpc(*server, Request::ListAttr { handles }).await
-        }))
+        let answers = join_all(
+            by_server
+                .iter()
+                .map(|(server, idxs)| self.list_attr_batch(*server, entries, idxs)),
+        )
         .await;
         for ((_, idxs), answer) in by_server.iter().zip(answers) {
-            match answer {
-                Ok(Response::Attrs { attrs }) if attrs.len() == idxs.len() => {
-                    for (&i, r) in idxs.iter().zip(attrs) {
-                        out[i] = match (r.errno, r.attr) {
-                            (0, Some(a)) => Ok(a),
-                            (errno, _) => Err(Error::new(Errno(errno), "attributes unavailable")),
-                        };
-                    }
+            for (&i, r) in idxs.iter().zip(answer) {
+                out[i] = r;
+            }
+        }
+        out
+    }
+
+    /// Attributes of `entries[idxs]` from one server: one ListAttr, and more only if
+    /// the server answered a prefix (very large attributes, e.g. long symlink targets).
+    async fn list_attr_batch(
+        &self,
+        server: usize,
+        entries: &[DirEntry],
+        idxs: &[usize],
+    ) -> Vec<Result<Attr>> {
+        let mut out = Vec::with_capacity(idxs.len());
+        while out.len() < idxs.len() {
+            let rest = &idxs[out.len()..];
+            let handles = rest.iter().map(|&i| entries[i].handle).collect();
+            match self.rpc(server, Request::ListAttr { handles }).await {
+                Ok(Response::Attrs { attrs }) if !attrs.is_empty() && attrs.len() <= rest.len() => {
+                    out.extend(attrs.into_iter().map(|r| match (r.errno, r.attr) {
+                        (0, Some(a)) => Ok(a),
+                        (errno, _) => Err(Error::new(Errno(errno), "attributes unavailable")),
+                    }));
                 }
                 Ok(other) => {
-                    for &i in idxs {
-                        out[i] = Err(unexpected("ListAttr", &other));
-                    }
+                    let e = unexpected("ListAttr", &other);
+                    out.resize(idxs.len(), Err(e));
                 }
-                Err(e) => {
-                    for &i in idxs {
-                        out[i] = Err(e.clone());
-                    }
-                }
+                Err(e) => out.resize(idxs.len(), Err(e)),
             }
         }
         out

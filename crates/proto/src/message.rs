@@ -310,7 +310,8 @@ wire_enum! {
         10 => Entry { entry: DirEntry, attr: Option<Attr> },
         /// Answer to `GetAttr` and `SetAttr`.
         11 => Attr { attr: Attr },
-        /// Answer to `ListAttr`, in request order.
+        /// Answer to `ListAttr`, in request order: for all handles asked, or for a
+        /// prefix of them when all would not fit one answer (ask again for the rest).
         12 => Attrs { attrs: Vec<AttrResult> },
         /// Answer to `Create`.
         13 => Created { attr: Attr },

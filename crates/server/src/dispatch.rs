@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Request, RequestBody, Response};
-use pvfs_transport::{Frame, PooledBuf};
+use pvfs_proto::{Errno, Request, RequestBody, Response};
+use pvfs_transport::{Frame, PooledBuf, TransportError};
 use tokio::sync::mpsc;
 
 use crate::connection::Reply;
@@ -107,8 +107,14 @@ pub async fn dispatch(
         tracing::debug!(op, "failed: {e}");
         e.into_response()
     });
-    if let Err(e) = reply.response(&response, &[], true).await {
-        tracing::debug!(op, "answer not delivered: {e}");
+    match reply.response(&response, &[], true).await {
+        Ok(()) => {}
+        Err(TransportError::Oversized(why)) => {
+            tracing::warn!(op, "answer too large: {why}");
+            let too_big = Response::error(Errno::E2BIG, format!("answer to {op} too large: {why}"));
+            let _ = reply.response(&too_big, &[], true).await;
+        }
+        Err(e) => tracing::debug!(op, "answer not delivered: {e}"),
     }
 }
 

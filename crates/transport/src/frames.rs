@@ -102,30 +102,30 @@ fn eof_inside(e: std::io::Error) -> TransportError {
     }
 }
 
-/// Builds a header for a frame with these parts.
+/// Builds a header for a frame with these parts; a body or data beyond the protocol's
+/// limits is refused (the caller answers E2BIG instead of sending it).
 pub fn header(
     kind: FrameKind,
     request_id: u64,
     end: bool,
     body: &[u8],
     data_len: usize,
-) -> FrameHeader {
-    assert!(
-        body.len() <= pvfs_proto::frame::MAX_BODY as usize,
-        "body too large"
-    );
-    assert!(
-        data_len <= pvfs_proto::frame::MAX_DATA as usize,
-        "data too large"
-    );
-    FrameHeader {
+) -> Result<FrameHeader, TransportError> {
+    use pvfs_proto::frame::{MAX_BODY, MAX_DATA};
+    if body.len() > MAX_BODY as usize || data_len > MAX_DATA as usize {
+        return Err(TransportError::Oversized(format!(
+            "frame with a {}-byte body and {data_len} data bytes (limits {MAX_BODY} and {MAX_DATA})",
+            body.len()
+        )));
+    }
+    Ok(FrameHeader {
         kind,
         flags: if end { pvfs_proto::frame::FLAG_END } else { 0 },
         request_id,
         body_len: body.len() as u32,
         tag_len: 0,
         data_len: data_len as u32,
-    }
+    })
 }
 
 /// The sending half of a connection, shared by every task that answers or asks on it.
@@ -196,7 +196,7 @@ impl FrameWriter {
             )));
         };
         let data_len: u64 = runs.iter().map(|r| r.1).sum();
-        let hdr = header(kind, request_id, end, body, data_len as usize).encode();
+        let hdr = header(kind, request_id, end, body, data_len as usize)?.encode();
         let mut slices = [IoSlice::new(&hdr), IoSlice::new(body)];
         // The owned guard travels into the blocking thread: the socket (and its
         // descriptor) stays alive and exclusively ours until the data is sent.
@@ -239,7 +239,7 @@ impl FrameWriter {
         data: &[&[u8]],
     ) -> Result<(), TransportError> {
         let data_len: usize = data.iter().map(|d| d.len()).sum();
-        let hdr = header(kind, request_id, end, body, data_len).encode();
+        let hdr = header(kind, request_id, end, body, data_len)?.encode();
         let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 + data.len());
         slices.push(IoSlice::new(&hdr));
         if !body.is_empty() {

@@ -50,6 +50,9 @@ pub enum TransportError {
     /// An I/O error on an established connection.
     #[error("I/O error: {0}")]
     Io(std::io::Error),
+    /// A frame beyond the protocol's limits was not sent.
+    #[error("not sent: {0}")]
+    Oversized(String),
 }
 
 impl TransportError {
@@ -61,6 +64,7 @@ impl TransportError {
             TransportError::Listen { source, .. } => Errno::from_io(source),
             TransportError::Timeout { .. } => Errno::ETIMEDOUT,
             TransportError::Closed(_) | TransportError::Io(_) => Errno::EIO,
+            TransportError::Oversized(_) => Errno::E2BIG,
         }
     }
 }

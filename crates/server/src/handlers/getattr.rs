@@ -9,6 +9,9 @@ use crate::handlers::no_object;
 
 /// Most handles one `ListAttr` may ask for.
 pub const MAX_LIST: usize = 65536;
+/// Encoded bytes of attributes after which a `ListAttr` answer stops (well under the
+/// 4 MiB body limit).
+pub const ANSWER_BUDGET: usize = 3 << 20;
 
 /// Attributes of one object.
 pub fn handle(ctx: &Ctx, handle: Handle) -> OpResult<Response> {
@@ -22,7 +25,8 @@ pub fn handle(ctx: &Ctx, handle: Handle) -> OpResult<Response> {
     Ok(Response::Attr { attr })
 }
 
-/// Attributes of many objects from one snapshot, each with its own error.
+/// Attributes of many objects from one snapshot, each with its own error, in request
+/// order; when they would not fit one answer, a prefix of them.
 pub fn handle_list(ctx: &Ctx, handles: &[Handle]) -> OpResult<Response> {
     ctx.require_meta()?;
     if handles.len() > MAX_LIST {
@@ -33,7 +37,13 @@ pub fn handle_list(ctx: &Ctx, handles: &[Handle]) -> OpResult<Response> {
     }
     let view = ctx.meta.read()?;
     let mut attrs = Vec::with_capacity(handles.len());
+    let mut bytes = 0usize;
     for &h in handles {
+        if bytes > ANSWER_BUDGET {
+            // The rest would not fit one frame: answer a prefix; the client asks again
+            // for the handles left over.
+            break;
+        }
         let result = if !ctx.is_local(h) {
             AttrResult {
                 errno: Errno::ESTALE.0,
@@ -51,6 +61,7 @@ pub fn handle_list(ctx: &Ctx, handles: &[Handle]) -> OpResult<Response> {
                 },
             }
         };
+        bytes += pvfs_proto::encode(&result).len();
         attrs.push(result);
     }
     Ok(Response::Attrs { attrs })
