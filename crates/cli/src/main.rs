@@ -64,7 +64,27 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap's own output.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // Usage errors, like every other error, are one line.
+            let text = e.to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("pvfs: {message} (see pvfs --help)");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Genconfig(a) => cmd::genconfig::run(a),
         Command::Server(a) => cmd::server::run_server(a),

@@ -218,6 +218,9 @@ impl Client {
                 }
                 continue;
             }
+            if comp.len() > pvfs_proto::types::NAME_MAX {
+                return Err(Error::at(Errno::ENAMETOOLONG, path));
+            }
             let top = stack
                 .last()
                 .cloned()

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
 use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
-use pvfs_transport::frames::{read_payload, read_raw_header};
+use pvfs_transport::frames::{read_header_within, read_payload};
 use pvfs_transport::{Conn, Frame, FrameWriter, TransportError};
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, Semaphore};
@@ -106,7 +106,7 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     loop {
         let raw = tokio::select! {
-            raw = read_raw_header(&mut r) => raw,
+            raw = read_header_within(&mut r, Some(ctx.config.timeouts.request)) => raw,
             _ = stop.changed() => break,
         };
         let raw = match raw {

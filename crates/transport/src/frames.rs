@@ -34,10 +34,35 @@ pub struct Frame {
 pub async fn read_raw_header<R: AsyncRead + Unpin>(
     r: &mut R,
 ) -> Result<Option<[u8; HEADER_LEN]>, TransportError> {
+    read_header_within(r, None).await
+}
+
+/// Reads the next raw header, waiting as long as needed for its first byte but at
+/// most `rest` (when given) for the others, so a peer that stops inside a header
+/// cannot hold the connection forever.
+pub async fn read_header_within<R: AsyncRead + Unpin>(
+    r: &mut R,
+    rest: Option<Duration>,
+) -> Result<Option<[u8; HEADER_LEN]>, TransportError> {
     let mut raw = [0u8; HEADER_LEN];
     let mut got = 0;
+    let mut deadline = None;
     while got < HEADER_LEN {
-        let n = r.read(&mut raw[got..]).await.map_err(TransportError::Io)?;
+        let read = r.read(&mut raw[got..]);
+        let n = match deadline {
+            None => read.await,
+            Some(at) => match tokio::time::timeout_at(at, read).await {
+                Ok(n) => n,
+                Err(_) => {
+                    return Err(TransportError::Timeout {
+                        what: format!(
+                            "the rest of a frame header ({got} of {HEADER_LEN} bytes came)"
+                        ),
+                    })
+                }
+            },
+        }
+        .map_err(TransportError::Io)?;
         if n == 0 {
             if got == 0 {
                 return Ok(None);
@@ -47,6 +72,9 @@ pub async fn read_raw_header<R: AsyncRead + Unpin>(
             )));
         }
         got += n;
+        if deadline.is_none() {
+            deadline = rest.map(|d| tokio::time::Instant::now() + d);
+        }
     }
     Ok(Some(raw))
 }

@@ -10,6 +10,8 @@ use crate::handlers::no_entry;
 /// (the usual case: an object is created on the server of its entry's shard).
 pub fn handle(ctx: &Ctx, dir: Handle, name: &str) -> OpResult<Response> {
     ctx.require_meta()?;
+    pvfs_proto::types::check_name(name)
+        .map_err(|e| crate::error::OpError::new(e, format!("invalid name {name:?}")))?;
     let view = ctx.meta.read()?;
     let (handle, kind) = view
         .get_entry(dir, name)?

@@ -1,0 +1,810 @@
+//! Shared harness of the acceptance tests: a real pvfs file system of server processes
+//! on loopback ports chosen at run time, in a temporary directory.
+//!
+//! [`Cluster`] writes a configuration with `pvfs genconfig --port 0`, starts every
+//! server as its own child process (`pvfs server --config F --name sN`, so one server
+//! can be stopped, killed, frozen or restarted alone) and waits until each answers a
+//! ping. Dropping it kills every server it started — also those started with
+//! `pvfs start` (found through their pid files) — so a failing test leaves no process
+//! behind. Children also get `PR_SET_PDEATHSIG(SIGKILL)`, so even a test binary that
+//! dies without unwinding takes its servers with it.
+//!
+//! Everything that waits polls with a deadline; nothing sleeps to synchronize.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pvfs_client::Client;
+use pvfs_config::Config;
+
+/// The `pvfs` binary under test.
+pub fn pvfs_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pvfs")
+}
+
+/// Longest time any CLI command may take before the test fails (never hang).
+pub const CLI_DEADLINE: Duration = Duration::from_secs(120);
+/// Longest time a server may take to answer after it was started.
+pub const START_DEADLINE: Duration = Duration::from_secs(60);
+
+// ----- small utilities ---------------------------------------------------------------
+
+/// Polls `f` until it returns `Some`, or panics with `what` after `deadline`.
+pub fn poll<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if start.elapsed() > deadline {
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// A small, fast, seeded PRNG (splitmix64): tests are reproducible from the seed.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..hi` (hi exclusive, hi > lo).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        assert!(hi > lo);
+        lo + self.next_u64() % (hi - lo)
+    }
+
+    /// Log-uniform in `lo..=hi`: small and large sizes equally likely per decade.
+    pub fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
+        let (l, h) = ((lo as f64).ln(), ((hi + 1) as f64).ln());
+        let x = l + (self.next_u64() as f64 / u64::MAX as f64) * (h - l);
+        (x.exp() as u64).clamp(lo, hi)
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() as f64 / u64::MAX as f64) < p
+    }
+
+    /// Fills `buf` with pseudo-random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        let mut chunks = buf.chunks_exact_mut(8);
+        for c in &mut chunks {
+            c.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        let last = self.next_u64().to_le_bytes();
+        let n = rest.len();
+        rest.copy_from_slice(&last[..n]);
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        self.fill(&mut v);
+        v
+    }
+
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Asserts two byte strings are equal, reporting the first difference (never dumping
+/// megabytes into the test output).
+#[track_caller]
+pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let first = got.iter().zip(want).position(|(a, b)| a != b);
+    match first {
+        Some(i) => {
+            let end = (i + 16).min(got.len()).min(want.len());
+            panic!(
+                "{what}: bytes differ at offset {i} (lengths {} and {}): got {:02x?}, want {:02x?}",
+                got.len(),
+                want.len(),
+                &got[i..end],
+                &want[i..end]
+            )
+        }
+        None => panic!(
+            "{what}: lengths differ: got {} bytes, want {}",
+            got.len(),
+            want.len()
+        ),
+    }
+}
+
+/// Whether `errno` is one of the errors a dead or hung server may yield (design §9).
+pub fn is_server_down_errno(e: pvfs_client::Errno) -> bool {
+    use pvfs_client::Errno;
+    [Errno::EHOSTDOWN, Errno::EIO, Errno::ETIMEDOUT].contains(&e)
+}
+
+// ----- CLI -------------------------------------------------------------------------
+
+/// What a finished CLI command printed.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub args: Vec<String>,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl CliOutput {
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert!(
+            self.status.success(),
+            "`pvfs {}` failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            self.args.join(" "),
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        &self.stdout
+    }
+
+    /// Asserts success and parses stdout as JSON.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        let out = self.ok();
+        serde_json::from_str(out).unwrap_or_else(|e| {
+            panic!(
+                "`pvfs {}` printed invalid JSON ({e}):\n{out}",
+                self.args.join(" ")
+            )
+        })
+    }
+
+    /// Parses stdout as JSON whatever the exit status.
+    #[track_caller]
+    pub fn json_any(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "`pvfs {}` printed invalid JSON ({e}):\n{}\nstderr: {}",
+                self.args.join(" "),
+                self.stdout,
+                self.stderr
+            )
+        })
+    }
+
+    /// Asserts the command failed the documented way: non-zero exit status and exactly
+    /// one line on stderr, starting with `pvfs: `; returns that line.
+    #[track_caller]
+    pub fn err_line(&self) -> &str {
+        assert!(
+            !self.status.success(),
+            "`pvfs {}` should have failed:\nstdout:\n{}\nstderr:\n{}",
+            self.args.join(" "),
+            self.stdout,
+            self.stderr
+        );
+        assert!(
+            self.status.code().is_some(),
+            "`pvfs {}` died of a signal: {}\nstderr:\n{}",
+            self.args.join(" "),
+            self.status,
+            self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].starts_with("pvfs: "),
+            "`pvfs {}` should print one line starting `pvfs: ` on stderr, printed:\n{}",
+            self.args.join(" "),
+            self.stderr
+        );
+        lines[0]
+    }
+
+    /// Asserts a documented failure whose message contains one of `needles`
+    /// (case-insensitive).
+    #[track_caller]
+    pub fn err_containing_any(&self, needles: &[&str]) -> &str {
+        let line = self.err_line();
+        let lower = line.to_lowercase();
+        assert!(
+            needles.iter().any(|n| lower.contains(&n.to_lowercase())),
+            "`pvfs {}`: error {line:?} should mention one of {needles:?}",
+            self.args.join(" ")
+        );
+        line
+    }
+
+    /// Asserts a documented failure whose message contains `needle`.
+    #[track_caller]
+    pub fn err_containing(&self, needle: &str) -> &str {
+        let line = self.err_line();
+        assert!(
+            line.contains(needle),
+            "`pvfs {}`: error {line:?} should mention {needle:?}",
+            self.args.join(" ")
+        );
+        line
+    }
+}
+
+/// Runs `pvfs ARGS` with extra environment variables; fails the test if it runs past
+/// [`CLI_DEADLINE`].
+pub fn run_pvfs(args: &[&str], env: &[(&str, &str)], env_remove: &[&str]) -> CliOutput {
+    let start = Instant::now();
+    let mut cmd = Command::new(pvfs_bin());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for k in env_remove {
+        cmd.env_remove(k);
+    }
+    cmd.env_remove("PVFS_LOG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("cannot run the pvfs binary");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waitpid failed") {
+            break st;
+        }
+        if start.elapsed() > CLI_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`pvfs {}` did not finish within {CLI_DEADLINE:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
+    let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+    CliOutput {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        status,
+        stdout,
+        stderr,
+        elapsed: start.elapsed(),
+    }
+}
+
+// ----- clients ---------------------------------------------------------------------
+
+/// A client with a tokio runtime of its own.
+pub struct TestClient {
+    pub rt: tokio::runtime::Runtime,
+    pub client: Client,
+}
+
+impl TestClient {
+    pub fn new(config: Config) -> TestClient {
+        let rt = runtime();
+        let client = {
+            let _g = rt.enter();
+            Client::new(config)
+        };
+        TestClient { rt, client }
+    }
+
+    /// Runs a future on this client's runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Runs `f(client)` on the runtime, failing the test if it takes longer than
+    /// `limit` (a client call must never hang).
+    #[track_caller]
+    pub fn run<T>(&self, limit: Duration, f: impl AsyncFnOnce(Client) -> T) -> T {
+        let c = self.client.clone();
+        match self
+            .rt
+            .block_on(async move { tokio::time::timeout(limit, f(c)).await })
+        {
+            Ok(v) => v,
+            Err(_) => panic!("client call did not return within {limit:?}"),
+        }
+    }
+}
+
+/// A multi-threaded tokio runtime for test clients.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("cannot build a tokio runtime")
+}
+
+// ----- the cluster ------------------------------------------------------------------
+
+/// How to build a [`Cluster`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    servers: usize,
+    meta_servers: Option<usize>,
+    request_timeout: Option<String>,
+    connect_timeout: Option<String>,
+    extra: Vec<String>,
+}
+
+impl Builder {
+    pub fn servers(mut self, n: usize) -> Self {
+        self.servers = n;
+        self
+    }
+
+    /// Only the first `m` servers hold metadata; the others are data-only.
+    pub fn meta_servers(mut self, m: usize) -> Self {
+        self.meta_servers = Some(m);
+        self
+    }
+
+    /// Sets `[timeouts] request` (e.g. "2s").
+    pub fn request_timeout(mut self, t: &str) -> Self {
+        self.request_timeout = Some(t.into());
+        self
+    }
+
+    /// Sets `[timeouts] connect`.
+    pub fn connect_timeout(mut self, t: &str) -> Self {
+        self.connect_timeout = Some(t.into());
+        self
+    }
+
+    /// Extra `pvfs genconfig` arguments.
+    pub fn genconfig_arg(mut self, a: &str) -> Self {
+        self.extra.push(a.into());
+        self
+    }
+
+    /// Writes the configuration without starting any server.
+    pub fn configure(self) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("pvfs-test-")
+            .tempdir()
+            .expect("cannot create a temporary directory");
+        let dir_path = std::fs::canonicalize(dir.path()).unwrap();
+        let config_path = dir_path.join("fs.toml");
+        let n = self.servers.to_string();
+        let mut args = vec![
+            "genconfig",
+            "--servers",
+            &n,
+            "--dir",
+            dir_path.to_str().unwrap(),
+            "--port",
+            "0",
+            "-o",
+            config_path.to_str().unwrap(),
+        ];
+        let m;
+        if let Some(meta) = self.meta_servers {
+            m = meta.to_string();
+            args.extend(["--meta-servers", &m]);
+        }
+        for a in &self.extra {
+            args.push(a);
+        }
+        run_pvfs(&args, &[], &["PVFS_CONFIG"]).ok();
+        if self.request_timeout.is_some() || self.connect_timeout.is_some() {
+            let text = std::fs::read_to_string(&config_path).unwrap();
+            let mut out = String::new();
+            for line in text.lines() {
+                let t = line.trim_start();
+                match (&self.request_timeout, &self.connect_timeout) {
+                    (Some(r), _) if t.starts_with("request =") || t.starts_with("request=") => {
+                        out.push_str(&format!("request = \"{r}\"\n"));
+                    }
+                    (_, Some(c)) if t.starts_with("connect =") || t.starts_with("connect=") => {
+                        out.push_str(&format!("connect = \"{c}\"\n"));
+                    }
+                    _ => {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+            }
+            std::fs::write(&config_path, out).unwrap();
+        }
+        let config = Config::load(&config_path).expect("generated configuration does not load");
+        if let Some(r) = &self.request_timeout {
+            assert_eq!(
+                config.timeouts.request,
+                pvfs_config::parse_duration(r).unwrap(),
+                "request timeout not applied"
+            );
+        }
+        let names = config.servers.iter().map(|s| s.name.clone()).collect();
+        Cluster {
+            dir,
+            dir_path,
+            config_path,
+            config,
+            names,
+            children: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Writes the configuration and starts every server as a child process.
+    pub fn start(self) -> Cluster {
+        let c = self.configure();
+        c.start_all();
+        c
+    }
+}
+
+/// A running pvfs file system of server processes (see the module documentation).
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    dir_path: PathBuf,
+    config_path: PathBuf,
+    config: Config,
+    names: Vec<String>,
+    children: Mutex<BTreeMap<String, Child>>,
+}
+
+impl Cluster {
+    pub fn builder() -> Builder {
+        Builder {
+            servers: 4,
+            meta_servers: None,
+            request_timeout: None,
+            connect_timeout: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Four meta+data servers with the generated defaults, all running.
+    pub fn start() -> Cluster {
+        Cluster::builder().start()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir_path
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    pub fn config_str(&self) -> &str {
+        self.config_path.to_str().unwrap()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    /// Storage directory of server `name`.
+    pub fn storage(&self, name: &str) -> PathBuf {
+        self.config
+            .servers
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no server {name}"))
+            .storage
+            .clone()
+    }
+
+    /// Where server `server` (index into the configuration) keeps datafile `handle`.
+    pub fn datafile_path(&self, server: usize, handle: u64) -> PathBuf {
+        self.config.servers[server]
+            .storage
+            .join("data")
+            .join(format!("{:02x}", handle & 0xff))
+            .join(format!("{handle:016x}"))
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir_path.join(format!("{name}.log"))
+    }
+
+    /// The last lines of server `name`'s log (for failure messages).
+    pub fn log_tail(&self, name: &str) -> String {
+        let text = std::fs::read_to_string(self.log_path(name)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Runs `pvfs ARGS` with `PVFS_CONFIG` set to this cluster's configuration.
+    pub fn run_cli(&self, args: &[&str]) -> CliOutput {
+        run_pvfs(args, &[("PVFS_CONFIG", self.config_str())], &[])
+    }
+
+    /// A new client (own runtime, own connections).
+    pub fn client(&self) -> TestClient {
+        TestClient::new(self.config.clone())
+    }
+
+    /// A new client on the current tokio runtime.
+    pub fn new_client(&self) -> Client {
+        Client::new(self.config.clone())
+    }
+
+    /// Starts every server that is not running and waits until all answer.
+    pub fn start_all(&self) {
+        for name in &self.names {
+            if !self.children.lock().unwrap().contains_key(name) {
+                self.spawn(name);
+            }
+        }
+        for name in &self.names {
+            self.wait_ready(name);
+        }
+    }
+
+    fn spawn(&self, name: &str) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(name))
+            .unwrap();
+        let log2 = log.try_clone().unwrap();
+        let mut cmd = Command::new(pvfs_bin());
+        cmd.args(["server", "--config", self.config_str(), "--name", name])
+            .env_remove("PVFS_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("cannot start a pvfs server");
+        self.children
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), child);
+    }
+
+    /// Waits until server `name` answers a ping (fails fast if its process exits).
+    pub fn wait_ready(&self, name: &str) {
+        let idx = self.index(name);
+        let tc = TestClient::new(self.config.clone());
+        poll(&format!("server {name} to answer"), START_DEADLINE, || {
+            if let Some(child) = self.children.lock().unwrap().get_mut(name) {
+                if let Some(st) = child.try_wait().unwrap() {
+                    panic!(
+                        "server {name} exited during start ({st}):\n{}",
+                        self.log_tail(name)
+                    );
+                }
+            }
+            // A fresh client each time: a pool remembers refused connections briefly.
+            let c = {
+                let _g = tc.rt.enter();
+                Client::new(self.config.clone())
+            };
+            let reports = tc.block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), c.ping())
+                    .await
+                    .ok()
+            })?;
+            reports[idx].result.is_ok().then_some(())
+        });
+    }
+
+    /// Index of server `name` in the configuration.
+    pub fn index(&self, name: &str) -> usize {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .unwrap_or_else(|| panic!("no server {name}"))
+    }
+
+    /// Process id of running server `name` (a child of this test).
+    pub fn pid(&self, name: &str) -> u32 {
+        self.children
+            .lock()
+            .unwrap()
+            .get(name)
+            .unwrap_or_else(|| panic!("server {name} not running"))
+            .id()
+    }
+
+    /// Whether child server `name` is still running (not exited).
+    pub fn is_running(&self, name: &str) -> bool {
+        match self.children.lock().unwrap().get_mut(name) {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+
+    /// Asserts every child server process is still alive.
+    #[track_caller]
+    pub fn assert_all_running(&self) {
+        for name in &self.names {
+            assert!(
+                self.is_running(name),
+                "server {name} died:\n{}",
+                self.log_tail(name)
+            );
+        }
+    }
+
+    /// Sends `signal` to server `name`. For SIGTERM and SIGKILL, also waits for the
+    /// process to exit and returns its status (the server is then not running).
+    pub fn kill(&self, name: &str, signal: i32) -> Option<ExitStatus> {
+        let mut children = self.children.lock().unwrap();
+        let child = children
+            .get_mut(name)
+            .unwrap_or_else(|| panic!("server {name} not running"));
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        assert_eq!(
+            rc,
+            0,
+            "kill({name}, {signal}) failed: {}",
+            std::io::Error::last_os_error()
+        );
+        if signal != libc::SIGTERM && signal != libc::SIGKILL {
+            return None;
+        }
+        let status = poll(
+            &format!("server {name} to exit"),
+            Duration::from_secs(30),
+            || child.try_wait().unwrap(),
+        );
+        children.remove(name);
+        Some(status)
+    }
+
+    /// SIGTERM, and asserts a clean stop (exit status 0).
+    #[track_caller]
+    pub fn stop_clean(&self, name: &str) {
+        let st = self.kill(name, libc::SIGTERM).unwrap();
+        assert!(
+            st.success(),
+            "server {name} stopped with {st} on SIGTERM:\n{}",
+            self.log_tail(name)
+        );
+    }
+
+    /// Starts server `name` again (it must not be running) and waits until it answers.
+    pub fn restart(&self, name: &str) {
+        assert!(
+            !self.children.lock().unwrap().contains_key(name),
+            "restart({name}): it is still running"
+        );
+        self.spawn(name);
+        self.wait_ready(name);
+    }
+
+    /// Waits for child servers that were stopped behind the harness's back (e.g. by
+    /// `pvfs stop`) and returns their exit statuses.
+    pub fn reap_all(&self) -> Vec<(String, ExitStatus)> {
+        let mut children = self.children.lock().unwrap();
+        let mut out = Vec::new();
+        for (name, child) in children.iter_mut() {
+            let st = poll(
+                &format!("server {name} to exit"),
+                Duration::from_secs(30),
+                || child.try_wait().unwrap(),
+            );
+            out.push((name.clone(), st));
+        }
+        children.clear();
+        out
+    }
+
+    /// Pids of `pvfs server` processes of this cluster that are not our children
+    /// (started by `pvfs start`), from their pid files.
+    pub fn background_pids(&self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        for sc in &self.config.servers {
+            let Ok(text) = std::fs::read_to_string(sc.storage.join("server.pid")) else {
+                continue;
+            };
+            let Ok(pid) = text.trim().parse::<u32>() else {
+                continue;
+            };
+            if is_server_of(pid, self.config_str()) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+/// Whether `pid` is a live (not zombie) `pvfs server` process for configuration `config`.
+pub fn is_server_of(pid: u32, config: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    !zombie && args.contains(&b"server".as_slice()) && args.contains(&config.as_bytes())
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let mut children = match self.children.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        for (_, child) in children.iter_mut() {
+            let _ = child.kill(); // SIGKILL works on stopped processes too
+        }
+        for (_, child) in children.iter_mut() {
+            let _ = child.wait();
+        }
+        children.clear();
+        drop(children);
+        // Servers started by `pvfs start` are not our children.
+        let pids = self.background_pids();
+        for &pid in &pids {
+            // SAFETY: kill(2) on a pid just checked to be this cluster's server.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pids.iter().any(|&p| is_server_of(p, self.config_str())) && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The exit signal of a status, if it died of one.
+pub fn signal_of(st: &ExitStatus) -> Option<i32> {
+    st.signal()
+}
