@@ -45,7 +45,7 @@ errnos! {
     EMLINK = 31, "too many links";
     ERANGE = 34, "result out of range";
     ENAMETOOLONG = 36, "file name too long";
-    ENOSYS = 38, "function not implemented";
+    ENOSYS = 38, "function not supported";
     ENOTEMPTY = 39, "directory not empty";
     ELOOP = 40, "too many levels of symbolic links";
     ENODATA = 61, "no data available";
