@@ -6,6 +6,7 @@
 //! per call, data streamed in bounded chunks. The metadata servers never see file data.
 //! [`blocking`] wraps it all for callers without an async runtime.
 
+mod at;
 pub mod blocking;
 mod error;
 mod file;
@@ -21,7 +22,7 @@ use pvfs_proto::{Creds, Handle};
 
 pub use error::{Error, Result};
 pub use file::{File, Partition};
-pub use namespace::{FsStat, LayoutReport, PingReport, ServerStat};
+pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
 pub use pool::Stats;
 pub use pvfs_proto::{Attr, DirEntry, Errno, LayoutSpec, ObjKind, Regions, SetAttr, Timespec};
 
@@ -34,6 +35,9 @@ pub(crate) struct Inner {
     place: Placement,
     /// Shard count of the root directory (fixed at its creation), once known.
     root_shards: tokio::sync::OnceCell<u32>,
+    /// Shard counts of directories seen: fixed at mkdir and handles are never reused,
+    /// so entries never go stale.
+    dir_shards: std::sync::Mutex<std::collections::HashMap<Handle, u32>>,
 }
 
 /// A connection to one pvfs file system. Cheap to clone; clones share connections.
@@ -52,6 +56,7 @@ impl Client {
                 pool: Pool::new(&config),
                 place: Placement::new(&config),
                 root_shards: tokio::sync::OnceCell::new(),
+                dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
                 config,
             }),
             creds: Creds::current(),

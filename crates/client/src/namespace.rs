@@ -24,6 +24,17 @@ use crate::io;
 use crate::pool::unexpected;
 use crate::Client;
 
+/// How a rename treats an existing destination (renameat2 flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RenameMode {
+    /// POSIX rename: replace a compatible destination.
+    Replace,
+    /// RENAME_NOREPLACE: fail with EEXIST if the destination exists.
+    NoReplace,
+    /// RENAME_EXCHANGE: swap source and destination (both must exist).
+    Exchange,
+}
+
 /// Most symlinks followed in one walk (as Linux).
 const MAX_SYMLINKS: u32 = 40;
 /// Entries asked for per ReadDir page.
@@ -33,14 +44,14 @@ const RETRIES: u32 = 5;
 
 /// A directory reached by a walk: what is needed to work inside it.
 #[derive(Clone, Debug)]
-pub(crate) struct Dir {
+pub struct Dir {
     pub handle: Handle,
     pub shards: u32,
     pub attr: Option<Attr>,
 }
 
 impl Dir {
-    fn from_attr(attr: Attr) -> Result<Dir> {
+    pub(crate) fn from_attr(attr: Attr) -> Result<Dir> {
         match attr.detail {
             ObjDetail::Dir { shards, .. } => Ok(Dir {
                 handle: attr.handle,
@@ -135,12 +146,15 @@ impl Client {
     pub async fn getattr(&self, handle: Handle) -> Result<Attr> {
         let owner = self.owner(handle)?;
         match self.rpc(owner, Request::GetAttr { handle }).await? {
-            Response::Attr { attr } => Ok(attr),
+            Response::Attr { attr } => {
+                self.remember_dir(&attr);
+                Ok(attr)
+            }
             other => Err(unexpected("GetAttr", &other)),
         }
     }
 
-    fn owner(&self, handle: Handle) -> Result<usize> {
+    pub(crate) fn owner(&self, handle: Handle) -> Result<usize> {
         self.config().owner_of(handle).ok_or_else(|| {
             Error::new(
                 Errno::ESTALE,
@@ -194,7 +208,10 @@ impl Client {
             Response::Entry {
                 entry,
                 attr: Some(attr),
-            } => Ok((entry, attr)),
+            } => {
+                self.remember_dir(&attr);
+                Ok((entry, attr))
+            }
             Response::Entry { entry, attr: None } => {
                 let attr = self.getattr(entry.handle).await?;
                 Ok((entry, attr))
@@ -347,7 +364,13 @@ impl Client {
     /// parent's default layout.
     pub async fn mkdir(&self, path: &str, mode: u32) -> Result<Attr> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let pattr = self.dir_attr(&parent).await?;
+        self.mkdir_in(&parent, &name, mode)
+            .await
+            .map_err(|e| e.for_path(path))
+    }
+
+    pub(crate) async fn mkdir_in(&self, parent: &Dir, name: &str, mode: u32) -> Result<Attr> {
+        let pattr = self.dir_attr(parent).await?;
         let default_layout = match pattr.detail {
             ObjDetail::Dir { default_layout, .. } => default_layout,
             _ => None,
@@ -356,9 +379,9 @@ impl Client {
             shards: self.config().defaults.dir_shards,
             default_layout,
         };
-        self.create_in(&parent, &name, mode, what)
-            .await
-            .map_err(|e| e.for_path(path))
+        let attr = self.create_in(parent, name, mode, what).await?;
+        self.remember_dir(&attr);
+        Ok(attr)
     }
 
     /// `mkdir -p`: creates `path` and any missing parents; existing directories are fine.
@@ -381,7 +404,7 @@ impl Client {
         Ok(())
     }
 
-    async fn create_in(
+    pub(crate) async fn create_in(
         &self,
         parent: &Dir,
         name: &str,
@@ -414,7 +437,21 @@ impl Client {
         exclusive: bool,
     ) -> Result<File> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let pattr = self.dir_attr(&parent).await?;
+        match self.create_file_in(&parent, &name, mode, layout).await {
+            Ok(attr) => Ok(File::new(self.clone(), attr)),
+            Err(e) if e.errno == Errno::EEXIST && !exclusive => self.open(path).await,
+            Err(e) => Err(e.for_path(path)),
+        }
+    }
+
+    pub(crate) async fn create_file_in(
+        &self,
+        parent: &Dir,
+        name: &str,
+        mode: u32,
+        layout: LayoutSpec,
+    ) -> Result<Attr> {
+        let pattr = self.dir_attr(parent).await?;
         let inherited = match pattr.detail {
             ObjDetail::Dir { default_layout, .. } => default_layout.unwrap_or_default(),
             _ => LayoutSpec::default(),
@@ -425,14 +462,8 @@ impl Client {
             stripe_count: Some(d.stripe_count),
             base: None,
         });
-        match self
-            .create_in(&parent, &name, mode, CreateWhat::File { spec })
+        self.create_in(parent, name, mode, CreateWhat::File { spec })
             .await
-        {
-            Ok(attr) => Ok(File::new(self.clone(), attr)),
-            Err(e) if e.errno == Errno::EEXIST && !exclusive => self.open(path).await,
-            Err(e) => Err(e.for_path(path)),
-        }
     }
 
     /// Opens an existing regular file.
@@ -482,19 +513,37 @@ impl Client {
     /// `unlink`: removes a file or symlink and, for a file, its datafiles.
     pub async fn unlink(&self, path: &str) -> Result<()> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let server = self.entry_server(&parent, &name);
+        self.unlink_in(&parent, &name, false)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.for_path(path))
+    }
+
+    /// Removes entry `name` (not a directory) of `parent`. With `keep_object`, the
+    /// object and its data stay (a file still open somewhere); the caller deletes
+    /// them later with [`Client::remove_object`].
+    pub(crate) async fn unlink_in(
+        &self,
+        parent: &Dir,
+        name: &str,
+        keep_object: bool,
+    ) -> Result<DirEntry> {
+        let server = self.entry_server(parent, name);
         let req = Request::Unlink {
             dir: parent.handle,
-            name,
+            name: name.to_string(),
             expect: None,
             want: UnlinkWant::NotDir,
-            drop_object: true,
+            drop_object: !keep_object,
         };
-        let (entry, removed) = match self.rpc(server, req).await.map_err(|e| e.for_path(path))? {
+        let (entry, removed) = match self.rpc(server, req).await? {
             Response::Unlinked { entry, removed } => (entry, removed),
             other => return Err(unexpected("Unlink", &other)),
         };
-        self.finish_removal(entry.handle, removed).await
+        if !keep_object {
+            self.finish_removal(entry.handle, removed).await?;
+        }
+        Ok(entry)
     }
 
     /// Deletes what is left of an object whose entry is gone: the object itself when
@@ -578,19 +627,22 @@ impl Client {
     /// `rmdir`: removes an empty directory.
     pub async fn rmdir(&self, path: &str) -> Result<()> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let (entry, attr) = self
-            .lookup_in(&parent, &name)
+        self.rmdir_in(&parent, &name)
             .await
-            .map_err(|e| e.for_path(path))?;
+            .map_err(|e| e.for_path(path))
+    }
+
+    pub(crate) async fn rmdir_in(&self, parent: &Dir, name: &str) -> Result<()> {
+        let (entry, attr) = self.lookup_in(parent, name).await?;
         if entry.kind != ObjKind::Dir {
-            return Err(Error::at(Errno::ENOTDIR, path));
+            return Err(Error::at(Errno::ENOTDIR, name));
         }
         let target = Dir::from_attr(attr)?;
-        self.seal(&target).await.map_err(|e| e.for_path(path))?;
-        let server = self.entry_server(&parent, &name);
+        self.seal(&target).await?;
+        let server = self.entry_server(parent, name);
         let req = Request::Unlink {
             dir: parent.handle,
-            name,
+            name: name.to_string(),
             expect: Some(target.handle),
             want: UnlinkWant::Dir,
             drop_object: true,
@@ -602,7 +654,7 @@ impl Client {
             Ok(other) => Err(unexpected("Unlink", &other)),
             Err(e) => {
                 self.unseal(&target).await;
-                Err(e.for_path(path))
+                Err(e)
             }
         }
     }
@@ -616,31 +668,79 @@ impl Client {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.rename_once(from, to).await {
+            let (sdir, sname) = self.walk_parent(from).await.map_err(|e| e.for_path(from))?;
+            let (ddir, dname) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
+            let names = (from, to);
+            match self
+                .rename_once(&sdir, &sname, &ddir, &dname, RenameMode::Replace, names)
+                .await
+            {
                 Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
                 other => return other,
             }
         }
     }
 
-    async fn rename_once(&self, from: &str, to: &str) -> Result<()> {
-        let (sdir, sname) = self.walk_parent(from).await.map_err(|e| e.for_path(from))?;
-        let (ddir, dname) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
+    /// Renames `sname` in `sdir` to `dname` in `ddir` with `mode`, retrying when a
+    /// concurrent change got in the way. `names` label errors (paths or names).
+    pub(crate) async fn rename_in(
+        &self,
+        sdir: &Dir,
+        sname: &str,
+        ddir: &Dir,
+        dname: &str,
+        mode: RenameMode,
+    ) -> Result<()> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .rename_once(sdir, sname, ddir, dname, mode, (sname, dname))
+                .await
+            {
+                Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn rename_once(
+        &self,
+        sdir: &Dir,
+        sname: &str,
+        ddir: &Dir,
+        dname: &str,
+        mode: RenameMode,
+        (from, to): (&str, &str),
+    ) -> Result<()> {
         let (src, src_attr) = self
-            .lookup_in(&sdir, &sname)
+            .lookup_in(sdir, sname)
             .await
             .map_err(|e| e.for_path(from))?;
         if sdir.handle == ddir.handle && sname == dname {
-            return Ok(());
+            return match mode {
+                RenameMode::NoReplace => Err(Error::at(Errno::EEXIST, to)),
+                _ => Ok(()),
+            };
         }
         if src.kind == ObjKind::Dir {
-            self.check_not_inside(src.handle, &ddir, to).await?;
+            self.check_not_inside(src.handle, ddir, to).await?;
         }
-        let dst = match self.lookup_in(&ddir, &dname).await {
+        let dst = match self.lookup_in(ddir, dname).await {
             Ok(found) => Some(found),
             Err(e) if e.errno == Errno::ENOENT => None,
             Err(e) => return Err(e.for_path(to)),
         };
+        match (mode, &dst) {
+            (RenameMode::NoReplace, Some(_)) => return Err(Error::at(Errno::EEXIST, to)),
+            (RenameMode::Exchange, None) => return Err(Error::at(Errno::ENOENT, to)),
+            (RenameMode::Exchange, Some((d, _))) => {
+                return self
+                    .exchange(sdir, sname, &src, ddir, dname, d, (from, to))
+                    .await
+            }
+            _ => {}
+        }
         let mut sealed: Option<Dir> = None;
         if let Some((d, dattr)) = &dst {
             if d.handle == src.handle {
@@ -659,7 +759,7 @@ impl Client {
         }
         let replace = dst.as_ref().map(|(d, _)| d.handle);
         let result = self
-            .move_entry(&sdir, &sname, &ddir, &dname, &src, replace)
+            .move_entry(sdir, sname, ddir, dname, &src, replace)
             .await;
         let replaced = match result {
             Ok(r) => r,
@@ -674,15 +774,59 @@ impl Client {
             self.finish_removal(old.handle, None).await?;
         }
         if src.kind == ObjKind::Dir && sdir.handle != ddir.handle {
-            let owner = self.owner(src_attr.handle)?;
-            self.rpc(
-                owner,
-                Request::SetParent {
-                    dir: src.handle,
-                    parent: ddir.handle,
-                },
-            )
-            .await?;
+            self.set_parent(src_attr.handle, ddir.handle).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_parent(&self, dir: Handle, parent: Handle) -> Result<()> {
+        let owner = self.owner(dir)?;
+        self.rpc(owner, Request::SetParent { dir, parent }).await?;
+        Ok(())
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)`: swaps two existing names. Each step is a
+    /// compare-and-set on the entry; not atomic across the two entries (a crash
+    /// between them leaves one object under both names).
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        sdir: &Dir,
+        sname: &str,
+        src: &DirEntry,
+        ddir: &Dir,
+        dname: &str,
+        dst: &DirEntry,
+        (from, to): (&str, &str),
+    ) -> Result<()> {
+        if dst.handle == src.handle {
+            return Ok(());
+        }
+        if dst.kind == ObjKind::Dir {
+            self.check_not_inside(dst.handle, sdir, from).await?;
+        }
+        let link = |dir: &Dir, name: &str, entry: &DirEntry, old: Handle| Request::LinkEntry {
+            dir: dir.handle,
+            name: name.to_string(),
+            handle: entry.handle,
+            kind: entry.kind,
+            replace: Some(old),
+        };
+        let d_server = self.entry_server(ddir, dname);
+        self.rpc(d_server, link(ddir, dname, src, dst.handle))
+            .await
+            .map_err(|e| e.for_path(to))?;
+        let s_server = self.entry_server(sdir, sname);
+        self.rpc(s_server, link(sdir, sname, dst, src.handle))
+            .await
+            .map_err(|e| e.for_path(from))?;
+        if sdir.handle != ddir.handle {
+            if src.kind == ObjKind::Dir {
+                self.set_parent(src.handle, ddir.handle).await?;
+            }
+            if dst.kind == ObjKind::Dir {
+                self.set_parent(dst.handle, sdir.handle).await?;
+            }
         }
         Ok(())
     }
@@ -826,11 +970,20 @@ impl Client {
         sizes: bool,
     ) -> Result<Vec<(DirEntry, Result<Attr>)>> {
         let entries = self.readdir(path).await?;
+        Ok(self.with_attrs(entries, sizes).await)
+    }
+
+    /// Pairs entries with their attributes (the two phases of readdirplus).
+    pub(crate) async fn with_attrs(
+        &self,
+        entries: Vec<DirEntry>,
+        sizes: bool,
+    ) -> Vec<(DirEntry, Result<Attr>)> {
         let mut attrs = self.list_attrs(&entries).await;
         if sizes {
             self.fill_sizes(&mut attrs).await;
         }
-        Ok(entries.into_iter().zip(attrs).collect())
+        entries.into_iter().zip(attrs).collect()
     }
 
     /// Phase 1: attributes of many objects, one ListAttr per owning server.
@@ -1016,21 +1169,9 @@ impl Client {
         if attr.kind() != ObjKind::Dir {
             return Err(Error::at(Errno::ENOTDIR, path));
         }
-        let owner = self.owner(attr.handle)?;
-        match self
-            .rpc(
-                owner,
-                Request::SetDirLayout {
-                    dir: attr.handle,
-                    layout,
-                },
-            )
+        self.set_dir_layout_at(attr.handle, layout)
             .await
-            .map_err(|e| e.for_path(path))?
-        {
-            Response::Attr { attr } => Ok(attr),
-            other => Err(unexpected("SetDirLayout", &other)),
-        }
+            .map_err(|e| e.for_path(path))
     }
 
     /// Where every stripe of file `path` lives and how much each datafile holds.

@@ -204,6 +204,15 @@ wire_enum! {
         35 => RemoveDatafiles { handles: Vec<Handle> },
         /// Makes datafiles durable.
         36 => Fsync { handles: Vec<Handle> },
+        /// The value of an extended attribute (ENODATA if absent).
+        40 => GetXattr { handle: Handle, name: String },
+        /// Sets an extended attribute; `flags` as setxattr(2): XATTR_CREATE (1) fails
+        /// with EEXIST if it exists, XATTR_REPLACE (2) with ENODATA if it does not.
+        41 => SetXattr { handle: Handle, name: String, value: Vec<u8>, flags: u32 },
+        /// The names of an object's extended attributes.
+        42 => ListXattr { handle: Handle },
+        /// Removes an extended attribute (ENODATA if absent).
+        43 => RemoveXattr { handle: Handle, name: String },
     }
 }
 
@@ -221,6 +230,8 @@ impl Request {
                 | Request::Read { .. }
                 | Request::GetSizes { .. }
                 | Request::Fsync { .. }
+                | Request::GetXattr { .. }
+                | Request::ListXattr { .. }
         )
     }
 }
@@ -333,8 +344,21 @@ wire_enum! {
         32 => ReadStart { local_size: u64 },
         /// Answer to `GetSizes`, in request order.
         33 => Sizes { sizes: Vec<DatafileStat> },
+        /// Answer to `GetXattr`.
+        40 => Xattr { value: Vec<u8> },
+        /// Answer to `ListXattr`, sorted.
+        41 => XattrNames { names: Vec<String> },
     }
 }
+
+/// `SetXattr` flag: fail with EEXIST if the attribute exists.
+pub const XATTR_CREATE: u32 = 1;
+/// `SetXattr` flag: fail with ENODATA if the attribute does not exist.
+pub const XATTR_REPLACE: u32 = 2;
+/// Longest extended attribute name, in bytes.
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest extended attribute value, in bytes.
+pub const XATTR_SIZE_MAX: usize = 65536;
 
 impl Response {
     /// An error reply.

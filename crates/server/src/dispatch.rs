@@ -102,6 +102,15 @@ pub async fn dispatch(
         } => datafiles::truncate(ctx, handle, stripe, index, size).await,
         Request::RemoveDatafiles { handles } => datafiles::remove(ctx, handles).await,
         Request::Fsync { handles } => datafiles::fsync(ctx, handles).await,
+        Request::GetXattr { handle, name } => xattr::get(ctx, handle, &name),
+        Request::SetXattr {
+            handle,
+            name,
+            value,
+            flags,
+        } => xattr::set(ctx, &creds, handle, name, value, flags).await,
+        Request::ListXattr { handle } => xattr::list(ctx, handle),
+        Request::RemoveXattr { handle, name } => xattr::remove(ctx, &creds, handle, name).await,
     };
     let response = result.unwrap_or_else(|e| {
         tracing::debug!(op, "failed: {e}");

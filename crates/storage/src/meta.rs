@@ -410,6 +410,16 @@ impl ReadView {
         txn::is_sealed(&self.t, dir)
     }
 
+    /// The value of extended attribute `name` of object `h`.
+    pub fn get_xattr(&self, h: Handle, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        txn::get_xattr(&self.t, h, name)
+    }
+
+    /// The names of the extended attributes of object `h`, sorted.
+    pub fn list_xattrs(&self, h: Handle) -> Result<Vec<String>, StorageError> {
+        txn::list_xattrs(&self.t, h)
+    }
+
     /// Number of objects stored.
     pub fn count_objects(&self) -> Result<u64, StorageError> {
         Ok(self.t.0[Tab::Objects as usize].len()?)

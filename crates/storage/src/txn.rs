@@ -22,10 +22,11 @@ pub(crate) enum Tab {
     Entries = 2,
     Seals = 3,
     Pool = 4,
+    Xattrs = 5,
 }
 
 /// Number of tables.
-pub(crate) const NTABS: usize = 5;
+pub(crate) const NTABS: usize = 6;
 
 /// The redb definitions, in [`Tab`] order.
 pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
@@ -34,6 +35,7 @@ pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
     TableDefinition::new("entries"),
     TableDefinition::new("seals"),
     TableDefinition::new("pool"),
+    TableDefinition::new("xattrs"),
 ];
 
 /// Version byte in front of object and entry records.
@@ -288,6 +290,34 @@ pub(crate) fn is_sealed(r: &dyn Raw, dir: Handle) -> Result<bool, StorageError> 
     Ok(r.get(Tab::Seals, &object_key(dir))?.is_some())
 }
 
+/// The value of extended attribute `name` of object `h`.
+pub(crate) fn get_xattr(
+    r: &dyn Raw,
+    h: Handle,
+    name: &str,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    match r.get(Tab::Xattrs, &entry_key(h, name))? {
+        None => Ok(None),
+        Some(v) => match v.split_first() {
+            Some((&RECORD_V1, value)) => Ok(Some(value.to_vec())),
+            _ => Err(StorageError::corrupt(format!("xattr {name:?} of {h:#x}"))),
+        },
+    }
+}
+
+/// The names of the extended attributes of object `h`, sorted.
+pub(crate) fn list_xattrs(r: &dyn Raw, h: Handle) -> Result<Vec<String>, StorageError> {
+    let lo = h.to_be_bytes();
+    let end = prefix_end(&lo);
+    let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = Vec::new();
+    r.scan(Tab::Xattrs, Bound::Included(&lo), hi, &mut |k, _| {
+        out.push(split_entry_key(k)?.1);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
 /// The pool ranges (first, count) held for data server `server`, in handle order.
 pub(crate) fn pool_ranges(r: &dyn Raw, server: u32) -> Result<Vec<(Handle, u64)>, StorageError> {
     let (lo, hi) = (pool_key(server, 0), prefix_end(&server.to_be_bytes()));
@@ -491,6 +521,37 @@ impl<'a> MetaTxn<'a> {
     /// Whether `dir`'s shard is sealed against new entries (by an rmdir in progress).
     pub fn is_sealed(&self, dir: Handle) -> Result<bool, MetaError> {
         Ok(is_sealed(self, dir)?)
+    }
+
+    /// The value of extended attribute `name` of object `h`.
+    pub fn get_xattr(&self, h: Handle, name: &str) -> Result<Option<Vec<u8>>, MetaError> {
+        Ok(get_xattr(self, h, name)?)
+    }
+
+    /// Sets extended attribute `name` of object `h`.
+    pub fn set_xattr(&mut self, h: Handle, name: &str, value: &[u8]) {
+        let mut v = Vec::with_capacity(1 + value.len());
+        v.push(RECORD_V1);
+        v.extend_from_slice(value);
+        self.put(Tab::Xattrs, &entry_key(h, name), Some(v));
+    }
+
+    /// Removes extended attribute `name` of object `h` (no-op if absent).
+    pub fn remove_xattr(&mut self, h: Handle, name: &str) {
+        self.put(Tab::Xattrs, &entry_key(h, name), None);
+    }
+
+    /// The names of the extended attributes of object `h`, sorted.
+    pub fn list_xattrs(&self, h: Handle) -> Result<Vec<String>, MetaError> {
+        Ok(list_xattrs(self, h)?)
+    }
+
+    /// Removes every extended attribute of object `h` (when the object goes).
+    pub fn clear_xattrs(&mut self, h: Handle) -> Result<(), MetaError> {
+        for name in list_xattrs(self, h)? {
+            self.remove_xattr(h, &name);
+        }
+        Ok(())
     }
 
     /// Seals or unseals `dir`'s shard.

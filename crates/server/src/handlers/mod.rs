@@ -19,6 +19,7 @@ pub mod setattr;
 pub mod statfs;
 pub mod unlink;
 pub mod write;
+pub mod xattr;
 
 use pvfs_proto::{Errno, Handle};
 

@@ -18,6 +18,7 @@ pub async fn handle(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Response> {
         .write(move |t| {
             let attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
             t.delete_object(handle);
+            t.clear_xattrs(handle)?;
             Ok(attr.detail)
         })
         .await?;

@@ -50,6 +50,7 @@ pub async fn handle(
                 match t.get_object(handle)? {
                     Some(attr) => {
                         t.delete_object(handle);
+                        t.clear_xattrs(handle)?;
                         Some(attr.detail)
                     }
                     None => None,

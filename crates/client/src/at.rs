@@ -1,0 +1,221 @@
+//! Operations relative to directory handles, for interfaces that keep handles instead
+//! of paths (the FUSE mount, the C library). They share their cores with the
+//! path-based operations of `namespace.rs`; a directory handle costs no extra request
+//! once its shard count is known (cached for good: shard counts are fixed at mkdir and
+//! handles are never reused).
+
+use pvfs_proto::{Attr, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, Request, Response};
+
+use crate::error::{Error, Result};
+use crate::file::File;
+use crate::namespace::{Dir, RenameMode};
+use crate::pool::unexpected;
+use crate::Client;
+
+/// Entries kept in the shard-count cache before it is emptied (a memory bound).
+const DIR_CACHE_MAX: usize = 1 << 20;
+
+impl Client {
+    /// Records a directory's shard count.
+    pub(crate) fn remember_dir(&self, attr: &Attr) {
+        if let ObjDetail::Dir { shards, .. } = attr.detail {
+            if let Ok(mut m) = self.inner.dir_shards.lock() {
+                if m.len() >= DIR_CACHE_MAX {
+                    m.clear();
+                }
+                m.insert(attr.handle, shards);
+            }
+        }
+    }
+
+    /// The directory with handle `handle` (its shard count from the cache, else asked).
+    pub(crate) async fn dir(&self, handle: Handle) -> Result<Dir> {
+        let cached = self
+            .inner
+            .dir_shards
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&handle).copied());
+        match cached {
+            Some(shards) => Ok(Dir {
+                handle,
+                shards,
+                attr: None,
+            }),
+            None => Dir::from_attr(self.getattr(handle).await?),
+        }
+    }
+
+    /// Looks `name` up in directory `dir`; a file's size is filled in.
+    pub async fn lookup(&self, dir: Handle, name: &str) -> Result<Attr> {
+        let mut attr = self.lookup_lite(dir, name).await?;
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// Looks `name` up in directory `dir` without asking data servers for sizes.
+    pub async fn lookup_lite(&self, dir: Handle, name: &str) -> Result<Attr> {
+        if name.len() > pvfs_proto::types::NAME_MAX {
+            return Err(Error::at(Errno::ENAMETOOLONG, name));
+        }
+        let d = self.dir(dir).await?;
+        Ok(self.lookup_in(&d, name).await?.1)
+    }
+
+    /// Attributes of object `handle` with a file's size and mtime from its datafiles.
+    pub async fn stat_handle(&self, handle: Handle) -> Result<Attr> {
+        let mut attr = self.getattr(handle).await?;
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// `mkdir` of `name` in directory `dir`.
+    pub async fn mkdir_at(&self, dir: Handle, name: &str, mode: u32) -> Result<Attr> {
+        let d = self.dir(dir).await?;
+        self.mkdir_in(&d, name, mode).await
+    }
+
+    /// Creates regular file `name` in directory `dir` (EEXIST if the name is taken).
+    pub async fn create_at(
+        &self,
+        dir: Handle,
+        name: &str,
+        mode: u32,
+        layout: LayoutSpec,
+    ) -> Result<File> {
+        let d = self.dir(dir).await?;
+        let attr = self.create_file_in(&d, name, mode, layout).await?;
+        Ok(File::new(self.clone(), attr))
+    }
+
+    /// `symlink`: creates `name` in directory `dir` pointing to `target`.
+    pub async fn symlink_at(&self, dir: Handle, name: &str, target: &str) -> Result<Attr> {
+        let d = self.dir(dir).await?;
+        let what = pvfs_proto::CreateWhat::Symlink {
+            target: target.to_string(),
+        };
+        self.create_in(&d, name, 0o777, what).await
+    }
+
+    /// Removes entry `name` (not a directory) of `dir`. With `keep_object` the object
+    /// and its data stay for [`Client::remove_object`] (a file still open).
+    pub async fn unlink_at(&self, dir: Handle, name: &str, keep_object: bool) -> Result<DirEntry> {
+        let d = self.dir(dir).await?;
+        self.unlink_in(&d, name, keep_object).await
+    }
+
+    /// Removes empty directory `name` of `dir`.
+    pub async fn rmdir_at(&self, dir: Handle, name: &str) -> Result<()> {
+        let d = self.dir(dir).await?;
+        self.rmdir_in(&d, name).await
+    }
+
+    /// Renames `sname` in `sdir` to `dname` in `ddir` (renameat2 semantics by `mode`).
+    pub async fn rename_at(
+        &self,
+        sdir: Handle,
+        sname: &str,
+        ddir: Handle,
+        dname: &str,
+        mode: RenameMode,
+    ) -> Result<()> {
+        let s = self.dir(sdir).await?;
+        let d = self.dir(ddir).await?;
+        self.rename_in(&s, sname, &d, dname, mode).await
+    }
+
+    /// Deletes an object that no entry names any more (kept by `unlink_at` with
+    /// `keep_object`), with a file's datafiles.
+    pub async fn remove_object(&self, handle: Handle) -> Result<()> {
+        let owner = self.owner(handle)?;
+        let detail = match self.rpc(owner, Request::RemoveObject { handle }).await? {
+            Response::Removed { detail } => detail,
+            other => return Err(unexpected("RemoveObject", &other)),
+        };
+        if let ObjDetail::File { layout } = detail {
+            crate::io::remove_datafiles(&self.inner.pool, &self.creds, &layout).await;
+        }
+        Ok(())
+    }
+
+    /// Every entry of directory `dir`.
+    pub async fn readdir_at(&self, dir: Handle) -> Result<Vec<DirEntry>> {
+        let d = self.dir(dir).await?;
+        self.readdir_dir(&d).await
+    }
+
+    /// Entries of directory `dir` with their attributes (two-phase readdirplus).
+    pub async fn readdir_plus_at(
+        &self,
+        dir: Handle,
+        sizes: bool,
+    ) -> Result<Vec<(DirEntry, Result<Attr>)>> {
+        let entries = self.readdir_at(dir).await?;
+        Ok(self.with_attrs(entries, sizes).await)
+    }
+
+    /// Sets or clears the default layout of directory `dir`.
+    pub async fn set_dir_layout_at(&self, dir: Handle, layout: Option<LayoutSpec>) -> Result<Attr> {
+        let owner = self.owner(dir)?;
+        match self
+            .rpc(owner, Request::SetDirLayout { dir, layout })
+            .await?
+        {
+            Response::Attr { attr } => Ok(attr),
+            other => Err(unexpected("SetDirLayout", &other)),
+        }
+    }
+}
+
+impl Client {
+    /// The value of extended attribute `name` of object `handle` (ENODATA if absent).
+    pub async fn getxattr(&self, handle: Handle, name: &str) -> Result<Vec<u8>> {
+        let owner = self.owner(handle)?;
+        let req = Request::GetXattr {
+            handle,
+            name: name.to_string(),
+        };
+        match self.rpc(owner, req).await? {
+            Response::Xattr { value } => Ok(value),
+            other => Err(unexpected("GetXattr", &other)),
+        }
+    }
+
+    /// Sets extended attribute `name` of object `handle`; `flags` as setxattr(2)
+    /// (`XATTR_CREATE` 1, `XATTR_REPLACE` 2).
+    pub async fn setxattr(
+        &self,
+        handle: Handle,
+        name: &str,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let owner = self.owner(handle)?;
+        let req = Request::SetXattr {
+            handle,
+            name: name.to_string(),
+            value: value.to_vec(),
+            flags,
+        };
+        self.rpc(owner, req).await.map(|_| ())
+    }
+
+    /// The names of the extended attributes of object `handle`.
+    pub async fn listxattr(&self, handle: Handle) -> Result<Vec<String>> {
+        let owner = self.owner(handle)?;
+        match self.rpc(owner, Request::ListXattr { handle }).await? {
+            Response::XattrNames { names } => Ok(names),
+            other => Err(unexpected("ListXattr", &other)),
+        }
+    }
+
+    /// Removes extended attribute `name` of object `handle` (ENODATA if absent).
+    pub async fn removexattr(&self, handle: Handle, name: &str) -> Result<()> {
+        let owner = self.owner(handle)?;
+        let req = Request::RemoveXattr {
+            handle,
+            name: name.to_string(),
+        };
+        self.rpc(owner, req).await.map(|_| ())
+    }
+}
