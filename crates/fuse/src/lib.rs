@@ -1,0 +1,1 @@
+//! pvfs FUSE mount (work in progress in this commit series).

@@ -1,0 +1,1 @@
+//! libpvfs_preload.so (work in progress in this commit series).
