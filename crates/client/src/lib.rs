@@ -10,6 +10,7 @@ mod at;
 pub mod blocking;
 mod error;
 mod file;
+mod group;
 mod io;
 mod namespace;
 mod placement;
@@ -22,6 +23,7 @@ use pvfs_proto::{Creds, Handle};
 
 pub use error::{Error, Result};
 pub use file::{File, Partition};
+pub use group::GROUP_HANDLE_MAX;
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
 pub use pool::Stats;
 pub use pvfs_proto::{Attr, DirEntry, Errno, LayoutSpec, ObjKind, Regions, SetAttr, Timespec};

@@ -95,6 +95,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
     let config = Config {
         fsid: o.fsid.unwrap_or_else(random_fsid),
         name: o.name.clone(),
+        secret: Some(random_bytes(32)),
         defaults: Defaults {
             stripe_size: o.stripe_size,
             stripe_count: o.stripe_count.unwrap_or(n as u32),
@@ -142,15 +143,25 @@ fn ports(host: &str, base: u16, n: usize) -> Result<Vec<u16>, ConfigError> {
 /// A random fsid in 1..=i64::MAX (so it stays a plain TOML integer).
 fn random_fsid() -> u64 {
     let mut b = [0u8; 8];
-    let x = match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
-        Ok(()) => u64::from_le_bytes(b),
-        Err(_) => {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            let nanos = t.map_or(0, |d| d.as_nanos() as u64);
-            (nanos ^ (u64::from(std::process::id()) << 40)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    b.copy_from_slice(&random_bytes(8));
+    (u64::from_le_bytes(b) & i64::MAX as u64).max(1)
+}
+
+/// `n` random bytes from /dev/urandom (a time-and-pid mix if it cannot be read).
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let mut x = t.map_or(0, |d| d.as_nanos() as u64) ^ (u64::from(std::process::id()) << 40);
+        for byte in b.iter_mut() {
+            x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
+            *byte = (x >> 56) as u8;
         }
-    };
-    (x & i64::MAX as u64).max(1)
+    }
+    b
 }
 
 /// A TOML string literal.
@@ -175,6 +186,15 @@ pub(crate) fn to_toml(c: &Config) -> String {
         "# Every server and client reads this same file; see docs/configuration.md.".into(),
         format!("fsid = {fsid}"),
         format!("name = {}", quote(&c.name)),
+    ];
+    if let Some(secret) = &c.secret {
+        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        out.push(
+            "# Shared secret of the file system (group handles): keep this file private.".into(),
+        );
+        out.push(format!("secret = {}", quote(&hex)));
+    }
+    out.extend([
         String::new(),
         "[defaults]".into(),
         note(
@@ -203,7 +223,7 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("request = {}", duration(c.timeouts.request)),
             "no progress -> ETIMEDOUT",
         ),
-    ];
+    ]);
     for s in &c.servers {
         let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]
             .into_iter()

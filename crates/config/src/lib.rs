@@ -45,6 +45,9 @@ pub struct Config {
     pub fsid: u64,
     /// Human name of the file system.
     pub name: String,
+    /// The file system's shared secret (16 to 64 bytes): keys the MAC of group handles
+    /// (and later request authentication). `None` when the file has none.
+    pub secret: Option<Vec<u8>>,
     /// Defaults for new files and directories.
     pub defaults: Defaults,
     /// Client and server timeouts.

@@ -20,6 +20,7 @@ pub(crate) const DEFAULT_STRIPE_SIZE: u64 = 64 << 10;
 struct RawConfig {
     fsid: Spanned<Value>,
     name: Option<Spanned<String>>,
+    secret: Option<Spanned<String>>,
     defaults: Option<Spanned<RawDefaults>>,
     timeouts: Option<Spanned<RawTimeouts>>,
     servers: Spanned<Vec<RawServer>>,
@@ -150,6 +151,21 @@ fn key_at(text: &str, offset: usize, table_only: bool) -> String {
     table
 }
 
+/// A secret: 32 to 128 hexadecimal digits (16 to 64 bytes).
+pub(crate) fn parse_secret(s: &str) -> Result<Vec<u8>, String> {
+    let s = s.trim();
+    if s.len() % 2 != 0 || !(32..=128).contains(&s.len()) {
+        return Err("must be 32 to 128 hexadecimal digits".into());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| format!("{:?} is not hexadecimal", &s[i..i + 2]))
+        })
+        .collect()
+}
+
 /// A handle or fsid: decimal or "0x" hexadecimal.
 fn parse_number(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -233,6 +249,10 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         .name
         .as_ref()
         .map_or("pvfs".into(), |n| cx.at("name", n).clone());
+    let secret = match &raw.secret {
+        None => None,
+        Some(v) => Some(cx.convert("secret", v, |s: &String| parse_secret(s))?),
+    };
 
     let mut servers = Vec::new();
     for (i, s) in cx.at("servers", &raw.servers).iter().enumerate() {
@@ -295,6 +315,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let config = Config {
         fsid,
         name,
+        secret,
         defaults,
         timeouts,
         servers,

@@ -349,3 +349,23 @@ fn load_reads_files() {
         path.display()
     )));
 }
+
+#[test]
+fn secrets_parse_generate_and_fail_with_the_line() {
+    let good = with_line(2, r#"secret = "000102030405060708090a0b0c0d0e0f""#);
+    let c = Config::parse(&good, "f.toml").unwrap();
+    assert_eq!(c.secret, Some((0u8..16).collect::<Vec<u8>>()));
+    assert_eq!(Config::parse(BASE, "f.toml").unwrap().secret, None);
+    let msg = error(2, r#"secret = "abc""#);
+    assert!(msg.starts_with("f.toml:2: secret: "), "{msg}");
+    let msg = error(2, &format!("secret = \"{}\"", "zz".repeat(16)));
+    assert!(msg.starts_with("f.toml:2: secret: "), "{msg}");
+    let generated = Config::generate(&GenOptions::new(2, "/tmp/x")).unwrap();
+    assert_eq!(generated.secret.as_ref().map(Vec::len), Some(32));
+    assert_ne!(
+        generated.secret,
+        Config::generate(&GenOptions::new(2, "/tmp/x"))
+            .unwrap()
+            .secret
+    );
+}
