@@ -45,6 +45,9 @@ pub struct StopArgs {
     /// How long to wait for each server to exit.
     #[arg(long, default_value = "30s", value_parser = pvfs_config::parse_duration)]
     wait: Duration,
+    /// Emergency stop: servers exit at once, failing pending requests (no drain).
+    #[arg(long)]
+    now: bool,
 }
 
 /// The pid file of a server.
@@ -64,6 +67,7 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = load_config(&a.config.config)?;
     let sc = config
@@ -85,16 +89,22 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let pid_path = pid_file(&sc);
     let result = rt.block_on(async {
-        let shutdown = async {
-            let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-            match term {
-                Ok(mut term) => {
+        let emergency_pid = pid_path.clone();
+        let shutdown = async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (term, usr1) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::user_defined1()),
+            );
+            match (term, usr1) {
+                (Ok(mut term), Ok(mut usr1)) => {
                     tokio::select! {
                         _ = term.recv() => {}
                         _ = tokio::signal::ctrl_c() => {}
+                        _ = usr1.recv() => emergency_exit(&emergency_pid),
                     }
                 }
-                Err(_) => {
+                _ => {
                     let _ = tokio::signal::ctrl_c().await;
                 }
             }
@@ -112,6 +122,17 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     result.with_context(|| format!("server {}", a.name))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The emergency stop (seed 003): exit now. Every connection drops, so clients fail
+/// their pending requests at once with EIO; what was acknowledged is already committed
+/// (metadata) or in the kernel's page cache (data), so a restart serves it.
+fn emergency_exit(pid_path: &Path) -> ! {
+    tracing::warn!("emergency stop: exiting now, pending requests fail");
+    if read_pid(pid_path) == Some(std::process::id()) {
+        let _ = std::fs::remove_file(pid_path);
+    }
+    std::process::exit(0)
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
@@ -246,6 +267,12 @@ pub fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
 /// Stops every server of `config` (SIGTERM, then waits up to `wait` each). Returns
 /// the names of servers that did not stop.
 pub fn stop_servers(config: &Config, wait: Duration, quiet: bool) -> Vec<String> {
+    signal_servers(config, libc::SIGTERM, wait, quiet)
+}
+
+/// Sends `sig` to every running server of `config` and waits up to `wait` for each to
+/// exit. Returns the names of servers that did not stop.
+fn signal_servers(config: &Config, sig: libc::c_int, wait: Duration, quiet: bool) -> Vec<String> {
     let mut signalled = Vec::new();
     for sc in &config.servers {
         match running_pid(sc) {
@@ -256,7 +283,7 @@ pub fn stop_servers(config: &Config, wait: Duration, quiet: bool) -> Vec<String>
             }
             Some(pid) => {
                 // SAFETY: kill(2) with a pid we verified is our server process.
-                let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
                 if rc != 0 {
                     println!(
                         "{:<8} cannot signal pid {pid}: {}",
@@ -307,7 +334,8 @@ fn reap(pid: u32) {
 /// `pvfs stop`.
 pub fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&a.config.config)?;
-    let failed = stop_servers(&config, a.wait, false);
+    let sig = if a.now { libc::SIGUSR1 } else { libc::SIGTERM };
+    let failed = signal_servers(&config, sig, a.wait, false);
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
