@@ -1,0 +1,256 @@
+//! Crash safety (issue 5 point 2): a seeded, replayable storm of creates, writes with
+//! fsync, renames, unlinks and mkdirs by several clients while servers are killed with
+//! SIGKILL at random moments and restarted. After each round: every operation that
+//! returned success is there (with its data when it was fsynced), nothing is half done
+//! (every entry of every directory leads to a readable object), and what failed is
+//! either fully there or fully absent.
+//!
+//! `PVFS_CRASH_SEED` replays a run; `PVFS_CRASH_ROUNDS` (default 3) and
+//! `PVFS_CRASH_ROUND_SECS` (default 3) make it a soak.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Cluster, Rng};
+use pvfs_client::{Client, Errno, LayoutSpec, ObjKind};
+
+fn env_u64(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What one client knows about its own subtree.
+#[derive(Default, Clone)]
+struct Model {
+    /// Directories that exist.
+    dirs: BTreeSet<String>,
+    /// Files that exist: Some(content) when all of it was written and fsynced.
+    files: BTreeMap<String, Option<Vec<u8>>>,
+    /// Names whose fate is unknown (their operation failed).
+    uncertain: BTreeSet<String>,
+    /// Counter for fresh names.
+    next: u64,
+}
+
+impl Model {
+    fn fresh(&mut self, rng: &mut Rng, prefix: &str) -> String {
+        self.next += 1;
+        let dirs: Vec<&String> = self.dirs.iter().collect();
+        let dir = dirs[rng.range(0, dirs.len() as u64) as usize];
+        format!("{dir}/{prefix}{}", self.next)
+    }
+
+    fn pick_file(&self, rng: &mut Rng) -> Option<String> {
+        let files: Vec<&String> = self.files.keys().collect();
+        (!files.is_empty()).then(|| files[rng.range(0, files.len() as u64) as usize].clone())
+    }
+}
+
+/// One client's storm until `stop` is set.
+async fn storm(c: Client, root: String, seed: u64, stop: Arc<AtomicBool>, mut m: Model) -> Model {
+    let mut rng = Rng::new(seed);
+    if m.dirs.is_empty() {
+        c.mkdir(&root, 0o755).await.expect("client root");
+        m.dirs.insert(root);
+    }
+    while !stop.load(Ordering::Acquire) {
+        match rng.range(0, 10) {
+            0 => {
+                let d = m.fresh(&mut rng, "d");
+                match c.mkdir(&d, 0o755).await {
+                    Ok(_) => {
+                        m.dirs.insert(d);
+                    }
+                    Err(_) => {
+                        m.uncertain.insert(d);
+                    }
+                }
+            }
+            1..=5 => {
+                let f = m.fresh(&mut rng, "f");
+                let len = rng.log_range(1, 300_000) as usize;
+                let data = rng.bytes(len);
+                match c.create(&f, 0o644, LayoutSpec::default(), true).await {
+                    Err(_) => {
+                        m.uncertain.insert(f);
+                    }
+                    Ok(file) => {
+                        let durable =
+                            file.write_at(0, &data).await.is_ok() && file.fsync().await.is_ok();
+                        m.files.insert(f, durable.then_some(data));
+                    }
+                }
+            }
+            6 | 7 => {
+                let Some(from) = m.pick_file(&mut rng) else {
+                    continue;
+                };
+                let to = m.fresh(&mut rng, "r");
+                match c.rename(&from, &to).await {
+                    Ok(()) => {
+                        let content = m.files.remove(&from).flatten();
+                        m.files.insert(to, content);
+                    }
+                    Err(_) => {
+                        m.files.remove(&from);
+                        m.uncertain.insert(from);
+                        m.uncertain.insert(to);
+                    }
+                }
+            }
+            _ => {
+                let Some(f) = m.pick_file(&mut rng) else {
+                    continue;
+                };
+                m.files.remove(&f);
+                if c.unlink(&f).await.is_err() {
+                    m.uncertain.insert(f);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Every entry of the tree under `root` leads to a readable object; returns the paths.
+async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, ObjKind> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(dir) = todo.pop() {
+        let entries = c
+            .readdir(&dir)
+            .await
+            .unwrap_or_else(|e| panic!("readdir {dir}: {e}"));
+        for e in entries {
+            let p = format!("{dir}/{}", e.name);
+            let attr = c
+                .lstat(&p)
+                .await
+                .unwrap_or_else(|err| panic!("entry {p} points nowhere: {err}"));
+            assert_eq!(
+                attr.kind(),
+                e.kind,
+                "{p}: entry kind and object kind differ"
+            );
+            match e.kind {
+                ObjKind::Dir => todo.push(p.clone()),
+                ObjKind::File => {
+                    let f = c
+                        .open(&p)
+                        .await
+                        .unwrap_or_else(|err| panic!("open {p}: {err}"));
+                    let mut buf = vec![0u8; attr.size as usize];
+                    let n = f
+                        .read_at(0, &mut buf)
+                        .await
+                        .unwrap_or_else(|err| panic!("read {p}: {err}"));
+                    assert_eq!(n as u64, attr.size, "{p}: short read of a whole file");
+                }
+                ObjKind::Symlink => {}
+            }
+            out.insert(p, e.kind);
+        }
+    }
+    out
+}
+
+#[test]
+fn acknowledged_operations_survive_random_server_kills() {
+    let seed = env_u64("PVFS_CRASH_SEED", 0x5eed_c0de);
+    let rounds = env_u64("PVFS_CRASH_ROUNDS", 3);
+    let round_time = Duration::from_secs(env_u64("PVFS_CRASH_ROUND_SECS", 3));
+    eprintln!("crash storm: seed {seed:#x}, {rounds} rounds of {round_time:?} (replay with PVFS_CRASH_SEED={seed})");
+    let cluster = Cluster::builder()
+        .request_timeout("2s")
+        .connect_timeout("1s")
+        .start();
+    let names = cluster.names();
+    let clients = 4;
+    let mut models = vec![Model::default(); clients];
+    let mut killer_rng = Rng::new(seed ^ 0x6b69_6c6c);
+    let mut kills = 0;
+    for round in 0..rounds {
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..clients)
+            .map(|i| {
+                let config = cluster.config().clone();
+                let stop = stop.clone();
+                let m = models[i].clone();
+                let s = seed.wrapping_add(round * 1000 + i as u64);
+                std::thread::spawn(move || {
+                    let rt = common::runtime();
+                    rt.block_on(storm(Client::new(config), format!("/c{i}"), s, stop, m))
+                })
+            })
+            .collect();
+        let until = Instant::now() + round_time;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(killer_rng.range(150, 700)));
+            let victim = &names[killer_rng.range(0, names.len() as u64) as usize];
+            cluster.kill(victim, libc::SIGKILL);
+            kills += 1;
+            std::thread::sleep(Duration::from_millis(killer_rng.range(50, 400)));
+            cluster.restart(victim);
+        }
+        stop.store(true, Ordering::Release);
+        for (i, w) in workers.into_iter().enumerate() {
+            models[i] = w.join().expect("storm client panicked");
+        }
+        cluster.assert_all_running();
+
+        // Check with a fresh client, after every server has been restarted at least once
+        // in the run (the store opened) and all are up.
+        let tc = cluster.client();
+        tc.run(Duration::from_secs(120), async |c| {
+            for (i, m) in models.iter().enumerate() {
+                let root = format!("/c{i}");
+                let present = walk_all(&c, &root).await;
+                for d in &m.dirs {
+                    if d != &root {
+                        assert_eq!(
+                            present.get(d),
+                            Some(&ObjKind::Dir),
+                            "round {round}: acknowledged mkdir {d} lost"
+                        );
+                    }
+                }
+                for (f, content) in &m.files {
+                    assert_eq!(
+                        present.get(f),
+                        Some(&ObjKind::File),
+                        "round {round}: acknowledged file {f} lost"
+                    );
+                    if let Some(want) = content {
+                        let file = c.open(f).await.unwrap();
+                        let mut got = vec![0u8; want.len() + 1];
+                        let n = file.read_at(0, &mut got).await.unwrap();
+                        got.truncate(n);
+                        common::assert_bytes_eq(&got, want, &format!("round {round}: fsynced {f}"));
+                    }
+                }
+                for p in present.keys() {
+                    let known =
+                        m.dirs.contains(p) || m.files.contains_key(p) || m.uncertain.contains(p);
+                    assert!(known, "round {round}: {p} exists but no operation made it");
+                }
+                // Unlinked names must be gone unless their unlink failed.
+                match c.stat(&format!("{root}/never-created")).await {
+                    Err(e) => assert_eq!(e.errno, Errno::ENOENT),
+                    Ok(_) => panic!("phantom entry"),
+                }
+            }
+        });
+        let total: usize = models.iter().map(|m| m.files.len()).sum();
+        let durable: usize = models
+            .iter()
+            .map(|m| m.files.values().filter(|c| c.is_some()).count())
+            .sum();
+        eprintln!("round {round}: {kills} kills so far; {total} files tracked, {durable} fsynced, all verified");
+    }
+}
