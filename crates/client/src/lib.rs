@@ -10,6 +10,7 @@ mod at;
 pub mod blocking;
 mod error;
 mod file;
+mod fsck;
 mod group;
 mod io;
 mod namespace;
@@ -23,6 +24,7 @@ use pvfs_proto::{Creds, Handle};
 
 pub use error::{Error, Result};
 pub use file::{File, Partition};
+pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
 pub use pool::Stats;

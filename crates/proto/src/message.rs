@@ -213,6 +213,16 @@ wire_enum! {
         42 => ListXattr { handle: Handle },
         /// Removes an extended attribute (ENODATA if absent).
         43 => RemoveXattr { handle: Handle, name: String },
+        /// A page of every object on this metadata server, handles after `after` (fsck).
+        50 => ScanObjects { after: Option<Handle>, max: u32 },
+        /// A page of every directory entry on this server, after (dir, name) (fsck).
+        51 => ScanEntries { after: Option<(Handle, String)>, max: u32 },
+        /// A page of the datafiles present on this data server, after `after` (fsck).
+        52 => ScanDatafiles { after: Option<Handle>, max: u32 },
+        /// Every sealed directory shard on this server (fsck).
+        53 => ScanSeals {},
+        /// Creates missing datafiles, empty (fsck's repair of lost ones).
+        54 => CreateDatafiles { handles: Vec<Handle> },
     }
 }
 
@@ -232,6 +242,10 @@ impl Request {
                 | Request::Fsync { .. }
                 | Request::GetXattr { .. }
                 | Request::ListXattr { .. }
+                | Request::ScanObjects { .. }
+                | Request::ScanEntries { .. }
+                | Request::ScanDatafiles { .. }
+                | Request::ScanSeals {}
         )
     }
 }
@@ -348,6 +362,12 @@ wire_enum! {
         40 => Xattr { value: Vec<u8> },
         /// Answer to `ListXattr`, sorted.
         41 => XattrNames { names: Vec<String> },
+        /// Answer to `ScanObjects`: a page, and whether more follow.
+        50 => Objects { attrs: Vec<Attr>, more: bool },
+        /// Answer to `ScanEntries`: (directory, entry) pairs, and whether more follow.
+        51 => Entries { entries: Vec<(Handle, DirEntry)>, more: bool },
+        /// Answer to `ScanDatafiles` and `ScanSeals`: handles, and whether more follow.
+        52 => HandleList { handles: Vec<Handle>, more: bool },
     }
 }
 

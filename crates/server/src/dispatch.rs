@@ -111,6 +111,11 @@ pub async fn dispatch(
         } => xattr::set(ctx, &creds, handle, name, value, flags).await,
         Request::ListXattr { handle } => xattr::list(ctx, handle),
         Request::RemoveXattr { handle, name } => xattr::remove(ctx, &creds, handle, name).await,
+        Request::ScanObjects { after, max } => scan::objects(ctx, after, max),
+        Request::ScanEntries { after, max } => scan::entries(ctx, after, max),
+        Request::ScanDatafiles { after, max } => scan::datafiles(ctx, after, max).await,
+        Request::ScanSeals {} => scan::seals(ctx),
+        Request::CreateDatafiles { handles } => scan::create_datafiles(ctx, handles).await,
     };
     let response = result.unwrap_or_else(|e| {
         tracing::debug!(op, "failed: {e}");

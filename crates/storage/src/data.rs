@@ -62,6 +62,9 @@ pub trait DataBackend: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<Handle>, StorageError>;
     /// Space of the file system under the storage directory.
     fn statfs(&self) -> Result<FsSpace, StorageError>;
+    /// Creates the (empty) datafiles that do not exist yet, durably (fsck's repair of a
+    /// lost datafile).
+    fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError>;
 
     /// The open datafile, for zero-copy sends (`sendfile`); None when it does not
     /// exist or the backend has no file to offer (callers then use `read_at`).
@@ -79,6 +82,12 @@ pub trait DataBackend: Send + Sync + 'static {
         }
         Ok(())
     }
+}
+
+/// The directory bucket of a datafile: the low 8 bits of its handle (256 directories,
+/// none holding more than 1/256 of the datafiles).
+fn bucket(h: Handle) -> usize {
+    (h & 0xff) as usize
 }
 
 /// An LRU of open files: handle -> (file, last use), and last use -> handle.
@@ -143,7 +152,7 @@ impl FileData {
     }
 
     fn dir_of(&self, h: Handle) -> PathBuf {
-        self.root.join(format!("{:02x}", h & 0xff))
+        self.root.join(format!("{:02x}", bucket(h)))
     }
 
     fn path(&self, h: Handle) -> PathBuf {
@@ -169,7 +178,7 @@ impl FileData {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound && create => {
                 let f = opts.create(true).open(&path)?;
-                self.dirty_dirs[(h & 0xff) as usize].store(true, Ordering::Release);
+                self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
                 f
             }
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -259,6 +268,35 @@ impl DataBackend for FileData {
         self.file(h, false)
     }
 
+    fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {
+        let mut dirs: Vec<usize> = Vec::new();
+        for &h in hs {
+            let path = self.path(h);
+            let made = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            match made {
+                Ok(_) => {
+                    // A descriptor cached for this handle names a file that was lost
+                    // (deleted behind our back); later I/O must see the new one.
+                    self.cache().remove(h);
+                    if !dirs.contains(&bucket(h)) {
+                        dirs.push(bucket(h));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // The names must survive a crash before anyone is told the handles exist.
+        for b in dirs {
+            File::open(self.root.join(format!("{b:02x}")))?.sync_all()?;
+        }
+        Ok(())
+    }
+
     fn read_at(&self, h: Handle, off: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         let Some(f) = self.file(h, false)? else {
             return Ok(0);
@@ -316,7 +354,7 @@ impl DataBackend for FileData {
         };
         f.sync_data()?;
         // Cleared before the flush: a create racing with it marks the directory again.
-        if self.dirty_dirs[(h & 0xff) as usize].swap(false, Ordering::AcqRel) {
+        if self.dirty_dirs[bucket(h)].swap(false, Ordering::AcqRel) {
             File::open(self.dir_of(h))?.sync_all()?;
         }
         Ok(())
@@ -342,7 +380,7 @@ impl DataBackend for FileData {
                     .ok()
                     .filter(|s| s.len() == 16)
                     .and_then(|s| u64::from_str_radix(s, 16).ok());
-                if let Some(h) = parsed.filter(|h| h & 0xff == hh) {
+                if let Some(h) = parsed.filter(|&h| bucket(h) as u64 == hh) {
                     out.push(h);
                 }
             }

@@ -123,4 +123,9 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.check()?;
         self.inner.statfs()
     }
+
+    fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.create_all(hs)
+    }
 }

@@ -454,6 +454,11 @@ impl ReadView {
         txn::entries_after(&self.t, after, max)
     }
 
+    /// Every directory whose shard here is sealed (by rmdir; fsck looks for stale ones).
+    pub fn seals(&self) -> Result<Vec<Handle>, StorageError> {
+        txn::seals(&self.t)
+    }
+
     /// The superblock.
     pub fn superblock(&self) -> Result<Superblock, StorageError> {
         read_superblock(&self.t)?.ok_or_else(|| StorageError::corrupt("superblock missing"))

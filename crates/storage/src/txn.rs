@@ -362,6 +362,16 @@ pub(crate) fn objects_after(
     Ok(out)
 }
 
+/// Every sealed directory shard on this server.
+pub(crate) fn seals(r: &dyn Raw) -> Result<Vec<Handle>, StorageError> {
+    let mut out = Vec::new();
+    r.scan(Tab::Seals, Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
+        out.push(be_u64(k, "seal")?);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
 /// Entries of every directory after (dir, name), at most `max`, in key order.
 pub(crate) fn entries_after(
     r: &dyn Raw,

@@ -12,6 +12,7 @@ pub mod read;
 pub mod readdir;
 pub mod remove_object;
 pub mod rename;
+pub mod scan;
 pub mod seal_dir;
 pub mod set_dir_layout;
 pub mod set_parent;

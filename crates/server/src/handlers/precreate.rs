@@ -1,5 +1,6 @@
 //! `Precreate`: a data server reserves datafile handles for a metadata server's pool.
-//! The datafiles themselves appear on first write.
+//! The datafiles themselves appear on first write (creating them here would cost four
+//! file creations per file created, on the create path's CPU).
 
 use std::sync::Arc;
 

@@ -1,0 +1,423 @@
+//! `fsck`: checks the whole file system across servers and repairs what it can.
+//!
+//! It reads every server's state page by page (datafiles first, then objects, then
+//! entries, so that anything created during the scan is seen with its parents), and
+//! looks for what a crash or a lost server between the steps of a multi-step operation
+//! can leave (docs/namespace.md), and for damage:
+//!
+//! - an entry whose object is gone (dangling entry) → the entry is removed;
+//! - an entry in a directory that does not exist → the entry is removed;
+//! - an object no entry names (an interrupted unlink, a file unlinked while open on a
+//!   mount that died) → the object and its datafiles are removed;
+//! - an object with several names (an interrupted rename) → reported (which name is the
+//!   right one cannot be known);
+//! - a directory whose recorded parent is not the directory naming it → fixed;
+//! - a sealed shard of a directory that still exists (an interrupted rmdir) → unsealed;
+//! - a layout naming a server that holds no data or a handle outside its range →
+//!   reported;
+//! - a missing datafile that must hold bytes (the file's other datafiles say the file is
+//!   longer than where its first stripe unit starts) → reported as lost data and
+//!   recreated empty (datafiles are created on first write, so a missing datafile of a
+//!   file whose data never reached it is normal);
+//! - a datafile no layout names (an interrupted unlink) → removed.
+//!
+//! Every destructive repair is confirmed first with a fresh look at the object or entry
+//! involved, so a client working during the check does not lose a file; objects changed
+//! in the last `grace` are left alone.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjDetail, ObjKind, Request, Response, Timespec};
+
+use crate::error::Result;
+use crate::pool::unexpected;
+use crate::Client;
+
+/// What fsck found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// An entry names an object that does not exist.
+    DanglingEntry,
+    /// An entry lives in a directory that does not exist.
+    OrphanEntry,
+    /// An object no entry names.
+    OrphanObject,
+    /// An object with more than one name.
+    MultipleNames,
+    /// A directory whose recorded parent differs from the directory naming it.
+    WrongParent,
+    /// A sealed shard of a directory that still exists.
+    StaleSeal,
+    /// A layout that cannot be right.
+    BadLayout,
+    /// A datafile that should hold bytes is missing.
+    MissingDatafile,
+    /// A datafile no layout names.
+    OrphanDatafile,
+}
+
+/// One finding.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    /// Its kind.
+    pub kind: ProblemKind,
+    /// One line describing it.
+    pub what: String,
+    /// Whether `--repair` fixed it.
+    pub repaired: bool,
+}
+
+/// The outcome of a check.
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    /// Objects seen (directories, metafiles, symlinks).
+    pub objects: usize,
+    /// Directory entries seen.
+    pub entries: usize,
+    /// Datafiles present on the data servers.
+    pub datafiles: usize,
+    /// Everything found.
+    pub problems: Vec<Problem>,
+}
+
+impl FsckReport {
+    /// Problems that are still there (not repaired).
+    pub fn unrepaired(&self) -> usize {
+        self.problems.iter().filter(|p| !p.repaired).count()
+    }
+}
+
+/// Everything read from the servers.
+#[derive(Default)]
+struct Snapshot {
+    /// Object handle -> attributes.
+    objects: HashMap<Handle, Attr>,
+    /// (directory, entry, server holding it).
+    entries: Vec<(Handle, DirEntry, usize)>,
+    /// Data server -> datafiles present.
+    datafiles: BTreeMap<usize, BTreeSet<Handle>>,
+    /// (server, directory) of every sealed shard.
+    seals: Vec<(usize, Handle)>,
+}
+
+/// Items asked per scan page.
+const PAGE: u32 = 8192;
+
+impl Client {
+    /// Checks the whole file system; with `repair`, fixes what can be fixed. Fails if a
+    /// server does not answer (a partial view would report false damage).
+    pub async fn fsck(&self, repair: bool, grace: Duration) -> Result<FsckReport> {
+        let snap = self.snapshot().await?;
+        let mut report = FsckReport {
+            objects: snap.objects.len(),
+            entries: snap.entries.len(),
+            datafiles: snap.datafiles.values().map(BTreeSet::len).sum(),
+            problems: Vec::new(),
+        };
+        let now = Timespec::now();
+        let young = |a: &Attr| now.secs - a.ctime.secs < grace.as_secs() as i64;
+        let mut add = |kind, what: String, repaired| report.problems.push(Problem { kind, what, repaired });
+
+        // Entries: dangling, orphaned, and the names of every object.
+        let mut names: HashMap<Handle, Vec<(Handle, String)>> = HashMap::new();
+        for (dir, e, server) in &snap.entries {
+            let path = format!("entry {:?} of directory {dir:#x} on {}", e.name, self.server_name(*server));
+            if !matches!(snap.objects.get(dir), Some(a) if a.kind() == ObjKind::Dir) {
+                let fixed = repair && self.remove_entry_if(*server, *dir, &e.name, e.handle).await;
+                add(ProblemKind::OrphanEntry, format!("{path}: the directory does not exist"), fixed);
+                continue;
+            }
+            if !snap.objects.contains_key(&e.handle) {
+                // Confirm: the object may have been created after the object scan.
+                let gone = matches!(self.getattr(e.handle).await, Err(ref err) if err.errno == Errno::ENOENT);
+                if gone {
+                    let fixed = repair && self.remove_entry_if(*server, *dir, &e.name, e.handle).await;
+                    add(ProblemKind::DanglingEntry, format!("{path}: object {:#x} does not exist", e.handle), fixed);
+                }
+                continue;
+            }
+            names.entry(e.handle).or_default().push((*dir, e.name.clone()));
+        }
+
+        // Objects: orphans, several names, wrong parents, layouts.
+        let root = self.root();
+        for (h, a) in &snap.objects {
+            let its = names.get(h).map(Vec::as_slice).unwrap_or(&[]);
+            if *h == root {
+                continue;
+            }
+            match its.len() {
+                0 if young(a) => {}
+                0 => {
+                    let fixed = repair && self.remove_orphan(*h).await;
+                    add(ProblemKind::OrphanObject, format!("{} {h:#x} has no name", a.kind().name()), fixed);
+                }
+                1 => {}
+                n => add(
+                    ProblemKind::MultipleNames,
+                    format!("{} {h:#x} has {n} names: {its:?} (remove the wrong one by hand)", a.kind().name()),
+                    false,
+                ),
+            }
+            if let (ObjDetail::Dir { parent, .. }, [(dir, _)]) = (&a.detail, its) {
+                if parent != dir {
+                    let fixed = repair
+                        && self
+                            .rpc_owner(*h, Request::SetParent { dir: *h, parent: *dir })
+                            .await
+                            .is_ok();
+                    add(
+                        ProblemKind::WrongParent,
+                        format!("directory {h:#x} records parent {parent:#x} but lives in {dir:#x}"),
+                        fixed,
+                    );
+                }
+            }
+            if let ObjDetail::File { layout } = &a.detail {
+                for (i, df) in layout.datafiles.iter().enumerate() {
+                    let server = df.server as usize;
+                    let ok = self
+                        .config()
+                        .servers
+                        .get(server)
+                        .is_some_and(|s| s.roles.contains(pvfs_proto::Roles::DATA) && s.handles.contains(df.handle));
+                    if !ok {
+                        add(
+                            ProblemKind::BadLayout,
+                            format!("file {h:#x}: datafile {i} ({:#x}) cannot be on server {server}", df.handle),
+                            false,
+                        );
+                    }
+                }
+            }
+        }
+
+        // Seals of directories that still exist.
+        for (server, dir) in &snap.seals {
+            if snap.objects.contains_key(dir) && names.contains_key(dir) {
+                let fixed = repair
+                    && self
+                        .rpc(*server, Request::SealDir { dir: *dir, seal: false })
+                        .await
+                        .is_ok();
+                add(
+                    ProblemKind::StaleSeal,
+                    format!("directory {dir:#x} is sealed on {} (an rmdir was interrupted)", self.server_name(*server)),
+                    fixed,
+                );
+            }
+        }
+
+        // Datafiles: missing ones that should hold bytes, and orphans.
+        let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
+        for (h, a) in &snap.objects {
+            let Some(layout) = a.layout() else { continue };
+            let present = |df: &pvfs_proto::Datafile| {
+                snap.datafiles
+                    .get(&(df.server as usize))
+                    .is_some_and(|s| s.contains(&df.handle))
+            };
+            for df in &layout.datafiles {
+                referenced.entry(df.server as usize).or_default().insert(df.handle);
+            }
+            if layout.datafiles.iter().all(present) {
+                continue;
+            }
+            let all: Vec<usize> = (0..layout.datafiles.len()).collect();
+            let stats = crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all).await?;
+            let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+            let stripe = layout.stripe();
+            let size = stripe.file_size(&sizes);
+            for (i, df) in layout.datafiles.iter().enumerate() {
+                let owed = stripe.local_size(i as u64, size);
+                if present(df) || owed == 0 {
+                    continue;
+                }
+                let fixed = repair
+                    && self
+                        .rpc(df.server as usize, Request::CreateDatafiles { handles: vec![df.handle] })
+                        .await
+                        .is_ok();
+                add(
+                    ProblemKind::MissingDatafile,
+                    format!(
+                        "file {h:#x}: datafile {i} ({:#x} on {}) is missing; {owed} bytes are lost (or were a hole)",
+                        df.handle,
+                        self.server_name(df.server as usize)
+                    ),
+                    fixed,
+                );
+            }
+        }
+        for (server, present) in &snap.datafiles {
+            let known = referenced.get(server);
+            let orphans: Vec<Handle> = present
+                .iter()
+                .filter(|h| !known.is_some_and(|k| k.contains(h)))
+                .copied()
+                .collect();
+            for h in orphans {
+                let fixed = repair && self.remove_orphan_datafile(*server, h).await;
+                add(
+                    ProblemKind::OrphanDatafile,
+                    format!("datafile {h:#x} on {} belongs to no file", self.server_name(*server)),
+                    fixed,
+                );
+            }
+        }
+        Ok(report)
+    }
+
+    fn server_name(&self, i: usize) -> &str {
+        self.config().servers.get(i).map_or("?", |s| s.name.as_str())
+    }
+
+    async fn rpc_owner(&self, h: Handle, req: Request) -> Result<Response> {
+        let owner = self.owner(h)?;
+        self.rpc(owner, req).await
+    }
+
+    /// Reads every server's objects, entries, datafiles and seals.
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let mut snap = Snapshot::default();
+        let servers = &self.config().servers;
+        // Datafiles first: a datafile appears after its file's object, so a datafile
+        // seen here always has its object in the object scan below.
+        for (i, sc) in servers.iter().enumerate() {
+            if !sc.roles.contains(pvfs_proto::Roles::DATA) {
+                continue;
+            }
+            let set = snap.datafiles.entry(i).or_default();
+            let mut after = None;
+            loop {
+                match self.rpc(i, Request::ScanDatafiles { after, max: PAGE }).await? {
+                    Response::HandleList { handles, more } => {
+                        after = handles.last().copied();
+                        set.extend(handles);
+                        if !more || after.is_none() {
+                            break;
+                        }
+                    }
+                    other => return Err(unexpected("ScanDatafiles", &other)),
+                }
+            }
+        }
+        for (i, sc) in servers.iter().enumerate() {
+            if !sc.roles.contains(pvfs_proto::Roles::META) {
+                continue;
+            }
+            let mut after = None;
+            loop {
+                match self.rpc(i, Request::ScanObjects { after, max: PAGE }).await? {
+                    Response::Objects { attrs, more } => {
+                        after = attrs.last().map(|a| a.handle);
+                        snap.objects.extend(attrs.into_iter().map(|a| (a.handle, a)));
+                        if !more || after.is_none() {
+                            break;
+                        }
+                    }
+                    other => return Err(unexpected("ScanObjects", &other)),
+                }
+            }
+            let mut after: Option<(Handle, String)> = None;
+            loop {
+                match self.rpc(i, Request::ScanEntries { after: after.clone(), max: PAGE }).await? {
+                    Response::Entries { entries, more } => {
+                        after = entries.last().map(|(d, e)| (*d, e.name.clone()));
+                        snap.entries.extend(entries.into_iter().map(|(d, e)| (d, e, i)));
+                        if !more || after.is_none() {
+                            break;
+                        }
+                    }
+                    other => return Err(unexpected("ScanEntries", &other)),
+                }
+            }
+            match self.rpc(i, Request::ScanSeals {}).await? {
+                Response::HandleList { handles, .. } => {
+                    snap.seals.extend(handles.into_iter().map(|d| (i, d)));
+                }
+                other => return Err(unexpected("ScanSeals", &other)),
+            }
+        }
+        Ok(snap)
+    }
+
+    /// Removes entry `name` of `dir` on `server` if it still names `handle`.
+    async fn remove_entry_if(&self, server: usize, dir: Handle, name: &str, handle: Handle) -> bool {
+        let req = Request::Unlink {
+            dir,
+            name: name.to_string(),
+            expect: Some(handle),
+            want: pvfs_proto::UnlinkWant::Any,
+            drop_object: false,
+        };
+        self.rpc(server, req).await.is_ok()
+    }
+
+    /// Removes an object no entry names, after checking again that none does (a
+    /// concurrent rename may have been between its two steps during the scan).
+    async fn remove_orphan(&self, h: Handle) -> bool {
+        match self.still_unnamed(h).await {
+            Ok(true) => self.remove_object(h).await.is_ok(),
+            _ => false,
+        }
+    }
+
+    /// A fresh scan of every server's entries: whether none names `h`.
+    async fn still_unnamed(&self, h: Handle) -> Result<bool> {
+        for (i, sc) in self.config().servers.iter().enumerate() {
+            if !sc.roles.contains(pvfs_proto::Roles::META) {
+                continue;
+            }
+            let mut after: Option<(Handle, String)> = None;
+            loop {
+                match self.rpc(i, Request::ScanEntries { after: after.clone(), max: PAGE }).await? {
+                    Response::Entries { entries, more } => {
+                        if entries.iter().any(|(_, e)| e.handle == h) {
+                            return Ok(false);
+                        }
+                        after = entries.last().map(|(d, e)| (*d, e.name.clone()));
+                        if !more || after.is_none() {
+                            break;
+                        }
+                    }
+                    other => return Err(unexpected("ScanEntries", &other)),
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Removes a datafile no layout names, after checking again that no object names it.
+    async fn remove_orphan_datafile(&self, server: usize, h: Handle) -> bool {
+        let mut after = None;
+        for (i, sc) in self.config().servers.iter().enumerate() {
+            if !sc.roles.contains(pvfs_proto::Roles::META) {
+                continue;
+            }
+            loop {
+                match self.rpc(i, Request::ScanObjects { after, max: PAGE }).await {
+                    Ok(Response::Objects { attrs, more }) => {
+                        let named = attrs.iter().any(|a| {
+                            a.layout()
+                                .is_some_and(|l| l.datafiles.iter().any(|d| d.handle == h))
+                        });
+                        if named {
+                            return false;
+                        }
+                        after = attrs.last().map(|a| a.handle);
+                        if !more || after.is_none() {
+                            break;
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            after = None;
+        }
+        self.rpc(server, Request::RemoveDatafiles { handles: vec![h] })
+            .await
+            .is_ok()
+    }
+}
