@@ -44,13 +44,20 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
     let (victim_df, victim_server) = tc.run(Duration::from_secs(120), async |c| {
         c.mkdir_all("/a/b", 0o755).await.unwrap();
         for name in ["/a/f1", "/a/b/f2", "/a/orphan", "/a/dangling", "/big"] {
-            let f = c.create(name, 0o644, LayoutSpec::default(), true).await.unwrap();
+            let f = c
+                .create(name, 0o644, LayoutSpec::default(), true)
+                .await
+                .unwrap();
             f.write_at(0, &big).await.unwrap();
         }
         c.symlink("f1", "/a/link").await.unwrap();
         c.mkdir("/a/sealed", 0o755).await.unwrap();
         let clean = check(&c, false).await;
-        assert!(clean.problems.is_empty(), "fresh file system: {:?}", clean.problems);
+        assert!(
+            clean.problems.is_empty(),
+            "fresh file system: {:?}",
+            clean.problems
+        );
         assert!(clean.objects >= 9 && clean.datafiles >= 20, "{clean:?}");
         let df = c.open("/big").await.unwrap().layout().datafiles[1];
         (df.handle, df.server as usize)
@@ -72,7 +79,16 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         c.remove_object(dangling).await.unwrap();
         let sealed = c.stat("/a/sealed").await.unwrap().handle;
         let owner = config.owner_of(sealed).unwrap();
-        match raw(&config, owner, Request::SealDir { dir: sealed, seal: true }).await {
+        match raw(
+            &config,
+            owner,
+            Request::SealDir {
+                dir: sealed,
+                seal: true,
+            },
+        )
+        .await
+        {
             Response::Done {} => {}
             other => panic!("seal: {other:?}"),
         }
@@ -88,9 +104,16 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         ProblemKind::OrphanDatafile,
         ProblemKind::StaleSeal,
     ] {
-        assert!(k.contains(&want), "fsck missed {want:?}; found {:?}", found.problems);
+        assert!(
+            k.contains(&want),
+            "fsck missed {want:?}; found {:?}",
+            found.problems
+        );
     }
-    assert!(found.problems.iter().all(|p| !p.repaired), "a check without repair changed something");
+    assert!(
+        found.problems.iter().all(|p| !p.repaired),
+        "a check without repair changed something"
+    );
     // Read-only: the same problems are still there.
     let again = tc.run(Duration::from_secs(120), async |c| check(&c, false).await);
     assert_eq!(again.problems.len(), found.problems.len());
@@ -98,7 +121,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
     let repaired = tc.run(Duration::from_secs(120), async |c| check(&c, true).await);
     assert_eq!(repaired.unrepaired(), 0, "{:?}", repaired.problems);
     let clean = tc.run(Duration::from_secs(120), async |c| check(&c, false).await);
-    assert!(clean.problems.is_empty(), "after repair: {:?}", clean.problems);
+    assert!(
+        clean.problems.is_empty(),
+        "after repair: {:?}",
+        clean.problems
+    );
 
     // The repaired file system works: the stray file is gone, the lost stripe reads as
     // zeros, the unsealed directory takes new entries, the rest is intact.
@@ -113,7 +140,9 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             let want = if idx == 1 { 0 } else { *w };
             assert_eq!(*g, want, "byte {x} of /big after repair");
         }
-        c.create("/a/sealed/new", 0o644, LayoutSpec::default(), true).await.unwrap();
+        c.create("/a/sealed/new", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
         assert!(c.stat("/a/dangling").await.is_err());
         assert!(c.stat("/a/orphan").await.is_err());
         let f1 = c.open("/a/f1").await.unwrap();
@@ -128,6 +157,8 @@ fn fsck_refuses_to_judge_with_a_server_down() {
     let cluster = Cluster::builder().request_timeout("2s").start();
     cluster.kill("s1", libc::SIGKILL);
     let tc = cluster.client();
-    let err = tc.run(Duration::from_secs(30), async |c| c.fsck(false, Duration::ZERO).await.unwrap_err());
+    let err = tc.run(Duration::from_secs(30), async |c| {
+        c.fsck(false, Duration::ZERO).await.unwrap_err()
+    });
     assert!(common::is_server_down_errno(err.errno), "{err:?}");
 }

@@ -117,27 +117,49 @@ impl Client {
         };
         let now = Timespec::now();
         let young = |a: &Attr| now.secs - a.ctime.secs < grace.as_secs() as i64;
-        let mut add = |kind, what: String, repaired| report.problems.push(Problem { kind, what, repaired });
+        let mut add = |kind, what: String, repaired| {
+            report.problems.push(Problem {
+                kind,
+                what,
+                repaired,
+            })
+        };
 
         // Entries: dangling, orphaned, and the names of every object.
         let mut names: HashMap<Handle, Vec<(Handle, String)>> = HashMap::new();
         for (dir, e, server) in &snap.entries {
-            let path = format!("entry {:?} of directory {dir:#x} on {}", e.name, self.server_name(*server));
+            let path = format!(
+                "entry {:?} of directory {dir:#x} on {}",
+                e.name,
+                self.server_name(*server)
+            );
             if !matches!(snap.objects.get(dir), Some(a) if a.kind() == ObjKind::Dir) {
                 let fixed = repair && self.remove_entry_if(*server, *dir, &e.name, e.handle).await;
-                add(ProblemKind::OrphanEntry, format!("{path}: the directory does not exist"), fixed);
+                add(
+                    ProblemKind::OrphanEntry,
+                    format!("{path}: the directory does not exist"),
+                    fixed,
+                );
                 continue;
             }
             if !snap.objects.contains_key(&e.handle) {
                 // Confirm: the object may have been created after the object scan.
                 let gone = matches!(self.getattr(e.handle).await, Err(ref err) if err.errno == Errno::ENOENT);
                 if gone {
-                    let fixed = repair && self.remove_entry_if(*server, *dir, &e.name, e.handle).await;
-                    add(ProblemKind::DanglingEntry, format!("{path}: object {:#x} does not exist", e.handle), fixed);
+                    let fixed =
+                        repair && self.remove_entry_if(*server, *dir, &e.name, e.handle).await;
+                    add(
+                        ProblemKind::DanglingEntry,
+                        format!("{path}: object {:#x} does not exist", e.handle),
+                        fixed,
+                    );
                 }
                 continue;
             }
-            names.entry(e.handle).or_default().push((*dir, e.name.clone()));
+            names
+                .entry(e.handle)
+                .or_default()
+                .push((*dir, e.name.clone()));
         }
 
         // Objects: orphans, several names, wrong parents, layouts.
@@ -151,12 +173,19 @@ impl Client {
                 0 if young(a) => {}
                 0 => {
                     let fixed = repair && self.remove_orphan(*h).await;
-                    add(ProblemKind::OrphanObject, format!("{} {h:#x} has no name", a.kind().name()), fixed);
+                    add(
+                        ProblemKind::OrphanObject,
+                        format!("{} {h:#x} has no name", a.kind().name()),
+                        fixed,
+                    );
                 }
                 1 => {}
                 n => add(
                     ProblemKind::MultipleNames,
-                    format!("{} {h:#x} has {n} names: {its:?} (remove the wrong one by hand)", a.kind().name()),
+                    format!(
+                        "{} {h:#x} has {n} names: {its:?} (remove the wrong one by hand)",
+                        a.kind().name()
+                    ),
                     false,
                 ),
             }
@@ -164,12 +193,20 @@ impl Client {
                 if parent != dir {
                     let fixed = repair
                         && self
-                            .rpc_owner(*h, Request::SetParent { dir: *h, parent: *dir })
+                            .rpc_owner(
+                                *h,
+                                Request::SetParent {
+                                    dir: *h,
+                                    parent: *dir,
+                                },
+                            )
                             .await
                             .is_ok();
                     add(
                         ProblemKind::WrongParent,
-                        format!("directory {h:#x} records parent {parent:#x} but lives in {dir:#x}"),
+                        format!(
+                            "directory {h:#x} records parent {parent:#x} but lives in {dir:#x}"
+                        ),
                         fixed,
                     );
                 }
@@ -177,15 +214,16 @@ impl Client {
             if let ObjDetail::File { layout } = &a.detail {
                 for (i, df) in layout.datafiles.iter().enumerate() {
                     let server = df.server as usize;
-                    let ok = self
-                        .config()
-                        .servers
-                        .get(server)
-                        .is_some_and(|s| s.roles.contains(pvfs_proto::Roles::DATA) && s.handles.contains(df.handle));
+                    let ok = self.config().servers.get(server).is_some_and(|s| {
+                        s.roles.contains(pvfs_proto::Roles::DATA) && s.handles.contains(df.handle)
+                    });
                     if !ok {
                         add(
                             ProblemKind::BadLayout,
-                            format!("file {h:#x}: datafile {i} ({:#x}) cannot be on server {server}", df.handle),
+                            format!(
+                                "file {h:#x}: datafile {i} ({:#x}) cannot be on server {server}",
+                                df.handle
+                            ),
                             false,
                         );
                     }
@@ -198,12 +236,21 @@ impl Client {
             if snap.objects.contains_key(dir) && names.contains_key(dir) {
                 let fixed = repair
                     && self
-                        .rpc(*server, Request::SealDir { dir: *dir, seal: false })
+                        .rpc(
+                            *server,
+                            Request::SealDir {
+                                dir: *dir,
+                                seal: false,
+                            },
+                        )
                         .await
                         .is_ok();
                 add(
                     ProblemKind::StaleSeal,
-                    format!("directory {dir:#x} is sealed on {} (an rmdir was interrupted)", self.server_name(*server)),
+                    format!(
+                        "directory {dir:#x} is sealed on {} (an rmdir was interrupted)",
+                        self.server_name(*server)
+                    ),
                     fixed,
                 );
             }
@@ -219,13 +266,17 @@ impl Client {
                     .is_some_and(|s| s.contains(&df.handle))
             };
             for df in &layout.datafiles {
-                referenced.entry(df.server as usize).or_default().insert(df.handle);
+                referenced
+                    .entry(df.server as usize)
+                    .or_default()
+                    .insert(df.handle);
             }
             if layout.datafiles.iter().all(present) {
                 continue;
             }
             let all: Vec<usize> = (0..layout.datafiles.len()).collect();
-            let stats = crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all).await?;
+            let stats =
+                crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all).await?;
             let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
             let stripe = layout.stripe();
             let size = stripe.file_size(&sizes);
@@ -236,7 +287,12 @@ impl Client {
                 }
                 let fixed = repair
                     && self
-                        .rpc(df.server as usize, Request::CreateDatafiles { handles: vec![df.handle] })
+                        .rpc(
+                            df.server as usize,
+                            Request::CreateDatafiles {
+                                handles: vec![df.handle],
+                            },
+                        )
                         .await
                         .is_ok();
                 add(
@@ -261,7 +317,10 @@ impl Client {
                 let fixed = repair && self.remove_orphan_datafile(*server, h).await;
                 add(
                     ProblemKind::OrphanDatafile,
-                    format!("datafile {h:#x} on {} belongs to no file", self.server_name(*server)),
+                    format!(
+                        "datafile {h:#x} on {} belongs to no file",
+                        self.server_name(*server)
+                    ),
                     fixed,
                 );
             }
@@ -270,7 +329,10 @@ impl Client {
     }
 
     fn server_name(&self, i: usize) -> &str {
-        self.config().servers.get(i).map_or("?", |s| s.name.as_str())
+        self.config()
+            .servers
+            .get(i)
+            .map_or("?", |s| s.name.as_str())
     }
 
     async fn rpc_owner(&self, h: Handle, req: Request) -> Result<Response> {
@@ -291,7 +353,10 @@ impl Client {
             let set = snap.datafiles.entry(i).or_default();
             let mut after = None;
             loop {
-                match self.rpc(i, Request::ScanDatafiles { after, max: PAGE }).await? {
+                match self
+                    .rpc(i, Request::ScanDatafiles { after, max: PAGE })
+                    .await?
+                {
                     Response::HandleList { handles, more } => {
                         after = handles.last().copied();
                         set.extend(handles);
@@ -309,10 +374,14 @@ impl Client {
             }
             let mut after = None;
             loop {
-                match self.rpc(i, Request::ScanObjects { after, max: PAGE }).await? {
+                match self
+                    .rpc(i, Request::ScanObjects { after, max: PAGE })
+                    .await?
+                {
                     Response::Objects { attrs, more } => {
                         after = attrs.last().map(|a| a.handle);
-                        snap.objects.extend(attrs.into_iter().map(|a| (a.handle, a)));
+                        snap.objects
+                            .extend(attrs.into_iter().map(|a| (a.handle, a)));
                         if !more || after.is_none() {
                             break;
                         }
@@ -322,10 +391,20 @@ impl Client {
             }
             let mut after: Option<(Handle, String)> = None;
             loop {
-                match self.rpc(i, Request::ScanEntries { after: after.clone(), max: PAGE }).await? {
+                match self
+                    .rpc(
+                        i,
+                        Request::ScanEntries {
+                            after: after.clone(),
+                            max: PAGE,
+                        },
+                    )
+                    .await?
+                {
                     Response::Entries { entries, more } => {
                         after = entries.last().map(|(d, e)| (*d, e.name.clone()));
-                        snap.entries.extend(entries.into_iter().map(|(d, e)| (d, e, i)));
+                        snap.entries
+                            .extend(entries.into_iter().map(|(d, e)| (d, e, i)));
                         if !more || after.is_none() {
                             break;
                         }
@@ -344,7 +423,13 @@ impl Client {
     }
 
     /// Removes entry `name` of `dir` on `server` if it still names `handle`.
-    async fn remove_entry_if(&self, server: usize, dir: Handle, name: &str, handle: Handle) -> bool {
+    async fn remove_entry_if(
+        &self,
+        server: usize,
+        dir: Handle,
+        name: &str,
+        handle: Handle,
+    ) -> bool {
         let req = Request::Unlink {
             dir,
             name: name.to_string(),
@@ -372,7 +457,16 @@ impl Client {
             }
             let mut after: Option<(Handle, String)> = None;
             loop {
-                match self.rpc(i, Request::ScanEntries { after: after.clone(), max: PAGE }).await? {
+                match self
+                    .rpc(
+                        i,
+                        Request::ScanEntries {
+                            after: after.clone(),
+                            max: PAGE,
+                        },
+                    )
+                    .await?
+                {
                     Response::Entries { entries, more } => {
                         if entries.iter().any(|(_, e)| e.handle == h) {
                             return Ok(false);

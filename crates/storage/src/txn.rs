@@ -365,10 +365,15 @@ pub(crate) fn objects_after(
 /// Every sealed directory shard on this server.
 pub(crate) fn seals(r: &dyn Raw) -> Result<Vec<Handle>, StorageError> {
     let mut out = Vec::new();
-    r.scan(Tab::Seals, Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
-        out.push(be_u64(k, "seal")?);
-        Ok(true)
-    })?;
+    r.scan(
+        Tab::Seals,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        &mut |k, _| {
+            out.push(be_u64(k, "seal")?);
+            Ok(true)
+        },
+    )?;
     Ok(out)
 }
 
