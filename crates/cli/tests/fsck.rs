@@ -1,6 +1,7 @@
 //! `fsck` (issue 5 point 3): damage a file system on purpose in each way a crash or a
 //! lost disk can, and check that fsck finds it, repairs it with `repair`, and that a
 //! second check is clean.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
