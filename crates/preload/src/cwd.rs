@@ -1,0 +1,165 @@
+//! A working directory inside pvfs.
+//!
+//! The kernel cannot change into a pvfs directory, so `chdir`/`fchdir` into one keep it
+//! here, and relative paths with `AT_FDCWD` resolve against it ([`crate::fds::resolve`]);
+//! `getcwd` reports it under the prefix. `mkdir -p`, for one, changes into each
+//! directory it makes.
+//!
+//! The process's real working directory is meanwhile moved into an empty directory
+//! that is deleted at once. A program started with `exec` does not inherit the pvfs
+//! working directory (nothing of the library's state survives exec); in the dead
+//! directory its relative paths fail with ENOENT instead of silently meaning files of
+//! the directory the process was in before.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use libc::{c_char, c_int, size_t};
+
+use crate::fds::{self, route, Kind};
+use crate::lock::Locked;
+use crate::proc;
+use crate::{guarded, pvfs_call, real, settings, R};
+
+/// The pvfs working directory (a pvfs path), if the process is in one.
+pub(crate) static CWD: Locked<Option<String>> = Locked::new(None);
+/// Whether CWD is set (lets every relative path skip the lock otherwise).
+static IN_PVFS: AtomicBool = AtomicBool::new(false);
+
+/// The pvfs working directory, if any.
+pub(crate) fn current() -> Option<String> {
+    if !IN_PVFS.load(Ordering::Acquire) {
+        return None;
+    }
+    CWD.lock().clone()
+}
+
+fn set(p: Option<String>) {
+    let mut c = CWD.lock();
+    IN_PVFS.store(p.is_some(), Ordering::Release);
+    *c = p;
+}
+
+/// Moves the real working directory into a fresh directory and deletes it.
+fn kill_real_cwd() {
+    let mut tmpl = *b"/tmp/pvfs-cwd-XXXXXX\0";
+    // SAFETY: tmpl is a writable NUL-terminated template; mkdtemp is not hooked.
+    let dir = unsafe { libc::mkdtemp(tmpl.as_mut_ptr().cast()) };
+    if dir.is_null() {
+        return;
+    }
+    // SAFETY: dir is the NUL-terminated path mkdtemp just made.
+    unsafe {
+        if real::chdir(dir) == 0 {
+            real::rmdir(dir);
+        }
+    }
+}
+
+/// Changes into pvfs directory `p` (which must be a searchable directory).
+fn enter(p: &str) -> R<c_int> {
+    let pr = proc::get()?;
+    let attr = pr.call(pr.client().stat_lite(p))?;
+    if attr.kind() != pvfs_client::ObjKind::Dir {
+        return Err(libc::ENOTDIR);
+    }
+    if !pr.may(&attr, libc::X_OK as u32) {
+        return Err(libc::EACCES);
+    }
+    if current().is_none() {
+        kill_real_cwd();
+    }
+    set(Some(p.to_string()));
+    Ok(0)
+}
+
+#[no_mangle]
+unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    // SAFETY: chdir's argument, passed on.
+    unsafe {
+        route(
+            libc::AT_FDCWD,
+            path,
+            |_, path| {
+                let rc = real::chdir(path);
+                if rc == 0 {
+                    set(None);
+                }
+                rc
+            },
+            |p| enter(&p),
+        )
+    }
+}
+
+#[no_mangle]
+unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
+    fds::on_fd(
+        fd,
+        || {
+            // SAFETY: no memory preconditions.
+            let rc = unsafe { real::fchdir(fd) };
+            if rc == 0 {
+                set(None);
+            }
+            rc
+        },
+        |d| {
+            if d.kind != Kind::Dir {
+                return Err(libc::ENOTDIR);
+            }
+            enter(&d.path)
+        },
+    )
+}
+
+/// Copies `s` and a NUL into the caller's `(buf, size)`, or a malloc'd buffer when
+/// `buf` is null (glibc's extension: `size` bytes, or just enough when 0).
+fn give_path(s: &str, buf: *mut c_char, size: size_t) -> R<*mut c_char> {
+    let need = s.len() + 1;
+    let out = if buf.is_null() {
+        let n = if size == 0 { need } else { size };
+        if n < need {
+            return Err(libc::ERANGE);
+        }
+        // SAFETY: malloc of a positive size; the caller frees it.
+        let p = unsafe { libc::malloc(n) }.cast::<c_char>();
+        if p.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        p
+    } else {
+        if size == 0 {
+            return Err(libc::EINVAL);
+        }
+        if size < need {
+            return Err(libc::ERANGE);
+        }
+        buf
+    };
+    // SAFETY: out holds at least need bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), out.cast::<u8>(), s.len());
+        *out.add(s.len()) = 0;
+    }
+    Ok(out)
+}
+
+#[no_mangle]
+unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
+    guarded(|| match current() {
+        // SAFETY: getcwd's arguments, passed on.
+        None => unsafe { real::getcwd(buf, size) },
+        Some(p) => pvfs_call(|| give_path(&settings::get().local_path(&p), buf, size)),
+    })
+}
+
+#[no_mangle]
+unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
+    guarded(|| match current() {
+        // SAFETY: no arguments.
+        None => unsafe { real::get_current_dir_name() },
+        Some(p) => {
+            pvfs_call(|| give_path(&settings::get().local_path(&p), std::ptr::null_mut(), 0))
+        }
+    })
+}

@@ -1,0 +1,954 @@
+//! Descriptor hooks: open, close, read, write and their positioned and vectored forms,
+//! lseek, dup/dup2/dup3/fcntl, fstat, ftruncate, fsync, and the entry points of the C
+//! shim (`pvfs_preload_*`).
+//!
+//! Reads and writes go to [`pvfs_client::File::read_at`]/`write_at` at the
+//! description's offset, holding the offset lock for the whole call. `O_APPEND` writes
+//! at the file's current size (not atomic against other clients: pvfs has no append
+//! operation). Nothing is cached: a write is on the servers when it returns.
+
+use std::sync::Arc;
+
+use libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, off64_t, size_t, ssize_t};
+use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
+use pvfs_proto::ObjDetail;
+
+use crate::fds::{self, on_fd, route, Desc, Kind};
+use crate::proc;
+use crate::{client_errno, guarded, pvfs_call, real, set_errno, R};
+
+/// Defines exported hooks `$name…` that all forward to `$imp`.
+macro_rules! export {
+    ($($name:ident),+ => $imp:ident $args:tt -> $ret:ty) => {
+        $( $crate::io::export!(@one $name $imp $args $ret); )+
+    };
+    (@one $name:ident $imp:ident ($($a:ident: $t:ty),*) $ret:ty) => {
+        #[no_mangle]
+        unsafe extern "C" fn $name($($a: $t),*) -> $ret {
+            // SAFETY: the same contract as the function it forwards to.
+            unsafe { $imp($($a),*) }
+        }
+    };
+}
+pub(crate) use export;
+
+/// Largest single transfer, as Linux's MAX_RW_COUNT.
+const MAX_RW: usize = 0x7fff_f000;
+
+// ----- open and close --------------------------------------------------------------
+
+/// Opens pvfs path `path` with open(2) `flags` and `mode`; returns the placeholder
+/// descriptor.
+pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let acc = flags & libc::O_ACCMODE;
+    if acc == libc::O_ACCMODE {
+        return Err(libc::EINVAL);
+    }
+    let pr = proc::get()?;
+    let c = pr.client();
+    let opath = flags & libc::O_PATH != 0;
+    if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+        crate::cache::changed();
+    }
+    let mut created = None;
+    if flags & libc::O_CREAT != 0 && !opath {
+        if flags & libc::O_DIRECTORY != 0 {
+            return Err(libc::EINVAL);
+        }
+        let perm = mode & 0o7777 & !proc::current_umask();
+        match pr.run(c.create(path, perm, LayoutSpec::default(), true)) {
+            Ok(f) => created = Some(f),
+            Err(e) if e.errno == PErrno::EEXIST && flags & libc::O_EXCL == 0 => {}
+            Err(e) if e.errno == PErrno::EBUSY => return Err(libc::EISDIR),
+            Err(e) => return Err(client_errno(e)),
+        }
+    }
+    let was_created = created.is_some();
+    let (kind, attr, file) = match created {
+        Some(f) => (Kind::File, f.attr().clone(), Some(f)),
+        None if flags & libc::O_NOFOLLOW != 0 || flags & libc::O_DIRECTORY != 0 => {
+            let attr = if flags & libc::O_NOFOLLOW != 0 {
+                pr.call(c.lstat(path))?
+            } else {
+                pr.call(c.stat_lite(path))?
+            };
+            match attr.kind() {
+                ObjKind::Dir => (Kind::Dir, attr, None),
+                _ if flags & libc::O_DIRECTORY != 0 => return Err(libc::ENOTDIR),
+                ObjKind::Symlink if opath => (Kind::Path, attr, None),
+                ObjKind::Symlink => return Err(libc::ELOOP),
+                ObjKind::File => {
+                    let f = pr.call(c.open_handle(attr.handle))?;
+                    (Kind::File, attr, Some(f))
+                }
+            }
+        }
+        None => match pr.run(c.open(path)) {
+            Ok(f) => (Kind::File, f.attr().clone(), Some(f)),
+            Err(e) if e.errno == PErrno::EISDIR => (Kind::Dir, pr.call(c.stat_lite(path))?, None),
+            Err(e) => return Err(client_errno(e)),
+        },
+    };
+    let kind = if opath { Kind::Path } else { kind };
+    match kind {
+        Kind::Dir if acc != libc::O_RDONLY || flags & libc::O_CREAT != 0 => {
+            return Err(libc::EISDIR)
+        }
+        Kind::Dir if !pr.may(&attr, libc::R_OK as u32) => return Err(libc::EACCES),
+        Kind::File if !was_created => {
+            let mut want = 0;
+            if acc != libc::O_WRONLY {
+                want |= libc::R_OK as u32;
+            }
+            if acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+                want |= libc::W_OK as u32;
+            }
+            if !pr.may(&attr, want) {
+                return Err(libc::EACCES);
+            }
+        }
+        _ => {}
+    }
+    if kind == Kind::File && flags & libc::O_TRUNC != 0 && !was_created {
+        if let Some(f) = &file {
+            pr.call(f.truncate(0))?;
+        }
+    }
+    let parent = match attr.detail {
+        ObjDetail::Dir { parent, .. } => parent,
+        _ => 0,
+    };
+    let (fd, ident) = fds::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
+    let mut status = flags;
+    if kind == Kind::Dir {
+        status |= libc::O_DIRECTORY;
+    }
+    let desc = Desc::new(
+        kind,
+        path.to_string(),
+        attr.handle,
+        parent,
+        status,
+        file,
+        ident,
+    );
+    drop(fds::insert(fd, Arc::new(desc)));
+    Ok(fd)
+}
+
+/// open/openat/open64/openat64 (from the C shim, which fetched the mode).
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: open's arguments, passed on unchanged.
+    unsafe {
+        route(
+            dirfd,
+            path,
+            |dirfd, path| real::openat(dirfd, path, flags, mode),
+            |p| open_pvfs(&p, flags, mode),
+        )
+    }
+}
+
+#[no_mangle]
+unsafe extern "C" fn creat(path: *const c_char, mode: libc::mode_t) -> c_int {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    // SAFETY: as open.
+    unsafe { pvfs_preload_openat(libc::AT_FDCWD, path, flags, mode) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn creat64(path: *const c_char, mode: libc::mode_t) -> c_int {
+    // SAFETY: as creat.
+    unsafe { creat(path, mode) }
+}
+
+/// close(2): forgets a pvfs descriptor, then closes the kernel descriptor.
+///
+/// # Safety
+/// None beyond close's (no memory is touched).
+pub(crate) unsafe fn close_hook(fd: c_int) -> c_int {
+    guarded(|| {
+        let old = if crate::Busy::active() {
+            None
+        } else {
+            fds::remove(fd)
+        };
+        // SAFETY: close has no memory preconditions.
+        let rc = unsafe { real::close(fd) };
+        if let Some(d) = old {
+            let e = crate::errno();
+            drop(d);
+            set_errno(e);
+            // The placeholder is gone either way; a pvfs close itself cannot fail.
+            return 0;
+        }
+        rc
+    })
+}
+
+export!(close => close_hook(fd: c_int) -> c_int);
+
+#[no_mangle]
+unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    guarded(|| {
+        let gone = if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+            let hi = last.min(i32::MAX as c_uint) as c_int;
+            fds::remove_range(first.min(i32::MAX as c_uint) as c_int, hi)
+        } else {
+            Vec::new()
+        };
+        // SAFETY: no memory preconditions.
+        let rc = unsafe { real::close_range(first, last, flags) };
+        let e = crate::errno();
+        drop(gone);
+        set_errno(e);
+        rc
+    })
+}
+
+#[no_mangle]
+unsafe extern "C" fn closefrom(low: c_int) {
+    guarded(|| {
+        let gone = fds::remove_range(low.max(0), i32::MAX);
+        // SAFETY: no memory preconditions.
+        unsafe { real::closefrom(low) };
+        drop(gone);
+    })
+}
+
+// ----- read and write --------------------------------------------------------------
+
+/// Checks that `d` is a regular file open for reading (or writing).
+fn check_io(d: &Desc, write: bool) -> R<()> {
+    match d.kind {
+        Kind::Dir => Err(if write { libc::EBADF } else { libc::EISDIR }),
+        Kind::Path => Err(libc::EBADF),
+        Kind::File if write && !d.writable() => Err(libc::EBADF),
+        Kind::File if !write && !d.readable() => Err(libc::EBADF),
+        Kind::File => Ok(()),
+    }
+}
+
+/// A caller's buffer as a byte slice (`n` capped at [`MAX_RW`]).
+///
+/// # Safety
+/// `buf` is valid for `n` bytes (as read(2)'s caller promises).
+unsafe fn out_buf<'a>(buf: *mut c_void, n: usize) -> R<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract; any byte pattern is a valid u8.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n.min(MAX_RW)) })
+}
+
+/// As [`out_buf`] for a buffer that is only read.
+///
+/// # Safety
+/// `buf` is valid for reading `n` bytes.
+unsafe fn in_buf<'a>(buf: *const c_void, n: usize) -> R<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n.min(MAX_RW)) })
+}
+
+/// read(2) on a pvfs description: at the offset, which advances.
+pub(crate) fn read_desc(d: &Desc, buf: &mut [u8]) -> R<usize> {
+    check_io(d, false)?;
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let pr = proc::get()?;
+    let f = d.file(pr)?;
+    let mut pos = d.pos.lock();
+    let got = pr.call(f.read_at(*pos, buf))?;
+    *pos += got as u64;
+    Ok(got)
+}
+
+/// write(2) on a pvfs description: at the offset (or the end with `O_APPEND`).
+pub(crate) fn write_desc(d: &Desc, buf: &[u8]) -> R<usize> {
+    crate::cache::changed();
+    check_io(d, true)?;
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let pr = proc::get()?;
+    let f = d.file(pr)?;
+    let mut pos = d.pos.lock();
+    let at = if d.status() & libc::O_APPEND != 0 {
+        pr.call(f.size())?
+    } else {
+        *pos
+    };
+    let n = pr.call(f.write_at(at, buf))?;
+    *pos = at + n as u64;
+    Ok(n)
+}
+
+/// pread(2) on a pvfs description.
+fn pread_desc(d: &Desc, buf: &mut [u8], off: i64) -> R<usize> {
+    check_io(d, false)?;
+    if off < 0 {
+        return Err(libc::EINVAL);
+    }
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let pr = proc::get()?;
+    let f = d.file(pr)?;
+    pr.call(f.read_at(off as u64, buf))
+}
+
+/// pwrite(2) on a pvfs description (with `O_APPEND` it appends, as on Linux).
+fn pwrite_desc(d: &Desc, buf: &[u8], off: i64) -> R<usize> {
+    crate::cache::changed();
+    check_io(d, true)?;
+    if off < 0 {
+        return Err(libc::EINVAL);
+    }
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let pr = proc::get()?;
+    let f = d.file(pr)?;
+    let at = if d.status() & libc::O_APPEND != 0 {
+        pr.call(f.size())?
+    } else {
+        off as u64
+    };
+    pr.call(f.write_at(at, buf))
+}
+
+#[no_mangle]
+unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: read's arguments, passed on.
+        || unsafe { real::read(fd, buf, n) },
+        // SAFETY: the caller promises buf holds n bytes.
+        |d| Ok(read_desc(&d, unsafe { out_buf(buf, n)? })? as ssize_t),
+    )
+}
+
+#[no_mangle]
+unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: write's arguments, passed on.
+        || unsafe { real::write(fd, buf, n) },
+        // SAFETY: the caller promises buf holds n bytes.
+        |d| Ok(write_desc(&d, unsafe { in_buf(buf, n)? })? as ssize_t),
+    )
+}
+
+unsafe fn pread_hook(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: pread's arguments, passed on.
+        || unsafe { real::pread64(fd, buf, n, off) },
+        // SAFETY: the caller promises buf holds n bytes.
+        |d| Ok(pread_desc(&d, unsafe { out_buf(buf, n)? }, off)? as ssize_t),
+    )
+}
+
+unsafe fn pwrite_hook(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: pwrite's arguments, passed on.
+        || unsafe { real::pwrite64(fd, buf, n, off) },
+        // SAFETY: the caller promises buf holds n bytes.
+        |d| Ok(pwrite_desc(&d, unsafe { in_buf(buf, n)? }, off)? as ssize_t),
+    )
+}
+
+export!(pread, pread64 => pread_hook(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t);
+export!(pwrite, pwrite64 => pwrite_hook(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t);
+
+/// The caller's iovec array.
+///
+/// # Safety
+/// `iov` holds `cnt` iovecs.
+unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> R<&'a [iovec]> {
+    if !(0..=libc::UIO_MAXIOV).contains(&cnt) {
+        return Err(libc::EINVAL);
+    }
+    if cnt == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(iov, cnt as usize) })
+}
+
+/// Reads into `iov` with `read(buf)` (one call for the total, then scattered).
+fn read_vec(iov: &[iovec], read: impl FnOnce(&mut [u8]) -> R<usize>) -> R<ssize_t> {
+    let total: usize = iov.iter().map(|v| v.iov_len).sum::<usize>().min(MAX_RW);
+    let mut tmp = vec![0u8; total];
+    let n = read(&mut tmp)?;
+    let mut done = 0;
+    for v in iov {
+        if done >= n {
+            break;
+        }
+        let k = v.iov_len.min(n - done);
+        // SAFETY: the caller promised iov_base holds iov_len bytes; k <= iov_len.
+        unsafe { std::ptr::copy_nonoverlapping(tmp[done..].as_ptr(), v.iov_base.cast(), k) };
+        done += k;
+    }
+    Ok(n as ssize_t)
+}
+
+/// Writes `iov` with `write(buf)` (gathered into one buffer, one call).
+fn write_vec(iov: &[iovec], write: impl FnOnce(&[u8]) -> R<usize>) -> R<ssize_t> {
+    let mut tmp = Vec::with_capacity(iov.iter().map(|v| v.iov_len).sum::<usize>().min(MAX_RW));
+    for v in iov {
+        // SAFETY: the caller promised iov_base holds iov_len bytes.
+        let part = unsafe { in_buf(v.iov_base, v.iov_len)? };
+        let room = MAX_RW - tmp.len();
+        tmp.extend_from_slice(&part[..part.len().min(room)]);
+    }
+    Ok(write(&tmp)? as ssize_t)
+}
+
+#[no_mangle]
+unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: readv's arguments, passed on.
+        || unsafe { real::readv(fd, iov, cnt) },
+        // SAFETY: the caller promises iov holds cnt entries.
+        |d| read_vec(unsafe { iovecs(iov, cnt)? }, |b| read_desc(&d, b)),
+    )
+}
+
+#[no_mangle]
+unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: writev's arguments, passed on.
+        || unsafe { real::writev(fd, iov, cnt) },
+        // SAFETY: the caller promises iov holds cnt entries.
+        |d| write_vec(unsafe { iovecs(iov, cnt)? }, |b| write_desc(&d, b)),
+    )
+}
+
+unsafe fn preadv_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: preadv's arguments, passed on.
+        || unsafe { real::preadv64(fd, iov, cnt, off) },
+        // SAFETY: the caller promises iov holds cnt entries.
+        |d| read_vec(unsafe { iovecs(iov, cnt)? }, |b| pread_desc(&d, b, off)),
+    )
+}
+
+unsafe fn pwritev_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: pwritev's arguments, passed on.
+        || unsafe { real::pwritev64(fd, iov, cnt, off) },
+        // SAFETY: the caller promises iov holds cnt entries.
+        |d| write_vec(unsafe { iovecs(iov, cnt)? }, |b| pwrite_desc(&d, b, off)),
+    )
+}
+
+unsafe fn preadv2_hook(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    flags: c_int,
+) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: preadv2's arguments, passed on.
+        || unsafe { real::preadv64v2(fd, iov, cnt, off, flags) },
+        |d| {
+            // SAFETY: the caller promises iov holds cnt entries.
+            let iov = unsafe { iovecs(iov, cnt)? };
+            if off == -1 {
+                read_vec(iov, |b| read_desc(&d, b))
+            } else {
+                read_vec(iov, |b| pread_desc(&d, b, off))
+            }
+        },
+    )
+}
+
+unsafe fn pwritev2_hook(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    flags: c_int,
+) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: pwritev2's arguments, passed on.
+        || unsafe { real::pwritev64v2(fd, iov, cnt, off, flags) },
+        |d| {
+            // SAFETY: the caller promises iov holds cnt entries.
+            let iov = unsafe { iovecs(iov, cnt)? };
+            if off == -1 {
+                write_vec(iov, |b| write_desc(&d, b))
+            } else {
+                write_vec(iov, |b| pwrite_desc(&d, b, off))
+            }
+        },
+    )
+}
+
+export!(preadv, preadv64 => preadv_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t);
+export!(pwritev, pwritev64 => pwritev_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t);
+export!(preadv2, preadv64v2 => preadv2_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, flags: c_int) -> ssize_t);
+export!(pwritev2, pwritev64v2 => pwritev2_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, flags: c_int) -> ssize_t);
+
+// ----- seek --------------------------------------------------------------------------
+
+/// lseek(2) on a pvfs description.
+pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
+    match d.kind {
+        Kind::Path => Err(libc::EBADF),
+        Kind::Dir => {
+            let mut pos = d.pos.lock();
+            match whence {
+                libc::SEEK_SET if off >= 0 => {
+                    if off == 0 {
+                        d.forget_listing();
+                    }
+                    *pos = off as u64;
+                    Ok(off)
+                }
+                libc::SEEK_CUR if off == 0 => Ok(*pos as i64),
+                _ => Err(libc::EINVAL),
+            }
+        }
+        Kind::File => {
+            let pr = proc::get()?;
+            let mut pos = d.pos.lock();
+            let size = || -> R<i64> {
+                let f = d.file(pr)?;
+                Ok(pr.call(f.size())? as i64)
+            };
+            let new = match whence {
+                libc::SEEK_SET => off,
+                libc::SEEK_CUR => (*pos as i64).checked_add(off).ok_or(libc::EOVERFLOW)?,
+                libc::SEEK_END => size()?.checked_add(off).ok_or(libc::EOVERFLOW)?,
+                libc::SEEK_DATA => {
+                    if off < 0 || off >= size()? {
+                        return Err(libc::ENXIO);
+                    }
+                    off
+                }
+                libc::SEEK_HOLE => {
+                    let s = size()?;
+                    if off < 0 || off >= s {
+                        return Err(libc::ENXIO);
+                    }
+                    s
+                }
+                _ => return Err(libc::EINVAL),
+            };
+            if new < 0 {
+                return Err(libc::EINVAL);
+            }
+            *pos = new as u64;
+            Ok(new)
+        }
+    }
+}
+
+unsafe fn lseek_hook(fd: c_int, off: off64_t, whence: c_int) -> off64_t {
+    on_fd(
+        fd,
+        // SAFETY: no memory preconditions.
+        || unsafe { real::lseek64(fd, off, whence) },
+        |d| seek_desc(&d, off, whence),
+    )
+}
+
+export!(lseek, lseek64 => lseek_hook(fd: c_int, off: off64_t, whence: c_int) -> off64_t);
+
+// ----- duplicating ------------------------------------------------------------------
+
+#[no_mangle]
+unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: no memory preconditions.
+        || unsafe { real::dup(fd) },
+        |d| {
+            // SAFETY: as above.
+            let nfd = unsafe { real::dup(fd) };
+            if nfd < 0 {
+                return Err(crate::errno());
+            }
+            drop(fds::insert(nfd, d));
+            Ok(nfd)
+        },
+    )
+}
+
+/// dup2/dup3: the kernel replaces `to` and the table follows under its lock.
+fn dup_to(fd: c_int, to: c_int, real_dup: impl FnOnce() -> c_int) -> c_int {
+    if crate::Busy::active() {
+        return real_dup();
+    }
+    guarded(|| {
+        let from = fds::get(fd);
+        if from.is_none() && !fds::is_pvfs(to) {
+            return real_dup();
+        }
+        let (rc, e, old) = fds::with_table(|t| {
+            let rc = real_dup();
+            let e = crate::errno();
+            let old = if rc >= 0 && fd != to {
+                match from {
+                    Some(d) => t.insert(to, d),
+                    None => t.remove(to),
+                }
+            } else {
+                None
+            };
+            (rc, e, old)
+        });
+        drop(old);
+        set_errno(e);
+        rc
+    })
+}
+
+#[no_mangle]
+unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    dup_to(fd, to, || unsafe { real::dup2(fd, to) })
+}
+
+#[no_mangle]
+unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    dup_to(fd, to, || unsafe { real::dup3(fd, to, flags) })
+}
+
+/// fcntl on a pvfs description. The kernel keeps the descriptor flags (`FD_CLOEXEC`)
+/// on the placeholder; the status flags live in the description. Record locks are
+/// accepted and ignored: pvfs has no locks (documented).
+fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
+    match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            // SAFETY: the caller's argument, passed on.
+            let nfd = unsafe { real::fcntl(fd, cmd, arg) };
+            if nfd < 0 {
+                return Err(crate::errno());
+            }
+            drop(fds::insert(nfd, d));
+            Ok(nfd)
+        }
+        libc::F_GETFL => Ok(d.acc | d.status()),
+        libc::F_SETFL => {
+            let new = arg as c_int & fds::SETFL_FLAGS;
+            let old = d.status();
+            d.flags.store(
+                (old & !fds::SETFL_FLAGS) | new,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            Ok(0)
+        }
+        libc::F_GETLK | libc::F_OFD_GETLK => {
+            let lk = arg as *mut libc::flock;
+            if lk.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: F_GETLK's argument points to a struct flock.
+            unsafe { (*lk).l_type = libc::F_UNLCK as libc::c_short };
+            Ok(0)
+        }
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => Ok(0),
+        // SAFETY: the caller's argument, passed on (descriptor flags and the rest).
+        _ => Ok(unsafe { real::fcntl(fd, cmd, arg) }),
+    }
+}
+
+/// fcntl/fcntl64 (from the C shim, which fetched the optional argument).
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: the caller's argument, passed on.
+        || unsafe { real::fcntl(fd, cmd, arg) },
+        |d| fcntl_desc(d, fd, cmd, arg),
+    )
+}
+
+/// FICLONE and FICLONERANGE (reflink): never between pvfs and anything.
+const FICLONE: c_ulong = 0x4004_9409;
+const FICLONERANGE: c_ulong = 0x4020_940d;
+
+/// ioctl (from the C shim): pvfs descriptors answer ENOTTY (no terminal, no device
+/// controls) except close-on-exec requests; a reflink from a pvfs source is EXDEV.
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int {
+    if crate::Busy::active() {
+        // SAFETY: the caller's argument, passed on.
+        return unsafe { real::ioctl(fd, request, arg) };
+    }
+    guarded(|| {
+        let src = match request {
+            FICLONE => Some(arg as c_int),
+            FICLONERANGE if arg != 0 => {
+                // SAFETY: FICLONERANGE's argument points to a struct file_clone_range,
+                // whose first field is the source descriptor (s64).
+                Some(unsafe { *(arg as *const i64) } as c_int)
+            }
+            _ => None,
+        };
+        let pvfs_src = src.is_some_and(fds::is_pvfs);
+        if !fds::is_pvfs(fd) && !pvfs_src {
+            // SAFETY: the caller's argument, passed on.
+            return unsafe { real::ioctl(fd, request, arg) };
+        }
+        let e = match request {
+            libc::FIOCLEX | libc::FIONCLEX => {
+                // SAFETY: as above.
+                return unsafe { real::ioctl(fd, request, arg) };
+            }
+            FICLONE | FICLONERANGE => libc::EXDEV,
+            _ => libc::ENOTTY,
+        };
+        set_errno(e);
+        -1
+    })
+}
+
+// ----- attributes, sync, size ---------------------------------------------------------
+
+/// fstat on a pvfs description.
+fn fstat_desc(d: &Desc, buf: *mut libc::stat) -> R<c_int> {
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let pr = proc::get()?;
+    let attr = pr.call(pr.client().stat_handle(d.handle))?;
+    // SAFETY: the caller passes a writable struct stat.
+    crate::stat::fill_stat(pr, &attr, unsafe { &mut *buf });
+    Ok(0)
+}
+
+unsafe fn fstat_hook(fd: c_int, buf: *mut libc::stat) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: fstat's arguments, passed on.
+        || unsafe { real::fstat(fd, buf) },
+        |d| fstat_desc(&d, buf),
+    )
+}
+
+unsafe fn fstat64_hook(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: stat and stat64 are one layout on 64-bit Linux (checked below).
+    unsafe { fstat_hook(fd, buf.cast()) }
+}
+
+unsafe fn fxstat_hook(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: __fxstat's arguments, passed on.
+        || unsafe { real::__fxstat(ver, fd, buf) },
+        |d| fstat_desc(&d, buf),
+    )
+}
+
+const _: () = assert!(std::mem::size_of::<libc::stat>() == std::mem::size_of::<libc::stat64>());
+
+export!(fstat => fstat_hook(fd: c_int, buf: *mut libc::stat) -> c_int);
+export!(fstat64 => fstat64_hook(fd: c_int, buf: *mut libc::stat64) -> c_int);
+export!(__fxstat, __fxstat64 => fxstat_hook(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int);
+
+unsafe fn ftruncate_hook(fd: c_int, len: off64_t) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: no memory preconditions.
+        || unsafe { real::ftruncate64(fd, len) },
+        |d| {
+            if d.kind != Kind::File || !d.writable() {
+                return Err(libc::EINVAL);
+            }
+            if len < 0 {
+                return Err(libc::EINVAL);
+            }
+            crate::cache::changed();
+            let pr = proc::get()?;
+            let f = d.file(pr)?;
+            pr.call(f.truncate(len as u64))?;
+            Ok(0)
+        },
+    )
+}
+
+export!(ftruncate, ftruncate64 => ftruncate_hook(fd: c_int, len: off64_t) -> c_int);
+
+/// fsync/fdatasync on a pvfs description.
+fn sync_desc(d: &Desc) -> R<c_int> {
+    match d.kind {
+        Kind::File => {
+            let pr = proc::get()?;
+            let f = d.file(pr)?;
+            pr.call(f.fsync())?;
+            Ok(0)
+        }
+        Kind::Dir => Ok(0),
+        Kind::Path => Err(libc::EBADF),
+    }
+}
+
+#[no_mangle]
+unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    on_fd(fd, || unsafe { real::fsync(fd) }, |d| sync_desc(&d))
+}
+
+#[no_mangle]
+unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    on_fd(fd, || unsafe { real::fdatasync(fd) }, |d| sync_desc(&d))
+}
+
+#[no_mangle]
+unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    on_fd(fd, || unsafe { real::syncfs(fd) }, |_| Ok(0))
+}
+
+#[no_mangle]
+unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    on_fd(fd, || unsafe { real::isatty(fd) }, |_| Err(libc::ENOTTY)).max(0)
+}
+
+// ----- the C shim's stdio entry points -------------------------------------------------
+
+/// open(2) flags for an fopen mode string.
+fn fopen_flags(mode: &[u8]) -> R<c_int> {
+    let mut it = mode.iter();
+    let mut flags = match it.next() {
+        Some(b'r') => libc::O_RDONLY,
+        Some(b'w') => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        Some(b'a') => libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+        _ => return Err(libc::EINVAL),
+    };
+    for &c in it {
+        match c {
+            b'+' => flags = (flags & !libc::O_ACCMODE) | libc::O_RDWR,
+            b'x' => flags |= libc::O_EXCL,
+            b'e' => flags |= libc::O_CLOEXEC,
+            b',' => break,
+            _ => {}
+        }
+    }
+    Ok(flags)
+}
+
+/// fopen's routing: 0 = not pvfs, 1 = opened `*fd`, -1 = error (errno set).
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_fopen(
+    path: *const c_char,
+    mode: *const c_char,
+    fd: *mut c_int,
+) -> c_int {
+    // SAFETY: fopen's arguments.
+    unsafe {
+        route(
+            libc::AT_FDCWD,
+            path,
+            |_, _| 0,
+            |p| {
+                if mode.is_null() || fd.is_null() {
+                    return Err(libc::EINVAL);
+                }
+                let flags = fopen_flags(std::ffi::CStr::from_ptr(mode).to_bytes())?;
+                *fd = open_pvfs(&p, flags, 0o666)?;
+                Ok(1)
+            },
+        )
+    }
+}
+
+/// Whether `fd` is a pvfs descriptor (for fdopen).
+#[no_mangle]
+extern "C" fn pvfs_preload_is_pvfs(fd: c_int) -> c_int {
+    if crate::Busy::active() {
+        return 0;
+    }
+    guarded(|| c_int::from(fds::is_pvfs(fd)))
+}
+
+/// Whether `path` is a pvfs path (for freopen).
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_is_pvfs_path(path: *const c_char) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller passes a NUL-terminated path.
+        match unsafe { fds::resolve(libc::AT_FDCWD, path) } {
+            Ok(fds::Target::Pvfs(_)) => 1,
+            _ => 0,
+        }
+    })
+}
+
+/// A cookie stream's read: EBADF if `fd` is no longer pvfs.
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_fd_read(fd: c_int, buf: *mut c_char, n: size_t) -> ssize_t {
+    pvfs_call(|| {
+        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        // SAFETY: stdio passes its buffer with its length.
+        Ok(read_desc(&d, unsafe { out_buf(buf.cast(), n)? })? as ssize_t)
+    })
+}
+
+/// A cookie stream's write.
+#[no_mangle]
+unsafe extern "C" fn pvfs_preload_fd_write(fd: c_int, buf: *const c_char, n: size_t) -> ssize_t {
+    pvfs_call(|| {
+        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        // SAFETY: stdio passes its buffer with its length.
+        let buf = unsafe { in_buf(buf.cast(), n)? };
+        let mut done = 0;
+        while done < buf.len() {
+            done += write_desc(&d, &buf[done..])?;
+        }
+        Ok(done as ssize_t)
+    })
+}
+
+/// A cookie stream's seek.
+#[no_mangle]
+extern "C" fn pvfs_preload_fd_seek(fd: c_int, off: i64, whence: c_int) -> i64 {
+    pvfs_call(|| {
+        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        seek_desc(&d, off, whence)
+    })
+}
+
+/// A cookie stream's close.
+#[no_mangle]
+extern "C" fn pvfs_preload_fd_close(fd: c_int) -> c_int {
+    // SAFETY: close has no memory preconditions.
+    unsafe { close_hook(fd) }
+}
