@@ -61,6 +61,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Run a local 4-server file system with a short workload, then clean up.
     Demo(cmd::demo::DemoArgs),
+    /// Check the whole file system across servers (and repair with --repair).
+    Fsck(cmd::fsck::FsckArgs),
 }
 
 fn main() -> ExitCode {
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Setlayout(a) => cmd::layout::setlayout(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Fsck(a) => cmd::fsck::run(a),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod bench;
 pub mod cp;
 pub mod demo;
+pub mod fsck;
 pub mod genconfig;
 pub mod layout;
 pub mod namespace;
