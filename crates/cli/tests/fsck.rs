@@ -30,6 +30,7 @@ async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> R
     let body = encode(&RequestBody {
         creds: Creds::default(),
         request,
+        retry: None,
     });
     let mut call = mux.call(&body, &[], true).await.unwrap();
     decode(&call.recv().await.unwrap().body).unwrap()

@@ -49,6 +49,7 @@ fn request(id: u64, req: Request, end: bool, data: &[u8]) -> Vec<u8> {
     let body = encode(&RequestBody {
         creds: Creds::current(),
         request: req,
+        retry: None,
     });
     let mut f = header(
         1,
@@ -320,6 +321,7 @@ fn malformed_headers_get_an_error_or_a_close_and_the_server_keeps_serving() {
         let body = encode(&RequestBody {
             creds: Creds::current(),
             request: Request::Ping {},
+            retry: None,
         });
         let mut f = header(1, REQUEST, END, 5, 100, 0, 8192).to_vec();
         let mut b = body.clone();
@@ -420,6 +422,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     let ping = encode(&RequestBody {
         creds: Creds::current(),
         request: Request::Ping {},
+        retry: None,
     });
     let mut trailing = ping.clone();
     trailing.extend_from_slice(b"trailing junk");

@@ -75,6 +75,7 @@ async fn write_one(
             regions: regions.clone(),
             sync,
         },
+        retry: None,
     });
     let mut cursor = PieceCursor::new(stripe.pieces(idx, regions));
     let mut pieces = Vec::new();
@@ -218,6 +219,7 @@ async fn receive(
             index: idx as u32,
             regions: regions.clone(),
         },
+        retry: None,
     });
     let fail = |what: &str| {
         Error::new(

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pvfs_config::Config;
-use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response};
+use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response, RetryKey};
 use pvfs_transport::{AutoTransport, BufPool, Call, Frame, MuxConn, Transport};
 
 use crate::error::{Error, Result};
@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 pub const CHUNK: usize = 4 << 20;
 /// How long a server that refused a connection is reported down without retrying.
 const DOWN_BACKOFF: Duration = Duration::from_millis(500);
+/// Pause between retries of a mutation whose server is unreachable.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 struct Slot {
     conn: tokio::sync::Mutex<Option<Arc<MuxConn>>>,
@@ -69,6 +71,10 @@ pub(crate) struct Pool {
     slots: Vec<Slot>,
     bufs: BufPool,
     pub stats: Stats,
+    /// This client's id in retry keys (random per client).
+    client_id: u64,
+    /// The next retry-key sequence number.
+    next_seq: AtomicU64,
 }
 
 impl Pool {
@@ -88,6 +94,8 @@ impl Pool {
                 per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
                 ..Stats::default()
             },
+            client_id: random_id(),
+            next_seq: AtomicU64::new(1),
         }
     }
 
@@ -168,21 +176,46 @@ impl Pool {
     }
 
     /// Sends one request with no bulk data and returns its one-frame answer
-    /// (an error answer becomes `Err`). Requests that change nothing are retried once
-    /// on a fresh connection when the connection broke (a restarted server).
+    /// (an error answer becomes `Err`).
+    ///
+    /// Retries happen only where they are safe. A request that changes nothing is
+    /// retried once on a fresh connection when the connection broke (a restarted
+    /// server). A mutation carries a retry key (the server records its reply in the
+    /// same commit, so a retry is answered, never redone) and is retried while the
+    /// connection breaks or is refused, until the request deadline: a server that
+    /// restarts quickly costs a moment, not an error.
     pub async fn rpc(&self, server: usize, creds: &Creds, request: Request) -> Result<Response> {
         let op = request.op_name();
         let idempotent = request.is_idempotent();
+        let retry = (!idempotent).then(|| RetryKey {
+            client: self.client_id,
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+        });
         let body = encode(&RequestBody {
             creds: creds.clone(),
             request,
+            retry,
         });
+        let deadline = Instant::now() + self.config.timeouts.request;
         let mut attempt = 0;
         loop {
             attempt += 1;
             match self.rpc_once(server, op, &body).await {
                 Err(e) if idempotent && attempt == 1 && e.errno == Errno::EIO => {
                     tracing::debug!(server = self.name(server), op, "retrying after: {e}");
+                }
+                Err(e)
+                    if !idempotent
+                        && matches!(e.errno, Errno::EIO | Errno::EHOSTDOWN)
+                        && Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    tracing::debug!(
+                        server = self.name(server),
+                        op,
+                        attempt,
+                        "retrying after: {e}"
+                    );
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 other => return other,
             }
@@ -211,6 +244,24 @@ impl Pool {
             )),
         }
     }
+}
+
+/// A random 64-bit id (from the kernel, else from the clock, pid and a counter).
+fn random_id() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ u64::from(std::process::id()) << 32 ^ COUNTER.fetch_add(1, Ordering::Relaxed))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// The error for an answer of the wrong kind.

@@ -20,7 +20,7 @@ pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::Errno;
 pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
-pub use message::{CreateWhat, Request, RequestBody, Response, UnlinkWant};
+pub use message::{CreateWhat, Request, RequestBody, Response, RetryKey, UnlinkWant};
 pub use regions::{Extent, Regions};
 pub use types::{
     name_shard, Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec,

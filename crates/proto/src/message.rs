@@ -390,17 +390,36 @@ impl Response {
     }
 }
 
-/// The body of a request frame: who asks, and what.
+/// Names one mutation across its retries: a random id per client and a sequence
+/// number. A server that already did the mutation answers a retry with the reply it
+/// recorded in the same commit, so a retried create after a lost reply neither fails
+/// with EEXIST nor happens twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RetryKey {
+    /// Random per client instance.
+    pub client: u64,
+    /// Increasing per client instance.
+    pub seq: u64,
+}
+wire_struct!(RetryKey {
+    client: u64,
+    seq: u64
+});
+
+/// The body of a request frame: who asks, what, and (for mutations) its retry key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestBody {
     /// The caller's credentials.
     pub creds: Creds,
     /// The operation.
     pub request: Request,
+    /// Present on mutations that may be retried.
+    pub retry: Option<RetryKey>,
 }
 wire_struct!(RequestBody {
     creds: Creds,
     request: Request,
+    retry: Option<RetryKey>,
 });
 
 #[cfg(test)]
@@ -443,6 +462,7 @@ mod tests {
             let body = RequestBody {
                 creds: Creds::default(),
                 request: r,
+                retry: Some(RetryKey { client: 7, seq: 9 }),
             };
             assert_eq!(decode::<RequestBody>(&encode(&body)).unwrap(), body);
         }

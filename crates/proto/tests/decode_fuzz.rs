@@ -48,6 +48,7 @@ fn samples() -> Vec<Vec<u8>> {
                 groups: vec![3, 4],
             },
             request,
+            retry: None,
         })
     };
     vec![

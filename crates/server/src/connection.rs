@@ -72,6 +72,11 @@ impl Reply {
         }
     }
 
+    /// Drops the connection without answering (fault injection: a lost reply).
+    pub fn abort(&self) {
+        self.writer.abort();
+    }
+
     /// Whether file data can be sent without a copy through user space.
     pub fn can_send_file(&self) -> bool {
         self.writer.can_send_file()

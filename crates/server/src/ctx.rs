@@ -39,6 +39,56 @@ pub struct Ctx {
     pub next_base: AtomicU64,
     /// Requests being handled (drained on clean stop).
     pub inflight: Inflight,
+    /// Injected faults (tests only; empty unless `PVFS_FAULTS` is set).
+    pub faults: Faults,
+}
+
+/// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:
+/// a comma-separated list of `drop-reply:OP:N` (do the next N requests of operation OP,
+/// then drop the connection instead of answering: a reply lost after the commit).
+#[derive(Default)]
+pub struct Faults {
+    drop_replies: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl Faults {
+    /// Parses `PVFS_FAULTS` (unknown items are logged and ignored).
+    pub fn from_env() -> Faults {
+        let mut drops = std::collections::HashMap::new();
+        for item in std::env::var("PVFS_FAULTS").unwrap_or_default().split(',') {
+            let parts: Vec<&str> = item.trim().split(':').collect();
+            match parts.as_slice() {
+                ["drop-reply", op, n] => match n.parse::<u32>() {
+                    Ok(n) => {
+                        drops.insert(op.to_string(), n);
+                    }
+                    Err(_) => tracing::warn!("PVFS_FAULTS: bad count in {item:?}"),
+                },
+                [""] => {}
+                _ => tracing::warn!("PVFS_FAULTS: unknown fault {item:?}"),
+            }
+        }
+        if !drops.is_empty() {
+            tracing::warn!("fault injection active: dropping replies {drops:?}");
+        }
+        Faults {
+            drop_replies: std::sync::Mutex::new(drops),
+        }
+    }
+
+    /// Whether the reply to this request of `op` is to be dropped.
+    pub fn drop_reply(&self, op: &str) -> bool {
+        let Ok(mut m) = self.drop_replies.lock() else {
+            return false;
+        };
+        match m.get_mut(op) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Ctx {

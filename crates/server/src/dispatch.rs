@@ -19,7 +19,11 @@ pub async fn dispatch(
     data: PooledBuf,
     stream: Option<mpsc::Receiver<Frame>>,
 ) {
-    let RequestBody { creds, request } = body;
+    let RequestBody {
+        creds,
+        request,
+        retry,
+    } = body;
     let op = request.op_name();
     let result = match request {
         Request::Ping {} => ping::handle(ctx),
@@ -35,21 +39,21 @@ pub async fn dispatch(
             uid,
             gid,
             what,
-        } => create::handle(ctx, &creds, parent, name, mode, uid, gid, what).await,
+        } => create::handle(ctx, &creds, parent, name, mode, uid, gid, what, retry).await,
         Request::Unlink {
             dir,
             name,
             expect,
             want,
             drop_object,
-        } => unlink::handle(ctx, dir, name, expect, want, drop_object).await,
+        } => unlink::handle(ctx, dir, name, expect, want, drop_object, retry).await,
         Request::LinkEntry {
             dir,
             name,
             handle,
             kind,
             replace,
-        } => link_entry::handle(ctx, dir, name, handle, kind, replace).await,
+        } => link_entry::handle(ctx, dir, name, handle, kind, replace, retry).await,
         Request::Rename {
             src_dir,
             src_name,
@@ -59,7 +63,7 @@ pub async fn dispatch(
             replace,
         } => {
             rename::handle(
-                ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace,
+                ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace, retry,
             )
             .await
         }
@@ -74,7 +78,7 @@ pub async fn dispatch(
         Request::SetDirLayout { dir, layout } => {
             set_dir_layout::handle(ctx, &creds, dir, layout).await
         }
-        Request::RemoveObject { handle } => remove_object::handle(ctx, handle).await,
+        Request::RemoveObject { handle } => remove_object::handle(ctx, handle, retry).await,
         Request::Precreate { count } => precreate::handle(ctx, count).await,
         Request::Write {
             handle,
@@ -108,15 +112,22 @@ pub async fn dispatch(
             name,
             value,
             flags,
-        } => xattr::set(ctx, &creds, handle, name, value, flags).await,
+        } => xattr::set(ctx, &creds, handle, name, value, flags, retry).await,
         Request::ListXattr { handle } => xattr::list(ctx, handle),
-        Request::RemoveXattr { handle, name } => xattr::remove(ctx, &creds, handle, name).await,
+        Request::RemoveXattr { handle, name } => {
+            xattr::remove(ctx, &creds, handle, name, retry).await
+        }
         Request::ScanObjects { after, max } => scan::objects(ctx, after, max),
         Request::ScanEntries { after, max } => scan::entries(ctx, after, max),
         Request::ScanDatafiles { after, max } => scan::datafiles(ctx, after, max).await,
         Request::ScanSeals {} => scan::seals(ctx),
         Request::CreateDatafiles { handles } => scan::create_datafiles(ctx, handles).await,
     };
+    if ctx.faults.drop_reply(op) {
+        tracing::warn!(op, "fault injection: dropping the reply");
+        reply.abort();
+        return;
+    }
     let response = result.unwrap_or_else(|e| {
         tracing::debug!(op, "failed: {e}");
         e.into_response()

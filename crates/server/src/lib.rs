@@ -12,6 +12,7 @@ pub mod error;
 pub mod handlers;
 pub mod peer;
 pub mod precreate;
+pub mod replay;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -93,6 +94,7 @@ pub async fn run(
         pool,
         next_base: AtomicU64::new(u64::from(std::process::id())),
         inflight: Inflight::default(),
+        faults: ctx::Faults::from_env(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -103,6 +105,7 @@ pub async fn run(
     })?;
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
+    let expiry = tokio::spawn(replay::expire_loop(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -129,6 +132,7 @@ pub async fn run(
     {
         tracing::warn!(server = %sc.name, "requests still in flight after {DRAIN_TIMEOUT:?}; stopping anyway");
     }
+    expiry.abort();
     ctx.meta.close().await;
     tracing::info!(server = %sc.name, "stopped");
     Ok(())

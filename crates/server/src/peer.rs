@@ -49,6 +49,7 @@ impl Peers {
         let body = encode(&RequestBody {
             creds: Creds::default(),
             request,
+            retry: None,
         });
         let conn = self.conn(idx).await?;
         let mut call = conn.call(&body, &[], true).await?;

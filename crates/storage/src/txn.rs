@@ -23,10 +23,11 @@ pub(crate) enum Tab {
     Seals = 3,
     Pool = 4,
     Xattrs = 5,
+    Replies = 6,
 }
 
 /// Number of tables.
-pub(crate) const NTABS: usize = 6;
+pub(crate) const NTABS: usize = 7;
 
 /// The redb definitions, in [`Tab`] order.
 pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
@@ -36,6 +37,7 @@ pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
     TableDefinition::new("seals"),
     TableDefinition::new("pool"),
     TableDefinition::new("xattrs"),
+    TableDefinition::new("replies"),
 ];
 
 /// Version byte in front of object and entry records.
@@ -130,6 +132,14 @@ pub(crate) fn entry_key(dir: Handle, name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(8 + name.len());
     k.extend_from_slice(&dir.to_be_bytes());
     k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// Key of a recorded reply: client id big-endian, then sequence big-endian.
+pub(crate) fn reply_key(client: u64, seq: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&client.to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
     k
 }
 
@@ -567,6 +577,53 @@ impl<'a> MetaTxn<'a> {
             self.remove_xattr(h, &name);
         }
         Ok(())
+    }
+
+    /// The reply recorded for mutation (`client`, `seq`), if it was done here.
+    pub fn get_reply(&self, client: u64, seq: u64) -> Result<Option<Vec<u8>>, MetaError> {
+        match self.get(Tab::Replies, &reply_key(client, seq))? {
+            None => Ok(None),
+            Some(v) if v.len() >= 9 && v[0] == RECORD_V1 => Ok(Some(v[9..].to_vec())),
+            Some(_) => Err(StorageError::corrupt(format!("reply record {client:#x}/{seq}")).into()),
+        }
+    }
+
+    /// Records the reply of mutation (`client`, `seq`) at time `now` (unix seconds), in
+    /// the same commit as the mutation.
+    pub fn put_reply(&mut self, client: u64, seq: u64, reply: &[u8], now: i64) {
+        let mut v = Vec::with_capacity(9 + reply.len());
+        v.push(RECORD_V1);
+        v.extend_from_slice(&now.to_le_bytes());
+        v.extend_from_slice(reply);
+        self.put(Tab::Replies, &reply_key(client, seq), Some(v));
+    }
+
+    /// Forgets at most `max` replies recorded before `before` (unix seconds); returns
+    /// how many it forgot.
+    pub fn expire_replies(&mut self, before: i64, max: usize) -> Result<usize, MetaError> {
+        let mut old = Vec::new();
+        self.scan(
+            Tab::Replies,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            &mut |k, v| {
+                if old.len() == max {
+                    return Ok(false);
+                }
+                let at = v
+                    .get(1..9)
+                    .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                    .unwrap_or(i64::MIN);
+                if at < before {
+                    old.push(k.to_vec());
+                }
+                Ok(true)
+            },
+        )?;
+        for k in &old {
+            self.put(Tab::Replies, k, None);
+        }
+        Ok(old.len())
     }
 
     /// Seals or unseals `dir`'s shard.

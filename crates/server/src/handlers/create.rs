@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
 use pvfs_proto::types::{check_name, PATH_MAX};
-use pvfs_proto::{Attr, CreateWhat, Creds, Errno, Handle, ObjDetail, Response, Timespec};
+use pvfs_proto::{Attr, CreateWhat, Creds, Errno, Handle, ObjDetail, Response, RetryKey, Timespec};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::precreate;
+use crate::replay::{remember, replayed};
 
 /// Most dirdata shards one directory may have.
 pub const MAX_SHARDS: u32 = 1024;
@@ -42,6 +43,7 @@ pub async fn handle(
     uid: u32,
     gid: u32,
     what: CreateWhat,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
@@ -59,13 +61,16 @@ pub async fn handle(
     }
     let range = ctx.config.servers[ctx.me].handles;
     let mut attempts = 0;
-    let attr = loop {
+    let created = loop {
         attempts += 1;
         let attempt_plan = plan.clone();
         let name = name.clone();
         let result = ctx
             .meta
             .write(move |t| {
+                if let Some(done) = replayed(t, retry)? {
+                    return Ok(done);
+                }
                 if t.is_sealed(parent)? {
                     return Err(OpError::new(
                         Errno::ENOENT,
@@ -139,11 +144,13 @@ pub async fn handle(
                 let kind = attr.kind();
                 t.put_object(&attr);
                 t.put_entry(parent, &name, handle, kind);
-                Ok(attr)
+                let created = Response::Created { attr };
+                remember(t, retry, &created);
+                Ok(created)
             })
             .await;
         match result {
-            Ok(attr) => break attr,
+            Ok(created) => break created,
             Err(e) if e.errno() == Errno::EAGAIN && attempts < 4 => {
                 // Another create drained a pool between our refill and our commit.
                 if let Plan::File { servers, .. } = &plan {
@@ -160,7 +167,7 @@ pub async fn handle(
             precreate::top_up_later(ctx, s as usize);
         }
     }
-    Ok(Response::Created { attr })
+    Ok(created)
 }
 
 fn plan(ctx: &Ctx, what: CreateWhat) -> OpResult<Plan> {

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use pvfs_proto::types::check_name;
-use pvfs_proto::{DirEntry, Errno, Handle, ObjKind, Response};
+use pvfs_proto::{DirEntry, Errno, Handle, ObjKind, Response, RetryKey};
+
+use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -19,12 +21,16 @@ pub async fn handle(
     handle: Handle,
     kind: ObjKind,
     replace: Option<Handle>,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
     let response = ctx
         .meta
         .write(move |t| {
+            if let Some(done) = replayed(t, retry)? {
+                return Ok(done);
+            }
             if t.is_sealed(dir)? {
                 return Err(OpError::new(
                     Errno::ENOENT,
@@ -33,7 +39,9 @@ pub async fn handle(
                 .into());
             }
             let replaced = put_entry(t, dir, &name, handle, kind, replace)?;
-            Ok(Response::Linked { replaced })
+            let linked = Response::Linked { replaced };
+            remember(t, retry, &linked);
+            Ok(linked)
         })
         .await?;
     Ok(response)

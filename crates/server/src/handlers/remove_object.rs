@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Handle, Response};
+use pvfs_proto::{Handle, Response, RetryKey};
+
+use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::OpResult;
@@ -10,17 +12,24 @@ use crate::handlers::no_object;
 
 /// Deletes object `handle` and returns what it was (a file's layout tells the client
 /// which datafiles to delete).
-pub async fn handle(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Response> {
+pub async fn handle(ctx: &Arc<Ctx>, handle: Handle, retry: Option<RetryKey>) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
-    let detail = ctx
+    let removed = ctx
         .meta
         .write(move |t| {
+            if let Some(done) = replayed(t, retry)? {
+                return Ok(done);
+            }
             let attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
             t.delete_object(handle);
             t.clear_xattrs(handle)?;
-            Ok(attr.detail)
+            let removed = Response::Removed {
+                detail: attr.detail,
+            };
+            remember(t, retry, &removed);
+            Ok(removed)
         })
         .await?;
-    Ok(Response::Removed { detail })
+    Ok(removed)
 }

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use pvfs_proto::types::check_name;
-use pvfs_proto::{Errno, Handle, Response};
+use pvfs_proto::{Errno, Handle, Response, RetryKey};
+
+use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -12,6 +14,7 @@ use crate::handlers::{changed, link_entry::put_entry, no_entry};
 /// Moves `src_dir/src_name` (which must name `expect_src`) to `dst_dir/dst_name`,
 /// replacing `replace` there if given. Kind checks (file over directory, emptiness)
 /// were done by the client, which sealed a replaced directory first.
+#[allow(clippy::too_many_arguments)]
 pub async fn handle(
     ctx: &Arc<Ctx>,
     src_dir: Handle,
@@ -20,12 +23,16 @@ pub async fn handle(
     dst_name: String,
     expect_src: Handle,
     replace: Option<Handle>,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     check_name(&dst_name).map_err(|e| OpError::new(e, format!("invalid name {dst_name:?}")))?;
     let response = ctx
         .meta
         .write(move |t| {
+            if let Some(done) = replayed(t, retry)? {
+                return Ok(done);
+            }
             let (handle, kind) = t
                 .get_entry(src_dir, &src_name)?
                 .ok_or_else(|| no_entry(src_dir, &src_name))?;
@@ -41,7 +48,9 @@ pub async fn handle(
             }
             t.delete_entry(src_dir, &src_name);
             let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace)?;
-            Ok(Response::Linked { replaced })
+            let linked = Response::Linked { replaced };
+            remember(t, retry, &linked);
+            Ok(linked)
         })
         .await?;
     Ok(response)

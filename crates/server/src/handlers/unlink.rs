@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use pvfs_proto::message::UnlinkWant;
-use pvfs_proto::{DirEntry, Errno, Handle, ObjKind, Response};
+use pvfs_proto::{DirEntry, Errno, Handle, ObjKind, Response, RetryKey};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::{changed, no_entry};
+use crate::replay::{remember, replayed};
 
 /// Removes `name` from `dir`. With `drop_object`, the object is deleted in the same
 /// commit when this server owns it; otherwise the client deletes it at its owner.
@@ -18,12 +19,16 @@ pub async fn handle(
     expect: Option<Handle>,
     want: UnlinkWant,
     drop_object: bool,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     let range = ctx.config.servers[ctx.me].handles;
     let response = ctx
         .meta
         .write(move |t| {
+            if let Some(done) = replayed(t, retry)? {
+                return Ok(done);
+            }
             let (handle, kind) = t
                 .get_entry(dir, &name)?
                 .ok_or_else(|| no_entry(dir, &name))?;
@@ -58,10 +63,12 @@ pub async fn handle(
             } else {
                 None
             };
-            Ok(Response::Unlinked {
+            let unlinked = Response::Unlinked {
                 entry: DirEntry { name, handle, kind },
                 removed,
-            })
+            };
+            remember(t, retry, &unlinked);
+            Ok(unlinked)
         })
         .await?;
     Ok(response)

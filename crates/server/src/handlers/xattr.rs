@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use pvfs_proto::message::{XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX};
-use pvfs_proto::{Creds, Errno, Handle, Response, Timespec};
+use pvfs_proto::{Creds, Errno, Handle, Response, RetryKey, Timespec};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::no_object;
+use crate::replay::{remember, replayed};
 
 fn check_name(name: &str) -> OpResult<()> {
     if name.is_empty() || name.contains('\0') {
@@ -58,6 +59,7 @@ pub async fn set(
     name: String,
     value: Vec<u8>,
     flags: u32,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
@@ -74,6 +76,9 @@ pub async fn set(
     let uid = creds.uid;
     ctx.meta
         .write(move |t| {
+            if replayed(t, retry)?.is_some() {
+                return Ok(());
+            }
             let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
             check_owner(uid, attr.uid)?;
             let exists = t.get_xattr(handle, &name)?.is_some();
@@ -88,6 +93,7 @@ pub async fn set(
             t.set_xattr(handle, &name, &value);
             attr.ctime = Timespec::now();
             t.put_object(&attr);
+            remember(t, retry, &Response::Done {});
             Ok(())
         })
         .await?;
@@ -100,6 +106,7 @@ pub async fn remove(
     creds: &Creds,
     handle: Handle,
     name: String,
+    retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
@@ -107,6 +114,9 @@ pub async fn remove(
     let uid = creds.uid;
     ctx.meta
         .write(move |t| {
+            if replayed(t, retry)?.is_some() {
+                return Ok(());
+            }
             let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
             check_owner(uid, attr.uid)?;
             if t.get_xattr(handle, &name)?.is_none() {
@@ -115,6 +125,7 @@ pub async fn remove(
             t.remove_xattr(handle, &name);
             attr.ctime = Timespec::now();
             t.put_object(&attr);
+            remember(t, retry, &Response::Done {});
             Ok(())
         })
         .await?;

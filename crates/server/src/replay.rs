@@ -1,0 +1,66 @@
+//! Replies recorded with mutations, so that a retried mutation is answered, not redone.
+//!
+//! A client attaches a [`RetryKey`] to every mutation it may retry. The handler records
+//! its reply in the same commit as the mutation; a retry with the same key (after a lost
+//! reply, a broken connection, or a server restart) finds it and gets the same answer.
+//! Replies are kept for [`KEEP`], far longer than any client retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pvfs_proto::{decode, encode, Response, RetryKey, Timespec};
+use pvfs_storage::{MetaError, MetaTxn, StorageError};
+
+use crate::ctx::Ctx;
+
+/// How long a recorded reply is kept.
+pub const KEEP: Duration = Duration::from_secs(3600);
+/// How often old replies are forgotten.
+const EXPIRE_EVERY: Duration = Duration::from_secs(60);
+/// Most replies forgotten per commit (bounds one expiry commit).
+const EXPIRE_BATCH: usize = 10_000;
+
+/// The reply of the mutation `key` names, if it was already done here.
+pub fn replayed(t: &MetaTxn<'_>, key: Option<RetryKey>) -> Result<Option<Response>, MetaError> {
+    let Some(k) = key else {
+        return Ok(None);
+    };
+    match t.get_reply(k.client, k.seq)? {
+        None => Ok(None),
+        Some(bytes) => decode(&bytes).map(Some).map_err(|e| {
+            MetaError::Storage(StorageError::Corrupt {
+                what: format!("recorded reply {:#x}/{}: {e}", k.client, k.seq),
+            })
+        }),
+    }
+}
+
+/// Records `reply` for the mutation `key` names, in the caller's commit.
+pub fn remember(t: &mut MetaTxn<'_>, key: Option<RetryKey>, reply: &Response) {
+    if let Some(k) = key {
+        t.put_reply(k.client, k.seq, &encode(reply), Timespec::now().secs);
+    }
+}
+
+/// Forgets replies older than [`KEEP`], every minute, until the server stops.
+pub async fn expire_loop(ctx: Arc<Ctx>) {
+    let mut tick = tokio::time::interval(EXPIRE_EVERY);
+    loop {
+        tick.tick().await;
+        let before = Timespec::now().secs - KEEP.as_secs() as i64;
+        loop {
+            match ctx
+                .meta
+                .write(move |t| t.expire_replies(before, EXPIRE_BATCH))
+                .await
+            {
+                Ok(n) if n == EXPIRE_BATCH => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!("expiring recorded replies failed: {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
