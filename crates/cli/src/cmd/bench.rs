@@ -39,6 +39,9 @@ enum BenchKind {
     /// Metadata: P clients create N files in one shared new directory, list it,
     /// stat every file, remove them (seed 003's shared-directory create test).
     Meta(MetaArgs),
+    /// Sustained load: many clients mixing metadata and data operations, every read
+    /// verified, server memory sampled.
+    Mixed(crate::cmd::bench_mixed::MixedArgs),
     /// One client process of `concurrent --processes` (internal).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -155,6 +158,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchKind::Meta(m) => meta(m),
+        BenchKind::Mixed(m) => crate::cmd::bench_mixed::run(m),
         BenchKind::Worker(w) => worker(w),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod bench;
+pub mod bench_mixed;
 pub mod cp;
 pub mod demo;
 pub mod fsck;
