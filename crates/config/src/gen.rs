@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
-use crate::{Config, ConfigError, Defaults, HandleRange, Roles, ServerConfig, Timeouts};
+use crate::{Config, ConfigError, Defaults, HandleRange, Limits, Roles, ServerConfig, Timeouts};
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
 const MAX_SERVERS: usize = 1 << 16;
@@ -103,6 +103,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
             sync_writes: false,
         },
         timeouts: Timeouts::default(),
+        limits: Limits::default(),
         servers,
     };
     check(&config).map_err(|(key, message)| ConfigError::Invalid {
@@ -222,6 +223,16 @@ pub(crate) fn to_toml(c: &Config) -> String {
         note(
             format!("request = {}", duration(c.timeouts.request)),
             "no progress -> ETIMEDOUT",
+        ),
+        String::new(),
+        "[limits]".into(),
+        note(
+            format!("buffers = {}", size(c.limits.buffers)),
+            "received data a server holds at once",
+        ),
+        note(
+            format!("connections = {}", c.limits.connections),
+            "client connections per server",
         ),
     ]);
     for s in &c.servers {

@@ -52,6 +52,8 @@ pub struct Config {
     pub defaults: Defaults,
     /// Client and server timeouts.
     pub timeouts: Timeouts,
+    /// Per-server resource limits.
+    pub limits: Limits,
     /// The servers, in file order; indices into this list identify servers everywhere.
     pub servers: Vec<ServerConfig>,
 }
@@ -67,6 +69,26 @@ pub struct Defaults {
     pub dir_shards: u32,
     /// Whether data servers fsync every write.
     pub sync_writes: bool,
+}
+
+/// Resource limits of each server (the `[limits]` table): what bounds its memory
+/// whatever clients do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of received data a server holds at once (frames queued or being written);
+    /// beyond it, it stops reading sockets until data reaches the disk.
+    pub buffers: u64,
+    /// Client connections a server serves at once; more are closed at once.
+    pub connections: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            buffers: 256 << 20,
+            connections: 4096,
+        }
+    }
 }
 
 /// Timeouts (the `[timeouts]` table).

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
-use crate::{Config, ConfigError, Defaults, HandleRange, Roles, ServerConfig, Timeouts};
+use crate::{Config, ConfigError, Defaults, HandleRange, Limits, Roles, ServerConfig, Timeouts};
 
 /// Stripe size when `[defaults]` does not give one.
 pub(crate) const DEFAULT_STRIPE_SIZE: u64 = 64 << 10;
@@ -23,6 +23,7 @@ struct RawConfig {
     secret: Option<Spanned<String>>,
     defaults: Option<Spanned<RawDefaults>>,
     timeouts: Option<Spanned<RawTimeouts>>,
+    limits: Option<Spanned<RawLimits>>,
     servers: Spanned<Vec<RawServer>>,
 }
 
@@ -40,6 +41,13 @@ struct RawDefaults {
 struct RawTimeouts {
     connect: Option<Spanned<Value>>,
     request: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    buffers: Option<Spanned<Value>>,
+    connections: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -312,12 +320,26 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         }
     }
 
+    let mut limits = Limits::default();
+    if let Some(l) = &raw.limits {
+        let l = cx.at("limits", l);
+        if let Some(v) = &l.buffers {
+            limits.buffers = cx.convert("limits.buffers", v, size_value)?;
+        }
+        if let Some(v) = &l.connections {
+            limits.connections = cx.convert("limits.connections", v, |v: &Value| {
+                number_value(v).and_then(|n| u32::try_from(n).map_err(|_| "too large".to_string()))
+            })?;
+        }
+    }
+
     let config = Config {
         fsid,
         name,
         secret,
         defaults,
         timeouts,
+        limits,
         servers,
     };
     check(&config).map_err(|(key, message)| cx.error(cx.line_of(&key), &key, message))?;
@@ -416,6 +438,15 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
             "defaults.dir_shards",
             "{shards} is not in 1..={n_meta} (the number of meta servers)"
         );
+    }
+    if c.limits.buffers < 16 << 20 {
+        fail!(
+            "limits.buffers",
+            "must be at least 16M (a few frames in flight)"
+        );
+    }
+    if c.limits.connections == 0 {
+        fail!("limits.connections", "must be greater than zero");
     }
     if c.timeouts.connect.is_zero() {
         fail!("timeouts.connect", "must be greater than zero");

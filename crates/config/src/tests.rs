@@ -369,3 +369,28 @@ fn secrets_parse_generate_and_fail_with_the_line() {
             .secret
     );
 }
+
+#[test]
+fn limits_parse_default_and_fail_with_the_line() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.limits, Limits::default());
+    let text = format!("{BASE}\n[limits]\nbuffers = \"64M\"\nconnections = 10\n");
+    let c = Config::parse(&text, "f.toml").unwrap();
+    assert_eq!(c.limits.buffers, 64 << 20);
+    assert_eq!(c.limits.connections, 10);
+    let n = text.lines().count();
+    let bad = format!("{BASE}\n[limits]\nbuffers = \"1M\"\n");
+    let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
+    assert!(msg.contains("limits.buffers"), "{msg}");
+    let bad = format!("{BASE}\n[limits]\nconnections = 0\n");
+    let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
+    assert!(
+        msg.contains("limits.connections") && msg.contains(&format!(":{}:", n - 1)),
+        "{msg}"
+    );
+    let round = Config::generate(&GenOptions::new(2, "/tmp/x")).unwrap();
+    assert_eq!(
+        Config::parse(&round.to_toml(), "g.toml").unwrap().limits,
+        round.limits
+    );
+}

@@ -9,22 +9,59 @@
 //! server buffer without bound.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
 use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
 use pvfs_transport::frames::{read_header_within, read_payload};
-use pvfs_transport::{Conn, Frame, FrameWriter, TransportError};
+use pvfs_transport::{Conn, FrameWriter, PooledBuf, TransportError};
 use tokio::io::BufReader;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::ctx::{Ctx, Inflight};
+use crate::ctx::{Ctx, Inflight, BUDGET_UNIT};
 use crate::dispatch;
 
 /// Requests handled at once per connection.
 pub const MAX_INFLIGHT: usize = 256;
 /// Data frames queued per streaming request.
 pub const STREAM_QUEUE: usize = 4;
+
+/// Received bulk data, holding its share of the server's buffer budget until dropped
+/// (that is, until the bytes are on disk).
+pub struct Data {
+    /// The bytes.
+    pub buf: PooledBuf,
+    /// Whether the frame was the last of its request.
+    pub end: bool,
+    budget: Option<(OwnedSemaphorePermit, Arc<Ctx>)>,
+}
+
+impl Drop for Data {
+    fn drop(&mut self) {
+        if let Some((permit, ctx)) = self.budget.take() {
+            drop(permit);
+            ctx.budget_released.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// Waits for `units` of the receive-buffer budget. Waiting is fine while the server
+/// makes progress (some budget is being released); only a whole request timeout without
+/// any release gives up (None).
+async fn acquire_budget(ctx: &Arc<Ctx>, units: u32) -> Option<OwnedSemaphorePermit> {
+    let wait = ctx.buffers.clone().acquire_many_owned(units);
+    tokio::pin!(wait);
+    loop {
+        let released = ctx.budget_released.load(Ordering::Acquire);
+        match tokio::time::timeout(ctx.config.timeouts.request, &mut wait).await {
+            Ok(Ok(permit)) => return Some(permit),
+            Ok(Err(_)) => return None,
+            Err(_) if ctx.budget_released.load(Ordering::Acquire) != released => continue,
+            Err(_) => return None,
+        }
+    }
+}
 
 /// Where a handler sends its answer.
 #[derive(Clone)]
@@ -103,11 +140,16 @@ impl Reply {
 }
 
 /// Serves one connection until the peer closes it, it breaks, or `stop` fires.
-pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn serve(
+    ctx: Arc<Ctx>,
+    conn: Conn,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
     let writer = Arc::new(FrameWriter::new(conn.write, conn.fd));
     let peer = conn.peer;
     let mut r = BufReader::with_capacity(64 * 1024, conn.read);
-    let mut streams: HashMap<u64, mpsc::Sender<Frame>> = HashMap::new();
+    let mut streams: HashMap<u64, mpsc::Sender<Data>> = HashMap::new();
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     loop {
         let raw = tokio::select! {
@@ -128,6 +170,20 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
                 refuse_header(&writer, &raw, &e, &peer).await;
                 break;
             }
+        };
+        // The frame's data waits for its share of the buffer budget (bounded memory
+        // whatever the clients send; TCP pushes back meanwhile).
+        let budget = if header.data_len > 0 {
+            let units = u64::from(header.data_len).div_ceil(BUDGET_UNIT) as u32;
+            match acquire_budget(&ctx, units).await {
+                Some(permit) => Some(permit),
+                None => {
+                    tracing::warn!(%peer, "receive buffers held without progress past the request timeout; closing");
+                    break;
+                }
+            }
+        } else {
+            None
         };
         // Once a frame has begun, the rest of it must arrive within the deadline.
         let payload = tokio::time::timeout(
@@ -182,7 +238,12 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
                 let ctx = ctx.clone();
                 let guard = Inflight::enter(&ctx);
                 tokio::spawn(async move {
-                    dispatch::dispatch(&ctx, &reply, body, frame.data, stream).await;
+                    let data = Data {
+                        buf: frame.data,
+                        end: header.is_end(),
+                        budget: budget.map(|p| (p, ctx.clone())),
+                    };
+                    dispatch::dispatch(&ctx, &reply, body, data, stream).await;
                     drop(permit);
                     drop(guard);
                 });
@@ -192,7 +253,12 @@ pub async fn serve(ctx: Arc<Ctx>, conn: Conn, mut stop: tokio::sync::watch::Rece
                 if let Some(tx) = streams.get(&header.request_id) {
                     // A send error means the handler finished early (an error was
                     // answered); the rest of its data is dropped.
-                    if tx.send(frame).await.is_err() || end {
+                    let data = Data {
+                        buf: frame.data,
+                        end,
+                        budget: budget.map(|p| (p, ctx.clone())),
+                    };
+                    if tx.send(data).await.is_err() || end {
                         streams.remove(&header.request_id);
                     }
                 }

@@ -41,7 +41,18 @@ pub struct Ctx {
     pub inflight: Inflight,
     /// Injected faults (tests only; empty unless `PVFS_FAULTS` is set).
     pub faults: Faults,
+    /// The budget of received data held at once, in [`BUDGET_UNIT`]s (`[limits]
+    /// buffers`): a connection waits for its share before reading a frame's data.
+    pub buffers: Arc<tokio::sync::Semaphore>,
+    /// Client connections served at once (`[limits] connections`).
+    pub connections: Arc<tokio::sync::Semaphore>,
+    /// Count of budget releases: a connection waiting for budget keeps waiting while it
+    /// moves (the server is making progress).
+    pub budget_released: AtomicU64,
 }
+
+/// Granularity of the received-data budget.
+pub const BUDGET_UNIT: u64 = 64 << 10;
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:
 /// a comma-separated list of `drop-reply:OP:N` (do the next N requests of operation OP,

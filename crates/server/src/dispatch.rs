@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use pvfs_proto::{Errno, Request, RequestBody, Response};
-use pvfs_transport::{Frame, PooledBuf, TransportError};
+use pvfs_transport::TransportError;
 use tokio::sync::mpsc;
 
-use crate::connection::Reply;
+use crate::connection::{Data, Reply};
 use crate::ctx::Ctx;
 use crate::handlers::*;
 
@@ -16,8 +16,8 @@ pub async fn dispatch(
     ctx: &Arc<Ctx>,
     reply: &Reply,
     body: RequestBody,
-    data: PooledBuf,
-    stream: Option<mpsc::Receiver<Frame>>,
+    data: Data,
+    stream: Option<mpsc::Receiver<Data>>,
 ) {
     let RequestBody {
         creds,

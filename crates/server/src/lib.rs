@@ -95,6 +95,13 @@ pub async fn run(
         next_base: AtomicU64::new(u64::from(std::process::id())),
         inflight: Inflight::default(),
         faults: ctx::Faults::from_env(),
+        buffers: Arc::new(tokio::sync::Semaphore::new(
+            (config.limits.buffers / ctx::BUDGET_UNIT).max(1) as usize,
+        )),
+        connections: Arc::new(tokio::sync::Semaphore::new(
+            config.limits.connections as usize,
+        )),
+        budget_released: AtomicU64::new(0),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -111,9 +118,15 @@ pub async fn run(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(conn) => {
-                    tokio::spawn(connection::serve(ctx.clone(), conn, stop_rx.clone()));
-                }
+                Ok(conn) => match ctx.connections.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        tokio::spawn(connection::serve(ctx.clone(), conn, stop_rx.clone(), slot));
+                    }
+                    Err(_) => {
+                        // Closing it at once tells the client more than a full backlog.
+                        tracing::warn!(peer = %conn.peer, limit = ctx.config.limits.connections, "connection limit reached; closing a new connection");
+                    }
+                },
                 Err(e) => {
                     // Out of descriptors and the like: back off instead of spinning.
                     tracing::warn!("accept failed: {e}");

@@ -363,6 +363,8 @@ pub struct Builder {
     request_timeout: Option<String>,
     connect_timeout: Option<String>,
     extra: Vec<String>,
+    /// (key, TOML value) lines replaced in the generated configuration.
+    settings: Vec<(String, String)>,
 }
 
 impl Builder {
@@ -390,6 +392,14 @@ impl Builder {
     }
 
     /// Extra `pvfs genconfig` arguments.
+    /// Replaces the value of `key` (a key the generated file has, e.g. "buffers") with
+    /// the TOML value `value`.
+    pub fn set(mut self, key: &str, value: &str) -> Self {
+        self.settings.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds an argument to `pvfs genconfig`.
     pub fn genconfig_arg(mut self, a: &str) -> Self {
         self.extra.push(a.into());
         self
@@ -424,19 +434,25 @@ impl Builder {
             args.push(a);
         }
         run_pvfs(&args, &[], &["PVFS_CONFIG"]).ok();
-        if self.request_timeout.is_some() || self.connect_timeout.is_some() {
+        let mut settings = self.settings.clone();
+        if let Some(r) = &self.request_timeout {
+            settings.push(("request".into(), format!("\"{r}\"")));
+        }
+        if let Some(c) = &self.connect_timeout {
+            settings.push(("connect".into(), format!("\"{c}\"")));
+        }
+        if !settings.is_empty() {
             let text = std::fs::read_to_string(&config_path).unwrap();
             let mut out = String::new();
             for line in text.lines() {
                 let t = line.trim_start();
-                match (&self.request_timeout, &self.connect_timeout) {
-                    (Some(r), _) if t.starts_with("request =") || t.starts_with("request=") => {
-                        out.push_str(&format!("request = \"{r}\"\n"));
-                    }
-                    (_, Some(c)) if t.starts_with("connect =") || t.starts_with("connect=") => {
-                        out.push_str(&format!("connect = \"{c}\"\n"));
-                    }
-                    _ => {
+                let set = settings.iter().find(|(k, _)| {
+                    t.strip_prefix(k.as_str())
+                        .is_some_and(|rest| rest.trim_start().starts_with('='))
+                });
+                match set {
+                    Some((k, v)) => out.push_str(&format!("{k} = {v}\n")),
+                    None => {
                         out.push_str(line);
                         out.push('\n');
                     }
@@ -489,6 +505,7 @@ impl Cluster {
             request_timeout: None,
             connect_timeout: None,
             extra: Vec::new(),
+            settings: Vec::new(),
         }
     }
 

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::connection::Data;
 use pvfs_proto::layout::{local_runs, PieceCursor};
 use pvfs_proto::{Errno, Handle, Regions, Response, Stripe};
-use pvfs_transport::{Frame, PooledBuf};
 use tokio::sync::mpsc;
 
 use crate::ctx::Ctx;
@@ -21,8 +21,8 @@ pub async fn handle(
     index: u32,
     regions: Regions,
     sync: bool,
-    first: PooledBuf,
-    mut stream: Option<mpsc::Receiver<Frame>>,
+    first: Data,
+    mut stream: Option<mpsc::Receiver<Data>>,
 ) -> OpResult<Response> {
     ctx.require_data()?;
     ctx.require_local(handle)?;
@@ -30,12 +30,12 @@ pub async fn handle(
     let expected = stripe.bytes_on(u64::from(index), &regions);
     let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
     let mut received = 0u64;
-    let mut buf = first;
-    let mut end = stream.is_none();
+    let mut end = stream.is_none() || first.end;
+    let mut chunk = first;
     let mut pieces = Vec::new();
     loop {
-        if !buf.is_empty() {
-            let n = buf.len() as u64;
+        if !chunk.buf.is_empty() {
+            let n = chunk.buf.len() as u64;
             if received + n > expected {
                 return Err(OpError::new(
                     Errno::EINVAL,
@@ -48,11 +48,12 @@ pub async fn handle(
             received += n;
             let runs = local_runs(&pieces);
             let data = ctx.data.clone();
+            // The chunk (and its share of the buffer budget) is released once written.
             ctx.blocking(move || {
                 let mut at = 0usize;
                 for (off, len) in runs {
                     let len = len as usize;
-                    data.write_at(handle, off, &buf[at..at + len])?;
+                    data.write_at(handle, off, &chunk.buf[at..at + len])?;
                     at += len;
                 }
                 Ok(())
@@ -64,9 +65,9 @@ pub async fn handle(
         }
         let Some(rx) = stream.as_mut() else { break };
         match tokio::time::timeout(ctx.config.timeouts.request, rx.recv()).await {
-            Ok(Some(frame)) => {
-                end = frame.header.is_end();
-                buf = frame.data;
+            Ok(Some(next)) => {
+                end = next.end;
+                chunk = next;
             }
             Ok(None) => return Err(OpError::new(Errno::EPROTO, "write stream ended early")),
             Err(_) => {
