@@ -339,6 +339,12 @@ impl Client {
         self.walk(path, true).await.map_err(|e| e.for_path(path))
     }
 
+    /// `lstatlite` without the size: like [`Client::stat_lite`] but a final symlink is
+    /// described itself (no data server is asked).
+    pub async fn lstat_lite(&self, path: &str) -> Result<Attr> {
+        self.walk(path, false).await.map_err(|e| e.for_path(path))
+    }
+
     /// chmod, chown and utimes in one: applies `set` to what `path` names.
     pub async fn setattr(&self, path: &str, set: SetAttr) -> Result<Attr> {
         let attr = self.walk(path, true).await.map_err(|e| e.for_path(path))?;
@@ -356,6 +362,17 @@ impl Client {
         };
         self.fill_size(&mut attr).await?;
         Ok(attr)
+    }
+
+    /// Applies `set` to object `handle` and returns the attributes as the metadata
+    /// server stores them (one request; no data server is asked for a file's size,
+    /// which is 0). For lazy timestamp updates, e.g. the C library's mtime at close.
+    pub async fn setattr_lite(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
+        let owner = self.owner(handle)?;
+        match self.rpc(owner, Request::SetAttr { handle, set }).await? {
+            Response::Attr { attr } => Ok(attr),
+            other => Err(unexpected("SetAttr", &other)),
+        }
     }
 
     // ----- creating --------------------------------------------------------------

@@ -31,7 +31,9 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Runs `f` with a client of the configured file system.
+/// Runs `f` with a client of the configured file system. With `PVFS_STATS=1` in the
+/// environment, the requests the client sent are printed on stderr at the end (see
+/// [`print_stats`]).
 pub fn with_client<T, F, Fut>(config: &Path, f: F) -> anyhow::Result<T>
 where
     F: FnOnce(Client) -> Fut,
@@ -39,5 +41,37 @@ where
 {
     let config = load_config(config)?;
     let rt = runtime()?;
-    rt.block_on(async move { f(Client::new(config)).await })
+    let (result, client) = rt.block_on(async move {
+        let client = Client::new(config);
+        (f(client.clone()).await, client)
+    });
+    if std::env::var_os("PVFS_STATS").is_some_and(|v| v == "1") {
+        print_stats(&client);
+    }
+    result
+}
+
+/// Prints one line with the requests `client` sent, in total, per server and per
+/// operation, e.g. `pvfs: requests: 9 total; per server: s0=3 s1=2 ...; per
+/// operation: Lookup=1 ReadDir=4 ...` (issue 4: message counts are observable).
+pub fn print_stats(client: &Client) {
+    let stats = client.stats();
+    let servers: Vec<String> = client
+        .config()
+        .servers
+        .iter()
+        .zip(stats.per_server())
+        .map(|(s, n)| format!("{}={n}", s.name))
+        .collect();
+    let ops: Vec<String> = stats
+        .per_op()
+        .iter()
+        .map(|(op, n)| format!("{op}={n}"))
+        .collect();
+    eprintln!(
+        "pvfs: requests: {} total; per server: {}; per operation: {}",
+        stats.total(),
+        servers.join(" "),
+        ops.join(" ")
+    );
 }
