@@ -8,6 +8,7 @@
 
 mod at;
 pub mod blocking;
+mod degraded;
 mod error;
 mod file;
 mod fsck;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use pvfs_config::Config;
 use pvfs_proto::{Creds, Handle};
 
+pub use degraded::PartialListing;
 pub use error::{Error, Result};
 pub use file::{File, Partition};
 pub use fsck::{FsckReport, Problem, ProblemKind};
@@ -37,8 +39,6 @@ pub(crate) struct Inner {
     config: Config,
     pool: Pool,
     place: Placement,
-    /// Shard count of the root directory (fixed at its creation), once known.
-    root_shards: tokio::sync::OnceCell<u32>,
     /// Shard counts of directories seen: fixed at mkdir and handles are never reused,
     /// so entries never go stale.
     dir_shards: std::sync::Mutex<std::collections::HashMap<Handle, u32>>,
@@ -59,7 +59,6 @@ impl Client {
             inner: Arc::new(Inner {
                 pool: Pool::new(&config),
                 place: Placement::new(&config),
-                root_shards: tokio::sync::OnceCell::new(),
                 dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
                 config,
             }),

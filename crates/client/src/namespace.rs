@@ -167,19 +167,13 @@ impl Client {
         self.inner.pool.rpc(server, &self.creds, request).await
     }
 
+    /// The root directory: its shard count is the number of metadata servers (fixed
+    /// when the file system is made), so no server is asked and a path walk does not
+    /// depend on the root's owner being up.
     async fn root_dir(&self) -> Result<Dir> {
-        let root = self.root();
-        let shards = self
-            .inner
-            .root_shards
-            .get_or_try_init(|| async {
-                let attr = self.getattr(root).await?;
-                Dir::from_attr(attr).map(|d| d.shards)
-            })
-            .await?;
         Ok(Dir {
-            handle: root,
-            shards: *shards,
+            handle: self.root(),
+            shards: self.config().meta_servers().len() as u32,
             attr: None,
         })
     }
@@ -955,7 +949,7 @@ impl Client {
         Ok(parts.into_iter().flatten().collect())
     }
 
-    async fn readdir_server(&self, dir: Handle, server: usize) -> Result<Vec<DirEntry>> {
+    pub(crate) async fn readdir_server(&self, dir: Handle, server: usize) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         let mut after = None;
         loop {
@@ -1004,7 +998,7 @@ impl Client {
     }
 
     /// Phase 1: attributes of many objects, one ListAttr per owning server.
-    async fn list_attrs(&self, entries: &[DirEntry]) -> Vec<Result<Attr>> {
+    pub(crate) async fn list_attrs(&self, entries: &[DirEntry]) -> Vec<Result<Attr>> {
         let mut out: Vec<Result<Attr>> = entries
             .iter()
             .map(|_| Err(Error::new(Errno::EIO, "not fetched")))
@@ -1064,7 +1058,7 @@ impl Client {
     }
 
     /// Phase 2: sizes of many files, one GetSizes per data server.
-    async fn fill_sizes(&self, attrs: &mut [Result<Attr>]) {
+    pub(crate) async fn fill_sizes(&self, attrs: &mut [Result<Attr>]) {
         // (attr index, datafile index, datafile handle), grouped by data server.
         type Wanted = Vec<(usize, usize, Handle)>;
         let mut by_server: Vec<(usize, Wanted)> = Vec::new();

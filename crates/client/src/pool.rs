@@ -224,7 +224,16 @@ impl Pool {
 
     async fn rpc_once(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Response> {
         let mut call = self.start(server, op, body, &[], true).await?;
-        let frame = self.recv(server, &mut call).await?;
+        // An fsync may first write back much data: it has its own deadline class.
+        let timeout = if op == "Fsync" {
+            self.config.timeouts.sync
+        } else {
+            self.config.timeouts.request
+        };
+        let frame = call
+            .recv_within(timeout)
+            .await
+            .map_err(|e| Error::transport(self.name(server), e))?;
         self.response(server, &frame)
     }
 

@@ -224,6 +224,10 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("request = {}", duration(c.timeouts.request)),
             "no progress -> ETIMEDOUT",
         ),
+        note(
+            format!("sync = {}", duration(c.timeouts.sync)),
+            "longest wait for an fsync",
+        ),
         String::new(),
         "[limits]".into(),
         note(

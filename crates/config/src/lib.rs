@@ -98,6 +98,8 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Longest time without progress on a request before it fails with ETIMEDOUT.
     pub request: Duration,
+    /// Longest wait for an fsync (it may write back much data first).
+    pub sync: Duration,
 }
 
 impl Default for Timeouts {
@@ -105,6 +107,7 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(2),
             request: Duration::from_secs(5),
+            sync: Duration::from_secs(60),
         }
     }
 }

@@ -41,6 +41,7 @@ struct RawDefaults {
 struct RawTimeouts {
     connect: Option<Spanned<Value>>,
     request: Option<Spanned<Value>>,
+    sync: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +319,9 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Some(v) = &t.request {
             timeouts.request = cx.convert("timeouts.request", v, duration_value)?;
         }
+        if let Some(v) = &t.sync {
+            timeouts.sync = cx.convert("timeouts.sync", v, duration_value)?;
+        }
     }
 
     let mut limits = Limits::default();
@@ -450,6 +454,9 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
     }
     if c.timeouts.connect.is_zero() {
         fail!("timeouts.connect", "must be greater than zero");
+    }
+    if c.timeouts.sync.is_zero() {
+        fail!("timeouts.sync", "must be greater than zero");
     }
     if c.timeouts.request.is_zero() {
         fail!("timeouts.request", "must be greater than zero");

@@ -152,7 +152,8 @@ pub async fn run(
 }
 
 /// Creates the root directory on the metadata server that owns its handle, on first
-/// start. It belongs to the user running the server, mode 0755.
+/// start. It belongs to the user running the server, mode 0755, with one shard per
+/// metadata server.
 async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
     let root = ctx.config.root_handle();
     if ctx.config.owner_of(root) != Some(ctx.me) {
@@ -182,7 +183,9 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
         ctime: now,
         detail: ObjDetail::Dir {
             parent: root,
-            shards: ctx.config.defaults.dir_shards,
+            // One shard per metadata server: clients know the root's shape from the
+            // configuration and walk paths even when the root's owner is down.
+            shards: ctx.config.meta_servers().len() as u32,
             default_layout: None,
         },
     };

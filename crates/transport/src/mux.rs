@@ -344,7 +344,16 @@ impl Call {
 
     /// Waits for the next frame of the answer, at most the connection's I/O timeout.
     pub async fn recv_incoming(&mut self) -> Result<Incoming, TransportError> {
-        match tokio::time::timeout(self.conn.io_timeout, self.rx.recv()).await {
+        self.recv_incoming_within(self.conn.io_timeout).await
+    }
+
+    /// Waits for the next frame of the answer, at most `timeout` (for requests whose
+    /// answer may take longer than the connection's I/O timeout, like fsync).
+    pub async fn recv_incoming_within(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Incoming, TransportError> {
+        match tokio::time::timeout(timeout, self.rx.recv()).await {
             Ok(Some(incoming)) => Ok(incoming),
             Ok(None) => Err(TransportError::Closed(self.conn.closed().unwrap_or_else(
                 || format!("{} ended the answer early", self.conn.peer),
@@ -357,7 +366,12 @@ impl Call {
 
     /// Waits for the next whole frame of the answer.
     pub async fn recv(&mut self) -> Result<Frame, TransportError> {
-        match self.recv_incoming().await? {
+        self.recv_within(self.conn.io_timeout).await
+    }
+
+    /// Waits for the next whole frame of the answer, at most `timeout`.
+    pub async fn recv_within(&mut self, timeout: Duration) -> Result<Frame, TransportError> {
+        match self.recv_incoming_within(timeout).await? {
             Incoming::Frame(f) => Ok(f),
             Incoming::Direct(d) => d.into_frame(&self.conn.pool).await,
         }

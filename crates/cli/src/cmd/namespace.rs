@@ -32,38 +32,46 @@ pub fn ls(a: LsArgs) -> anyhow::Result<ExitCode> {
     with_client(&config_path, |client| async move {
         let attr = client.lstat(&a.path).await?;
         if attr.kind() != ObjKind::Dir {
-            print_entries(&a, vec![(base_name(&a.path).to_string(), Ok(attr))]);
+            print_entries(&a, vec![(base_name(&a.path).to_string(), Ok(attr), true)]);
             return Ok(ExitCode::SUCCESS);
         }
-        let mut rows: Vec<(String, pvfs_client::Result<pvfs_client::Attr>)> = if a.long || a.json {
-            client
-                .readdir_plus(&a.path, true)
-                .await?
-                .into_iter()
-                .map(|(e, r)| (e.name, r))
-                .collect()
-        } else {
-            client
-                .readdir(&a.path)
-                .await?
-                .into_iter()
-                .map(|e| (e.name, Err(pvfs_client::Error::new(Errno::ENODATA, ""))))
-                .collect()
-        };
+        // With a server down, list what the others hold and say what is missing.
+        let listing = client
+            .readdir_partial(&a.path, a.long || a.json, true)
+            .await?;
+        let mut rows: Vec<Row> = listing
+            .entries
+            .into_iter()
+            .map(|(e, r, sized)| (e.name, r, sized))
+            .collect();
         rows.sort_by(|x, y| x.0.cmp(&y.0));
         print_entries(&a, rows);
-        Ok(ExitCode::SUCCESS)
+        for e in &listing.missing {
+            eprintln!("pvfs: {}: listing incomplete: {}", a.path, e.message);
+        }
+        Ok(if listing.missing.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
     })
 }
 
-fn print_entries(a: &LsArgs, rows: Vec<(String, pvfs_client::Result<pvfs_client::Attr>)>) {
+/// One listed name: its attributes (or why not), and whether a file's size is known.
+type Row = (String, pvfs_client::Result<pvfs_client::Attr>, bool);
+
+fn print_entries(a: &LsArgs, rows: Vec<Row>) {
     if a.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(name, r)| match r {
+            .map(|(name, r, sized)| match r {
                 Ok(attr) => {
                     let mut j = attr_json(attr);
                     j["name"] = name.clone().into();
+                    if !sized && attr.kind() == ObjKind::File {
+                        j["size"] = serde_json::Value::Null;
+                        j["blocks"] = serde_json::Value::Null;
+                    }
                     j
                 }
                 Err(e) => serde_json::json!({"name": name, "error": e.message}),
@@ -72,7 +80,7 @@ fn print_entries(a: &LsArgs, rows: Vec<(String, pvfs_client::Result<pvfs_client:
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return;
     }
-    for (name, r) in rows {
+    for (name, r, sized) in rows {
         if !a.long {
             println!("{name}");
             continue;
@@ -83,13 +91,19 @@ fn print_entries(a: &LsArgs, rows: Vec<(String, pvfs_client::Result<pvfs_client:
                     pvfs_proto::ObjDetail::Symlink { target } => format!(" -> {target}"),
                     _ => String::new(),
                 };
+                // A file whose data server is down has an unknown size.
+                let size = if sized || attr.kind() != ObjKind::File {
+                    attr.size.to_string()
+                } else {
+                    "?".to_string()
+                };
                 println!(
                     "{} {:>3} {:>6} {:>6} {:>12} {} {name}{target}",
                     mode_string(attr.kind(), attr.mode),
                     attr.nlink,
                     attr.uid,
                     attr.gid,
-                    attr.size,
+                    size,
                     &time_string(attr.mtime)[..16],
                 )
             }
