@@ -164,6 +164,13 @@ impl Client {
 
         // Objects: orphans, several names, wrong parents, layouts.
         let root = self.root();
+        if !matches!(snap.objects.get(&root), Some(a) if a.kind() == ObjKind::Dir) {
+            add(
+                ProblemKind::BadLayout,
+                format!("the root directory {root:#x} is missing: nothing is reachable (restore its server's storage)"),
+                false,
+            );
+        }
         for (h, a) in &snap.objects {
             let its = names.get(h).map(Vec::as_slice).unwrap_or(&[]);
             if *h == root {
@@ -231,9 +238,9 @@ impl Client {
             }
         }
 
-        // Seals of directories that still exist.
+        // Seals of directories that still exist (the root has no name but exists).
         for (server, dir) in &snap.seals {
-            if snap.objects.contains_key(dir) && names.contains_key(dir) {
+            if snap.objects.contains_key(dir) && (names.contains_key(dir) || *dir == root) {
                 let fixed = repair
                     && self
                         .rpc(

@@ -15,6 +15,12 @@ use crate::handlers::no_object;
 pub async fn handle(ctx: &Arc<Ctx>, handle: Handle, retry: Option<RetryKey>) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
+    if handle == ctx.config.root_handle() {
+        return Err(crate::error::OpError::new(
+            pvfs_proto::Errno::EBUSY,
+            "the root directory cannot be removed",
+        ));
+    }
     let removed = ctx
         .meta
         .write(move |t| {
