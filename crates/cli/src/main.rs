@@ -63,6 +63,10 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Check the whole file system across servers (and repair with --repair).
     Fsck(cmd::fsck::FsckArgs),
+    /// Mount a file system with FUSE (in the background unless --foreground).
+    Mount(cmd::mount::MountArgs),
+    /// Unmount a FUSE mount (also when its daemon is dead or hung).
+    Umount(cmd::mount::UmountArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +110,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Fsck(a) => cmd::fsck::run(a),
+        Command::Mount(a) => cmd::mount::mount(a),
+        Command::Umount(a) => cmd::mount::umount(a),
     };
     match result {
         Ok(code) => code,

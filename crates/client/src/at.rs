@@ -4,6 +4,8 @@
 //! once its shard count is known (cached for good: shard counts are fixed at mkdir and
 //! handles are never reused).
 
+use pvfs_proto::layout::Layout;
+use pvfs_proto::message::UnlinkWant;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, Request, Response};
 
 use crate::error::{Error, Result};
@@ -69,6 +71,60 @@ impl Client {
         Ok(attr)
     }
 
+    /// Like [`Client::stat_handle`] for a regular file whose layout the caller
+    /// already knows (layouts never change): the metadata server and the data servers
+    /// are asked at the same time, one round trip instead of two.
+    pub async fn stat_file(&self, handle: Handle, layout: &Layout) -> Result<Attr> {
+        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
+        let (attr, stats) = futures::join!(
+            self.getattr(handle),
+            crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all)
+        );
+        let mut attr = attr?;
+        if attr.layout() != Some(layout) {
+            // Not the file the caller thought (cannot happen: handles are not reused).
+            self.fill_size(&mut attr).await?;
+            return Ok(attr);
+        }
+        let stats = stats?;
+        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+        attr.size = layout.stripe().file_size(&sizes);
+        for st in &stats {
+            crate::namespace::merge_data_mtime(&mut attr, st.mtime);
+        }
+        Ok(attr)
+    }
+
+    /// Like [`Client::lookup`] when the caller believes `name` means regular file
+    /// `expect` with `layout` (seen before): the entry's server and the data servers
+    /// are asked at the same time, one round trip instead of two. If the name now
+    /// means another object, its size is asked for afterwards.
+    pub async fn lookup_expecting(
+        &self,
+        dir: Handle,
+        name: &str,
+        expect: Handle,
+        layout: &Layout,
+    ) -> Result<Attr> {
+        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
+        let (attr, stats) = futures::join!(
+            self.lookup_lite(dir, name),
+            crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all)
+        );
+        let mut attr = attr?;
+        match stats {
+            Ok(stats) if attr.handle == expect && attr.layout() == Some(layout) => {
+                let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+                attr.size = layout.stripe().file_size(&sizes);
+                for st in &stats {
+                    crate::namespace::merge_data_mtime(&mut attr, st.mtime);
+                }
+            }
+            _ => self.fill_size(&mut attr).await?,
+        }
+        Ok(attr)
+    }
+
     /// `mkdir` of `name` in directory `dir`.
     pub async fn mkdir_at(&self, dir: Handle, name: &str, mode: u32) -> Result<Attr> {
         let d = self.dir(dir).await?;
@@ -88,6 +144,39 @@ impl Client {
         Ok(File::new(self.clone(), attr))
     }
 
+    /// Like [`Client::create_at`] for a parent whose attributes the caller already
+    /// holds (its default layout is taken from them, saving a request per create).
+    pub async fn create_under(
+        &self,
+        parent: &Attr,
+        name: &str,
+        mode: u32,
+        layout: LayoutSpec,
+    ) -> Result<File> {
+        let d = Dir::from_attr(parent.clone())?;
+        let attr = self.create_file_in(&d, name, mode, layout).await?;
+        Ok(File::new(self.clone(), attr))
+    }
+
+    /// Like [`Client::mkdir_at`] for a parent whose attributes the caller already
+    /// holds (the default layout the new directory inherits is taken from them).
+    pub async fn mkdir_under(&self, parent: &Attr, name: &str, mode: u32) -> Result<Attr> {
+        let d = Dir::from_attr(parent.clone())?;
+        self.mkdir_in(&d, name, mode).await
+    }
+
+    /// A [`File`] for a regular file whose attributes the caller already holds, for
+    /// I/O as this client's user (no request is sent; EISDIR if it is not a file).
+    pub fn file_from_attr(&self, attr: Attr) -> Result<File> {
+        match attr.kind() {
+            pvfs_proto::ObjKind::File => Ok(File::new(self.clone(), attr)),
+            _ => Err(Error::new(
+                Errno::EISDIR,
+                format!("{:#x} is not a regular file", attr.handle),
+            )),
+        }
+    }
+
     /// `symlink`: creates `name` in directory `dir` pointing to `target`.
     pub async fn symlink_at(&self, dir: Handle, name: &str, target: &str) -> Result<Attr> {
         let d = self.dir(dir).await?;
@@ -102,6 +191,33 @@ impl Client {
     pub async fn unlink_at(&self, dir: Handle, name: &str, keep_object: bool) -> Result<DirEntry> {
         let d = self.dir(dir).await?;
         self.unlink_in(&d, name, keep_object).await
+    }
+
+    /// Removes entry `name` (not a directory) of `dir` with its object and data, but
+    /// only if the entry still names `expect` (ESTALE otherwise, nothing removed): for
+    /// a caller that knows which object the name meant and that nothing uses it (a
+    /// FUSE mount's unlink of a file not open there). One commit when the object
+    /// lives with its entry, as [`Client::unlink_at`] without `keep_object`.
+    pub async fn unlink_at_expect(
+        &self,
+        dir: Handle,
+        name: &str,
+        expect: Handle,
+    ) -> Result<DirEntry> {
+        let d = self.dir(dir).await?;
+        let req = Request::Unlink {
+            dir,
+            name: name.to_string(),
+            expect: Some(expect),
+            want: UnlinkWant::NotDir,
+            drop_object: true,
+        };
+        let (entry, removed) = match self.rpc(self.entry_server(&d, name), req).await? {
+            Response::Unlinked { entry, removed } => (entry, removed),
+            other => return Err(unexpected("Unlink", &other)),
+        };
+        self.finish_removal(entry.handle, removed).await?;
+        Ok(entry)
     }
 
     /// Removes empty directory `name` of `dir`.
@@ -121,7 +237,26 @@ impl Client {
     ) -> Result<()> {
         let s = self.dir(sdir).await?;
         let d = self.dir(ddir).await?;
-        self.rename_in(&s, sname, &d, dname, mode).await
+        self.rename_in(&s, sname, &d, dname, mode, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// Like [`Client::rename_at`], but an object the rename replaced (`dname`'s old
+    /// object) is not deleted: its entry is returned, and the caller deletes it with
+    /// [`Client::remove_object`] when nothing uses it any more (a file still open,
+    /// as `unlink_at` with `keep_object`).
+    pub async fn rename_at_keep(
+        &self,
+        sdir: Handle,
+        sname: &str,
+        ddir: Handle,
+        dname: &str,
+        mode: RenameMode,
+    ) -> Result<Option<DirEntry>> {
+        let s = self.dir(sdir).await?;
+        let d = self.dir(ddir).await?;
+        self.rename_in(&s, sname, &d, dname, mode, true).await
     }
 
     /// Deletes an object that no entry names any more (kept by `unlink_at` with
@@ -152,6 +287,17 @@ impl Client {
     ) -> Result<Vec<(DirEntry, Result<Attr>)>> {
         let entries = self.readdir_at(dir).await?;
         Ok(self.with_attrs(entries, sizes).await)
+    }
+
+    /// Attributes of `entries` (from [`Client::readdir_at`]), by the two phases of
+    /// readdirplus, so a caller can fetch them page by page; a file's size is filled
+    /// in when `sizes`. Each entry carries its own result.
+    pub async fn entry_attrs(
+        &self,
+        entries: Vec<DirEntry>,
+        sizes: bool,
+    ) -> Vec<(DirEntry, Result<Attr>)> {
+        self.with_attrs(entries, sizes).await
     }
 
     /// Sets or clears the default layout of directory `dir`.

@@ -131,6 +131,16 @@ fn split_batches<T: Clone>(groups: Vec<(usize, Vec<T>)>) -> Vec<(usize, Vec<T>)>
         .collect()
 }
 
+/// Merges one datafile's mtime into a file's attributes. A data write after the
+/// metafile's last change (its ctime) moves the mtime forward; an older one does not,
+/// so a time set explicitly (utimes, `cp -p`, `tar x`) after the last write stays as
+/// set. Timestamps of different servers are compared, so their clocks must agree.
+pub(crate) fn merge_data_mtime(attr: &mut Attr, data_mtime: pvfs_proto::Timespec) {
+    if data_mtime > attr.ctime {
+        attr.mtime = attr.mtime.max(data_mtime);
+    }
+}
+
 /// Splits a path into components ("." and empty ones dropped).
 fn components(path: &str) -> VecDeque<String> {
     path.split('/')
@@ -185,7 +195,7 @@ impl Client {
         }
     }
 
-    fn entry_server(&self, dir: &Dir, name: &str) -> usize {
+    pub(crate) fn entry_server(&self, dir: &Dir, name: &str) -> usize {
         self.inner
             .place
             .entry_server(self.config(), dir.handle, dir.shards, name)
@@ -304,8 +314,8 @@ impl Client {
         let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
         let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
         attr.size = layout.stripe().file_size(&sizes);
-        if let Some(m) = stats.iter().map(|s| s.mtime).max() {
-            attr.mtime = attr.mtime.max(m);
+        for st in &stats {
+            merge_data_mtime(attr, st.mtime);
         }
         Ok(())
     }
@@ -559,7 +569,11 @@ impl Client {
 
     /// Deletes what is left of an object whose entry is gone: the object itself when
     /// it lives on another server, and a file's datafiles.
-    async fn finish_removal(&self, handle: Handle, removed: Option<ObjDetail>) -> Result<()> {
+    pub(crate) async fn finish_removal(
+        &self,
+        handle: Handle,
+        removed: Option<ObjDetail>,
+    ) -> Result<()> {
         let detail = match removed {
             Some(d) => d,
             None => {
@@ -683,17 +697,26 @@ impl Client {
             let (ddir, dname) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
             let names = (from, to);
             match self
-                .rename_once(&sdir, &sname, &ddir, &dname, RenameMode::Replace, names)
+                .rename_once(
+                    &sdir,
+                    &sname,
+                    &ddir,
+                    &dname,
+                    RenameMode::Replace,
+                    names,
+                    false,
+                )
                 .await
             {
                 Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
-                other => return other,
+                other => return other.map(|_| ()),
             }
         }
     }
 
     /// Renames `sname` in `sdir` to `dname` in `ddir` with `mode`, retrying when a
-    /// concurrent change got in the way. `names` label errors (paths or names).
+    /// concurrent change got in the way. With `keep_replaced`, an object the rename
+    /// replaced is not deleted but returned (see [`Client::rename_at_keep`]).
     pub(crate) async fn rename_in(
         &self,
         sdir: &Dir,
@@ -701,12 +724,21 @@ impl Client {
         ddir: &Dir,
         dname: &str,
         mode: RenameMode,
-    ) -> Result<()> {
+        keep_replaced: bool,
+    ) -> Result<Option<DirEntry>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             match self
-                .rename_once(sdir, sname, ddir, dname, mode, (sname, dname))
+                .rename_once(
+                    sdir,
+                    sname,
+                    ddir,
+                    dname,
+                    mode,
+                    (sname, dname),
+                    keep_replaced,
+                )
                 .await
             {
                 Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
@@ -715,6 +747,9 @@ impl Client {
         }
     }
 
+    /// One attempt of a rename. Returns the entry of the object the rename replaced
+    /// when `keep_replaced` left it in place (otherwise it is deleted here).
+    #[allow(clippy::too_many_arguments)]
     async fn rename_once(
         &self,
         sdir: &Dir,
@@ -723,7 +758,8 @@ impl Client {
         dname: &str,
         mode: RenameMode,
         (from, to): (&str, &str),
-    ) -> Result<()> {
+        keep_replaced: bool,
+    ) -> Result<Option<DirEntry>> {
         let (src, src_attr) = self
             .lookup_in(sdir, sname)
             .await
@@ -731,7 +767,7 @@ impl Client {
         if sdir.handle == ddir.handle && sname == dname {
             return match mode {
                 RenameMode::NoReplace => Err(Error::at(Errno::EEXIST, to)),
-                _ => Ok(()),
+                _ => Ok(None),
             };
         }
         if src.kind == ObjKind::Dir {
@@ -749,13 +785,14 @@ impl Client {
                 return self
                     .exchange(sdir, sname, &src, ddir, dname, d, (from, to))
                     .await
+                    .map(|()| None)
             }
             _ => {}
         }
         let mut sealed: Option<Dir> = None;
         if let Some((d, dattr)) = &dst {
             if d.handle == src.handle {
-                return Ok(()); // Both names already name the same object.
+                return Ok(None); // Both names already name the same object.
             }
             match (src.kind == ObjKind::Dir, d.kind == ObjKind::Dir) {
                 (true, false) => return Err(Error::at(Errno::ENOTDIR, to)),
@@ -781,13 +818,18 @@ impl Client {
                 return Err(e.for_path(from));
             }
         };
-        if let Some(old) = replaced {
-            self.finish_removal(old.handle, None).await?;
-        }
+        let kept = match replaced {
+            Some(old) if keep_replaced => Some(old),
+            Some(old) => {
+                self.finish_removal(old.handle, None).await?;
+                None
+            }
+            None => None,
+        };
         if src.kind == ObjKind::Dir && sdir.handle != ddir.handle {
             self.set_parent(src_attr.handle, ddir.handle).await?;
         }
-        Ok(())
+        Ok(kept)
     }
 
     async fn set_parent(&self, dir: Handle, parent: Handle) -> Result<()> {
@@ -1092,7 +1134,7 @@ impl Client {
                     for (&(i, k, _), st) in items.iter().zip(sizes) {
                         local[i][k] = st.size;
                         if let Ok(a) = attrs[i].as_mut() {
-                            a.mtime = a.mtime.max(st.mtime);
+                            merge_data_mtime(a, st.mtime);
                         }
                     }
                 }

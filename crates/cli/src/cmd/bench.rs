@@ -98,6 +98,11 @@ pub struct ConcurrentArgs {
     /// Keep the test file.
     #[arg(long)]
     keep: bool,
+    /// Interleave the clients' regions in units of this size (client r owns units r,
+    /// r+P, r+2P, ...: the strided pattern of an MPI file view), written through the
+    /// partitioned-file interface; default: contiguous regions.
+    #[arg(long, value_parser = parse_size)]
+    interleave: Option<u64>,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -120,6 +125,10 @@ struct WorkerArgs {
     read: bool,
     #[arg(long)]
     fsync: bool,
+    #[arg(long)]
+    interleave: Option<u64>,
+    #[arg(long)]
+    clients: u64,
 }
 
 /// Result of one phase.
@@ -331,7 +340,11 @@ fn phase(
                     .args(["--rank", &rank.to_string()])
                     .args(["--size", &c.size_per_client.to_string()])
                     .args(["--block", &c.block.to_string()])
+                    .args(["--clients", &c.clients.to_string()])
                     .stdout(Stdio::piped());
+                if let Some(unit) = c.interleave {
+                    cmd.args(["--interleave", &unit.to_string()]);
+                }
                 if read {
                     cmd.arg("--read");
                 }
@@ -359,11 +372,17 @@ fn phase(
             let tasks: Vec<_> = (0..c.clients as u64)
                 .map(|rank| {
                     let client = Client::new(config.clone());
-                    let path = path.to_string();
-                    let (size, block, fsync) = (c.size_per_client, c.block, c.fsync);
-                    tokio::spawn(async move {
-                        one_client(client, &path, rank, size, block, read, fsync).await
-                    })
+                    let job = Job {
+                        path: path.to_string(),
+                        rank,
+                        clients: c.clients as u64,
+                        size: c.size_per_client,
+                        block: c.block,
+                        read,
+                        fsync: c.fsync,
+                        interleave: c.interleave,
+                    };
+                    tokio::spawn(async move { one_client(client, job).await })
                 })
                 .collect();
             let mut times = Vec::new();
@@ -390,18 +409,50 @@ fn phase(
 
 /// One client's part: open, write or read+verify its region, close. Returns the time
 /// spent, excluding verification.
-pub async fn one_client(
-    client: Client,
-    path: &str,
-    rank: u64,
-    size: u64,
-    block: u64,
-    read: bool,
-    fsync: bool,
-) -> anyhow::Result<Duration> {
+/// What one benchmark client does.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The shared file.
+    pub path: String,
+    /// This client's number.
+    pub rank: u64,
+    /// Number of clients.
+    pub clients: u64,
+    /// Bytes this client moves.
+    pub size: u64,
+    /// Bytes per call.
+    pub block: u64,
+    /// Read and verify instead of write.
+    pub read: bool,
+    /// fsync after writing.
+    pub fsync: bool,
+    /// Interleaved units of this size instead of one contiguous region.
+    pub interleave: Option<u64>,
+}
+
+/// One client's part: open, write or read+verify its region, close. Returns the time
+/// spent, excluding verification.
+pub async fn one_client(client: Client, job: Job) -> anyhow::Result<Duration> {
+    let Job {
+        ref path,
+        rank,
+        clients,
+        size,
+        block,
+        read,
+        fsync,
+        interleave,
+    } = job;
     let start = Instant::now();
     let file = client.open(path).await?;
-    let base = rank * size;
+    // Contiguous: this client's region starts at rank * size. Interleaved: positions are
+    // in this client's partition (units rank, rank + P, ...), mapped by the server side.
+    let partition = interleave.map(|unit| pvfs_client::Partition {
+        offset: rank * unit,
+        gsize: unit,
+        stride: clients.max(1) * unit,
+    });
+    let base = if partition.is_some() { 0 } else { rank * size };
     let block = block.min(size) as usize;
     let pattern = pattern(rank, block);
     let mut buf = pattern.clone();
@@ -411,7 +462,10 @@ pub async fn one_client(
         let n = (block as u64).min(size - off) as usize;
         let at = base + off;
         if read {
-            let got = file.read_at(at, &mut buf[..n]).await?;
+            let got = match &partition {
+                Some(p) => file.read_partition(p, at, &mut buf[..n]).await?,
+                None => file.read_at(at, &mut buf[..n]).await?,
+            };
             if got != n {
                 bail!("client {rank}: short read at {at}: {got} of {n} bytes");
             }
@@ -420,7 +474,10 @@ pub async fn one_client(
             verify_time += t.elapsed();
         } else {
             stamp(&mut buf[..n], rank, at);
-            file.write_at(at, &buf[..n]).await?;
+            match &partition {
+                Some(p) => file.write_partition(p, at, &buf[..n]).await?,
+                None => file.write_at(at, &buf[..n]).await?,
+            };
         }
         off += n as u64;
     }
@@ -481,7 +538,17 @@ fn worker(w: WorkerArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let took = rt.block_on(async {
         let client = Client::new(config);
-        one_client(client, &w.path, w.rank, w.size, w.block, w.read, w.fsync).await
+        let job = Job {
+            path: w.path.clone(),
+            rank: w.rank,
+            clients: w.clients,
+            size: w.size,
+            block: w.block,
+            read: w.read,
+            fsync: w.fsync,
+            interleave: w.interleave,
+        };
+        one_client(client, job).await
     })?;
     println!("{}", took.as_secs_f64());
     Ok(ExitCode::SUCCESS)
@@ -531,20 +598,23 @@ fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::
         let v = serde_json::json!({
             "clients": c.clients, "size_per_client": c.size_per_client, "block": c.block,
             "stripe_size": stripe_size, "stripe_count": stripe_count,
-            "processes": c.processes, "fsync": c.fsync,
+            "processes": c.processes, "fsync": c.fsync, "interleave": c.interleave,
             "write": ph(w), "read": ph(r),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     println!(
-        "concurrent: {} clients ({}) x {}, stripe {} x {}, block {}",
+        "concurrent: {} clients ({}) x {}, stripe {} x {}, block {}{}",
         c.clients,
         if c.processes { "processes" } else { "tasks" },
         format_size(c.size_per_client),
         format_size(stripe_size),
         stripe_count,
-        format_size(c.block)
+        format_size(c.block),
+        c.interleave
+            .map(|u| format!(", interleaved in units of {}", format_size(u)))
+            .unwrap_or_default()
     );
     println!(
         "{:<6} {:>10} {:>10} {:>12} {:>11} {:>11} {:>10}",
@@ -580,6 +650,7 @@ pub fn args(config: PathBuf, clients: usize, size_per_client: u64) -> Concurrent
         path: None,
         keep: false,
         json: false,
+        interleave: None,
     }
 }
 

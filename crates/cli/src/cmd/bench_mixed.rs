@@ -34,7 +34,7 @@ pub struct MixedArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
     /// Largest file a client writes.
-    #[arg(long, default_value = "1M", value_parser = pvfs_config::parse_size)]
+    #[arg(long, default_value = "256K", value_parser = pvfs_config::parse_size)]
     max_file: u64,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1)]
@@ -43,6 +43,9 @@ pub struct MixedArgs {
     #[arg(long)]
     keep: bool,
 }
+
+/// Files one client keeps at most (its model holds their contents: bounded memory).
+const MAX_FILES: usize = 32;
 
 /// Operations counted by kind.
 const OPS: [&str; 8] = [
@@ -225,6 +228,8 @@ async fn one_client(
     while !stop.load(Ordering::Acquire) {
         let op = rng.below(100);
         let kind = match op {
+            // A client at its file cap removes instead of creating.
+            0..=19 if model.len() >= MAX_FILES => 4,
             0..=19 => 0,
             20..=34 => 1,
             35..=59 => 2,

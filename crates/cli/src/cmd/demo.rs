@@ -122,7 +122,7 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         let writers: Vec<_> = (0..clients)
             .map(|rank| {
                 let c = Client::new(config.clone());
-                tokio::spawn(async move { bench::one_client(c, "/demo/striped.dat", rank, part, 8 << 20, false, false).await })
+                tokio::spawn(async move { bench::one_client(c, demo_job(rank, clients, part, false)).await })
             })
             .collect();
         for w in writers {
@@ -133,7 +133,7 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         let readers: Vec<_> = (0..clients)
             .map(|rank| {
                 let c = Client::new(config.clone());
-                tokio::spawn(async move { bench::one_client(c, "/demo/striped.dat", rank, part, 8 << 20, true, false).await })
+                tokio::spawn(async move { bench::one_client(c, demo_job(rank, clients, part, true)).await })
             })
             .collect();
         for r in readers {
@@ -177,4 +177,18 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         );
     });
     Ok(())
+}
+
+/// One client's part of the demo's striped file.
+fn demo_job(rank: u64, clients: u64, size: u64, read: bool) -> bench::Job {
+    bench::Job {
+        path: "/demo/striped.dat".into(),
+        rank,
+        clients,
+        size,
+        block: 8 << 20,
+        read,
+        fsync: false,
+        interleave: None,
+    }
 }

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod fsck;
 pub mod genconfig;
 pub mod layout;
+pub mod mount;
 pub mod namespace;
 pub mod server;
 

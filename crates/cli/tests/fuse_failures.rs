@@ -1,0 +1,134 @@
+//! The FUSE mount is never stuck (issue 3, point 7; design §9): with a server hung
+//! (SIGSTOP) or killed (SIGKILL), `ls`, `stat`, `df` and reads on the mount fail with
+//! EIO or ETIMEDOUT within the configured request timeout (2 s here) instead of
+//! hanging; the mount process survives; once the server is back the mount works
+//! again; and `pvfs umount` works throughout.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[path = "fuse/mount.rs"]
+mod mount;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Cluster, Rng};
+use mount::{is_mounted, run_for, Mount};
+
+/// The configured request timeout.
+const TIMEOUT: Duration = Duration::from_secs(2);
+/// Bound on a command that meets a failed server: a few requests in a row, each
+/// bounded by the timeout, plus process start-up.
+const BOUND: Duration = Duration::from_secs(8);
+/// Longer than this is a hang (the test fails instead of waiting).
+const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `prog args` on the mount; returns (success, stderr, elapsed).
+fn run(prog: &str, args: &[&str]) -> (bool, String, Duration) {
+    let start = Instant::now();
+    let out = run_for(Command::new(prog).args(args), HANG);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed(),
+    )
+}
+
+/// Asserts `prog args` fails promptly with EIO or ETIMEDOUT.
+#[track_caller]
+fn fails_promptly(prog: &str, args: &[&str], what: &str) {
+    let (ok, err, took) = run(prog, args);
+    assert!(!ok, "{what}: `{prog} {args:?}` should fail");
+    let lower = err.to_lowercase();
+    assert!(
+        lower.contains("input/output error") || lower.contains("timed out"),
+        "{what}: `{prog}` failed with an unexpected error: {err}"
+    );
+    assert!(
+        took < BOUND,
+        "{what}: `{prog}` took {took:?} (bound {BOUND:?})"
+    );
+}
+
+/// Asserts `prog args` succeeds promptly.
+#[track_caller]
+fn works(prog: &str, args: &[&str], what: &str) {
+    let (ok, err, took) = run(prog, args);
+    assert!(ok, "{what}: `{prog} {args:?}` failed: {err}");
+    assert!(took < BOUND, "{what}: `{prog}` took {took:?}");
+}
+
+#[test]
+fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
+    let cluster = Cluster::builder()
+        .request_timeout("2s")
+        .connect_timeout("2s")
+        .start();
+    assert_eq!(cluster.config().timeouts.request, TIMEOUT);
+    // Short cache times so the kernel asks again soon after the failure.
+    let mut m = Mount::start(
+        &cluster,
+        &["--attr-timeout", "100ms", "--entry-timeout", "100ms"],
+    );
+    let mut rng = Rng::new(7);
+    // Files striped over every server, in a directory sharded over every server.
+    std::fs::create_dir(m.join("d")).unwrap();
+    for i in 0..8 {
+        // The first creates on a fresh cluster wait for the servers to fill their
+        // pools of pre-created datafiles, which can take longer than 2 s in a debug
+        // build: retry those.
+        let data = rng.bytes(1 << 20);
+        common::poll("a first write", Duration::from_secs(60), || {
+            std::fs::write(m.join(&format!("d/f{i}")), &data).ok()
+        });
+    }
+    let dir = m.join("d");
+    let file = m.join("d/f3");
+    let (dir, file, mp) = (
+        dir.to_str().unwrap().to_string(),
+        file.to_str().unwrap().to_string(),
+        m.path().to_str().unwrap().to_string(),
+    );
+    works("ls", &["-l", &dir], "before");
+
+    // A hung server: requests to it time out.
+    cluster.kill("s1", libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300)); // let the kernel's caches expire
+    fails_promptly("ls", &["-l", &dir], "s1 hung");
+    fails_promptly("stat", &[&file], "s1 hung");
+    fails_promptly("cat", &[&file], "s1 hung");
+    // df answers with what the live servers know, or fails; never hangs.
+    let (_, _, took) = run("df", &[&mp]);
+    assert!(took < BOUND, "df took {took:?} with s1 hung");
+    assert!(is_mounted(m.path()));
+    cluster.kill("s1", libc::SIGCONT);
+    common::poll("the mount to work again", Duration::from_secs(30), || {
+        run("ls", &["-l", &dir]).0.then_some(())
+    });
+    works("cat", &[&file], "s1 back");
+
+    // A killed server: connections are refused at once.
+    cluster.kill("s2", libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(300));
+    fails_promptly("ls", &["-l", &dir], "s2 killed");
+    fails_promptly("stat", &[&file], "s2 killed");
+    fails_promptly("cat", &[&file], "s2 killed");
+    let (_, _, took) = run("df", &[&mp]);
+    assert!(took < BOUND, "df took {took:?} with s2 dead");
+    // The mount process survived everything.
+    assert!(is_mounted(m.path()));
+    cluster.restart("s2");
+    common::poll(
+        "the mount to work after the restart",
+        Duration::from_secs(30),
+        || run("cat", &[&file]).0.then_some(()),
+    );
+
+    // And with a server hung, pvfs umount still works.
+    cluster.kill("s0", libc::SIGSTOP);
+    let (ok, _, _) = run("ls", &["-l", &dir]);
+    assert!(!ok);
+    let st = m.unmount();
+    assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+    cluster.kill("s0", libc::SIGCONT);
+}

@@ -1,0 +1,761 @@
+//! The `fuser::Filesystem` face of the mount. Every callback that needs a server
+//! copies what it needs out of the request and hands its reply object to a task on
+//! the mount's tokio runtime, so FUSE threads only read requests and never wait for
+//! a server. Each task runs under a watchdog: if it has not finished long after the
+//! client's own deadlines should have ended it, the kernel gets ETIMEDOUT anyway.
+//! Requests that need no server (flush, link, unsupported xattr namespaces, opening
+//! and closing directory streams) are answered on the FUSE thread.
+
+use std::ffi::OsStr;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags,
+    PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyPoll,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::ops::{privileged, Inner, OpResult, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
+
+/// A reply that can carry an errno.
+trait Fail: Send + 'static {
+    fn fail(self, e: Errno);
+}
+
+macro_rules! fail_by_error {
+    ($($t:ty),*) => {
+        $(impl Fail for $t {
+            fn fail(self, e: Errno) {
+                self.error(e)
+            }
+        })*
+    };
+}
+
+fail_by_error!(
+    ReplyEntry,
+    ReplyAttr,
+    ReplyData,
+    ReplyEmpty,
+    ReplyOpen,
+    ReplyWrite,
+    ReplyCreate,
+    ReplyStatfs,
+    ReplyXattr,
+    ReplyDirectory,
+    ReplyDirectoryPlus
+);
+
+/// The mount's `Filesystem`.
+pub(crate) struct PvfsFs {
+    inner: Arc<Inner>,
+    rt: tokio::runtime::Handle,
+    watchdog: Duration,
+}
+
+/// Who made a request: uid, gid, pid.
+fn ids(req: &Request) -> (u32, u32, u32) {
+    (req.uid(), req.gid(), req.pid())
+}
+
+/// Answers a getxattr/listxattr: the size when asked for it, ERANGE when the
+/// caller's buffer is too small.
+fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        match u32::try_from(value.len()) {
+            Ok(n) => reply.size(n),
+            Err(_) => reply.error(Errno::E2BIG),
+        }
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE)
+    } else {
+        reply.data(value)
+    }
+}
+
+/// How the kernel treats an open file of mode `mode`: `--direct-io` (`direct`)
+/// bypasses its page cache always; files opened write-only bypass it too. Writes go
+/// to the servers at once either way (write-through), so filling cache pages on the
+/// way is pure cost for them (the kernel drops stale cached pages of other opens).
+/// Set-user-ID and set-group-ID files stay on the cached path, where the kernel
+/// clears those bits before a write (with `--direct-io` the mount clears them after
+/// the write, see `Inner::write`).
+fn open_flags(direct: bool, flags: i32, mode: u32) -> FopenFlags {
+    let write_only = flags & libc::O_ACCMODE == libc::O_WRONLY;
+    if direct || (write_only && !privileged(mode)) {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
+
+impl PvfsFs {
+    pub(crate) fn new(inner: Arc<Inner>, rt: tokio::runtime::Handle, watchdog: Duration) -> PvfsFs {
+        PvfsFs {
+            inner,
+            rt,
+            watchdog,
+        }
+    }
+
+    /// Runs `op` as a task; `done` answers with its value, an error answers itself.
+    fn run<R, T, F>(&self, reply: R, op: F, done: impl FnOnce(R, T) + Send + 'static)
+    where
+        R: Fail,
+        T: Send + 'static,
+        F: Future<Output = OpResult<T>> + Send + 'static,
+    {
+        let watchdog = self.watchdog;
+        self.rt.spawn(async move {
+            match tokio::time::timeout(watchdog, op).await {
+                Ok(Ok(v)) => done(reply, v),
+                Ok(Err(e)) => reply.fail(e),
+                Err(_) => {
+                    tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
+                    reply.fail(Errno::ETIMEDOUT)
+                }
+            }
+        });
+    }
+
+    fn ttls(&self) -> (Duration, Duration) {
+        (self.inner.opts.attr_timeout, self.inner.opts.entry_timeout)
+    }
+
+    /// [`open_flags`] as a function a reply task can own.
+    fn open_flags_fn(&self) -> impl Fn(i32, u32) -> FopenFlags + Send + 'static {
+        let direct = self.inner.opts.direct_io;
+        move |flags, mode| open_flags(direct, flags, mode)
+    }
+
+    /// Answers with a new entry (lookup, mkdir, mknod, symlink).
+    fn entry_op<F>(&self, reply: ReplyEntry, op: F)
+    where
+        F: Future<Output = OpResult<fuser::FileAttr>> + Send + 'static,
+    {
+        let (attr_ttl, entry_ttl) = self.ttls();
+        self.run(reply, op, move |r, a| {
+            r.entry_with_ttls(&attr_ttl, &entry_ttl, &a, Generation(0))
+        });
+    }
+}
+
+impl Filesystem for PvfsFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let mut wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_MAX_PAGES
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_ASYNC_READ;
+        if self.inner.opts.direct_io {
+            wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        }
+        let supported = config.capabilities();
+        if let Err(missing) = config.add_capabilities(wanted & supported) {
+            tracing::debug!("kernel lacks FUSE capabilities {missing:?}");
+        }
+        if !supported.contains(wanted) {
+            tracing::debug!("kernel lacks FUSE capabilities {:?}", wanted - supported);
+        }
+        let max = self.inner.opts.max_request;
+        if let Err(limit) = config.set_max_write(max) {
+            let _ = config.set_max_write(limit);
+        }
+        if let Err(max) = config.set_max_readahead(max) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(64);
+        let _ = config.set_congestion_threshold(48);
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        self.entry_op(reply, async move {
+            let creds = inner.creds.creds(uid, gid, pid);
+            inner.lookup(creds, parent, &name).await
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let inner = self.inner.clone();
+        let handle = inner.handle(ino);
+        let ttl = self.inner.opts.attr_timeout;
+        self.run(
+            reply,
+            async move { inner.getattr(handle).await },
+            move |r, a| r.attr(&ttl, &a),
+        );
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let inner = self.inner.clone();
+        let (ruid, rgid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        let ttl = self.inner.opts.attr_timeout;
+        let set = SetReq {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            fh: fh.map(|f| f.0),
+        };
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(ruid, rgid, pid);
+                inner.setattr(creds, handle, set).await
+            },
+            move |r, a| r.attr(&ttl, &a),
+        );
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let inner = self.inner.clone();
+        let handle = inner.handle(ino);
+        self.run(
+            reply,
+            async move { inner.readlink(handle).await },
+            |r, t| r.data(&t),
+        );
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        self.entry_op(reply, async move {
+            let creds = inner.creds.creds(uid, gid, pid);
+            inner.mknod(creds, parent, &name, mode).await
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        self.entry_op(reply, async move {
+            let creds = inner.creds.creds(uid, gid, pid);
+            inner.mkdir(creds, parent, &name, mode).await
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.unlink(creds, parent, &name).await
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.rmdir(creds, parent, &name).await
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = link_name.to_owned();
+        let target = target.to_owned();
+        self.entry_op(reply, async move {
+            let creds = inner.creds.creds(uid, gid, pid);
+            inner.symlink(creds, parent, &name, &target).await
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let newparent = inner.handle(newparent);
+        let name = name.to_owned();
+        let newname = newname.to_owned();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner
+                    .rename(creds, parent, &name, newparent, &newname, flags)
+                    .await
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        // pvfs has no hard links (docs/namespace.md); EPERM as file systems
+        // without them answer.
+        reply.error(Errno::EPERM);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let inner = self.inner.clone();
+        let handle = inner.handle(ino);
+        let this = self.open_flags_fn();
+        self.run(
+            reply,
+            async move { inner.open(handle, flags.0).await },
+            move |r, (fh, mode)| r.opened(FileHandle(fh), this(flags.0, mode)),
+        );
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let inner = self.inner.clone();
+        self.run(
+            reply,
+            async move { inner.read(fh.0, offset, size).await },
+            |r, buf| r.data(&buf),
+        );
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let inner = self.inner.clone();
+        let buf = inner.write_buf(data);
+        let uid = req.uid();
+        self.run(
+            reply,
+            async move { inner.write(fh.0, offset, buf, uid).await },
+            |r, n| r.written(n),
+        );
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Nothing is buffered here; ENOSYS tells the kernel to stop asking.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let inner = self.inner.clone();
+        self.run(
+            reply,
+            async move {
+                inner.release(fh.0).await;
+                Ok(())
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let inner = self.inner.clone();
+        self.run(reply, async move { inner.fsync(fh.0).await }, |r, ()| {
+            r.ok()
+        });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let fh = self.inner.tables.open_dir(self.inner.handle(ino));
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        let inner = self.inner.clone();
+        self.run(
+            reply,
+            async move { inner.readdir(fh.0, offset, false).await },
+            |mut r, items| {
+                for it in items {
+                    if r.add(it.ino, it.next, it.kind, &it.name) {
+                        break;
+                    }
+                }
+                r.ok()
+            },
+        );
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let inner = self.inner.clone();
+        self.run(
+            reply,
+            async move { inner.readdir(fh.0, offset, true).await },
+            |mut r, items| {
+                for it in items {
+                    let Some((attr, ttl)) = it.attr else { continue };
+                    if r.add(it.ino, it.next, &it.name, &ttl, &attr, Generation(0)) {
+                        break;
+                    }
+                }
+                r.ok()
+            },
+        );
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.inner.tables.close_dir(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Metadata changes are durable when answered.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let inner = self.inner.clone();
+        self.run(reply, async move { inner.statfs().await }, |r, t| {
+            r.statfs(
+                t.blocks,
+                t.bfree,
+                t.bavail,
+                t.files,
+                t.ffree,
+                STATFS_BSIZE,
+                pvfs_proto::types::NAME_MAX as u32,
+                STATFS_FRSIZE as u32,
+            )
+        });
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if !name.as_encoded_bytes().starts_with(b"user.") {
+            reply.error(Errno::EOPNOTSUPP);
+            return;
+        }
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        let name = name.to_owned();
+        let value = value.to_vec();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.setxattr(creds, handle, &name, &value, flags).await
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if !name.as_encoded_bytes().starts_with(b"user.") {
+            // security.capability is asked on every write: answer it here.
+            reply.error(Errno::EOPNOTSUPP);
+            return;
+        }
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        let name = name.to_owned();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.getxattr(creds, handle, &name).await
+            },
+            move |r, v| xattr_reply(r, size, &v),
+        );
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.listxattr(creds, handle).await
+            },
+            move |r, v| xattr_reply(r, size, &v),
+        );
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if !name.as_encoded_bytes().starts_with(b"user.") {
+            reply.error(Errno::EOPNOTSUPP);
+            return;
+        }
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        let name = name.to_owned();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.removexattr(creds, handle, &name).await
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let parent = inner.handle(parent);
+        let name = name.to_owned();
+        let ttl = self
+            .inner
+            .opts
+            .attr_timeout
+            .min(self.inner.opts.entry_timeout);
+        let fopen = self.open_flags_fn();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                inner.create(creds, parent, &name, mode, flags).await
+            },
+            move |r, (attr, fh)| {
+                let how = fopen(flags, u32::from(attr.perm));
+                r.created(&ttl, &attr, Generation(0), FileHandle(fh), how)
+            },
+        );
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        // isatty() and friends ask; no ioctl means anything here.
+        reply.error(Errno::ENOTTY);
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: i64,
+        _whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // ENOSYS once: the kernel then seeks by itself (SEEK_DATA sees no holes).
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        // ENOSYS once: the kernel then copies through read and write.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _ph: PollNotifier,
+        _events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        // ENOSYS once: files then always poll ready, as on local file systems.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        // glibc's posix_fallocate falls back to writing; space is not reserved.
+        reply.error(Errno::EOPNOTSUPP);
+    }
+}

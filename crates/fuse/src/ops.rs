@@ -1,0 +1,1104 @@
+//! The file system operations, as async functions on the mount's shared state. Each
+//! returns what the FUSE reply needs or an errno; `fs.rs` runs them as tasks.
+//!
+//! Whose credentials: namespace and attribute changes act as the calling process
+//! (servers record the owner and enforce chmod/chown/utimes rules). Data I/O,
+//! truncation and bookkeeping act as the mount itself, because the kernel has
+//! already checked the caller's access (`default_permissions`) and POSIX lets a
+//! writer do what the servers reserve for owners: set times to "now", clear
+//! set-user-ID on write, truncate. Those few cases are retried as the mount only
+//! when the request can only have come from such a kernel-approved path.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Errno, FileAttr, FileType, INodeNo, RenameFlags, TimeOrNow};
+use pvfs_client::{Attr, Client, LayoutSpec, ObjKind, RenameMode, SetAttr};
+use pvfs_proto::{Creds, Handle};
+use pvfs_transport::{BufPool, PooledBuf};
+
+use crate::attr::{self, file_attr, ino_of, may_access, placeholder, timespec};
+use crate::creds::CredCache;
+use crate::mount::MountOptions;
+use crate::state::{Disposal, OpenFile, Tables};
+use crate::xattr::{self, LAYOUT_XATTR};
+
+/// Result of an operation: the errno is what the calling program sees.
+pub(crate) type OpResult<T> = Result<T, Errno>;
+
+/// Preferred I/O size reported by `statfs`.
+pub(crate) const STATFS_BSIZE: u32 = 1 << 20;
+/// Directory entries whose attributes one readdirplus step fetches at once.
+const ATTR_CHUNK: usize = 2048;
+/// Most entries one plain readdir step prepares (the kernel takes what fits).
+const NAMES_PER_STEP: usize = 4096;
+/// Largest read served in one request (the kernel never asks for more).
+const MAX_READ: u32 = 16 << 20;
+
+const S_IFMT: u32 = libc::S_IFMT;
+const S_IFREG: u32 = libc::S_IFREG;
+const S_ISUID: u32 = libc::S_ISUID;
+const S_ISGID: u32 = libc::S_ISGID;
+const S_IXGRP: u32 = libc::S_IXGRP;
+
+/// Whether `mode` has bits a write by someone else than root must clear: set-user-ID,
+/// and set-group-ID together with group execute (as Linux's `should_remove_suid`).
+pub(crate) fn privileged(mode: u32) -> bool {
+    mode & S_ISUID != 0 || mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+}
+
+/// The errno of a client error. A server that is down, refused or reset the
+/// connection, or answered nonsense is EIO to programs (they know what to do with
+/// it); a server that did not answer in time stays ETIMEDOUT.
+pub(crate) fn errno(e: pvfs_client::Error) -> Errno {
+    use pvfs_client::Errno as E;
+    tracing::debug!("{}: {}", e.errno.name(), e.message);
+    match e.errno {
+        E::EHOSTDOWN | E::ECONNREFUSED | E::ECONNRESET | E::EPROTO | E::EBADMSG => Errno::EIO,
+        other => Errno::from_i32(other.code()),
+    }
+}
+
+/// What `setattr` asks for.
+pub(crate) struct SetReq {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+    pub fh: Option<u64>,
+}
+
+/// One entry of a directory listing step.
+pub(crate) struct DirItem {
+    pub ino: INodeNo,
+    /// Offset of the entry after this one.
+    pub next: u64,
+    pub kind: FileType,
+    pub name: String,
+    /// For readdirplus: attributes and how long the kernel may keep them.
+    pub attr: Option<(FileAttr, Duration)>,
+}
+
+/// Totals for `statfs`.
+pub(crate) struct FsTotals {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+}
+
+/// Block size `statfs` counts in.
+pub(crate) const STATFS_FRSIZE: u64 = 4096;
+
+/// The mount's shared state.
+pub(crate) struct Inner {
+    /// The client, acting as the mount's own user.
+    pub client: Client,
+    /// The root directory's handle (inode 1).
+    pub root: Handle,
+    pub opts: MountOptions,
+    pub tables: Arc<Tables>,
+    pub creds: CredCache,
+    bufs: BufPool,
+    /// Deletions of unlinked objects running in the background (a bound on them).
+    removals: Arc<tokio::sync::Semaphore>,
+}
+
+/// Most deletions of unlinked objects running in the background at once; an unlink
+/// beyond that waits (backpressure on `rm -rf`).
+const REMOVALS: u32 = 256;
+
+impl Inner {
+    pub(crate) fn new(client: Client, opts: MountOptions) -> Inner {
+        Inner {
+            root: client.root(),
+            client,
+            bufs: BufPool::new(opts.max_request as usize, 16),
+            opts,
+            tables: Arc::new(Tables::new()),
+            creds: CredCache::default(),
+            removals: Arc::new(tokio::sync::Semaphore::new(REMOVALS as usize)),
+        }
+    }
+
+    /// The handle behind inode `ino`.
+    pub(crate) fn handle(&self, ino: INodeNo) -> Handle {
+        attr::handle_of(self.root, ino)
+    }
+
+    /// The kernel's view of `attr`.
+    fn fattr(&self, attr: &Attr) -> FileAttr {
+        let orphan = attr.kind() == ObjKind::File && self.tables.is_orphan(attr.handle);
+        file_attr(self.root, attr, orphan)
+    }
+
+    /// The client acting as the caller.
+    fn caller(&self, creds: &Creds) -> Client {
+        self.client.with_creds(creds.clone())
+    }
+
+    /// Attributes of directory `dir`, from the recent cache or its server.
+    async fn dir_attr(&self, dir: Handle) -> OpResult<Attr> {
+        if let Some(a) = self.tables.dir_attr(dir, self.opts.attr_timeout) {
+            return Ok(a);
+        }
+        let attr = self.client.getattr(dir).await.map_err(errno)?;
+        if attr.kind() != ObjKind::Dir {
+            return Err(Errno::ENOTDIR);
+        }
+        self.tables.note_dir(&attr);
+        Ok(attr)
+    }
+
+    /// Credentials and mode for a new object in `parent`: a set-group-ID directory
+    /// gives its group to what is created in it, and its bit to new directories.
+    fn inherit(creds: &Creds, parent: &Attr, mode: u32, is_dir: bool) -> (Creds, u32) {
+        if parent.mode & S_ISGID == 0 {
+            return (creds.clone(), mode);
+        }
+        let mut c = creds.clone();
+        c.gid = parent.gid;
+        (c, if is_dir { mode | S_ISGID } else { mode })
+    }
+
+    /// Deletes an object that lost its last name, unless it is open here. The
+    /// deletion (object and datafiles) runs in the background: the name is already
+    /// gone, durably, when the unlink is answered.
+    async fn dispose(&self, handle: Handle) {
+        if self.tables.unlinked(handle) != Disposal::RemoveNow {
+            return;
+        }
+        let Ok(permit) = self.removals.clone().acquire_owned().await else {
+            return;
+        };
+        let client = self.client.clone();
+        let tables = self.tables.clone();
+        tokio::spawn(async move {
+            if let Err(e) = client.remove_object(handle).await {
+                tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}");
+            }
+            tables.removed(handle);
+            tables.forget_layout(handle);
+            drop(permit);
+        });
+    }
+
+    /// Waits (up to `limit`) for background deletions, then deletes the objects of
+    /// files unlinked while open that are still open (when the mount ends).
+    pub(crate) async fn finish(&self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.removals.acquire_many(REMOVALS)).await;
+        let _ = tokio::time::timeout(limit, self.remove_orphans()).await;
+    }
+
+    async fn remove_orphans(&self) {
+        for h in self.tables.orphans() {
+            if let Err(e) = self.client.remove_object(h).await {
+                tracing::warn!("unlinked open file {h:#x} left behind: {e}");
+            }
+        }
+    }
+
+    // ----- names and attributes ----------------------------------------------
+
+    pub(crate) async fn lookup(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+    ) -> OpResult<FileAttr> {
+        let name = lookup_name(name)?;
+        let caller = self.caller(&creds);
+        // A file seen before (the kernel asking again after its cache expired): ask
+        // for the entry and the file's size at once.
+        let known = self
+            .tables
+            .name(parent, name)
+            .and_then(|h| self.tables.layout(h).map(|l| (h, l)));
+        let attr = match known {
+            Some((h, layout)) => caller.lookup_expecting(parent, name, h, &layout).await,
+            None => caller.lookup(parent, name).await,
+        }
+        .map_err(errno)?;
+        self.tables.note(&attr);
+        self.tables
+            .note_name(parent, name, attr.handle, attr.kind());
+        Ok(self.fattr(&attr))
+    }
+
+    pub(crate) async fn getattr(&self, handle: Handle) -> OpResult<FileAttr> {
+        // The kernel asks again for a directory's attributes after every create or
+        // remove in it (to check permissions), although pvfs directories do not
+        // change with their entries: what was seen within the attribute timeout
+        // answers, as the kernel's own cache would.
+        if let Some(dir) = self.tables.dir_attr(handle, self.opts.attr_timeout) {
+            return Ok(self.fattr(&dir));
+        }
+        let attr = self.stat(handle).await?;
+        Ok(self.fattr(&attr))
+    }
+
+    /// Current attributes with a file's size and mtime: one round trip when the
+    /// file's layout is known (metadata and data servers asked at once).
+    async fn stat(&self, handle: Handle) -> OpResult<Attr> {
+        let attr = match self.tables.layout(handle) {
+            Some(layout) => self.client.stat_file(handle, &layout).await,
+            None => self.client.stat_handle(handle).await,
+        }
+        .map_err(errno)?;
+        self.tables.note(&attr);
+        Ok(attr)
+    }
+
+    pub(crate) async fn setattr(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        req: SetReq,
+    ) -> OpResult<FileAttr> {
+        if let Some(size) = req.size {
+            let open = req
+                .fh
+                .and_then(|fh| self.tables.file(fh))
+                .filter(|of| of.handle == handle);
+            let file = match open {
+                Some(of) => of.file.clone(),
+                None => self.client.open_handle(handle).await.map_err(errno)?,
+            };
+            // The kernel checked write access; the truncate also stamps the mtime.
+            file.truncate(size).await.map_err(errno)?;
+        }
+        let mut set = SetAttr {
+            mode: req.mode.map(|m| m & 0o7777),
+            uid: req.uid,
+            gid: req.gid,
+            atime: req.atime.map(timespec),
+            mtime: req.mtime.map(timespec),
+        };
+        let times_now = matches!(req.atime, None | Some(TimeOrNow::Now))
+            && matches!(req.mtime, None | Some(TimeOrNow::Now));
+        if req.size.is_some() && times_now {
+            // "now" times that come with a truncate are the truncate's own.
+            set.atime = None;
+            set.mtime = None;
+        }
+        if set == SetAttr::default() {
+            return self.getattr(handle).await;
+        }
+        let current = self.stat(handle).await?;
+        if set.mtime.is_none() && current.kind() == ObjKind::File {
+            // Changing the metafile makes its mtime the one that counts (see the
+            // client's merge_data_mtime): carry the current one over.
+            set.mtime = Some(current.mtime);
+        }
+        let attr = match self
+            .caller(&creds)
+            .setattr_handle(handle, set.clone())
+            .await
+        {
+            Ok(a) => a,
+            Err(e)
+                if e.errno == pvfs_client::Errno::EPERM
+                    && creds.uid != 0
+                    && kernel_approved(&req, &current, &creds) =>
+            {
+                self.client
+                    .setattr_handle(handle, set)
+                    .await
+                    .map_err(errno)?
+            }
+            Err(e) => return Err(errno(e)),
+        };
+        self.tables.note(&attr);
+        self.tables.set_privileged(handle, privileged(attr.mode));
+        Ok(self.fattr(&attr))
+    }
+
+    pub(crate) async fn readlink(&self, handle: Handle) -> OpResult<Vec<u8>> {
+        let attr = self.client.getattr(handle).await.map_err(errno)?;
+        match attr.detail {
+            pvfs_proto::ObjDetail::Symlink { target } => Ok(target.into_bytes()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    // ----- creating ----------------------------------------------------------
+
+    pub(crate) async fn mknod(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+        mode: u32,
+    ) -> OpResult<FileAttr> {
+        if mode & S_IFMT != S_IFREG && mode & S_IFMT != 0 {
+            // FIFOs, sockets and device nodes have no kind of object in pvfs.
+            return Err(Errno::EPERM);
+        }
+        let name = new_name(name)?;
+        let pattr = self.dir_attr(parent).await?;
+        let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
+        let file = self
+            .caller(&c)
+            .create_under(&pattr, name, mode, LayoutSpec::default())
+            .await
+            .map_err(errno)?;
+        self.tables.note(file.attr());
+        self.tables
+            .note_name(parent, name, file.handle(), ObjKind::File);
+        Ok(self.fattr(file.attr()))
+    }
+
+    pub(crate) async fn mkdir(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+        mode: u32,
+    ) -> OpResult<FileAttr> {
+        let name = new_name(name)?;
+        let pattr = self.dir_attr(parent).await?;
+        let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, true);
+        let attr = self
+            .caller(&c)
+            .mkdir_under(&pattr, name, mode)
+            .await
+            .map_err(errno)?;
+        self.tables.note_dir(&attr);
+        Ok(self.fattr(&attr))
+    }
+
+    pub(crate) async fn symlink(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+        target: &Path,
+    ) -> OpResult<FileAttr> {
+        let name = new_name(name)?;
+        let target = target.to_str().ok_or(Errno::EILSEQ)?;
+        if target.len() >= pvfs_proto::types::PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let pattr = self.dir_attr(parent).await?;
+        let (c, _) = Self::inherit(&creds, &pattr, 0, false);
+        let attr = self
+            .caller(&c)
+            .symlink_at(parent, name, target)
+            .await
+            .map_err(errno)?;
+        self.tables
+            .note_name(parent, name, attr.handle, ObjKind::Symlink);
+        Ok(self.fattr(&attr))
+    }
+
+    pub(crate) async fn create(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> OpResult<(FileAttr, u64)> {
+        let name = new_name(name)?;
+        let pattr = self.dir_attr(parent).await?;
+        let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
+        match self
+            .caller(&c)
+            .create_under(&pattr, name, mode, LayoutSpec::default())
+            .await
+        {
+            Ok(file) => {
+                let handle = file.handle();
+                self.tables.note(file.attr());
+                self.tables.note_name(parent, name, handle, ObjKind::File);
+                let fattr = self.fattr(file.attr());
+                // Data I/O acts as the mount (see the module documentation).
+                let file = self
+                    .client
+                    .file_from_attr(file.attr().clone())
+                    .map_err(errno)?;
+                if !self.tables.begin_open(handle) {
+                    return Err(Errno::ENOENT);
+                }
+                let fh = self.tables.add_file(OpenFile { handle, file });
+                Ok((fattr, fh))
+            }
+            Err(e) if e.errno == pvfs_client::Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                // Someone created it since the kernel looked: open it as open(2) would.
+                let attr = self
+                    .caller(&creds)
+                    .lookup(parent, name)
+                    .await
+                    .map_err(errno)?;
+                match attr.kind() {
+                    ObjKind::Dir => return Err(Errno::EISDIR),
+                    ObjKind::Symlink => return Err(Errno::EEXIST),
+                    ObjKind::File => {}
+                }
+                let mut want = match flags & libc::O_ACCMODE {
+                    libc::O_RDONLY => attr::MAY_READ,
+                    libc::O_WRONLY => attr::MAY_WRITE,
+                    _ => attr::MAY_READ | attr::MAY_WRITE,
+                };
+                if flags & libc::O_TRUNC != 0 {
+                    want |= attr::MAY_WRITE;
+                }
+                if !may_access(&attr, &creds, want) {
+                    return Err(Errno::EACCES);
+                }
+                let (fh, _) = self.open(attr.handle, flags).await?;
+                match self.getattr(attr.handle).await {
+                    Ok(fattr) => Ok((fattr, fh)),
+                    Err(e) => {
+                        self.release(fh).await;
+                        Err(e)
+                    }
+                }
+            }
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    // ----- removing and renaming ---------------------------------------------
+
+    pub(crate) async fn unlink(&self, creds: Creds, parent: Handle, name: &OsStr) -> OpResult<()> {
+        let name = lookup_name(name)?;
+        let caller = self.caller(&creds);
+        // The usual case, a file not open here whose object the name still means:
+        // entry and object go in one commit.
+        if let Some(h) = self.tables.name(parent, name) {
+            if self.tables.try_begin_remove(h) {
+                let done = caller.unlink_at_expect(parent, name, h).await;
+                self.tables.removed(h);
+                match done {
+                    Ok(_) => {
+                        self.tables.forget_name(parent, name);
+                        self.tables.forget_layout(h);
+                        return Ok(());
+                    }
+                    // The name means another object now: the general way.
+                    Err(e) if e.errno == pvfs_client::Errno::ESTALE => {}
+                    Err(e) => {
+                        self.tables.forget_name(parent, name);
+                        return Err(errno(e));
+                    }
+                }
+            }
+        }
+        // Otherwise remove the name, keep the object, and delete it unless open.
+        let entry = caller.unlink_at(parent, name, true).await.map_err(errno)?;
+        self.tables.forget_name(parent, name);
+        self.dispose(entry.handle).await;
+        Ok(())
+    }
+
+    pub(crate) async fn rmdir(&self, creds: Creds, parent: Handle, name: &OsStr) -> OpResult<()> {
+        let name = lookup_name(name)?;
+        self.caller(&creds)
+            .rmdir_at(parent, name)
+            .await
+            .map_err(errno)
+    }
+
+    pub(crate) async fn rename(
+        &self,
+        creds: Creds,
+        parent: Handle,
+        name: &OsStr,
+        newparent: Handle,
+        newname: &OsStr,
+        flags: RenameFlags,
+    ) -> OpResult<()> {
+        let mode = if flags.is_empty() {
+            RenameMode::Replace
+        } else if flags == RenameFlags::RENAME_NOREPLACE {
+            RenameMode::NoReplace
+        } else if flags == RenameFlags::RENAME_EXCHANGE {
+            RenameMode::Exchange
+        } else {
+            // RENAME_WHITEOUT (overlay file systems) and combinations.
+            return Err(Errno::EINVAL);
+        };
+        let name = lookup_name(name)?;
+        let newname = new_name(newname)?;
+        let replaced = self
+            .caller(&creds)
+            .rename_at_keep(parent, name, newparent, newname, mode)
+            .await
+            .map_err(errno)?;
+        self.tables.rename_name(
+            (parent, name),
+            (newparent, newname),
+            mode == RenameMode::Exchange,
+        );
+        if let Some(old) = replaced {
+            if old.kind == ObjKind::Dir {
+                self.tables.forget_dir(old.handle);
+            }
+            self.dispose(old.handle).await;
+        }
+        Ok(())
+    }
+
+    // ----- open files --------------------------------------------------------
+
+    /// Opens `handle` (the kernel checked access); returns a new file handle and
+    /// the file's mode bits.
+    pub(crate) async fn open(&self, handle: Handle, flags: i32) -> OpResult<(u64, u32)> {
+        if !self.tables.begin_open(handle) {
+            return Err(Errno::ENOENT);
+        }
+        let opened = async {
+            let file = self.client.open_handle(handle).await?;
+            if flags & libc::O_TRUNC != 0 {
+                file.truncate(0).await?;
+            }
+            Ok::<_, pvfs_client::Error>(file)
+        }
+        .await;
+        match opened {
+            Ok(file) => {
+                self.tables.note(file.attr());
+                let mode = file.attr().mode;
+                self.tables.set_privileged(handle, privileged(mode));
+                Ok((self.tables.add_file(OpenFile { handle, file }), mode))
+            }
+            Err(e) => {
+                if self.tables.end_open(handle) {
+                    self.remove_orphan(handle).await;
+                }
+                Err(errno(e))
+            }
+        }
+    }
+
+    async fn remove_orphan(&self, handle: Handle) {
+        if let Err(e) = self.client.remove_object(handle).await {
+            tracing::warn!("unlinked file {handle:#x} left behind (fsck removes it): {e}");
+        }
+        self.tables.forget_layout(handle);
+    }
+
+    pub(crate) async fn read(&self, fh: u64, offset: u64, size: u32) -> OpResult<PooledBuf> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        let mut buf = self.bufs.get(size.min(MAX_READ) as usize);
+        let n = of.file.read_at(offset, &mut buf).await.map_err(errno)?;
+        buf.set_len(n);
+        Ok(buf)
+    }
+
+    /// Writes for a process of user `uid`.
+    pub(crate) async fn write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: PooledBuf,
+        uid: u32,
+    ) -> OpResult<u32> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        let n = of.file.write_at(offset, &data).await.map_err(errno)?;
+        if uid != 0 && self.tables.take_privileged(of.handle) {
+            // A write the kernel did not see coming (direct I/O): clear set-user-ID
+            // and set-group-ID here, as POSIX wants.
+            self.kill_privileges(of.handle).await;
+        }
+        u32::try_from(n).map_err(|_| Errno::EIO)
+    }
+
+    /// Clears set-user-ID and set-group-ID of `handle` (as the mount).
+    async fn kill_privileges(&self, handle: Handle) {
+        let cleared = async {
+            let attr = self.stat(handle).await?;
+            if !privileged(attr.mode) {
+                return Ok(());
+            }
+            let mut mode = attr.mode & !S_ISUID;
+            if mode & S_IXGRP != 0 {
+                mode &= !S_ISGID;
+            }
+            let set = SetAttr {
+                mode: Some(mode & 0o7777),
+                mtime: Some(attr.mtime),
+                ..SetAttr::default()
+            };
+            self.client
+                .setattr_handle(handle, set)
+                .await
+                .map_err(errno)?;
+            Ok::<_, Errno>(())
+        };
+        if let Err(e) = cleared.await {
+            tracing::warn!("clearing set-user-ID of {handle:#x} after a write: {e:?}");
+        }
+    }
+
+    /// A buffer for a write's data (copied out of the FUSE thread's buffer).
+    pub(crate) fn write_buf(&self, data: &[u8]) -> PooledBuf {
+        let mut buf = self.bufs.get(data.len());
+        buf.copy_from_slice(data);
+        buf
+    }
+
+    pub(crate) async fn fsync(&self, fh: u64) -> OpResult<()> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        of.file.fsync().await.map_err(errno)
+    }
+
+    pub(crate) async fn release(&self, fh: u64) {
+        if let Some(of) = self.tables.remove_file(fh) {
+            if self.tables.end_open(of.handle) {
+                self.remove_orphan(of.handle).await;
+            }
+        }
+    }
+
+    // ----- directories -------------------------------------------------------
+
+    /// One step of a directory listing from `offset` (0: start, re-reading the
+    /// directory; 1 and 2 are "." and ".."). With `plus`, entries carry attributes.
+    pub(crate) async fn readdir(&self, fh: u64, offset: u64, plus: bool) -> OpResult<Vec<DirItem>> {
+        let stream = self.tables.dir(fh).ok_or(Errno::EBADF)?;
+        let mut st = stream.lock().await;
+        let entries = match (&st.entries, offset) {
+            (Some(e), o) if o > 0 => e.clone(),
+            _ => {
+                let list = self.client.readdir_at(st.handle).await.map_err(errno)?;
+                for e in &list {
+                    self.tables.note_name(st.handle, &e.name, e.handle, e.kind);
+                }
+                let list = Arc::new(list);
+                st.entries = Some(list.clone());
+                st.attrs = None;
+                list
+            }
+        };
+        let dir = st.handle;
+        let dir_ino = ino_of(self.root, dir);
+        let parent_ino = self
+            .tables
+            .dir_attr(dir, Duration::MAX)
+            .and_then(|a| match a.detail {
+                pvfs_proto::ObjDetail::Dir { parent, .. } => Some(ino_of(self.root, parent)),
+                _ => None,
+            })
+            .unwrap_or(dir_ino);
+        let mut out = Vec::new();
+        let mut k = offset;
+        let dot = |name: &str, ino: INodeNo, next: u64| DirItem {
+            ino,
+            next,
+            kind: FileType::Directory,
+            name: name.to_string(),
+            attr: plus.then(|| {
+                let mut a = placeholder(
+                    self.root,
+                    &pvfs_client::DirEntry {
+                        name: String::new(),
+                        handle: dir,
+                        kind: ObjKind::Dir,
+                    },
+                );
+                a.ino = ino;
+                (a, Duration::ZERO)
+            }),
+        };
+        if k == 0 {
+            out.push(dot(".", dir_ino, 1));
+            k = 1;
+        }
+        if k == 1 {
+            out.push(dot("..", parent_ino, 2));
+            k = 2;
+        }
+        let start = usize::try_from(k - 2).unwrap_or(usize::MAX);
+        if start >= entries.len() {
+            return Ok(out);
+        }
+        if !plus {
+            let end = entries.len().min(start + NAMES_PER_STEP);
+            for (i, e) in entries[start..end].iter().enumerate() {
+                out.push(DirItem {
+                    ino: ino_of(self.root, e.handle),
+                    next: (start + i) as u64 + 3,
+                    kind: attr::file_type(e.kind),
+                    name: e.name.clone(),
+                    attr: None,
+                });
+            }
+            return Ok(out);
+        }
+        let ttl = self.opts.attr_timeout.min(self.opts.entry_timeout);
+        let mut start = start;
+        let dots = out.len();
+        // Attributes come a run of entries at a time; runs whose entries all
+        // vanished meanwhile are skipped so an empty step still means the end.
+        while out.len() == dots && start < entries.len() {
+            let have =
+                matches!(&st.attrs, Some((first, v)) if *first <= start && start < first + v.len());
+            if !have {
+                let end = entries.len().min(start + ATTR_CHUNK);
+                let got = self
+                    .client
+                    .entry_attrs(entries[start..end].to_vec(), true)
+                    .await;
+                for a in got.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+                    self.tables.note(a);
+                }
+                st.attrs = Some((start, got.into_iter().map(|(_, r)| r).collect()));
+            }
+            let Some((first, attrs)) = &st.attrs else {
+                break;
+            };
+            for (j, r) in attrs.iter().enumerate().skip(start - first) {
+                let i = first + j;
+                let Some(e) = entries.get(i) else { break };
+                let attr = match r {
+                    Ok(a) => (self.fattr(a), ttl),
+                    // Removed since the listing was read: leave it out.
+                    Err(err) if err.errno == pvfs_client::Errno::ENOENT => continue,
+                    // Its server is down: list the name, let a stat find the error.
+                    Err(_) => (placeholder(self.root, e), Duration::ZERO),
+                };
+                out.push(DirItem {
+                    ino: ino_of(self.root, e.handle),
+                    next: i as u64 + 3,
+                    kind: attr::file_type(e.kind),
+                    name: e.name.clone(),
+                    attr: Some(attr),
+                });
+            }
+            start = first + attrs.len();
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn statfs(&self) -> OpResult<FsTotals> {
+        let fs = self.client.statfs().await;
+        if fs.servers.iter().all(|s| s.stat.is_err()) {
+            // Nobody answered; with some servers up, df shows what they hold.
+            return Err(fs
+                .servers
+                .iter()
+                .find_map(|s| s.stat.clone().err())
+                .map_or(Errno::EIO, errno));
+        }
+        // Free handles: what the metadata servers' handle ranges leave, capped so
+        // tools that multiply do not overflow.
+        let capacity: u64 = self
+            .client
+            .config()
+            .meta_servers()
+            .iter()
+            .map(|&i| {
+                let r = self.client.config().servers[i].handles;
+                r.last.saturating_sub(r.first)
+            })
+            .fold(0u64, u64::saturating_add)
+            .min(1 << 48);
+        let used = fs.objects.saturating_add(fs.datafiles);
+        Ok(FsTotals {
+            blocks: fs.total_bytes / STATFS_FRSIZE,
+            bfree: fs.free_bytes / STATFS_FRSIZE,
+            bavail: fs.avail_bytes / STATFS_FRSIZE,
+            files: capacity.max(used),
+            ffree: capacity.saturating_sub(used),
+        })
+    }
+
+    // ----- extended attributes -----------------------------------------------
+
+    pub(crate) async fn getxattr(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        name: &OsStr,
+    ) -> OpResult<Vec<u8>> {
+        let name = name.to_str().ok_or(Errno::ENODATA)?;
+        if name == LAYOUT_XATTR {
+            let attr = self.client.getattr(handle).await.map_err(errno)?;
+            return match &attr.detail {
+                pvfs_proto::ObjDetail::File { layout } => {
+                    Ok(xattr::format_file_layout(layout, self.client.config()).into_bytes())
+                }
+                pvfs_proto::ObjDetail::Dir {
+                    default_layout: Some(spec),
+                    ..
+                } => Ok(xattr::format_spec(spec).into_bytes()),
+                _ => Err(Errno::ENODATA),
+            };
+        }
+        if !name.starts_with("user.") {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        self.caller(&creds)
+            .getxattr(handle, name)
+            .await
+            .map_err(errno)
+    }
+
+    pub(crate) async fn listxattr(&self, creds: Creds, handle: Handle) -> OpResult<Vec<u8>> {
+        let names = self.caller(&creds).listxattr(handle).await.map_err(errno)?;
+        let mut out = Vec::new();
+        for n in names {
+            out.extend_from_slice(n.as_bytes());
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn setxattr(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+    ) -> OpResult<()> {
+        let name = name.to_str().ok_or(Errno::EOPNOTSUPP)?;
+        if name == LAYOUT_XATTR {
+            let spec = xattr::parse_spec(value).map_err(|why| {
+                tracing::debug!("{LAYOUT_XATTR}: {why}");
+                Errno::EINVAL
+            })?;
+            return self.set_layout(creds, handle, spec).await;
+        }
+        if !name.starts_with("user.") {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let flags = u32::try_from(flags).map_err(|_| Errno::EINVAL)?;
+        let keep = self.mtime_to_keep(handle).await?;
+        self.caller(&creds)
+            .setxattr(handle, name, value, flags)
+            .await
+            .map_err(errno)?;
+        self.restore_mtime(handle, keep).await;
+        Ok(())
+    }
+
+    pub(crate) async fn removexattr(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        name: &OsStr,
+    ) -> OpResult<()> {
+        let name = name.to_str().ok_or(Errno::ENODATA)?;
+        if name == LAYOUT_XATTR {
+            return self.set_layout(creds, handle, None).await;
+        }
+        if !name.starts_with("user.") {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let keep = self.mtime_to_keep(handle).await?;
+        self.caller(&creds)
+            .removexattr(handle, name)
+            .await
+            .map_err(errno)?;
+        self.restore_mtime(handle, keep).await;
+        Ok(())
+    }
+
+    /// Sets (or with `None` clears) a directory's default layout. A file's layout
+    /// is fixed at create: setting the one it has is accepted, any other is EPERM.
+    async fn set_layout(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        spec: Option<LayoutSpec>,
+    ) -> OpResult<()> {
+        let attr = self.client.getattr(handle).await.map_err(errno)?;
+        match &attr.detail {
+            pvfs_proto::ObjDetail::Dir { .. } => {
+                let attr = self
+                    .caller(&creds)
+                    .set_dir_layout_at(handle, spec)
+                    .await
+                    .map_err(errno)?;
+                self.tables.note_dir(&attr);
+                Ok(())
+            }
+            pvfs_proto::ObjDetail::File { layout } => {
+                let same = spec.is_some_and(|s| {
+                    s.stripe_size.is_none_or(|v| v == layout.stripe_size)
+                        && s.stripe_count
+                            .is_none_or(|c| c as usize == layout.datafiles.len())
+                });
+                if same {
+                    Ok(())
+                } else {
+                    Err(Errno::EPERM)
+                }
+            }
+            pvfs_proto::ObjDetail::Symlink { .. } => Err(Errno::EPERM),
+        }
+    }
+
+    /// A regular file's current mtime, when an attribute change is about to make
+    /// the metafile's mtime the one that counts.
+    async fn mtime_to_keep(&self, handle: Handle) -> OpResult<Option<pvfs_client::Timespec>> {
+        let attr = self.stat(handle).await?;
+        Ok((attr.kind() == ObjKind::File).then_some(attr.mtime))
+    }
+
+    /// Puts back a file's mtime after an extended attribute change (bookkeeping,
+    /// done as the mount).
+    async fn restore_mtime(&self, handle: Handle, keep: Option<pvfs_client::Timespec>) {
+        if let Some(mtime) = keep {
+            let set = SetAttr {
+                mtime: Some(mtime),
+                ..SetAttr::default()
+            };
+            if let Err(e) = self.client.setattr_handle(handle, set).await {
+                tracing::debug!("keeping the mtime of {handle:#x}: {e}");
+            }
+        }
+    }
+}
+
+/// Whether a setattr the servers refused (EPERM) is one the kernel lets a
+/// non-owner make: times set to "now" by a writer (the kernel checked write
+/// access), or set-user-ID/set-group-ID cleared because someone wrote to the file.
+fn kernel_approved(req: &SetReq, current: &Attr, creds: &Creds) -> bool {
+    if req.uid.is_some() || req.gid.is_some() || current.uid == creds.uid {
+        return false;
+    }
+    let now = |t: &Option<TimeOrNow>| matches!(t, None | Some(TimeOrNow::Now));
+    let touch = (req.atime.is_some() || req.mtime.is_some()) && now(&req.atime) && now(&req.mtime);
+    let kill_priv = req.mode.is_some_and(|m| {
+        let (old, new) = (current.mode & 0o7777, m & 0o7777);
+        // Only bits removed, and only set-user-ID and set-group-ID among them.
+        old != new && new & !old == 0 && (old & !new) & !(S_ISUID | S_ISGID) == 0
+    });
+    match (
+        req.mode.is_some(),
+        req.atime.is_some() || req.mtime.is_some(),
+    ) {
+        (false, true) => touch,
+        (true, false) => kill_priv,
+        _ => false,
+    }
+}
+
+/// A name to look up or remove (a name that is not UTF-8 cannot exist).
+fn lookup_name(name: &OsStr) -> OpResult<&str> {
+    if name.len() > pvfs_proto::types::NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    name.to_str().ok_or(Errno::ENOENT)
+}
+
+/// A name for a new entry (pvfs names are UTF-8).
+fn new_name(name: &OsStr) -> OpResult<&str> {
+    if name.len() > pvfs_proto::types::NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    name.to_str().ok_or(Errno::EILSEQ)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pvfs_proto::layout::{Datafile, Layout};
+    use pvfs_proto::{ObjDetail, Timespec};
+
+    fn file(mode: u32, uid: u32) -> Attr {
+        Attr {
+            handle: 5,
+            mode,
+            uid,
+            gid: uid,
+            nlink: 1,
+            size: 0,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            detail: ObjDetail::File {
+                layout: Layout {
+                    stripe_size: 65536,
+                    replicas: 1,
+                    datafiles: vec![Datafile {
+                        server: 0,
+                        handle: 9,
+                    }],
+                },
+            },
+        }
+    }
+
+    fn req() -> SetReq {
+        SetReq {
+            mode: None,
+            uid: None,
+            gid: None,
+            size: None,
+            atime: None,
+            mtime: None,
+            fh: None,
+        }
+    }
+
+    #[test]
+    fn which_refusals_the_kernel_approved() {
+        let writer = Creds {
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+        };
+        let cur = file(0o6775, 0);
+        // Clearing set-user-ID and set-group-ID after a write.
+        let r = SetReq {
+            mode: Some(0o0775),
+            ..req()
+        };
+        assert!(kernel_approved(&r, &cur, &writer));
+        let r = SetReq {
+            mode: Some(0o2775),
+            ..req()
+        };
+        assert!(kernel_approved(&r, &cur, &writer));
+        // Anything else about the mode is a chmod the servers rightly refused.
+        let r = SetReq {
+            mode: Some(0o0777),
+            ..req()
+        };
+        assert!(!kernel_approved(&r, &cur, &writer));
+        let r = SetReq {
+            mode: Some(0o6775),
+            ..req()
+        };
+        assert!(!kernel_approved(&r, &cur, &writer));
+        // utimes(NULL) by a writer, but not explicit times.
+        let r = SetReq {
+            atime: Some(TimeOrNow::Now),
+            mtime: Some(TimeOrNow::Now),
+            ..req()
+        };
+        assert!(kernel_approved(&r, &cur, &writer));
+        let r = SetReq {
+            mtime: Some(TimeOrNow::SpecificTime(std::time::UNIX_EPOCH)),
+            ..req()
+        };
+        assert!(!kernel_approved(&r, &cur, &writer));
+        // Never a chown.
+        let r = SetReq {
+            uid: Some(1000),
+            ..req()
+        };
+        assert!(!kernel_approved(&r, &cur, &writer));
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(lookup_name(OsStr::new("a")), Ok("a"));
+        let long = "x".repeat(256);
+        assert_eq!(lookup_name(OsStr::new(&long)), Err(Errno::ENAMETOOLONG));
+        assert_eq!(new_name(OsStr::new(&long)), Err(Errno::ENAMETOOLONG));
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(new_name(OsStr::from_bytes(b"\xff")), Err(Errno::EILSEQ));
+        assert_eq!(lookup_name(OsStr::from_bytes(b"\xff")), Err(Errno::ENOENT));
+    }
+}

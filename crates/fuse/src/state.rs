@@ -1,0 +1,399 @@
+//! What the mount remembers between requests: open files (by FUSE file handle), the
+//! objects they keep alive (an unlinked file stays until its last close), directory
+//! streams, and recently seen directory attributes (for creates: default layout and
+//! set-group-ID inheritance).
+//!
+//! The unlink/open race is closed by order: `open` registers the object before it
+//! asks the server for it, and an unlink that finds the object unregistered marks it
+//! "removing" before deleting it, which makes a later `open` fail with ENOENT.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pvfs_client::{Attr, DirEntry, File};
+use pvfs_proto::layout::Layout;
+use pvfs_proto::Handle;
+
+/// Directory attributes remembered before the cache is emptied (a memory bound).
+const DIR_CACHE_MAX: usize = 65536;
+/// File layouts remembered before the cache is emptied (a memory bound).
+const LAYOUT_CACHE_MAX: usize = 65536;
+/// Names remembered before the cache is emptied (a memory bound).
+const NAME_CACHE_MAX: usize = 1 << 18;
+
+/// One open file (one FUSE file handle).
+pub(crate) struct OpenFile {
+    /// The object.
+    pub handle: Handle,
+    /// Its layout and I/O, acting as the mount itself (the kernel checked the
+    /// caller's access when it opened the file).
+    pub file: File,
+}
+
+/// A directory being listed (one FUSE directory handle).
+pub(crate) struct DirStream {
+    /// The directory.
+    pub handle: Handle,
+    /// Its entries, read when the listing starts (offset 0).
+    pub entries: Option<Arc<Vec<DirEntry>>>,
+    /// Attributes of one run of entries for readdirplus: (first index, results).
+    pub attrs: Option<(usize, Vec<pvfs_client::Result<Attr>>)>,
+}
+
+/// What the mount knows of an object some file handle uses.
+#[derive(Default)]
+struct Inode {
+    /// Open file handles (and opens in progress).
+    opens: u32,
+    /// Its last name is gone; delete the object at the last release.
+    orphan: bool,
+    /// Being deleted: opens must fail.
+    removing: bool,
+    /// Has set-user-ID or set-group-ID (with group execute) as last seen: a write
+    /// by someone else than root must clear them.
+    privileged: bool,
+}
+
+/// What to do with an object that just lost its last name.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Disposal {
+    /// Still open here: it stays until the last release.
+    Kept,
+    /// Delete it now, then call [`Tables::removed`].
+    RemoveNow,
+}
+
+/// The mount's tables.
+pub(crate) struct Tables {
+    files: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    inodes: Mutex<HashMap<Handle, Inode>>,
+    dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
+    dir_attrs: Mutex<HashMap<Handle, (Instant, Attr)>>,
+    layouts: Mutex<HashMap<Handle, Arc<Layout>>>,
+    /// Which object a name of a directory meant when last seen (files and
+    /// symlinks only): lets an unlink name the object it expects to remove.
+    names: Mutex<HashMap<(Handle, String), Handle>>,
+    next_fh: AtomicU64,
+}
+
+/// Locks a mutex, recovering the data if a holder panicked (the tables stay usable).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl Tables {
+    pub(crate) fn new() -> Tables {
+        Tables {
+            files: Mutex::new(HashMap::new()),
+            inodes: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            dir_attrs: Mutex::new(HashMap::new()),
+            layouts: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    fn fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    // ----- open files --------------------------------------------------------
+
+    /// Registers an open of `handle` in progress; fails (ENOENT) if the object is
+    /// being deleted.
+    pub(crate) fn begin_open(&self, handle: Handle) -> bool {
+        let mut inodes = lock(&self.inodes);
+        let ino = inodes.entry(handle).or_default();
+        if ino.removing {
+            return false;
+        }
+        ino.opens += 1;
+        true
+    }
+
+    /// Finishes an open registered with [`Tables::begin_open`]: a new file handle.
+    pub(crate) fn add_file(&self, file: OpenFile) -> u64 {
+        let fh = self.fh();
+        lock(&self.files).insert(fh, Arc::new(file));
+        fh
+    }
+
+    /// The open file behind file handle `fh`.
+    pub(crate) fn file(&self, fh: u64) -> Option<Arc<OpenFile>> {
+        lock(&self.files).get(&fh).cloned()
+    }
+
+    /// Forgets file handle `fh` and returns it.
+    pub(crate) fn remove_file(&self, fh: u64) -> Option<Arc<OpenFile>> {
+        lock(&self.files).remove(&fh)
+    }
+
+    /// Drops one open of `handle` (a release, or an open that failed). Returns true
+    /// when that was the last open of an orphan, which the caller must now delete.
+    pub(crate) fn end_open(&self, handle: Handle) -> bool {
+        let mut inodes = lock(&self.inodes);
+        let Some(ino) = inodes.get_mut(&handle) else {
+            return false;
+        };
+        ino.opens = ino.opens.saturating_sub(1);
+        if ino.opens > 0 || ino.removing {
+            return false;
+        }
+        let orphan = ino.orphan;
+        inodes.remove(&handle);
+        orphan
+    }
+
+    /// `handle` lost its last name: keep it if it is open, else mark it for deletion.
+    pub(crate) fn unlinked(&self, handle: Handle) -> Disposal {
+        let mut inodes = lock(&self.inodes);
+        let ino = inodes.entry(handle).or_default();
+        if ino.opens > 0 {
+            ino.orphan = true;
+            Disposal::Kept
+        } else {
+            ino.removing = true;
+            Disposal::RemoveNow
+        }
+    }
+
+    /// Marks `handle` for deletion before its name is removed, unless it is open
+    /// (then false: it must be kept). Undo with [`Tables::removed`].
+    pub(crate) fn try_begin_remove(&self, handle: Handle) -> bool {
+        let mut inodes = lock(&self.inodes);
+        let ino = inodes.entry(handle).or_default();
+        if ino.opens > 0 || ino.removing {
+            return false;
+        }
+        ino.removing = true;
+        true
+    }
+
+    /// A deletion marked by [`Tables::unlinked`] is over.
+    pub(crate) fn removed(&self, handle: Handle) {
+        let mut inodes = lock(&self.inodes);
+        if inodes.get(&handle).is_some_and(|i| i.opens == 0) {
+            inodes.remove(&handle);
+        }
+    }
+
+    /// Records whether open file `handle` has privilege bits (ignored if not open).
+    pub(crate) fn set_privileged(&self, handle: Handle, privileged: bool) {
+        if let Some(ino) = lock(&self.inodes).get_mut(&handle) {
+            ino.privileged = privileged;
+        }
+    }
+
+    /// Whether open file `handle` has privilege bits, forgetting it (the caller
+    /// clears them).
+    pub(crate) fn take_privileged(&self, handle: Handle) -> bool {
+        lock(&self.inodes)
+            .get_mut(&handle)
+            .is_some_and(|i| std::mem::take(&mut i.privileged))
+    }
+
+    /// Whether `handle` is open but has no name any more (link count 0).
+    pub(crate) fn is_orphan(&self, handle: Handle) -> bool {
+        lock(&self.inodes).get(&handle).is_some_and(|i| i.orphan)
+    }
+
+    /// Every orphan still open (to delete when the mount ends).
+    pub(crate) fn orphans(&self) -> Vec<Handle> {
+        lock(&self.inodes)
+            .iter()
+            .filter(|(_, i)| i.orphan)
+            .map(|(&h, _)| h)
+            .collect()
+    }
+
+    // ----- directory streams -------------------------------------------------
+
+    /// A new directory stream on `handle`; returns its file handle.
+    pub(crate) fn open_dir(&self, handle: Handle) -> u64 {
+        let fh = self.fh();
+        let stream = DirStream {
+            handle,
+            entries: None,
+            attrs: None,
+        };
+        lock(&self.dirs).insert(fh, Arc::new(tokio::sync::Mutex::new(stream)));
+        fh
+    }
+
+    /// The directory stream behind `fh`.
+    pub(crate) fn dir(&self, fh: u64) -> Option<Arc<tokio::sync::Mutex<DirStream>>> {
+        lock(&self.dirs).get(&fh).cloned()
+    }
+
+    /// Forgets directory stream `fh`.
+    pub(crate) fn close_dir(&self, fh: u64) {
+        lock(&self.dirs).remove(&fh);
+    }
+
+    // ----- directory attributes ----------------------------------------------
+
+    /// Remembers a directory's attributes (other kinds are ignored). Attributes
+    /// older than the ones remembered (by ctime: every change stamps it) are
+    /// ignored, so a slow answer cannot undo a change seen since.
+    pub(crate) fn note_dir(&self, attr: &Attr) {
+        if attr.kind() != pvfs_client::ObjKind::Dir {
+            return;
+        }
+        let mut m = lock(&self.dir_attrs);
+        if m.get(&attr.handle)
+            .is_some_and(|(_, a)| a.ctime > attr.ctime)
+        {
+            return;
+        }
+        if m.len() >= DIR_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(attr.handle, (Instant::now(), attr.clone()));
+    }
+
+    /// A directory's attributes if seen less than `ttl` ago.
+    pub(crate) fn dir_attr(&self, handle: Handle, ttl: Duration) -> Option<Attr> {
+        lock(&self.dir_attrs)
+            .get(&handle)
+            .filter(|(at, _)| at.elapsed() < ttl)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Forgets a directory's attributes (it was removed or changed).
+    pub(crate) fn forget_dir(&self, handle: Handle) {
+        lock(&self.dir_attrs).remove(&handle);
+    }
+
+    // ----- names ---------------------------------------------------------------
+
+    /// Remembers that `name` in `dir` means `handle` (directories are not kept).
+    pub(crate) fn note_name(
+        &self,
+        dir: Handle,
+        name: &str,
+        handle: Handle,
+        kind: pvfs_client::ObjKind,
+    ) {
+        if kind == pvfs_client::ObjKind::Dir {
+            return;
+        }
+        let mut m = lock(&self.names);
+        if m.len() >= NAME_CACHE_MAX {
+            m.clear();
+        }
+        m.insert((dir, name.to_string()), handle);
+    }
+
+    /// The object `name` in `dir` meant when last seen.
+    pub(crate) fn name(&self, dir: Handle, name: &str) -> Option<Handle> {
+        lock(&self.names).get(&(dir, name.to_string())).copied()
+    }
+
+    /// Forgets `name` in `dir`.
+    pub(crate) fn forget_name(&self, dir: Handle, name: &str) {
+        lock(&self.names).remove(&(dir, name.to_string()));
+    }
+
+    /// Follows a rename (or, with `exchange`, a swap) of two names.
+    pub(crate) fn rename_name(&self, from: (Handle, &str), to: (Handle, &str), exchange: bool) {
+        let mut m = lock(&self.names);
+        let a = m.remove(&(from.0, from.1.to_string()));
+        let b = m.remove(&(to.0, to.1.to_string()));
+        if let Some(h) = a {
+            m.insert((to.0, to.1.to_string()), h);
+        }
+        if let (true, Some(h)) = (exchange, b) {
+            m.insert((from.0, from.1.to_string()), h);
+        }
+    }
+
+    // ----- file layouts --------------------------------------------------------
+
+    /// Remembers what `attr` tells: a directory's attributes, a file's layout
+    /// (fixed at create, and handles are never reused, so it never goes stale).
+    pub(crate) fn note(&self, attr: &Attr) {
+        match attr.layout() {
+            Some(layout) => {
+                let mut m = lock(&self.layouts);
+                if m.contains_key(&attr.handle) {
+                    return;
+                }
+                if m.len() >= LAYOUT_CACHE_MAX {
+                    m.clear();
+                }
+                m.insert(attr.handle, Arc::new(layout.clone()));
+            }
+            None => self.note_dir(attr),
+        }
+    }
+
+    /// The layout of file `handle`, if seen.
+    pub(crate) fn layout(&self, handle: Handle) -> Option<Arc<Layout>> {
+        lock(&self.layouts).get(&handle).cloned()
+    }
+
+    /// Forgets a deleted file's layout.
+    pub(crate) fn forget_layout(&self, handle: Handle) {
+        lock(&self.layouts).remove(&handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlink_while_open_keeps_until_last_close() {
+        let t = Tables::new();
+        assert!(t.begin_open(7));
+        assert!(t.begin_open(7));
+        assert_eq!(t.unlinked(7), Disposal::Kept);
+        assert!(t.is_orphan(7));
+        assert!(!t.end_open(7), "one open left");
+        assert_eq!(t.orphans(), vec![7]);
+        assert!(t.end_open(7), "last close deletes");
+        assert!(!t.is_orphan(7));
+    }
+
+    #[test]
+    fn names_follow_renames() {
+        let t = Tables::new();
+        t.note_name(1, "a", 10, pvfs_client::ObjKind::File);
+        t.note_name(1, "b", 11, pvfs_client::ObjKind::File);
+        t.note_name(1, "d", 12, pvfs_client::ObjKind::Dir);
+        assert_eq!(t.name(1, "d"), None, "directories are not kept");
+        t.rename_name((1, "a"), (2, "c"), false);
+        assert_eq!((t.name(1, "a"), t.name(2, "c")), (None, Some(10)));
+        t.rename_name((2, "c"), (1, "b"), true);
+        assert_eq!((t.name(2, "c"), t.name(1, "b")), (Some(11), Some(10)));
+        t.forget_name(1, "b");
+        assert_eq!(t.name(1, "b"), None);
+    }
+
+    #[test]
+    fn removal_before_unlink_only_when_closed() {
+        let t = Tables::new();
+        assert!(t.begin_open(3));
+        assert!(!t.try_begin_remove(3), "open: keep");
+        assert!(!t.end_open(3));
+        assert!(t.try_begin_remove(3));
+        assert!(!t.begin_open(3), "opens fail while it is removed");
+        t.removed(3);
+    }
+
+    #[test]
+    fn unlink_of_closed_file_blocks_opens_until_removed() {
+        let t = Tables::new();
+        assert_eq!(t.unlinked(9), Disposal::RemoveNow);
+        assert!(!t.begin_open(9), "open during deletion fails");
+        t.removed(9);
+        assert!(t.begin_open(9), "table entry gone after deletion");
+        assert!(!t.end_open(9));
+    }
+}
