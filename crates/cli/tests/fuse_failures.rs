@@ -132,3 +132,77 @@ fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
     cluster.kill("s0", libc::SIGCONT);
 }
+
+#[test]
+fn an_emergency_stop_fails_the_mount_at_once_and_umount_works() {
+    let cluster = Cluster::start();
+    let mut m = Mount::start(&cluster, &["--attr-timeout", "0s", "--entry-timeout", "0s"]);
+    let mut rng = Rng::new(0x0e5);
+    let durable = rng.bytes(8 << 20);
+    std::fs::create_dir(m.join("keep")).unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(m.join("keep/durable")).unwrap();
+        f.write_all(&durable).unwrap();
+        f.sync_all().unwrap();
+    }
+    // A writer streams into the mount while the emergency stop happens.
+    let busy = m.join("busy");
+    let mut writer = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "count=100000", "status=none"])
+        .arg(format!("of={}", busy.display()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::poll("the writer to get going", Duration::from_secs(30), || {
+        (std::fs::metadata(&busy).map(|md| md.len()).unwrap_or(0) > (8 << 20)).then_some(())
+    });
+
+    let t0 = Instant::now();
+    cluster.run_cli(&["stop", "--now"]).ok();
+    // The writer fails at once (not after a request timeout).
+    let st = loop {
+        if let Some(st) = writer.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < HANG,
+            "dd still writing {:?} after the emergency stop",
+            t0.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = t0.elapsed();
+    assert!(!st.success(), "dd succeeded after the emergency stop");
+    assert!(
+        took < Duration::from_secs(3),
+        "dd failed only after {took:?}"
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut writer.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.to_lowercase().contains("input/output error"),
+        "dd: {err}"
+    );
+    // The mount answers at once with EIO and stays responsive.
+    let keep = m.join("keep");
+    let keep = keep.to_str().unwrap();
+    fails_promptly("ls", &["-l", keep], "servers stopped");
+    fails_promptly("stat", &[&format!("{keep}/durable")], "servers stopped");
+    let (_, _, took) = run("df", &[m.path().to_str().unwrap()]);
+    assert!(took < BOUND, "df took {took:?} with every server stopped");
+    assert!(is_mounted(m.path()));
+    for (name, st) in cluster.reap_all() {
+        assert!(
+            st.success(),
+            "{name} exited with {st} after an emergency stop"
+        );
+    }
+    // pvfs umount works; after a restart a new mount serves the fsynced file.
+    let st = m.unmount();
+    assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+    cluster.start_all();
+    let m = Mount::start(&cluster, &[]);
+    let got = std::fs::read(m.join("keep/durable")).unwrap();
+    common::assert_bytes_eq(&got, &durable, "fsynced file after an emergency stop");
+}
