@@ -113,6 +113,7 @@ pub async fn run(
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
     let expiry = tokio::spawn(replay::expire_loop(ctx.clone()));
+    let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -146,6 +147,7 @@ pub async fn run(
         tracing::warn!(server = %sc.name, "requests still in flight after {DRAIN_TIMEOUT:?}; stopping anyway");
     }
     expiry.abort();
+    warm_up.abort();
     ctx.meta.close().await;
     tracing::info!(server = %sc.name, "stopped");
     Ok(())

@@ -3,8 +3,8 @@
 //! A metadata server keeps, for every data server, a durable pool of datafile handles
 //! that data server has reserved for it. A create takes its datafile handles from the
 //! pools inside its own commit, so it needs no round trip to any data server. Pools are
-//! refilled in batches, in the background when they run low and synchronously only
-//! when one is empty. Data servers create the datafile itself lazily, on first write.
+//! filled when a metadata server starts and refilled in batches, in the background
+//! when they run low and synchronously only when one is empty. Data servers create the datafile itself lazily, on first write.
 
 use std::sync::Arc;
 
@@ -65,6 +65,43 @@ pub fn top_up_later(ctx: &Arc<Ctx>, server: usize) {
             tracing::warn!(server = %ctx.config.servers[server].name, "precreate refill failed: {e}");
         }
     });
+}
+
+/// How long a metadata server keeps trying, after it starts, to fill its pools
+/// while data servers are not answering yet.
+pub const FILL_AT_START_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Fills every data server's pool up to [`LOW_WATER`] after a metadata server
+/// starts, so the first creates of a fresh file system do not wait for refills. Data
+/// servers that are not up yet are retried every 250 ms for [`FILL_AT_START_FOR`];
+/// a create that comes first refills synchronously as before.
+pub async fn fill_at_start(ctx: Arc<Ctx>) {
+    if ctx.require_meta().is_err() {
+        return;
+    }
+    let start = tokio::time::Instant::now();
+    let mut pending = ctx.config.data_servers();
+    while !pending.is_empty() && start.elapsed() < FILL_AT_START_FOR {
+        let mut still = Vec::new();
+        for server in pending {
+            let filled = match pool_len(&ctx, server) {
+                Ok(n) if n >= LOW_WATER => true,
+                Ok(_) => match ctx.precreate.refilling[server].try_lock() {
+                    Ok(_guard) => refill(&ctx, server, LOW_WATER).await.is_ok(),
+                    // A create is refilling it right now.
+                    Err(_) => false,
+                },
+                Err(_) => return,
+            };
+            if !filled {
+                still.push(server);
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
 }
 
 async fn refill(ctx: &Arc<Ctx>, server: usize, need: u64) -> OpResult<()> {
