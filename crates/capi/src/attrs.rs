@@ -31,11 +31,7 @@ fn blksize(g: &Global, attr: &Attr) -> u64 {
 
 /// The `DT_*` type of an object kind.
 pub(crate) fn dtype(kind: ObjKind) -> u8 {
-    match kind {
-        ObjKind::Dir => libc::DT_DIR,
-        ObjKind::File => libc::DT_REG,
-        ObjKind::Symlink => libc::DT_LNK,
-    }
+    kind.d_type()
 }
 
 /// A `struct stat` from attributes whose size is known.
@@ -48,7 +44,8 @@ pub(crate) fn stat(g: &Global, attr: &Attr) -> libc::stat {
     st.st_nlink = attr.nlink as libc::nlink_t;
     st.st_uid = attr.uid;
     st.st_gid = attr.gid;
-    st.st_rdev = 0;
+    let (major, minor) = attr.device();
+    st.st_rdev = libc::makedev(major, minor);
     st.st_size = attr.size.min(i64::MAX as u64) as libc::off_t;
     st.st_blksize = blksize(g, attr) as libc::blksize_t;
     st.st_blocks = attr.size.div_ceil(512) as libc::blkcnt_t;

@@ -1,6 +1,6 @@
 //! Human output helpers: modes, times, sizes, tables.
 
-use pvfs_proto::{Attr, ObjKind, Timespec};
+use pvfs_proto::{Attr, NodeKind, ObjKind, Timespec};
 
 /// `ls -l` style mode string, e.g. "drwxr-xr-x".
 pub fn mode_string(kind: ObjKind, mode: u32) -> String {
@@ -9,6 +9,10 @@ pub fn mode_string(kind: ObjKind, mode: u32) -> String {
         ObjKind::Dir => 'd',
         ObjKind::File => '-',
         ObjKind::Symlink => 'l',
+        ObjKind::Node(NodeKind::Fifo) => 'p',
+        ObjKind::Node(NodeKind::CharDev) => 'c',
+        ObjKind::Node(NodeKind::BlockDev) => 'b',
+        ObjKind::Node(NodeKind::Socket) => 's',
     });
     let bits = [
         (0o400, 'r'),
@@ -101,6 +105,9 @@ pub fn attr_json(attr: &Attr) -> serde_json::Value {
         }
         pvfs_proto::ObjDetail::Symlink { target } => {
             v["target"] = target.clone().into();
+        }
+        pvfs_proto::ObjDetail::Node { rdev, .. } => {
+            v["rdev"] = (*rdev).into();
         }
     }
     v

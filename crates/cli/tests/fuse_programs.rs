@@ -349,7 +349,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
         sh(
             &format!(
                 "fio --name=seq --directory={} --rw={rw} --bs=1M --size=48M --numjobs={jobs} \
-                 --verify=crc32c --group_reporting --output-format=terse {extra}",
+                 --verify=crc32c --verify_state_save=0 --group_reporting --output-format=terse {extra}",
                 dir.display()
             ),
             CMD,
@@ -399,7 +399,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
     let out = run_for(
         Command::new("sh").arg("-c").arg(format!(
             "fio --name=seq --directory={} --rw=read --bs=1M --size=48M --numjobs=1 \
-             --verify=crc32c --verify_only=1 --output-format=terse",
+             --verify=crc32c --verify_state_save=0 --verify_only=1 --output-format=terse",
             m.join("one").display()
         )),
         CMD,

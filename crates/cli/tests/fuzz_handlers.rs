@@ -130,11 +130,23 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             mode: rng.next_u64() as u32,
             uid: 0,
             gid: 0,
-            what: match rng.range(0, 3) {
+            what: match rng.range(0, 4) {
                 0 => CreateWhat::File { spec },
                 1 => CreateWhat::Dir {
                     shards: pick(rng, &[0, 1, 4, 1025, u32::MAX]),
                     default_layout: rng.chance(0.5).then_some(spec),
+                },
+                2 => CreateWhat::Node {
+                    kind: pick(
+                        rng,
+                        &[
+                            pvfs_proto::NodeKind::Fifo,
+                            pvfs_proto::NodeKind::CharDev,
+                            pvfs_proto::NodeKind::BlockDev,
+                            pvfs_proto::NodeKind::Socket,
+                        ],
+                    ),
+                    rdev: rng.next_u64(),
                 },
                 _ => CreateWhat::Symlink {
                     target: pick(rng, &[String::new(), "t".into(), "y".repeat(5000)]),

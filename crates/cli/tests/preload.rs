@@ -372,6 +372,14 @@ fn coreutils_copy_list_move_and_remove_with_checksums() {
         pl.ok("stat", &["-c", "%F", &pl.at("/t/a")]).trim(),
         "directory"
     );
+    // mkfifo makes a FIFO (metadata in pvfs); ls -l shows its type.
+    pl.ok("mkfifo", &[&pl.at("/t/fifo")]);
+    assert_eq!(
+        pl.ok("stat", &["-c", "%F", &pl.at("/t/fifo")]).trim(),
+        "fifo"
+    );
+    assert!(pl.ok("ls", &["-l", &pl.at("/t/fifo")]).starts_with('p'));
+    pl.ok("rm", &[&pl.at("/t/fifo")]);
     let missing = pl.run("stat", &[&pl.at("/t/nothing")]);
     assert!(!missing.status.success());
     assert!(

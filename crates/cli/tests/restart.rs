@@ -38,6 +38,12 @@ enum Node {
         handle: u64,
         target: String,
     },
+    Special {
+        handle: u64,
+        mode: u32,
+        kind: pvfs_proto::NodeKind,
+        rdev: u64,
+    },
 }
 
 /// The whole tree, walked with readdir_plus from the root.
@@ -86,6 +92,12 @@ async fn snapshot(client: &Client) -> BTreeMap<String, Node> {
                 ObjDetail::Symlink { target } => Node::Symlink {
                     handle: attr.handle,
                     target,
+                },
+                ObjDetail::Node { kind, rdev } => Node::Special {
+                    handle: attr.handle,
+                    mode: attr.mode,
+                    kind,
+                    rdev,
                 },
             };
             out.insert(path, node);
@@ -166,6 +178,12 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
         c.truncate("/trunc", MIB + 3).await.unwrap();
         c.symlink("/a/b/f2", "/link").await.unwrap();
         c.symlink("/nowhere/at/all", "/dangling").await.unwrap();
+        c.mknod("/a/fifo", pvfs_proto::NodeKind::Fifo, 0o640, 0)
+            .await
+            .unwrap();
+        c.mknod("/a/null", pvfs_proto::NodeKind::CharDev, 0o666, 0x103)
+            .await
+            .unwrap();
         c.mkdir_all("/old/sub", 0o755).await.unwrap();
         put(&c, "/old/x", LayoutSpec::default(), &x).await;
         put(&c, "/old/sub/y", LayoutSpec::default(), &y).await;
@@ -225,6 +243,8 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
             "/a/b/c/renamed/x",
             "/a/b/f2",
             "/a/f1",
+            "/a/fifo",
+            "/a/null",
             "/dangling",
             "/docs",
             "/docs/empty",

@@ -165,6 +165,21 @@ impl Client {
         self.mkdir_in(&d, name, mode).await
     }
 
+    /// Like [`Client::mknod`] in a directory whose attributes the caller already holds.
+    pub async fn mknod_under(
+        &self,
+        parent: &Attr,
+        name: &str,
+        kind: pvfs_proto::NodeKind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        let d = Dir::from_attr(parent.clone())?;
+        let rdev = if kind.is_device() { rdev } else { 0 };
+        let what = pvfs_proto::CreateWhat::Node { kind, rdev };
+        self.create_in(&d, name, mode, what).await
+    }
+
     /// A [`File`] for a regular file whose attributes the caller already holds, for
     /// I/O as this client's user (no request is sent; EISDIR if it is not a file).
     pub fn file_from_attr(&self, attr: Attr) -> Result<File> {

@@ -14,8 +14,8 @@ use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
-    Attr, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, ObjKind, Request,
-    Response, SetAttr,
+    Attr, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, NodeKind, ObjDetail, ObjKind,
+    Request, Response, SetAttr,
 };
 
 use crate::error::{Error, Result};
@@ -494,6 +494,8 @@ impl Client {
             ObjKind::File => Ok(File::new(self.clone(), attr)),
             ObjKind::Dir => Err(Error::at(Errno::EISDIR, path)),
             ObjKind::Symlink => Err(Error::at(Errno::ELOOP, path)),
+            // A FIFO or device means something only to a local kernel.
+            ObjKind::Node(_) => Err(Error::at(Errno::ENXIO, path)),
         }
     }
 
@@ -516,6 +518,17 @@ impl Client {
             target: target.to_string(),
         };
         self.create_in(&parent, &name, 0o777, what)
+            .await
+            .map_err(|e| e.for_path(path))
+    }
+
+    /// `mknod`: creates the FIFO, socket or device node `path` (`rdev`: the device
+    /// number of a device node). pvfs keeps it as metadata; the client library
+    /// cannot open it (ENXIO), a kernel mount can.
+    pub async fn mknod(&self, path: &str, kind: NodeKind, mode: u32, rdev: u64) -> Result<Attr> {
+        let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
+        let rdev = if kind.is_device() { rdev } else { 0 };
+        self.create_in(&parent, &name, mode, CreateWhat::Node { kind, rdev })
             .await
             .map_err(|e| e.for_path(path))
     }

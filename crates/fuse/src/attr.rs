@@ -5,7 +5,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
-use pvfs_client::{Attr, DirEntry, ObjKind, Timespec};
+use pvfs_client::{Attr, DirEntry, NodeKind, ObjKind, Timespec};
+use pvfs_proto::ObjDetail;
 use pvfs_proto::{Creds, Handle};
 
 /// Preferred I/O size reported for regular files (`st_blksize`): the largest FUSE
@@ -41,6 +42,10 @@ pub(crate) fn file_type(kind: ObjKind) -> FileType {
         ObjKind::Dir => FileType::Directory,
         ObjKind::File => FileType::RegularFile,
         ObjKind::Symlink => FileType::Symlink,
+        ObjKind::Node(NodeKind::Fifo) => FileType::NamedPipe,
+        ObjKind::Node(NodeKind::CharDev) => FileType::CharDevice,
+        ObjKind::Node(NodeKind::BlockDev) => FileType::BlockDevice,
+        ObjKind::Node(NodeKind::Socket) => FileType::Socket,
     }
 }
 
@@ -95,7 +100,11 @@ pub(crate) fn file_attr(root: Handle, attr: &Attr, orphan: bool) -> FileAttr {
         nlink: if orphan { 0 } else { attr.nlink.max(1) },
         uid: attr.uid,
         gid: attr.gid,
-        rdev: 0,
+        rdev: match attr.detail {
+            // The kernel's encoding of a device number fits 32 bits.
+            ObjDetail::Node { rdev, .. } => u32::try_from(rdev).unwrap_or(0),
+            _ => 0,
+        },
         blksize: if kind == ObjKind::File {
             FILE_BLKSIZE
         } else {

@@ -258,7 +258,7 @@ impl Filesystem for PvfsFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
@@ -267,7 +267,7 @@ impl Filesystem for PvfsFs {
         let name = name.to_owned();
         self.entry_op(reply, async move {
             let creds = inner.creds.creds(uid, gid, pid);
-            inner.mknod(creds, parent, &name, mode).await
+            inner.mknod(creds, parent, &name, mode, rdev).await
         });
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{Errno, FileAttr, FileType, INodeNo, RenameFlags, TimeOrNow};
-use pvfs_client::{Attr, Client, LayoutSpec, ObjKind, RenameMode, SetAttr};
+use pvfs_client::{Attr, Client, LayoutSpec, NodeKind, ObjKind, RenameMode, SetAttr};
 use pvfs_proto::{Creds, Handle};
 use pvfs_transport::{BufPool, PooledBuf};
 
@@ -334,13 +334,26 @@ impl Inner {
         parent: Handle,
         name: &OsStr,
         mode: u32,
+        rdev: u32,
     ) -> OpResult<FileAttr> {
-        if mode & S_IFMT != S_IFREG && mode & S_IFMT != 0 {
-            // FIFOs, sockets and device nodes have no kind of object in pvfs.
-            return Err(Errno::EPERM);
-        }
         let name = new_name(name)?;
         let pattr = self.dir_attr(parent).await?;
+        if let Some(kind) = NodeKind::from_mode(mode) {
+            // FIFOs, sockets and device nodes: metadata only (the kernel checked
+            // CAP_MKNOD for devices; the server checks again).
+            let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
+            let attr = self
+                .caller(&c)
+                .mknod_under(&pattr, name, kind, mode, u64::from(rdev))
+                .await
+                .map_err(errno)?;
+            self.tables
+                .note_name(parent, name, attr.handle, attr.kind());
+            return Ok(self.fattr(&attr));
+        }
+        if mode & S_IFMT != S_IFREG && mode & S_IFMT != 0 {
+            return Err(Errno::EINVAL);
+        }
         let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
         let file = self
             .caller(&c)
@@ -437,7 +450,7 @@ impl Inner {
                     .map_err(errno)?;
                 match attr.kind() {
                     ObjKind::Dir => return Err(Errno::EISDIR),
-                    ObjKind::Symlink => return Err(Errno::EEXIST),
+                    ObjKind::Symlink | ObjKind::Node(_) => return Err(Errno::EEXIST),
                     ObjKind::File => {}
                 }
                 let mut want = match flags & libc::O_ACCMODE {
@@ -933,7 +946,9 @@ impl Inner {
                     Err(Errno::EPERM)
                 }
             }
-            pvfs_proto::ObjDetail::Symlink { .. } => Err(Errno::EPERM),
+            pvfs_proto::ObjDetail::Symlink { .. } | pvfs_proto::ObjDetail::Node { .. } => {
+                Err(Errno::EPERM)
+            }
         }
     }
 

@@ -191,11 +191,7 @@ impl Drop for Desc {
 fn ent(e: DirEntry) -> Ent {
     Ent {
         ino: e.handle,
-        dtype: match e.kind {
-            pvfs_client::ObjKind::Dir => libc::DT_DIR,
-            pvfs_client::ObjKind::File => libc::DT_REG,
-            pvfs_client::ObjKind::Symlink => libc::DT_LNK,
-        },
+        dtype: e.kind.d_type(),
         name: e.name.into_bytes(),
     }
 }

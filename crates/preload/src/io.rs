@@ -80,6 +80,9 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
                 _ if flags & libc::O_DIRECTORY != 0 => return Err(libc::ENOTDIR),
                 ObjKind::Symlink if opath => (Kind::Path, attr, None),
                 ObjKind::Symlink => return Err(libc::ELOOP),
+                // Only a kernel gives a FIFO or device meaning.
+                ObjKind::Node(_) if opath => (Kind::Path, attr, None),
+                ObjKind::Node(_) => return Err(libc::ENXIO),
                 ObjKind::File => {
                     let f = pr.call(c.open_handle(attr.handle))?;
                     (Kind::File, attr, Some(f))

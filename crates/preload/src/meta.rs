@@ -697,15 +697,21 @@ unsafe extern "C" fn linkat(
     }
 }
 
-/// mknod at pvfs path `p`: regular files are created, other node types are EPERM.
-fn mknod_pvfs(p: &str, mode: mode_t) -> R<c_int> {
+/// mknod at pvfs path `p`: a regular file, or a FIFO, socket or device node (kept
+/// as metadata; `dev` in Linux's 32-bit encoding, as a mount would store it).
+fn mknod_pvfs(p: &str, mode: mode_t, dev: libc::dev_t) -> R<c_int> {
     crate::cache::changed();
-    let fmt = mode & libc::S_IFMT;
-    if fmt != 0 && fmt != libc::S_IFREG {
-        return Err(libc::EPERM);
-    }
     let pr = proc::get()?;
     let perm = mode & 0o7777 & !proc::current_umask();
+    if let Some(kind) = pvfs_client::NodeKind::from_mode(mode) {
+        let (major, minor) = (libc::major(dev), libc::minor(dev));
+        let rdev = (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12);
+        pr.call(pr.client().mknod(p, kind, perm, u64::from(rdev)))?;
+        return Ok(0);
+    }
+    if mode & libc::S_IFMT != 0 && mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(libc::EINVAL);
+    }
     pr.call(pr.client().create(p, perm, LayoutSpec::default(), true))?;
     Ok(0)
 }
@@ -718,7 +724,7 @@ unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) 
             libc::AT_FDCWD,
             path,
             |_, path| real::mknod(path, mode, dev),
-            |p| mknod_pvfs(&p, mode),
+            |p| mknod_pvfs(&p, mode, dev),
         )
     }
 }
@@ -736,7 +742,7 @@ unsafe extern "C" fn mknodat(
             dirfd,
             path,
             |dirfd, path| real::mknodat(dirfd, path, mode, dev),
-            |p| mknod_pvfs(&p, mode),
+            |p| mknod_pvfs(&p, mode, dev),
         )
     }
 }
@@ -749,7 +755,7 @@ unsafe extern "C" fn mkfifo(path: *const c_char, mode: mode_t) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::mkfifo(path, mode),
-            |_| Err(libc::EPERM),
+            |p| mknod_pvfs(&p, libc::S_IFIFO | (mode & 0o7777), 0),
         )
     }
 }
@@ -762,7 +768,7 @@ unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -
             dirfd,
             path,
             |dirfd, path| real::mkfifoat(dirfd, path, mode),
-            |_| Err(libc::EPERM),
+            |p| mknod_pvfs(&p, libc::S_IFIFO | (mode & 0o7777), 0),
         )
     }
 }

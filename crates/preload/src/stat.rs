@@ -41,6 +41,8 @@ pub(crate) fn fill_stat(p: &Proc, attr: &Attr, st: &mut libc::stat) {
     st.st_dev = dev(p);
     st.st_ino = attr.handle;
     st.st_mode = attr.st_mode();
+    let (major, minor) = attr.device();
+    st.st_rdev = libc::makedev(major, minor);
     st.st_nlink = u64::from(attr.nlink.max(1));
     st.st_uid = attr.uid;
     st.st_gid = attr.gid;

@@ -28,6 +28,7 @@ errnos! {
     EPERM = 1, "operation not permitted";
     ENOENT = 2, "no such file or directory";
     EIO = 5, "input/output error";
+    ENXIO = 6, "no such device or address";
     E2BIG = 7, "argument list too long";
     EBADF = 9, "bad file descriptor";
     EAGAIN = 11, "resource temporarily unavailable";

@@ -7,7 +7,9 @@
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::layout::{LayoutSpec, Stripe};
 use crate::regions::Regions;
-use crate::types::{Attr, Creds, DirEntry, Handle, ObjDetail, ObjKind, Roles, SetAttr, Timespec};
+use crate::types::{
+    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr, Timespec,
+};
 use crate::wire_struct;
 use crate::Errno;
 
@@ -75,6 +77,13 @@ pub enum CreateWhat {
         /// Its target, verbatim.
         target: String,
     },
+    /// A FIFO, socket or device node (metadata only).
+    Node {
+        /// Which kind of special file.
+        kind: NodeKind,
+        /// Device number of a device node; 0 otherwise.
+        rdev: u64,
+    },
 }
 
 impl Wire for CreateWhat {
@@ -97,6 +106,11 @@ impl Wire for CreateWhat {
                 out.push(3);
                 target.put(out);
             }
+            CreateWhat::Node { kind, rdev } => {
+                out.push(4);
+                kind.put(out);
+                rdev.put(out);
+            }
         }
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -110,6 +124,10 @@ impl Wire for CreateWhat {
             }),
             3 => Ok(CreateWhat::Symlink {
                 target: Wire::get(r)?,
+            }),
+            4 => Ok(CreateWhat::Node {
+                kind: Wire::get(r)?,
+                rdev: Wire::get(r)?,
             }),
             t => Err(DecodeError::UnknownTag {
                 what: "create kind",

@@ -57,6 +57,83 @@ pub enum ObjKind {
     File,
     /// A symbolic link.
     Symlink,
+    /// A FIFO, socket or device node: metadata only, no data in pvfs.
+    Node(NodeKind),
+}
+
+/// The kind of a special file (`mknod`): pvfs records it; the local kernel of whoever
+/// opens it gives it meaning (a pipe, a device of that machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// A named pipe (`mkfifo`).
+    Fifo,
+    /// A character device.
+    CharDev,
+    /// A block device.
+    BlockDev,
+    /// A Unix-domain socket's name.
+    Socket,
+}
+
+impl NodeKind {
+    /// The kind named by the `S_IFMT` bits of `mode`, if it is a special file.
+    pub fn from_mode(mode: u32) -> Option<NodeKind> {
+        match mode & 0o170000 {
+            0o010000 => Some(NodeKind::Fifo),
+            0o020000 => Some(NodeKind::CharDev),
+            0o060000 => Some(NodeKind::BlockDev),
+            0o140000 => Some(NodeKind::Socket),
+            _ => None,
+        }
+    }
+
+    /// The `S_IFMT` bits of this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            NodeKind::Fifo => 0o010000,
+            NodeKind::CharDev => 0o020000,
+            NodeKind::BlockDev => 0o060000,
+            NodeKind::Socket => 0o140000,
+        }
+    }
+
+    /// Whether this kind has a device number.
+    pub fn is_device(self) -> bool {
+        matches!(self, NodeKind::CharDev | NodeKind::BlockDev)
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            NodeKind::Fifo => 4,
+            NodeKind::CharDev => 5,
+            NodeKind::BlockDev => 6,
+            NodeKind::Socket => 7,
+        }
+    }
+
+    fn from_tag(t: u8) -> Option<NodeKind> {
+        match t {
+            4 => Some(NodeKind::Fifo),
+            5 => Some(NodeKind::CharDev),
+            6 => Some(NodeKind::BlockDev),
+            7 => Some(NodeKind::Socket),
+            _ => None,
+        }
+    }
+}
+
+impl Wire for NodeKind {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(self.tag());
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let t = u8::get(r)?;
+        NodeKind::from_tag(t).ok_or(DecodeError::UnknownTag {
+            what: "node kind",
+            tag: u32::from(t),
+        })
+    }
 }
 
 impl ObjKind {
@@ -66,6 +143,21 @@ impl ObjKind {
             ObjKind::Dir => 0o040000,
             ObjKind::File => 0o100000,
             ObjKind::Symlink => 0o120000,
+            ObjKind::Node(k) => k.mode_bits(),
+        }
+    }
+
+    /// The `d_type` of a directory entry of this kind (Linux's `DT_*` numbering,
+    /// as errnos are Linux's).
+    pub fn d_type(self) -> u8 {
+        match self {
+            ObjKind::Dir => 4,
+            ObjKind::File => 8,
+            ObjKind::Symlink => 10,
+            ObjKind::Node(NodeKind::Fifo) => 1,
+            ObjKind::Node(NodeKind::CharDev) => 2,
+            ObjKind::Node(NodeKind::BlockDev) => 6,
+            ObjKind::Node(NodeKind::Socket) => 12,
         }
     }
 
@@ -75,6 +167,10 @@ impl ObjKind {
             ObjKind::Dir => "dir",
             ObjKind::File => "file",
             ObjKind::Symlink => "symlink",
+            ObjKind::Node(NodeKind::Fifo) => "fifo",
+            ObjKind::Node(NodeKind::CharDev) => "chardev",
+            ObjKind::Node(NodeKind::BlockDev) => "blockdev",
+            ObjKind::Node(NodeKind::Socket) => "socket",
         }
     }
 }
@@ -86,6 +182,7 @@ impl Wire for ObjKind {
             ObjKind::Dir => 1,
             ObjKind::File => 2,
             ObjKind::Symlink => 3,
+            ObjKind::Node(k) => k.tag(),
         });
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -93,10 +190,12 @@ impl Wire for ObjKind {
             1 => Ok(ObjKind::Dir),
             2 => Ok(ObjKind::File),
             3 => Ok(ObjKind::Symlink),
-            t => Err(DecodeError::UnknownTag {
-                what: "object kind",
-                tag: u32::from(t),
-            }),
+            t => NodeKind::from_tag(t)
+                .map(ObjKind::Node)
+                .ok_or(DecodeError::UnknownTag {
+                    what: "object kind",
+                    tag: u32::from(t),
+                }),
         }
     }
 }
@@ -123,6 +222,13 @@ pub enum ObjDetail {
         /// The path it points to, verbatim.
         target: String,
     },
+    /// A FIFO, socket or device node.
+    Node {
+        /// Which kind of special file.
+        kind: NodeKind,
+        /// The device number (`st_rdev`) of a device node; 0 otherwise.
+        rdev: u64,
+    },
 }
 
 impl Wire for ObjDetail {
@@ -147,6 +253,11 @@ impl Wire for ObjDetail {
                 out.push(3);
                 target.put(out);
             }
+            ObjDetail::Node { kind, rdev } => {
+                out.push(4);
+                kind.put(out);
+                rdev.put(out);
+            }
         }
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -161,6 +272,10 @@ impl Wire for ObjDetail {
             }),
             3 => Ok(ObjDetail::Symlink {
                 target: Wire::get(r)?,
+            }),
+            4 => Ok(ObjDetail::Node {
+                kind: Wire::get(r)?,
+                rdev: Wire::get(r)?,
             }),
             t => Err(DecodeError::UnknownTag {
                 what: "object detail",
@@ -218,6 +333,20 @@ impl Attr {
             ObjDetail::Dir { .. } => ObjKind::Dir,
             ObjDetail::File { .. } => ObjKind::File,
             ObjDetail::Symlink { .. } => ObjKind::Symlink,
+            ObjDetail::Node { kind, .. } => ObjKind::Node(kind),
+        }
+    }
+
+    /// The device number of a device node as (major, minor); (0, 0) for anything
+    /// else. `rdev` is stored in Linux's 32-bit encoding (what FUSE carries): minor
+    /// bits 0-7 and 20-31, major bits 8-19.
+    pub fn device(&self) -> (u32, u32) {
+        match self.detail {
+            ObjDetail::Node { rdev, .. } => {
+                let r = rdev as u32;
+                ((r >> 8) & 0xfff, (r & 0xff) | ((r >> 12) & 0xfff00))
+            }
+            _ => (0, 0),
         }
     }
 
@@ -388,6 +517,39 @@ mod tests {
         };
         assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
         assert_eq!(a.st_mode(), 0o040755);
+    }
+
+    #[test]
+    fn special_files_round_trip_with_their_type_and_device() {
+        for (kind, bits, dtype) in [
+            (NodeKind::Fifo, 0o010000, 1),
+            (NodeKind::CharDev, 0o020000, 2),
+            (NodeKind::BlockDev, 0o060000, 6),
+            (NodeKind::Socket, 0o140000, 12),
+        ] {
+            // makedev(259, 70000) in Linux's 32-bit encoding.
+            let rdev = u64::from((70000u32 & 0xff) | (259 << 8) | ((70000u32 & !0xff) << 12));
+            let a = Attr {
+                handle: 7,
+                mode: 0o640,
+                uid: 0,
+                gid: 0,
+                nlink: 1,
+                size: 0,
+                atime: Timespec::default(),
+                mtime: Timespec::default(),
+                ctime: Timespec::default(),
+                detail: ObjDetail::Node { kind, rdev },
+            };
+            assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
+            assert_eq!(a.st_mode(), bits | 0o640);
+            assert_eq!(NodeKind::from_mode(a.st_mode()), Some(kind));
+            assert_eq!(a.kind().d_type(), dtype);
+            assert_eq!(decode::<ObjKind>(&encode(&a.kind())).unwrap(), a.kind());
+            assert_eq!(a.device(), (259, 70000));
+        }
+        assert_eq!(NodeKind::from_mode(0o100644), None);
+        assert!(decode::<ObjKind>(&[8]).is_err());
     }
 
     #[test]

@@ -180,12 +180,20 @@ pub fn run(a: MixedArgs) -> anyhow::Result<ExitCode> {
                 .max()
                 .copied()
                 .unwrap_or(0);
+            // Tenths of the run show whether memory levels off or keeps growing.
+            let tenths: Vec<String> = (1..=10)
+                .map(|k| {
+                    let at = (samples.len() * k / 10).saturating_sub(1);
+                    format_size(samples.get(at).and_then(|s| s.get(i)).copied().unwrap_or(0))
+                })
+                .collect();
             println!(
-                "  {:<6} memory (RSS): {} after warm-up, {} at the end, peak {}",
+                "  {:<6} memory (RSS): {} after warm-up, {} at the end, peak {}; by tenths of the run: {}",
                 sc.name,
                 format_size(first.get(i).copied().unwrap_or(0)),
                 format_size(last.get(i).copied().unwrap_or(0)),
-                format_size(peak)
+                format_size(peak),
+                tenths.join(" ")
             );
         }
     }

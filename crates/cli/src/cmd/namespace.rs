@@ -192,6 +192,13 @@ pub fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             pvfs_proto::ObjDetail::Symlink { target } => println!("target: {target}"),
+            pvfs_proto::ObjDetail::Node { kind, rdev } => {
+                println!("type: {}", ObjKind::Node(*kind).name());
+                if kind.is_device() {
+                    let (major, minor) = attr.device();
+                    println!("device: {major},{minor} (rdev {rdev:#x})");
+                }
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

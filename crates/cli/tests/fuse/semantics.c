@@ -26,11 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -275,13 +277,68 @@ static void files(void) {
           stat(P("big"), &st) == 0 && (st.st_mode & 07777) == 0600 && ts_ns(st.st_mtim) == m,
           "mode %o mtime %lld (was %lld)", st.st_mode & 07777, ts_ns(st.st_mtim), m);
 
-    /* mknod of a regular file; FIFOs and devices are not supported (EPERM). */
+    /* mknod of a regular file, FIFOs, sockets and device nodes (metadata in pvfs). */
     EXPECT_OK("mknod S_IFREG", mknod(P("node"), S_IFREG | 0640, 0));
     CHECK("mknod made a regular file", stat(P("node"), &st) == 0 && S_ISREG(st.st_mode) &&
                                            (st.st_mode & 0777) == 0640,
           "mode %o", st.st_mode);
-    EXPECT_ERR("mkfifo is EPERM (no FIFOs in pvfs)", mkfifo(P("fifo"), 0644), EPERM);
     EXPECT_ERR("link is EPERM (no hard links)", link(f, P("hardlink")), EPERM);
+    EXPECT_OK("mkfifo", mkfifo(P("fifo"), 0640));
+    CHECK("mkfifo made a FIFO", lstat(P("fifo"), &st) == 0 && S_ISFIFO(st.st_mode) &&
+                                    (st.st_mode & 0777) == 0640 && st.st_size == 0,
+          "mode %o", st.st_mode);
+    {
+        /* The local kernel makes it a pipe: a child writes, we read. */
+        pid_t child = fork();
+        if (child == 0) {
+            int w = open(P("fifo"), O_WRONLY);
+            _exit(w >= 0 && write(w, "through the fifo", 16) == 16 ? 0 : 1);
+        }
+        int r = open(P("fifo"), O_RDONLY);
+        char pbuf[32] = {0};
+        ssize_t got = r >= 0 ? read(r, pbuf, sizeof pbuf) : -1;
+        int wst = 0;
+        waitpid(child, &wst, 0);
+        CHECK("a FIFO on the mount works as a pipe",
+              r >= 0 && got == 16 && memcmp(pbuf, "through the fifo", 16) == 0 &&
+                  WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+              "open %d read %zd: %s", r, got, strerror(errno));
+        if (r >= 0) close(r);
+    }
+    EXPECT_OK("mknod S_IFSOCK", mknod(P("sock"), S_IFSOCK | 0600, 0));
+    CHECK("mknod made a socket", lstat(P("sock"), &st) == 0 && S_ISSOCK(st.st_mode), "mode %o",
+          st.st_mode);
+    if (is_root) {
+        EXPECT_OK("mknod S_IFCHR as root", mknod(P("null"), S_IFCHR | 0666, makedev(1, 3)));
+        CHECK("a character device keeps its device number",
+              lstat(P("null"), &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+                  minor(st.st_rdev) == 3,
+              "mode %o rdev %u,%u", st.st_mode, major(st.st_rdev), minor(st.st_rdev));
+        EXPECT_OK("mknod S_IFBLK as root", mknod(P("blk"), S_IFBLK | 0600, makedev(259, 70000)));
+        CHECK("a block device keeps a large minor number",
+              lstat(P("blk"), &st) == 0 && S_ISBLK(st.st_mode) && major(st.st_rdev) == 259 &&
+                  minor(st.st_rdev) == 70000,
+              "mode %o rdev %u,%u", st.st_mode, major(st.st_rdev), minor(st.st_rdev));
+        EXPECT_OK("unlink a device node", unlink(P("blk")));
+    } else {
+        EXPECT_ERR("mknod S_IFCHR by a user is EPERM",
+                   mknod(P("null"), S_IFCHR | 0666, makedev(1, 3)), EPERM);
+    }
+    {
+        DIR *d = opendir(dir);
+        int fifo_type = 0, sock_type = 0;
+        struct dirent *e;
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, "fifo") == 0) fifo_type = e->d_type;
+            if (strcmp(e->d_name, "sock") == 0) sock_type = e->d_type;
+        }
+        if (d != NULL) closedir(d);
+        CHECK("readdir types of special files", fifo_type == DT_FIFO && sock_type == DT_SOCK,
+              "fifo %d sock %d", fifo_type, sock_type);
+    }
+    EXPECT_OK("rename a FIFO", rename(P("fifo"), P("fifo2")));
+    EXPECT_OK("unlink a FIFO", unlink(P("fifo2")));
+    EXPECT_OK("unlink a socket", unlink(P("sock")));
 }
 
 /* ----- names and errors ---------------------------------------------------------- */

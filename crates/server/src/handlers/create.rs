@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
 use pvfs_proto::types::{check_name, PATH_MAX};
-use pvfs_proto::{Attr, CreateWhat, Creds, Errno, Handle, ObjDetail, Response, RetryKey, Timespec};
+use pvfs_proto::{
+    Attr, CreateWhat, Creds, Errno, Handle, NodeKind, ObjDetail, Response, RetryKey, Timespec,
+};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -29,6 +31,10 @@ enum Plan {
     },
     Symlink {
         target: String,
+    },
+    Node {
+        kind: NodeKind,
+        rdev: u64,
     },
 }
 
@@ -53,7 +59,7 @@ pub async fn handle(
             "only root may create objects for another user",
         ));
     }
-    let plan = plan(ctx, what)?;
+    let plan = plan(ctx, creds, what)?;
     if let Plan::File { servers, .. } = &plan {
         for &s in servers {
             precreate::ensure(ctx, s as usize, 1).await?;
@@ -128,6 +134,9 @@ pub async fn handle(
                         let len = target.len() as u64;
                         (ObjDetail::Symlink { target }, 0o777, 1, len)
                     }
+                    Plan::Node { kind, rdev } => {
+                        (ObjDetail::Node { kind, rdev }, mode & 0o7777, 1, 0)
+                    }
                 };
                 let attr = Attr {
                     handle,
@@ -170,7 +179,7 @@ pub async fn handle(
     Ok(created)
 }
 
-fn plan(ctx: &Ctx, what: CreateWhat) -> OpResult<Plan> {
+fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {
     match what {
         CreateWhat::File { spec } => {
             let (stripe_size, servers) = resolve_layout(ctx, spec)?;
@@ -206,6 +215,14 @@ fn plan(ctx: &Ctx, what: CreateWhat) -> OpResult<Plan> {
             }
             Ok(Plan::Symlink { target })
         }
+        CreateWhat::Node { kind, .. } if kind.is_device() && creds.uid != 0 => Err(OpError::new(
+            Errno::EPERM,
+            "only root may create device nodes",
+        )),
+        CreateWhat::Node { kind, rdev } => Ok(Plan::Node {
+            kind,
+            rdev: if kind.is_device() { rdev } else { 0 },
+        }),
     }
 }
 
