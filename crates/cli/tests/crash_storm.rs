@@ -5,8 +5,12 @@
 //! (every entry of every directory leads to a readable object), and what failed is
 //! either fully there or fully absent.
 //!
+//! At the end, `fsck` finds what the kills interrupted between the steps of
+//! multi-server operations, repairs it, and everything acknowledged still verifies.
+//!
 //! `PVFS_CRASH_SEED` replays a run; `PVFS_CRASH_ROUNDS` (default 3) and
 //! `PVFS_CRASH_ROUND_SECS` (default 3) make it a soak.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -205,59 +209,8 @@ fn acknowledged_operations_survive_random_server_kills() {
 
         // Check with a fresh client, after every server has been restarted at least once
         // in the run (the store opened) and all are up.
-        let tc = cluster.client();
         let checking = Instant::now();
-        // The tree only grows over a soak (directories are never removed): allow for it.
-        let tracked: usize = models.iter().map(|m| m.dirs.len() + m.files.len()).sum();
-        let limit = Duration::from_secs(120) + Duration::from_millis(20) * tracked as u32;
-        tc.run(limit, async |c| {
-            for (i, m) in models.iter().enumerate() {
-                let root = format!("/c{i}");
-                let t = Instant::now();
-                let present = walk_all(&c, &root).await;
-                if std::env::var_os("PVFS_CRASH_TRACE").is_some() {
-                    eprintln!(
-                        "  {root}: walked {} entries ({} dirs tracked) in {:.1?}",
-                        present.len(),
-                        m.dirs.len(),
-                        t.elapsed()
-                    );
-                }
-                for d in &m.dirs {
-                    if d != &root {
-                        assert_eq!(
-                            present.get(d),
-                            Some(&ObjKind::Dir),
-                            "round {round}: acknowledged mkdir {d} lost"
-                        );
-                    }
-                }
-                for (f, content) in &m.files {
-                    assert_eq!(
-                        present.get(f),
-                        Some(&ObjKind::File),
-                        "round {round}: acknowledged file {f} lost"
-                    );
-                    if let Some(want) = content {
-                        let file = c.open(f).await.unwrap();
-                        let mut got = vec![0u8; want.len() + 1];
-                        let n = file.read_at(0, &mut got).await.unwrap();
-                        got.truncate(n);
-                        common::assert_bytes_eq(&got, want, &format!("round {round}: fsynced {f}"));
-                    }
-                }
-                for p in present.keys() {
-                    let known =
-                        m.dirs.contains(p) || m.files.contains_key(p) || m.uncertain.contains(p);
-                    assert!(known, "round {round}: {p} exists but no operation made it");
-                }
-                // Unlinked names must be gone unless their unlink failed.
-                match c.stat(&format!("{root}/never-created")).await {
-                    Err(e) => assert_eq!(e.errno, Errno::ENOENT),
-                    Ok(_) => panic!("phantom entry"),
-                }
-            }
-        });
+        verify(&cluster, &models, &format!("round {round}"));
         let total: usize = models.iter().map(|m| m.files.len()).sum();
         let durable: usize = models
             .iter()
@@ -268,4 +221,99 @@ fn acknowledged_operations_survive_random_server_kills() {
             checking.elapsed()
         );
     }
+
+    // What the kills interrupted between the steps of multi-server operations is
+    // garbage for fsck: found, repaired, and everything acknowledged still verifies.
+    let tc = cluster.client();
+    let limit = Duration::from_secs(300);
+    let found = tc.run(limit, async |c| {
+        c.fsck(false, Duration::ZERO).await.expect("fsck")
+    });
+    assert!(
+        found.problems.iter().all(|p| !p.repaired),
+        "fsck without --repair changed something"
+    );
+    let repaired = tc.run(limit, async |c| {
+        c.fsck(true, Duration::ZERO).await.expect("fsck --repair")
+    });
+    assert_eq!(repaired.unrepaired(), 0, "{:?}", repaired.problems);
+    let clean = tc.run(limit, async |c| {
+        c.fsck(false, Duration::ZERO).await.expect("fsck")
+    });
+    assert!(
+        clean.problems.is_empty(),
+        "after repair: {:?}",
+        clean.problems
+    );
+    let mut kinds: Vec<String> = found
+        .problems
+        .iter()
+        .map(|p| format!("{:?}", p.kind))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    eprintln!(
+        "fsck after {kills} kills: {} problems ({}), all repaired",
+        found.problems.len(),
+        kinds.join(", ")
+    );
+    verify(&cluster, &models, "after fsck --repair");
+}
+
+/// Checks, with a fresh client, that every acknowledged operation of `models` is there
+/// (fsynced data byte-exact, every entry leads to an object, nothing that no operation
+/// made); `what` names the moment in failure messages.
+fn verify(cluster: &Cluster, models: &[Model], what: &str) {
+    let tc = cluster.client();
+    // The tree only grows over a soak (directories are never removed): allow for it.
+    let tracked: usize = models.iter().map(|m| m.dirs.len() + m.files.len()).sum();
+    let limit = Duration::from_secs(120) + Duration::from_millis(20) * tracked as u32;
+    tc.run(limit, async |c| {
+        for (i, m) in models.iter().enumerate() {
+            let root = format!("/c{i}");
+            let t = Instant::now();
+            let present = walk_all(&c, &root).await;
+            if std::env::var_os("PVFS_CRASH_TRACE").is_some() {
+                eprintln!(
+                    "  {root}: walked {} entries ({} dirs tracked) in {:.1?}",
+                    present.len(),
+                    m.dirs.len(),
+                    t.elapsed()
+                );
+            }
+            for d in &m.dirs {
+                if d != &root {
+                    assert_eq!(
+                        present.get(d),
+                        Some(&ObjKind::Dir),
+                        "{what}: acknowledged mkdir {d} lost"
+                    );
+                }
+            }
+            for (f, content) in &m.files {
+                assert_eq!(
+                    present.get(f),
+                    Some(&ObjKind::File),
+                    "{what}: acknowledged file {f} lost"
+                );
+                if let Some(want) = content {
+                    let file = c.open(f).await.unwrap();
+                    let mut got = vec![0u8; want.len() + 1];
+                    let n = file.read_at(0, &mut got).await.unwrap();
+                    got.truncate(n);
+                    common::assert_bytes_eq(&got, want, &format!("{what}: fsynced {f}"));
+                }
+            }
+            for p in present.keys() {
+                let known =
+                    m.dirs.contains(p) || m.files.contains_key(p) || m.uncertain.contains(p);
+                assert!(known, "{what}: {p} exists but no operation made it");
+            }
+            // Unlinked names must be gone unless their unlink failed.
+            match c.stat(&format!("{root}/never-created")).await {
+                Err(e) => assert_eq!(e.errno, Errno::ENOENT),
+                Ok(_) => panic!("phantom entry"),
+            }
+        }
+    });
 }
