@@ -3,7 +3,9 @@
 //! A client attaches a [`RetryKey`] to every mutation it may retry. The handler records
 //! its reply in the same commit as the mutation; a retry with the same key (after a lost
 //! reply, a broken connection, or a server restart) finds it and gets the same answer.
-//! Replies are kept for [`KEEP`], far longer than any client retries.
+//! Replies are kept for [`keep`] (a dozen times longer than a client retries), so the
+//! table holds a few minutes of mutations: it and the server's memory stay bounded
+//! under a sustained load.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +15,17 @@ use pvfs_storage::{MetaError, MetaTxn, StorageError};
 
 use crate::ctx::Ctx;
 
-/// How long a recorded reply is kept.
-pub const KEEP: Duration = Duration::from_secs(3600);
+/// Shortest time a recorded reply is kept.
+pub const KEEP_AT_LEAST: Duration = Duration::from_secs(120);
 /// How often old replies are forgotten.
-const EXPIRE_EVERY: Duration = Duration::from_secs(60);
+const EXPIRE_EVERY: Duration = Duration::from_secs(30);
+
+/// How long a recorded reply is kept: a client retries a mutation only until its
+/// request deadline (and waits at most one more for the last attempt), so 24 request
+/// timeouts, and at least [`KEEP_AT_LEAST`], is far beyond any retry.
+pub fn keep(config: &pvfs_config::Config) -> Duration {
+    KEEP_AT_LEAST.max(config.timeouts.request.saturating_mul(24))
+}
 /// Most replies forgotten per commit (bounds one expiry commit).
 const EXPIRE_BATCH: usize = 10_000;
 
@@ -42,12 +51,13 @@ pub fn remember(t: &mut MetaTxn<'_>, key: Option<RetryKey>, reply: &Response) {
     }
 }
 
-/// Forgets replies older than [`KEEP`], every minute, until the server stops.
+/// Forgets replies older than [`keep`], every [`EXPIRE_EVERY`], until the server stops.
 pub async fn expire_loop(ctx: Arc<Ctx>) {
     let mut tick = tokio::time::interval(EXPIRE_EVERY);
+    let keep = keep(&ctx.config).as_secs().min(i64::MAX as u64) as i64;
     loop {
         tick.tick().await;
-        let before = Timespec::now().secs - KEEP.as_secs() as i64;
+        let before = Timespec::now().secs.saturating_sub(keep);
         loop {
             match ctx
                 .meta
