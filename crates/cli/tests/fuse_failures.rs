@@ -74,9 +74,9 @@ fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
     // Files striped over every server, in a directory sharded over every server.
     std::fs::create_dir(m.join("d")).unwrap();
     for i in 0..8 {
-        // The first creates on a fresh cluster wait for the servers to fill their
-        // pools of pre-created datafiles, which can take longer than 2 s in a debug
-        // build: retry those.
+        // A create that comes before the metadata servers have filled their pools of
+        // pre-created datafiles (they start filling them when they start) refills
+        // synchronously, which can take longer than 2 s in a debug build: retry.
         let data = rng.bytes(1 << 20);
         common::poll("a first write", Duration::from_secs(60), || {
             std::fs::write(m.join(&format!("d/f{i}")), &data).ok()

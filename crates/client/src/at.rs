@@ -175,7 +175,6 @@ impl Client {
         rdev: u64,
     ) -> Result<Attr> {
         let d = Dir::from_attr(parent.clone())?;
-        let rdev = if kind.is_device() { rdev } else { 0 };
         let what = pvfs_proto::CreateWhat::Node { kind, rdev };
         self.create_in(&d, name, mode, what).await
     }

@@ -523,11 +523,10 @@ impl Client {
     }
 
     /// `mknod`: creates the FIFO, socket or device node `path` (`rdev`: the device
-    /// number of a device node). pvfs keeps it as metadata; the client library
+    /// number of a device node, ignored by the server for other kinds). pvfs keeps it as metadata; the client library
     /// cannot open it (ENXIO), a kernel mount can.
     pub async fn mknod(&self, path: &str, kind: NodeKind, mode: u32, rdev: u64) -> Result<Attr> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
-        let rdev = if kind.is_device() { rdev } else { 0 };
         self.create_in(&parent, &name, mode, CreateWhat::Node { kind, rdev })
             .await
             .map_err(|e| e.for_path(path))

@@ -704,9 +704,8 @@ fn mknod_pvfs(p: &str, mode: mode_t, dev: libc::dev_t) -> R<c_int> {
     let pr = proc::get()?;
     let perm = mode & 0o7777 & !proc::current_umask();
     if let Some(kind) = pvfs_client::NodeKind::from_mode(mode) {
-        let (major, minor) = (libc::major(dev), libc::minor(dev));
-        let rdev = (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12);
-        pr.call(pr.client().mknod(p, kind, perm, u64::from(rdev)))?;
+        let rdev = pvfs_client::NodeKind::encode_device(libc::major(dev), libc::minor(dev));
+        pr.call(pr.client().mknod(p, kind, perm, rdev))?;
         return Ok(0);
     }
     if mode & libc::S_IFMT != 0 && mode & libc::S_IFMT != libc::S_IFREG {

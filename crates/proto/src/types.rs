@@ -97,6 +97,13 @@ impl NodeKind {
         }
     }
 
+    /// A device number in the encoding `rdev` is stored in (Linux's 32-bit one, what
+    /// FUSE carries): minor bits 0-7 and 20-31, major bits 8-19. Inverse of
+    /// [`Attr::device`].
+    pub fn encode_device(major: u32, minor: u32) -> u64 {
+        u64::from((minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12))
+    }
+
     /// Whether this kind has a device number.
     pub fn is_device(self) -> bool {
         matches!(self, NodeKind::CharDev | NodeKind::BlockDev)
@@ -527,8 +534,7 @@ mod tests {
             (NodeKind::BlockDev, 0o060000, 6),
             (NodeKind::Socket, 0o140000, 12),
         ] {
-            // makedev(259, 70000) in Linux's 32-bit encoding.
-            let rdev = u64::from((70000u32 & 0xff) | (259 << 8) | ((70000u32 & !0xff) << 12));
+            let rdev = NodeKind::encode_device(259, 70000);
             let a = Attr {
                 handle: 7,
                 mode: 0o640,

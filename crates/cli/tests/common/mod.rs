@@ -36,6 +36,23 @@ pub const START_DEADLINE: Duration = Duration::from_secs(60);
 
 // ----- small utilities ---------------------------------------------------------------
 
+/// Makes the child started by `cmd` die with the test process (SIGKILL on parent
+/// death), so a failing test leaves no server or mount process behind.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+}
 /// Polls `f` until it returns `Some`, or panics with `what` after `deadline`.
 pub fn poll<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
@@ -605,19 +622,7 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2);
-        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let child = cmd.spawn().expect("cannot start a pvfs server");
         self.children
             .lock()

@@ -8,12 +8,11 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{poll, pvfs_bin, Cluster};
+use crate::common::{die_with_parent, poll, pvfs_bin, Cluster};
 
 /// Longest time a mount may take to appear.
 pub const MOUNT_DEADLINE: Duration = Duration::from_secs(60);
@@ -81,19 +80,7 @@ impl Mount {
             .stdin(Stdio::null())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
-        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let child = cmd.spawn().expect("cannot start pvfs mount");
         let mut m = Mount {
             dir,
