@@ -602,6 +602,46 @@ fn every_command_end_to_end() {
     );
     assert_eq!(cli(&["ls", "/"]).ok(), before, "bench left its file behind");
 
+    // ----- bench mixed: every kind of operation, checked, and cleaned up after
+    let text = cli(&[
+        "bench",
+        "mixed",
+        "--clients",
+        "4",
+        "--duration",
+        "6s",
+        "--max-file",
+        "64K",
+    ])
+    .ok()
+    .to_string();
+    assert!(
+        text.contains("no errors, every read matched"),
+        "bench mixed output:\n{text}"
+    );
+    let count = |kind: &str| -> u64 {
+        text.split(&format!("{kind} "))
+            .nth(1)
+            .and_then(|rest| rest.split([',', '\n']).next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    for kind in ["create", "read", "rename", "mkdir"] {
+        assert!(count(kind) > 0, "bench mixed did no {kind}:\n{text}");
+    }
+    // Each client keeps 16 directories at most; past that, mkdirs turn into rmdirs.
+    if count("mkdir") > 4 * 16 + 8 {
+        assert!(
+            count("rmdir") > 0,
+            "bench mixed never removed a directory:\n{text}"
+        );
+    }
+    assert_eq!(
+        cli(&["ls", "/"]).ok(),
+        before,
+        "bench mixed left files behind"
+    );
+
     // ----- rm
     cli(&["rm", "/proj/link"]).ok();
     assert_eq!(

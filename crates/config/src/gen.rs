@@ -238,6 +238,10 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("connections = {}", c.limits.connections),
             "client connections per server",
         ),
+        note(
+            format!("meta_cache = {}", size(c.limits.meta_cache)),
+            "metadata store pages a server caches",
+        ),
     ]);
     for s in &c.servers {
         let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]

@@ -80,6 +80,9 @@ pub struct Limits {
     pub buffers: u64,
     /// Client connections a server serves at once; more are closed at once.
     pub connections: u32,
+    /// Bytes of metadata store pages a server caches in memory (the rest comes from
+    /// the kernel's page cache at the price of a system call).
+    pub meta_cache: u64,
 }
 
 impl Default for Limits {
@@ -87,6 +90,7 @@ impl Default for Limits {
         Limits {
             buffers: 256 << 20,
             connections: 4096,
+            meta_cache: 1 << 20,
         }
     }
 }

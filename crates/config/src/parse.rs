@@ -49,6 +49,7 @@ struct RawTimeouts {
 struct RawLimits {
     buffers: Option<Spanned<Value>>,
     connections: Option<Spanned<Value>>,
+    meta_cache: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -330,6 +331,9 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Some(v) = &l.buffers {
             limits.buffers = cx.convert("limits.buffers", v, size_value)?;
         }
+        if let Some(v) = &l.meta_cache {
+            limits.meta_cache = cx.convert("limits.meta_cache", v, size_value)?;
+        }
         if let Some(v) = &l.connections {
             limits.connections = cx.convert("limits.connections", v, |v: &Value| {
                 number_value(v).and_then(|n| u32::try_from(n).map_err(|_| "too large".to_string()))
@@ -448,6 +452,9 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
             "limits.buffers",
             "must be at least 16M (a few frames in flight)"
         );
+    }
+    if c.limits.meta_cache < 256 << 10 {
+        fail!("limits.meta_cache", "must be at least 256K");
     }
     if c.limits.connections == 0 {
         fail!("limits.connections", "must be greater than zero");

@@ -382,6 +382,14 @@ fn limits_parse_default_and_fail_with_the_line() {
     let bad = format!("{BASE}\n[limits]\nbuffers = \"1M\"\n");
     let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
     assert!(msg.contains("limits.buffers"), "{msg}");
+    let text2 = format!("{BASE}\n[limits]\nmeta_cache = \"8M\"\n");
+    assert_eq!(
+        Config::parse(&text2, "f.toml").unwrap().limits.meta_cache,
+        8 << 20
+    );
+    let bad = format!("{BASE}\n[limits]\nmeta_cache = \"4K\"\n");
+    let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
+    assert!(msg.contains("limits.meta_cache"), "{msg}");
     let bad = format!("{BASE}\n[limits]\nconnections = 0\n");
     let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
     assert!(

@@ -74,8 +74,13 @@ pub async fn run(
         fsid: config.fsid,
         server: sc.name.clone(),
     };
-    let meta = MetaStore::open(&sc.storage, &id, (sc.handles.first, sc.handles.last))
-        .map_err(storage_err)?;
+    let meta = MetaStore::open_with_cache(
+        &sc.storage,
+        &id,
+        (sc.handles.first, sc.handles.last),
+        usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX),
+    )
+    .map_err(storage_err)?;
     let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);
     let mut listener = AutoTransport.listen(&sc.address).await?;
     let pool = BufPool::new(CHUNK, 64);
@@ -114,6 +119,7 @@ pub async fn run(
     ready();
     let expiry = tokio::spawn(replay::expire_loop(ctx.clone()));
     let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
+    let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -148,6 +154,7 @@ pub async fn run(
     }
     expiry.abort();
     warm_up.abort();
+    trimmer.abort();
     ctx.meta.close().await;
     tracing::info!(server = %sc.name, "stopped");
     Ok(())
@@ -205,5 +212,21 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
 impl From<error::OpError> for pvfs_storage::MetaError {
     fn from(e: error::OpError) -> Self {
         pvfs_storage::MetaError::Errno(e.errno, e.message)
+    }
+}
+
+/// How often idle data buffers that no request needed are given back to the system.
+const TRIM_EVERY: Duration = Duration::from_secs(30);
+
+/// Gives back, every [`TRIM_EVERY`], the pooled buffers that stayed idle for the whole
+/// interval: memory follows the load, not the highest burst since the start.
+async fn trim_buffers(pool: BufPool) {
+    let mut tick = tokio::time::interval(TRIM_EVERY);
+    loop {
+        tick.tick().await;
+        let released = pool.trim();
+        if released > 0 {
+            tracing::debug!(released, idle = pool.idle(), "released idle data buffers");
+        }
     }
 }

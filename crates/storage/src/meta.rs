@@ -29,8 +29,8 @@ pub const RESERVED_HANDLES: u64 = 16;
 pub const QUEUE_MAX: usize = 1024;
 /// Most mutations committed together in one transaction.
 pub const BATCH_MAX: usize = 256;
-/// redb page cache size.
-const CACHE_BYTES: usize = 64 << 20;
+/// redb page cache size when the configuration does not say (`[limits] meta_cache`).
+const CACHE_BYTES: usize = 1 << 20;
 
 /// Which file system and server a store belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,6 +125,17 @@ impl MetaStore {
         id: &Identity,
         range: (Handle, Handle),
     ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_with_cache(dir, id, range, CACHE_BYTES)
+    }
+
+    /// [`MetaStore::open`] with a page cache of `cache_bytes` (the server's
+    /// `[limits] meta_cache`): what the store adds to the server's memory at most.
+    pub fn open_with_cache(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        cache_bytes: usize,
+    ) -> Result<MetaStore, StorageError> {
         let (first, last) = range;
         if first == 0 || first > last {
             return Err(StorageError::Format(format!(
@@ -134,7 +145,7 @@ impl MetaStore {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("meta.redb");
         let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
+            .set_cache_size(cache_bytes)
             .create(&path)?;
         let tx = db.begin_write()?;
         let created = {

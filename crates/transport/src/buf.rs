@@ -4,15 +4,22 @@
 //! kernel-to-user copy into a misaligned buffer costs 3-5x more (design §13), and first
 //! touch of fresh memory is slow, so buffers are reused through a pool instead of
 //! being allocated per frame.
+//!
+//! Buffers are anonymous memory maps: the kernel hands out zero pages lazily, so a
+//! 4 MiB buffer that only ever carries 64 KiB writes costs 64 KiB of memory, and a
+//! dropped buffer goes straight back to the system. A pool keeps idle buffers for
+//! reuse and [`BufPool::trim`] releases the ones no request needed for a whole
+//! interval, so a server's memory follows its load instead of its highest peak.
 
-use std::alloc::{dealloc, Layout};
+use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 /// Alignment of every buffer: one page.
 pub const ALIGN: usize = 4096;
 
-/// A heap buffer aligned to [`ALIGN`], with a length that may be below its capacity.
+/// A page-aligned buffer (an anonymous memory map), with a length that may be below its
+/// capacity.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     cap: usize,
@@ -26,12 +33,28 @@ unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
     /// A zero-filled buffer of `cap` bytes (rounded up to a page), with length `cap`.
+    /// Its pages take memory only once they are written.
     pub fn new(cap: usize) -> AlignedBuf {
         let cap = cap.max(1).div_ceil(ALIGN) * ALIGN;
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size fits a Layout");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
+        // SAFETY: a private anonymous map of non-zero length at an address of the
+        // kernel's choice; it aliases nothing.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        let ptr = if raw == libc::MAP_FAILED {
+            None
+        } else {
+            NonNull::new(raw.cast::<u8>())
+        };
+        let Some(ptr) = ptr else {
+            let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size fits a Layout");
             std::alloc::handle_alloc_error(layout)
         };
         AlignedBuf { ptr, cap, len: cap }
@@ -76,16 +99,23 @@ impl std::ops::DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.cap, ALIGN).expect("layout was valid at alloc");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        // SAFETY: mapped in `new` with this length; nothing borrows it any more.
+        let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.cap) };
+        debug_assert_eq!(rc, 0, "munmap of our own map failed");
     }
 }
 
 struct PoolInner {
     size: usize,
     keep: usize,
-    free: Mutex<Vec<AlignedBuf>>,
+    free: Mutex<FreeList>,
+}
+
+/// Idle buffers, and the fewest there were since the last trim.
+#[derive(Default)]
+struct FreeList {
+    bufs: Vec<AlignedBuf>,
+    low: usize,
 }
 
 /// A pool of equal-sized aligned buffers; at most `keep` idle buffers are retained.
@@ -101,7 +131,7 @@ impl BufPool {
             inner: Arc::new(PoolInner {
                 size,
                 keep,
-                free: Mutex::new(Vec::new()),
+                free: Mutex::new(FreeList::default()),
             }),
         }
     }
@@ -115,7 +145,11 @@ impl BufPool {
     /// returned to the pool).
     pub fn get(&self, len: usize) -> PooledBuf {
         let buf = if len <= self.inner.size {
-            let reused = self.inner.free.lock().ok().and_then(|mut v| v.pop());
+            let reused = self.inner.free.lock().ok().and_then(|mut f| {
+                let b = f.bufs.pop();
+                f.low = f.low.min(f.bufs.len());
+                b
+            });
             let mut b = reused.unwrap_or_else(|| AlignedBuf::new(self.inner.size));
             b.set_len(len);
             b
@@ -126,6 +160,29 @@ impl BufPool {
             buf: Some(buf),
             pool: Some(self.inner.clone()),
         }
+    }
+
+    /// Releases the idle buffers that stayed idle since the previous call (no request
+    /// needed them), and returns how many. Called periodically, it lets memory taken
+    /// by a burst go back to the system while a steady load keeps its buffers.
+    pub fn trim(&self) -> usize {
+        let released = match self.inner.free.lock() {
+            Ok(mut f) => {
+                let n = f.low.min(f.bufs.len());
+                let keep = f.bufs.len() - n;
+                let gone = f.bufs.split_off(keep);
+                f.low = f.bufs.len();
+                gone
+            }
+            Err(_) => Vec::new(),
+        };
+        // Unmapped outside the lock.
+        released.len()
+    }
+
+    /// Idle buffers held right now.
+    pub fn idle(&self) -> usize {
+        self.inner.free.lock().map(|f| f.bufs.len()).unwrap_or(0)
     }
 }
 
@@ -174,8 +231,8 @@ impl Drop for PooledBuf {
         if let (Some(buf), Some(pool)) = (self.buf.take(), self.pool.as_ref()) {
             if buf.capacity() == pool.size {
                 if let Ok(mut free) = pool.free.lock() {
-                    if free.len() < pool.keep {
-                        free.push(buf);
+                    if free.bufs.len() < pool.keep {
+                        free.bufs.push(buf);
                     }
                 }
             }
@@ -199,6 +256,27 @@ mod tests {
         assert_eq!(b.as_ptr(), p, "buffer reused");
         let big = pool.get(3 << 20);
         assert_eq!(big.len(), 3 << 20);
+        assert!(big.iter().all(|&b| b == 0), "fresh buffers read as zeros");
         assert!(PooledBuf::empty().is_empty());
+    }
+
+    #[test]
+    fn trim_releases_only_what_stayed_idle() {
+        let pool = BufPool::new(1 << 16, 8);
+        let held: Vec<_> = (0..4).map(|_| pool.get(10)).collect();
+        drop(held);
+        assert_eq!(pool.idle(), 4);
+        // Never trimmed before: the low mark starts at zero, nothing is released.
+        assert_eq!(pool.trim(), 0);
+        // Two of the four are used during the interval: two stayed idle throughout.
+        let busy: Vec<_> = (0..2).map(|_| pool.get(10)).collect();
+        drop(busy);
+        assert_eq!(pool.trim(), 2);
+        assert_eq!(pool.idle(), 2);
+        // An interval without any use releases the rest.
+        assert_eq!(pool.trim(), 2);
+        assert_eq!(pool.idle(), 0);
+        // The pool still hands out buffers afterwards.
+        assert_eq!(pool.get(10).len(), 10);
     }
 }

@@ -46,9 +46,13 @@ pub struct MixedArgs {
 
 /// Files one client keeps at most (its model holds their contents: bounded memory).
 const MAX_FILES: usize = 32;
+/// Directories one client keeps at most, besides its own: at the cap an mkdir turns
+/// into an rmdir of an empty one, so the namespace (and the servers' stores) reach a
+/// steady size however long the run.
+const MAX_DIRS: usize = 16;
 
 /// Operations counted by kind.
-const OPS: [&str; 8] = [
+const OPS: [&str; 9] = [
     "create",
     "overwrite",
     "read",
@@ -57,6 +61,7 @@ const OPS: [&str; 8] = [
     "mkdir",
     "stat",
     "list",
+    "rmdir",
 ];
 
 /// A tiny deterministic generator (xorshift), one per client.
@@ -334,6 +339,22 @@ async fn one_client(
                     .await
                     .with_context(|| format!("unlink {path}"))?;
                 model.remove(&path);
+            }
+            5 if dirs.len() > MAX_DIRS => {
+                // The first directory is the client's own and holds the others.
+                let empty = (1..dirs.len())
+                    .filter(|&i| !model.keys().any(|p| parent(p) == dirs[i].as_str()))
+                    .collect::<Vec<_>>();
+                if empty.is_empty() {
+                    continue;
+                }
+                let i = empty[rng.below(empty.len() as u64) as usize];
+                let path = dirs.swap_remove(i);
+                c.rmdir(&path)
+                    .await
+                    .with_context(|| format!("rmdir {path}"))?;
+                counts[8] += 1;
+                continue;
             }
             5 => {
                 next += 1;
