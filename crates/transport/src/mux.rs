@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pvfs_proto::frame::{FrameHeader, FrameKind};
-use tokio::io::{AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, oneshot, OwnedMutexGuard};
 
 use crate::buf::BufPool;
@@ -278,7 +278,7 @@ impl Direct {
         let Some(stream) = self.stream.as_mut() else {
             return Err(TransportError::Closed("frame already finished".into()));
         };
-        match tokio::time::timeout(self.timeout, stream.read_exact(dst)).await {
+        match tokio::time::timeout(self.timeout, read_bypassing(stream, dst)).await {
             Ok(Ok(_)) => {
                 self.left -= dst.len();
                 Ok(())
@@ -320,6 +320,23 @@ impl Direct {
             data,
         })
     }
+}
+
+/// Reads exactly `dst.len()` bytes: first what the reader has buffered, then straight
+/// from the socket into `dst`. `BufReader::read_exact` would refill its 64 KiB buffer
+/// whenever less than that is wanted, and striped data arrives as pieces of one stripe
+/// each (64 KiB by default): most bytes were copied twice (a profile of 4 readers on
+/// the FUSE mount showed that copy at 12-15% of the client's CPU).
+async fn read_bypassing(stream: &mut Stream, dst: &mut [u8]) -> std::io::Result<()> {
+    let buffered = stream.buffer();
+    let n = buffered.len().min(dst.len());
+    dst[..n].copy_from_slice(&buffered[..n]);
+    stream.consume(n);
+    if n < dst.len() {
+        // The buffer is empty now: reading past it keeps the stream in order.
+        stream.get_mut().read_exact(&mut dst[n..]).await?;
+    }
+    Ok(())
 }
 
 /// One request in flight: send more data, receive answer frames.
