@@ -523,8 +523,8 @@ impl Client {
     }
 
     /// `mknod`: creates the FIFO, socket or device node `path` (`rdev`: the device
-    /// number of a device node, ignored by the server for other kinds). pvfs keeps it as metadata; the client library
-    /// cannot open it (ENXIO), a kernel mount can.
+    /// number of a device node, ignored by the server for other kinds). pvfs keeps it as
+    /// metadata; the client library cannot open it (ENXIO), a kernel mount can.
     pub async fn mknod(&self, path: &str, kind: NodeKind, mode: u32, rdev: u64) -> Result<Attr> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
         self.create_in(&parent, &name, mode, CreateWhat::Node { kind, rdev })

@@ -29,7 +29,8 @@ pub const RESERVED_HANDLES: u64 = 16;
 pub const QUEUE_MAX: usize = 1024;
 /// Most mutations committed together in one transaction.
 pub const BATCH_MAX: usize = 256;
-/// redb page cache size when the configuration does not say (`[limits] meta_cache`).
+/// redb page cache size of [`MetaStore::open`]; servers pass their `[limits] meta_cache`
+/// to [`MetaStore::open_with_cache`].
 const CACHE_BYTES: usize = 1 << 20;
 
 /// Which file system and server a store belongs to.
