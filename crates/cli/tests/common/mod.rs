@@ -498,6 +498,17 @@ impl Builder {
 
     /// Writes the configuration and starts every server as a child process.
     pub fn start(self) -> Cluster {
+        // Ports are picked free when the configuration is written; a test running
+        // beside may take one before the server binds it. Such a start is retried
+        // with a new configuration (new ports); any other failure is the test's.
+        for _ in 0..4 {
+            let c = self.clone().configure();
+            match c.try_start_all() {
+                Ok(()) => return c,
+                Err(e) if e.contains("Address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
         let c = self.configure();
         c.start_all();
         c
@@ -599,14 +610,20 @@ impl Cluster {
 
     /// Starts every server that is not running and waits until all answer.
     pub fn start_all(&self) {
+        self.try_start_all().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Cluster::start_all`], with a server that exits during its start as an error.
+    fn try_start_all(&self) -> Result<(), String> {
         for name in &self.names {
             if !self.children.lock().unwrap().contains_key(name) {
                 self.spawn(name);
             }
         }
         for name in &self.names {
-            self.wait_ready(name);
+            self.try_wait_ready(name)?;
         }
+        Ok(())
     }
 
     fn spawn(&self, name: &str) {
@@ -632,15 +649,20 @@ impl Cluster {
 
     /// Waits until server `name` answers a ping (fails fast if its process exits).
     pub fn wait_ready(&self, name: &str) {
+        self.try_wait_ready(name).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Cluster::wait_ready`], with the server's exit as an error (its log's tail).
+    fn try_wait_ready(&self, name: &str) -> Result<(), String> {
         let idx = self.index(name);
         let tc = TestClient::new(self.config.clone());
         poll(&format!("server {name} to answer"), START_DEADLINE, || {
             if let Some(child) = self.children.lock().unwrap().get_mut(name) {
                 if let Some(st) = child.try_wait().unwrap() {
-                    panic!(
+                    return Some(Err(format!(
                         "server {name} exited during start ({st}):\n{}",
                         self.log_tail(name)
-                    );
+                    )));
                 }
             }
             // A fresh client each time: a pool remembers refused connections briefly.
@@ -653,8 +675,8 @@ impl Cluster {
                     .await
                     .ok()
             })?;
-            reports[idx].result.is_ok().then_some(())
-        });
+            reports[idx].result.is_ok().then_some(Ok(()))
+        })
     }
 
     /// Index of server `name` in the configuration.
