@@ -119,6 +119,21 @@ impl Reply {
         self.writer.can_send_file()
     }
 
+    /// The request this reply answers.
+    pub fn request_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Runs `f` on a blocking thread with the connection's sending half, to send
+    /// frames straight from files (see [`FrameWriter::send_blocking`]).
+    pub async fn send_blocking<T, F>(&self, f: F) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut pvfs_transport::BlockingFrames) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.send_blocking(self.timeout, f).await
+    }
+
     /// Sends a frame (a response with `response`, else a data frame) whose data is
     /// the byte ranges `runs` of `file`, with `sendfile`.
     pub async fn file_data(
@@ -134,7 +149,7 @@ impl Reply {
             None => (FrameKind::Data, Vec::new()),
         };
         self.writer
-            .send_file(kind, self.id, end, &body, file, runs, timeout)
+            .send_file(kind, self.id, end, body, file, runs, timeout)
             .await
     }
 }

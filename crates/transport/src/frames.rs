@@ -156,6 +156,64 @@ pub fn header(
     })
 }
 
+/// Synchronous frame sending on a blocking thread, inside [`FrameWriter::send_blocking`].
+pub struct BlockingFrames {
+    sock: RawFd,
+    timeout: Duration,
+    failed: bool,
+}
+
+impl BlockingFrames {
+    /// Sends one frame without data (a response body alone).
+    pub fn send(
+        &mut self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        assert!(!self.failed, "no frame may follow a failed one");
+        let sent = header(kind, request_id, end, body, 0).and_then(|h| {
+            let mut head = Vec::with_capacity(HEADER_LEN + body.len());
+            head.extend_from_slice(&h.encode());
+            head.extend_from_slice(body);
+            crate::sendfile::write_all(self.sock, &head, false, self.timeout)
+        });
+        if sent.is_err() {
+            self.failed = true;
+        }
+        sent
+    }
+
+    /// Sends one frame whose data is the byte ranges `runs` of `file`, in order, with
+    /// `sendfile` (no copy through user space); bytes the file no longer holds go as
+    /// zeros, so the frame keeps the length its header announced. A failure leaves
+    /// the frame half sent: the caller must stop, and the connection is aborted.
+    pub fn send_file(
+        &mut self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+        file: &std::fs::File,
+        runs: &[(u64, u64)],
+    ) -> Result<(), TransportError> {
+        assert!(!self.failed, "no frame may follow a failed one");
+        let data_len: u64 = runs.iter().map(|r| r.1).sum();
+        let sent = header(kind, request_id, end, body, data_len as usize).and_then(|h| {
+            let mut head = Vec::with_capacity(HEADER_LEN + body.len());
+            head.extend_from_slice(&h.encode());
+            head.extend_from_slice(body);
+            crate::sendfile::write_all(self.sock, &head, data_len > 0, self.timeout)?;
+            crate::sendfile::send_runs(self.sock, file, runs, self.timeout)
+        });
+        if sent.is_err() {
+            self.failed = true;
+        }
+        sent
+    }
+}
+
 /// The sending half of a connection, shared by every task that answers or asks on it.
 pub struct FrameWriter {
     w: Arc<tokio::sync::Mutex<BoxWrite>>,
@@ -212,49 +270,60 @@ impl FrameWriter {
         kind: FrameKind,
         request_id: u64,
         end: bool,
-        body: &[u8],
+        body: Vec<u8>,
         file: Arc<std::fs::File>,
         runs: Vec<(u64, u64)>,
         timeout: Duration,
     ) -> Result<(), TransportError> {
+        self.send_blocking(timeout, move |frames| {
+            frames.send_file(kind, request_id, end, &body, &file, &runs)
+        })
+        .await?
+    }
+
+    /// Runs `f` on a blocking thread with this connection's sending half locked, so it
+    /// can send frames whose data comes straight from files ([`BlockingFrames`]). One
+    /// thread hop does the work around the frames too (a read handler measures the
+    /// datafile and plans the frame there), where separate blocking calls cost one hop
+    /// each. A send that fails inside `f` aborts the connection; `f`'s result (which
+    /// saw that failure) is returned as it is.
+    pub async fn send_blocking<T, F>(&self, timeout: Duration, f: F) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut BlockingFrames) -> T + Send + 'static,
+        T: Send + 'static,
+    {
         self.check()?;
         let Some(sock) = self.fd else {
             return Err(TransportError::Io(std::io::Error::from(
                 std::io::ErrorKind::Unsupported,
             )));
         };
-        let data_len: u64 = runs.iter().map(|r| r.1).sum();
-        let hdr = header(kind, request_id, end, body, data_len as usize)?.encode();
-        let mut slices = [IoSlice::new(&hdr), IoSlice::new(body)];
         // The owned guard travels into the blocking thread: the socket (and its
-        // descriptor) stays alive and exclusively ours until the data is sent.
-        let mut w = self.w.clone().lock_owned().await;
-        let nslices = if body.is_empty() { 1 } else { 2 };
-        let head = async {
-            write_all_vectored(&mut *w, &mut slices[..nslices]).await?;
-            w.flush().await.map_err(TransportError::Io)
-        };
-        let result = match tokio::time::timeout(timeout, head).await {
-            Err(_) => Err(TransportError::Timeout {
-                what: "sending a frame header".into(),
-            }),
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(())) => {
-                let sent = tokio::task::spawn_blocking(move || {
-                    let _keep_socket_alive = w;
-                    crate::sendfile::send_runs(sock, &file, &runs, timeout)
-                })
-                .await;
-                match sent {
-                    Ok(r) => r,
-                    Err(e) => Err(TransportError::Io(std::io::Error::other(e))),
+        // descriptor) stays alive and exclusively ours until `f` is done.
+        let w = self.w.clone().lock_owned().await;
+        let ran = tokio::task::spawn_blocking(move || {
+            let _keep_socket_alive = w;
+            let mut frames = BlockingFrames {
+                sock,
+                timeout,
+                failed: false,
+            };
+            let out = f(&mut frames);
+            (out, frames.failed)
+        })
+        .await;
+        match ran {
+            Ok((out, failed)) => {
+                if failed {
+                    self.abort();
                 }
+                Ok(out)
             }
-        };
-        if result.is_err() {
-            self.abort();
+            Err(e) => {
+                self.abort();
+                Err(TransportError::Io(std::io::Error::other(e)))
+            }
         }
-        result
     }
 
     /// Sends one whole frame: header, body, then the data slices in order.

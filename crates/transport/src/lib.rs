@@ -12,7 +12,7 @@ mod sendfile;
 pub mod stream;
 
 pub use buf::{AlignedBuf, BufPool, PooledBuf};
-pub use frames::{Frame, FrameWriter};
+pub use frames::{BlockingFrames, Frame, FrameWriter};
 pub use mux::{Call, Direct, Incoming, MuxConn};
 pub use stream::{AutoTransport, Conn, Listener, TcpTransport, Transport, UnixTransport};
 

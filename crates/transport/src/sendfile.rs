@@ -32,11 +32,19 @@ fn wait_writable(sock: RawFd, timeout: Duration) -> Result<(), TransportError> {
     }
 }
 
-/// Writes all of `buf` to the non-blocking socket.
-fn write_all(sock: RawFd, mut buf: &[u8], timeout: Duration) -> Result<(), TransportError> {
+/// Writes all of `buf` to the non-blocking socket (a frame's header and body, or
+/// zeros); `more` tells the kernel data follows at once (`MSG_MORE`), so header and
+/// data leave in the same packets.
+pub(crate) fn write_all(
+    sock: RawFd,
+    mut buf: &[u8],
+    more: bool,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
     while !buf.is_empty() {
         // SAFETY: buf is a valid readable slice of the given length.
-        let n = unsafe { libc::write(sock, buf.as_ptr().cast(), buf.len()) };
+        let n = unsafe { libc::send(sock, buf.as_ptr().cast(), buf.len(), flags) };
         if n > 0 {
             buf = &buf[n as usize..];
             continue;
@@ -76,7 +84,7 @@ pub(crate) fn send_runs(
                 let zeros = vec![0u8; left.min(1 << 20) as usize];
                 while left > 0 {
                     let k = left.min(zeros.len() as u64) as usize;
-                    write_all(sock, &zeros[..k], timeout)?;
+                    write_all(sock, &zeros[..k], false, timeout)?;
                     left -= k as u64;
                 }
                 break;

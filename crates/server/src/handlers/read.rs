@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use pvfs_proto::frame::FrameKind;
 use pvfs_proto::layout::{clip_pieces, local_runs, Piece, PieceCursor};
-use pvfs_proto::{Handle, Regions, Response, Stripe};
+use pvfs_proto::{encode, Handle, Regions, Response, Stripe};
 use pvfs_transport::PooledBuf;
 
 use crate::connection::Reply;
@@ -37,9 +38,32 @@ async fn run(
     ctx.require_data()?;
     ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
-    let data = ctx.data.clone();
-    let local_size = ctx.blocking(move || Ok(data.stat(handle)?.size)).await?;
     let idx = u64::from(index);
+    let (local_size, regions) = if reply.can_send_file() {
+        match first_zero_copy(ctx, reply, handle, stripe, idx, regions).await? {
+            First::Done => return Ok(()),
+            First::More {
+                file,
+                local_size,
+                sent,
+                regions,
+            } => {
+                let mut cursor =
+                    PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size));
+                let mut skipped = Vec::new();
+                cursor.take(sent.done, &mut skipped);
+                return send_zero_copy(ctx, reply, file, &mut cursor, sent.total - sent.done).await;
+            }
+            First::NoFile {
+                local_size,
+                regions,
+            } => (local_size, regions),
+        }
+    } else {
+        let data = ctx.data.clone();
+        let size = ctx.blocking(move || Ok(data.stat(handle)?.size)).await?;
+        (size, regions)
+    };
     let total: u64 = clip_pieces(stripe.pieces(idx, &regions), local_size)
         .map(|p| p.len)
         .sum();
@@ -50,15 +74,6 @@ async fn run(
         return Ok(());
     }
     let mut cursor = PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size));
-    if reply.can_send_file() {
-        let data = ctx.data.clone();
-        if let Some(file) = ctx
-            .blocking(move || Ok(data.file_for_send(handle)?))
-            .await?
-        {
-            return send_zero_copy(ctx, reply, &start, file, &mut cursor, total).await;
-        }
-    }
     let mut remaining = total;
     let mut next = Some(spawn_chunk(ctx, handle, &mut cursor, &mut remaining));
     let mut first = true;
@@ -90,28 +105,107 @@ async fn run(
     Ok(())
 }
 
-/// Sends the stream straight from the datafile with `sendfile`, chunk by chunk.
+/// Bytes of a zero-copy stream: all of it, and how much the first frame carried.
+struct Progress {
+    total: u64,
+    done: u64,
+}
+
+/// What the first, one-hop part of a zero-copy read did.
+enum First {
+    /// The whole answer is sent (or the connection broke: nobody to tell).
+    Done,
+    /// The first frame is sent; the rest of the stream follows from `file`.
+    More {
+        file: Arc<std::fs::File>,
+        local_size: u64,
+        sent: Progress,
+        regions: Regions,
+    },
+    /// The backend has no file to send from: the datafile holds `local_size` bytes,
+    /// to be read and sent through memory.
+    NoFile { local_size: u64, regions: Regions },
+}
+
+/// Measures the datafile, answers `ReadStart` and sends the first chunk of the stream,
+/// all in one blocking call (one thread hop where stat, open and send cost one each).
+async fn first_zero_copy(
+    ctx: &Arc<Ctx>,
+    reply: &Reply,
+    handle: Handle,
+    stripe: Stripe,
+    idx: u64,
+    regions: Regions,
+) -> OpResult<First> {
+    let data = ctx.data.clone();
+    let id = reply.request_id();
+    let sent = reply
+        .send_blocking(move |frames| -> OpResult<First> {
+            let Some(file) = data.file_for_send(handle)? else {
+                let local_size = data.stat(handle)?.size;
+                if local_size > 0 {
+                    return Ok(First::NoFile {
+                        local_size,
+                        regions,
+                    });
+                }
+                let start = encode(&Response::ReadStart { local_size: 0 });
+                let _ = frames.send(FrameKind::Response, id, true, &start);
+                return Ok(First::Done);
+            };
+            let local_size = file
+                .metadata()
+                .map_err(pvfs_storage::StorageError::from)?
+                .len();
+            let total: u64 = clip_pieces(stripe.pieces(idx, &regions), local_size)
+                .map(|p| p.len)
+                .sum();
+            let mut pieces = Vec::new();
+            let done = PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size))
+                .take((CHUNK as u64).min(total), &mut pieces);
+            let start = encode(&Response::ReadStart { local_size });
+            let end = done == total;
+            let runs = local_runs(&pieces);
+            if frames
+                .send_file(FrameKind::Response, id, end, &start, &file, &runs)
+                .is_err()
+                || end
+            {
+                return Ok(First::Done);
+            }
+            Ok(First::More {
+                file,
+                local_size,
+                sent: Progress { total, done },
+                regions,
+            })
+        })
+        .await;
+    match sent {
+        Ok(first) => first,
+        // The connection broke: nobody to answer.
+        Err(_) => Ok(First::Done),
+    }
+}
+
+/// Sends the rest of a stream straight from the datafile with `sendfile`, chunk by chunk.
 async fn send_zero_copy<I: Iterator<Item = Piece>>(
     ctx: &Arc<Ctx>,
     reply: &Reply,
-    start: &Response,
     file: Arc<std::fs::File>,
     cursor: &mut PieceCursor<I>,
     total: u64,
 ) -> OpResult<()> {
     let mut remaining = total;
-    let mut first = true;
     let mut pieces = Vec::new();
     while remaining > 0 {
         pieces.clear();
         let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
         remaining -= n;
         let runs = local_runs(&pieces);
-        let head = if first { Some(start) } else { None };
-        first = false;
         let sent = reply
             .file_data(
-                head,
+                None,
                 file.clone(),
                 runs,
                 remaining == 0,
