@@ -20,7 +20,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::ops::{privileged, Inner, OpResult, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
+use crate::ops::{Inner, OpResult, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
 
 /// A reply that can carry an errno.
 trait Fail: Send + 'static {
@@ -78,22 +78,6 @@ fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
     }
 }
 
-/// How the kernel treats an open file of mode `mode`: `--direct-io` (`direct`)
-/// bypasses its page cache always; files opened write-only bypass it too. Writes go
-/// to the servers at once either way (write-through), so filling cache pages on the
-/// way is pure cost for them (the kernel drops stale cached pages of other opens).
-/// Set-user-ID and set-group-ID files stay on the cached path, where the kernel
-/// clears those bits before a write (with `--direct-io` the mount clears them after
-/// the write, see `Inner::write`).
-fn open_flags(direct: bool, flags: i32, mode: u32) -> FopenFlags {
-    let write_only = flags & libc::O_ACCMODE == libc::O_WRONLY;
-    if direct || (write_only && !privileged(mode)) {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
-    }
-}
-
 impl PvfsFs {
     pub(crate) fn new(inner: Arc<Inner>, rt: tokio::runtime::Handle, watchdog: Duration) -> PvfsFs {
         PvfsFs {
@@ -127,12 +111,6 @@ impl PvfsFs {
         (self.inner.opts.attr_timeout, self.inner.opts.entry_timeout)
     }
 
-    /// [`open_flags`] as a function a reply task can own.
-    fn open_flags_fn(&self) -> impl Fn(i32, u32) -> FopenFlags + Send + 'static {
-        let direct = self.inner.opts.direct_io;
-        move |flags, mode| open_flags(direct, flags, mode)
-    }
-
     /// Answers with a new entry (lookup, mkdir, mknod, symlink).
     fn entry_op<F>(&self, reply: ReplyEntry, op: F)
     where
@@ -147,7 +125,7 @@ impl PvfsFs {
 
 impl Filesystem for PvfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let mut wanted = InitFlags::FUSE_DO_READDIRPLUS
+        let wanted = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
@@ -155,11 +133,13 @@ impl Filesystem for PvfsFs {
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_MAX_PAGES
             | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_ASYNC_READ;
-        if self.inner.opts.direct_io {
-            wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
-        }
+            | InitFlags::FUSE_ASYNC_READ
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         let supported = config.capabilities();
+        self.inner.direct_mmap.store(
+            supported.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if let Err(missing) = config.add_capabilities(wanted & supported) {
             tracing::debug!("kernel lacks FUSE capabilities {missing:?}");
         }
@@ -383,11 +363,10 @@ impl Filesystem for PvfsFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let inner = self.inner.clone();
         let handle = inner.handle(ino);
-        let this = self.open_flags_fn();
         self.run(
             reply,
             async move { inner.open(handle, flags.0).await },
-            move |r, (fh, mode)| r.opened(FileHandle(fh), this(flags.0, mode)),
+            move |r, (fh, how)| r.opened(FileHandle(fh), how),
         );
     }
 
@@ -402,10 +381,17 @@ impl Filesystem for PvfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // Data read ahead answers here, on the FUSE thread (no hop to the runtime);
+        // anything that waits goes to a task.
+        let (of, wait, offset, size) = match self.inner.read_begin(fh.0, offset, size, &self.rt) {
+            ReadStart::Done(Ok(data)) => return reply.data(&data),
+            ReadStart::Done(Err(e)) => return reply.error(e),
+            ReadStart::Wait(of, wait, offset, size) => (of, wait, offset, size),
+        };
         let inner = self.inner.clone();
         self.run(
             reply,
-            async move { inner.read(fh.0, offset, size).await },
+            async move { inner.read_finish(of, wait, offset, size).await },
             |r, buf| r.data(&buf),
         );
     }
@@ -672,17 +658,13 @@ impl Filesystem for PvfsFs {
             .opts
             .attr_timeout
             .min(self.inner.opts.entry_timeout);
-        let fopen = self.open_flags_fn();
         self.run(
             reply,
             async move {
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner.create(creds, parent, &name, mode, flags).await
             },
-            move |r, (attr, fh)| {
-                let how = fopen(flags, u32::from(attr.perm));
-                r.created(&ttl, &attr, Generation(0), FileHandle(fh), how)
-            },
+            move |r, (attr, fh, how)| r.created(&ttl, &attr, Generation(0), FileHandle(fh), how),
         );
     }
 

@@ -24,6 +24,7 @@ mod creds;
 mod fs;
 mod mount;
 mod ops;
+mod readahead;
 mod state;
 mod xattr;
 

@@ -48,6 +48,10 @@ pub struct MountOptions {
     /// page size, at most 16 MiB). Above 1 MiB the kernel's limit
     /// `fs.fuse.max_pages_limit` must allow it: a root mount raises it if needed.
     pub max_request: u32,
+    /// Largest file (bytes) read through the kernel's page cache when opened
+    /// read-only; larger ones are read directly with the mount's read-ahead (see
+    /// `ops::serves_direct`).
+    pub page_cache_max: u64,
 }
 
 impl Default for MountOptions {
@@ -60,6 +64,7 @@ impl Default for MountOptions {
             direct_io: false,
             read_ahead: 4 << 20,
             max_request: 4 << 20,
+            page_cache_max: 4 << 20,
         }
     }
 }

@@ -11,10 +11,11 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::{Errno, FileAttr, FileType, INodeNo, RenameFlags, TimeOrNow};
+use fuser::{Errno, FileAttr, FileType, FopenFlags, INodeNo, RenameFlags, TimeOrNow};
 use pvfs_client::{Attr, Client, LayoutSpec, NodeKind, ObjKind, RenameMode, SetAttr};
 use pvfs_proto::{Creds, Handle};
 use pvfs_transport::{BufPool, PooledBuf};
@@ -22,6 +23,7 @@ use pvfs_transport::{BufPool, PooledBuf};
 use crate::attr::{self, file_attr, ino_of, may_access, placeholder, timespec};
 use crate::creds::CredCache;
 use crate::mount::MountOptions;
+use crate::readahead::{self, Begun, Budget, ReadAhead, ReadData, Wait};
 use crate::state::{Disposal, OpenFile, Tables};
 use crate::xattr::{self, LAYOUT_XATTR};
 
@@ -36,12 +38,51 @@ const ATTR_CHUNK: usize = 2048;
 const NAMES_PER_STEP: usize = 4096;
 /// Largest read served in one request (the kernel never asks for more).
 const MAX_READ: u32 = 16 << 20;
+/// Read-ahead chunks fetched ahead of one reader (each one `--max-request`): two
+/// keep one reader at 2.9 GB/s here; more only take CPU from other readers
+/// (`docs/benchmarks.md`).
+const READ_AHEAD_WINDOW: usize = 2;
+/// Read-ahead chunks the whole mount holds at most (with 4 MiB requests, 128 MiB).
+const READ_AHEAD_BUDGET: usize = 32;
 
 const S_IFMT: u32 = libc::S_IFMT;
 const S_IFREG: u32 = libc::S_IFREG;
 const S_ISUID: u32 = libc::S_ISUID;
 const S_ISGID: u32 = libc::S_ISGID;
 const S_IXGRP: u32 = libc::S_IXGRP;
+
+/// Whether the kernel should serve an open of a file of mode `mode` and `size`
+/// bytes with `flags` without its page cache (direct I/O; reads then get the
+/// mount's read-ahead). `direct_mmap`: the kernel can map such files shared
+/// (`FUSE_DIRECT_IO_ALLOW_MMAP`, Linux 6.6); without it only write-only opens,
+/// which cannot be mapped for reading, may go direct.
+///
+/// - `--direct-io`: always.
+/// - Opened for writing: direct. Writes reach the servers before they return either
+///   way (write-through), so filling cache pages on the way is pure cost (fresh
+///   pages and one more copy of every byte); the kernel drops what other opens had
+///   cached of the range written. Set-user-ID and set-group-ID files stay cached:
+///   there the kernel clears those bits before a write.
+/// - Opened read-only: the page cache for files up to `page_cache_max` bytes (small
+///   files, read in small pieces by compilers and scripts, gain from the kernel's
+///   read-ahead and cache), direct for larger ones (streams, which the page cache
+///   slows down).
+pub(crate) fn serves_direct(
+    opts: &MountOptions,
+    direct_mmap: bool,
+    flags: i32,
+    mode: u32,
+    size: u64,
+) -> bool {
+    if opts.direct_io {
+        return true;
+    }
+    match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => !privileged(mode),
+        libc::O_RDONLY => direct_mmap && size > opts.page_cache_max,
+        _ => direct_mmap && !privileged(mode),
+    }
+}
 
 /// Whether `mode` has bits a write by someone else than root must clear: set-user-ID,
 /// and set-group-ID together with group execute (as Linux's `should_remove_suid`).
@@ -83,6 +124,14 @@ pub(crate) struct DirItem {
     pub attr: Option<(FileAttr, Duration)>,
 }
 
+/// How [`Inner::read_begin`] left a read.
+pub(crate) enum ReadStart {
+    /// Answered (or failed) at once.
+    Done(OpResult<ReadData>),
+    /// To finish with [`Inner::read_finish`] (these are its arguments).
+    Wait(Arc<OpenFile>, Option<Wait>, u64, usize),
+}
+
 /// Totals for `statfs`.
 pub(crate) struct FsTotals {
     pub blocks: u64,
@@ -105,6 +154,10 @@ pub(crate) struct Inner {
     pub tables: Arc<Tables>,
     pub creds: CredCache,
     bufs: BufPool,
+    /// Read-ahead chunks the mount may still fetch.
+    budget: Budget,
+    /// The kernel maps files it serves without the page cache (set at init).
+    pub direct_mmap: AtomicBool,
     /// Deletions of unlinked objects running in the background (a bound on them).
     removals: Arc<tokio::sync::Semaphore>,
 }
@@ -118,7 +171,10 @@ impl Inner {
         Inner {
             root: client.root(),
             client,
-            bufs: BufPool::new(opts.max_request as usize, 16),
+            // Room for a largest request at the read skew.
+            bufs: BufPool::new(opts.max_request as usize + 4096, 16),
+            budget: Budget::new(READ_AHEAD_BUDGET),
+            direct_mmap: AtomicBool::new(false),
             opts,
             tables: Arc::new(Tables::new()),
             creds: CredCache::default(),
@@ -133,7 +189,11 @@ impl Inner {
 
     /// The kernel's view of `attr`.
     fn fattr(&self, attr: &Attr) -> FileAttr {
-        let orphan = attr.kind() == ObjKind::File && self.tables.is_orphan(attr.handle);
+        let file = attr.kind() == ObjKind::File;
+        if file {
+            self.tables.note_size(attr.handle, attr.size);
+        }
+        let orphan = file && self.tables.is_orphan(attr.handle);
         file_attr(self.root, attr, orphan)
     }
 
@@ -270,7 +330,9 @@ impl Inner {
                 None => self.client.open_handle(handle).await.map_err(errno)?,
             };
             // The kernel checked write access; the truncate also stamps the mtime.
-            file.truncate(size).await.map_err(errno)?;
+            let truncated = file.truncate(size).await;
+            self.tables.note_write(handle);
+            truncated.map_err(errno)?;
         }
         let mut set = SetAttr {
             mode: req.mode.map(|m| m & 0o7777),
@@ -416,7 +478,7 @@ impl Inner {
         name: &OsStr,
         mode: u32,
         flags: i32,
-    ) -> OpResult<(FileAttr, u64)> {
+    ) -> OpResult<(FileAttr, u64, FopenFlags)> {
         let name = new_name(name)?;
         let pattr = self.dir_attr(parent).await?;
         let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
@@ -438,8 +500,8 @@ impl Inner {
                 if !self.tables.begin_open(handle) {
                     return Err(Errno::ENOENT);
                 }
-                let fh = self.tables.add_file(OpenFile { handle, file });
-                Ok((fattr, fh))
+                let (fh, how) = self.add_open(handle, file, flags);
+                Ok((fattr, fh, how))
             }
             Err(e) if e.errno == pvfs_client::Errno::EEXIST && flags & libc::O_EXCL == 0 => {
                 // Someone created it since the kernel looked: open it as open(2) would.
@@ -464,9 +526,9 @@ impl Inner {
                 if !may_access(&attr, &creds, want) {
                     return Err(Errno::EACCES);
                 }
-                let (fh, _) = self.open(attr.handle, flags).await?;
+                let (fh, how) = self.open(attr.handle, flags).await?;
                 match self.getattr(attr.handle).await {
-                    Ok(fattr) => Ok((fattr, fh)),
+                    Ok(fattr) => Ok((fattr, fh, how)),
                     Err(e) => {
                         self.release(fh).await;
                         Err(e)
@@ -562,7 +624,39 @@ impl Inner {
 
     /// Opens `handle` (the kernel checked access); returns a new file handle and
     /// the file's mode bits.
-    pub(crate) async fn open(&self, handle: Handle, flags: i32) -> OpResult<(u64, u32)> {
+    /// Opens file `handle` (registered by the caller): a new file handle, and how
+    /// the kernel is to serve it.
+    fn add_open(&self, handle: Handle, file: pvfs_client::File, flags: i32) -> (u64, FopenFlags) {
+        let attr = file.attr();
+        // Opening asks for no size: the one the kernel was told last (it looked
+        // the file up just before) tells a stream from a small file.
+        let size = self.tables.size(handle).unwrap_or(attr.size);
+        let direct_mmap = self.direct_mmap.load(Ordering::Relaxed);
+        if !serves_direct(&self.opts, direct_mmap, flags, attr.mode, size) {
+            let fh = self.tables.add_file(OpenFile {
+                handle,
+                file,
+                stream: None,
+            });
+            return (fh, FopenFlags::empty());
+        }
+        let stream = (flags & libc::O_ACCMODE != libc::O_WRONLY).then(|| {
+            ReadAhead::new(
+                self.opts.max_request,
+                READ_AHEAD_WINDOW,
+                size,
+                self.tables.writes(handle),
+            )
+        });
+        let fh = self.tables.add_file(OpenFile {
+            handle,
+            file,
+            stream,
+        });
+        (fh, FopenFlags::FOPEN_DIRECT_IO)
+    }
+
+    pub(crate) async fn open(&self, handle: Handle, flags: i32) -> OpResult<(u64, FopenFlags)> {
         if !self.tables.begin_open(handle) {
             return Err(Errno::ENOENT);
         }
@@ -570,6 +664,8 @@ impl Inner {
             let file = self.client.open_handle(handle).await?;
             if flags & libc::O_TRUNC != 0 {
                 file.truncate(0).await?;
+                self.tables.note_write(handle);
+                self.tables.note_size(handle, 0);
             }
             Ok::<_, pvfs_client::Error>(file)
         }
@@ -579,7 +675,7 @@ impl Inner {
                 self.tables.note(file.attr());
                 let mode = file.attr().mode;
                 self.tables.set_privileged(handle, privileged(mode));
-                Ok((self.tables.add_file(OpenFile { handle, file }), mode))
+                Ok(self.add_open(handle, file, flags))
             }
             Err(e) => {
                 if self.tables.end_open(handle) {
@@ -597,12 +693,42 @@ impl Inner {
         self.tables.forget_layout(handle);
     }
 
-    pub(crate) async fn read(&self, fh: u64, offset: u64, size: u32) -> OpResult<PooledBuf> {
-        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        let mut buf = self.bufs.get(size.min(MAX_READ) as usize);
-        let n = of.file.read_at(offset, &mut buf).await.map_err(errno)?;
-        buf.set_len(n);
-        Ok(buf)
+    /// Begins a read without waiting (on a FUSE thread): data already fetched
+    /// ahead answers at once, anything else goes on in [`Inner::read_finish`];
+    /// read-ahead fetches start on `rt`.
+    pub(crate) fn read_begin(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        rt: &tokio::runtime::Handle,
+    ) -> ReadStart {
+        let Some(of) = self.tables.file(fh) else {
+            return ReadStart::Done(Err(Errno::EBADF));
+        };
+        let size = size.min(MAX_READ) as usize;
+        let Some(stream) = &of.stream else {
+            return ReadStart::Wait(of, None, offset, size);
+        };
+        let writes = self.tables.writes(of.handle);
+        match stream.begin(&of.file, &self.bufs, &self.budget, rt, writes, offset, size) {
+            Begun::Ready(data) => ReadStart::Done(Ok(data)),
+            Begun::Wait(w) => ReadStart::Wait(of.clone(), Some(w), offset, size),
+        }
+    }
+
+    /// Finishes a read [`Inner::read_begin`] could not answer at once.
+    pub(crate) async fn read_finish(
+        &self,
+        of: Arc<OpenFile>,
+        wait: Option<Wait>,
+        offset: u64,
+        size: usize,
+    ) -> OpResult<ReadData> {
+        match (&of.stream, wait) {
+            (Some(stream), Some(w)) => stream.finish(w, &of.file, &self.bufs).await,
+            _ => readahead::direct(&of.file, &self.bufs, offset, size).await,
+        }
     }
 
     /// Writes for a process of user `uid`.
@@ -614,7 +740,13 @@ impl Inner {
         uid: u32,
     ) -> OpResult<u32> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        let n = of.file.write_at(offset, &data).await.map_err(errno)?;
+        let written = of.file.write_at(offset, &data).await;
+        // Counted once the write is over, so read-ahead fetched before or during it
+        // is not used after it (even if it failed part way).
+        self.tables.note_write(of.handle);
+        let n = written.map_err(errno)?;
+        self.tables
+            .grow_size(of.handle, offset.saturating_add(n as u64));
         if uid != 0 && self.tables.take_privileged(of.handle) {
             // A write the kernel did not see coming (direct I/O): clear set-user-ID
             // and set-group-ID here, as POSIX wants.
@@ -1019,6 +1151,35 @@ mod tests {
     use super::*;
     use pvfs_proto::layout::{Datafile, Layout};
     use pvfs_proto::{ObjDetail, Timespec};
+
+    #[test]
+    fn which_opens_bypass_the_page_cache() {
+        let opts = MountOptions::default();
+        let big = opts.page_cache_max + 1;
+        let small = opts.page_cache_max;
+        let direct = |mmap, flags, mode, size| serves_direct(&opts, mmap, flags, mode, size);
+        assert!(direct(true, libc::O_RDONLY, 0o644, big), "a stream");
+        assert!(!direct(true, libc::O_RDONLY, 0o644, small), "a small file");
+        assert!(direct(true, libc::O_WRONLY, 0o644, 0));
+        assert!(direct(true, libc::O_RDWR | libc::O_CREAT, 0o644, 0));
+        assert!(
+            !direct(true, libc::O_WRONLY, 0o4755, 0),
+            "the kernel clears set-user-ID"
+        );
+        assert!(!direct(true, libc::O_RDWR, 0o2775, big), "and set-group-ID");
+        // Without shared maps of direct files, only write-only opens go direct.
+        assert!(!direct(false, libc::O_RDONLY, 0o644, big));
+        assert!(!direct(false, libc::O_RDWR, 0o644, big));
+        assert!(direct(false, libc::O_WRONLY, 0o644, big));
+        let all = MountOptions {
+            direct_io: true,
+            ..MountOptions::default()
+        };
+        assert!(
+            serves_direct(&all, false, libc::O_RDONLY, 0o4755, 0),
+            "--direct-io"
+        );
+    }
 
     fn file(mode: u32, uid: u32) -> Attr {
         Attr {

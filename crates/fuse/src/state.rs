@@ -16,12 +16,16 @@ use pvfs_client::{Attr, DirEntry, File};
 use pvfs_proto::layout::Layout;
 use pvfs_proto::Handle;
 
+use crate::readahead::ReadAhead;
+
 /// Directory attributes remembered before the cache is emptied (a memory bound).
 const DIR_CACHE_MAX: usize = 65536;
 /// File layouts remembered before the cache is emptied (a memory bound).
 const LAYOUT_CACHE_MAX: usize = 65536;
 /// Names remembered before the cache is emptied (a memory bound).
 const NAME_CACHE_MAX: usize = 1 << 18;
+/// File sizes remembered before the cache is emptied (a memory bound).
+const SIZE_CACHE_MAX: usize = 1 << 18;
 
 /// One open file (one FUSE file handle).
 pub(crate) struct OpenFile {
@@ -30,6 +34,8 @@ pub(crate) struct OpenFile {
     /// Its layout and I/O, acting as the mount itself (the kernel checked the
     /// caller's access when it opened the file).
     pub file: File,
+    /// The mount's read-ahead, for an open the kernel reads without its page cache.
+    pub stream: Option<ReadAhead>,
 }
 
 /// A directory being listed (one FUSE directory handle).
@@ -54,6 +60,9 @@ struct Inode {
     /// Has set-user-ID or set-group-ID (with group execute) as last seen: a write
     /// by someone else than root must clear them.
     privileged: bool,
+    /// Writes and truncations through this mount so far: read-ahead fetched under
+    /// an older count is stale.
+    writes: u64,
 }
 
 /// What to do with an object that just lost its last name.
@@ -75,6 +84,9 @@ pub(crate) struct Tables {
     /// Which object a name of a directory meant when last seen (files and
     /// symlinks only): lets an unlink name the object it expects to remove.
     names: Mutex<HashMap<(Handle, String), Handle>>,
+    /// The size of each file as last told to the kernel: how an open is served
+    /// depends on it, and opening asks for no size.
+    sizes: Mutex<HashMap<Handle, u64>>,
     next_fh: AtomicU64,
 }
 
@@ -95,6 +107,7 @@ impl Tables {
             dir_attrs: Mutex::new(HashMap::new()),
             layouts: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
+            sizes: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -196,6 +209,43 @@ impl Tables {
         lock(&self.inodes)
             .get_mut(&handle)
             .is_some_and(|i| std::mem::take(&mut i.privileged))
+    }
+
+    /// Remembers the size of file `handle` as told to the kernel.
+    pub(crate) fn note_size(&self, handle: Handle, size: u64) {
+        let mut m = lock(&self.sizes);
+        if m.len() >= SIZE_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(handle, size);
+    }
+
+    /// A write through the mount ended at `end`: the file is at least that large.
+    pub(crate) fn grow_size(&self, handle: Handle, end: u64) {
+        let mut m = lock(&self.sizes);
+        if m.len() >= SIZE_CACHE_MAX {
+            m.clear();
+        }
+        let size = m.entry(handle).or_insert(end);
+        *size = (*size).max(end);
+    }
+
+    /// The size of file `handle` last told to the kernel, if remembered.
+    pub(crate) fn size(&self, handle: Handle) -> Option<u64> {
+        lock(&self.sizes).get(&handle).copied()
+    }
+
+    /// Counts a write or truncation of `handle` that just finished (ignored if not
+    /// open: then nobody reads ahead in it).
+    pub(crate) fn note_write(&self, handle: Handle) {
+        if let Some(ino) = lock(&self.inodes).get_mut(&handle) {
+            ino.writes = ino.writes.wrapping_add(1);
+        }
+    }
+
+    /// The write count of open file `handle` (see [`Tables::note_write`]).
+    pub(crate) fn writes(&self, handle: Handle) -> u64 {
+        lock(&self.inodes).get(&handle).map_or(0, |i| i.writes)
     }
 
     /// Whether `handle` is open but has no name any more (link count 0).

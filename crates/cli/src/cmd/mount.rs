@@ -56,6 +56,11 @@ pub struct MountArgs {
     /// mount raises the kernel's fs.fuse.max_pages_limit if needed).
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     max_request: u64,
+    /// Largest file read through the kernel's page cache when opened read-only
+    /// (K/M/G suffixes); larger files, and files opened for writing, are served
+    /// without it, with the mount's own read-ahead (docs/fuse.md).
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    page_cache_max: u64,
     /// Where a background mount writes its log (default: nowhere).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -118,6 +123,7 @@ fn serve(a: MountArgs) -> anyhow::Result<ExitCode> {
         direct_io: a.direct_io,
         read_ahead: a.read_ahead,
         max_request: u32::try_from(a.max_request).unwrap_or(u32::MAX),
+        page_cache_max: a.page_cache_max,
     };
     let daemon = a.daemon_child;
     let log = a.log.clone();
@@ -176,7 +182,9 @@ fn background(a: MountArgs) -> anyhow::Result<ExitCode> {
         .arg("--read-ahead")
         .arg(a.read_ahead.to_string())
         .arg("--max-request")
-        .arg(a.max_request.to_string());
+        .arg(a.max_request.to_string())
+        .arg("--page-cache-max")
+        .arg(a.page_cache_max.to_string());
     if a.allow_other {
         cmd.arg("--allow-other");
     }

@@ -548,6 +548,105 @@ static void mmaps(void) {
     free(data);
 }
 
+/* ----- streams: large files, read without the page cache and with the mount's own
+ * read-ahead (docs/fuse.md). What was fetched ahead must never hide a write or a
+ * truncation made through the mount. */
+
+/* The byte of generation `g` at offset `i`. */
+static char pattern(size_t i, int g) {
+    return (char)(i * 13 + i / 65536 + g * 101);
+}
+
+/* Reads `len` bytes at `off` with read() in pieces of `piece`; checks them against
+ * generation `g` of the pattern, except [new_from, new_to), which must be generation
+ * `g2`. Returns 1 if they all match. */
+static int read_check(int fd, size_t off, size_t len, size_t piece, int g, size_t new_from,
+                      size_t new_to, int g2) {
+    char *buf = malloc(piece);
+    int ok = lseek(fd, off, SEEK_SET) == (off_t)off;
+    for (size_t done = 0; ok && done < len;) {
+        size_t want = len - done < piece ? len - done : piece;
+        ssize_t n = read(fd, buf, want);
+        if (n <= 0) {
+            ok = 0;
+            break;
+        }
+        for (ssize_t k = 0; k < n; k++) {
+            size_t at = off + done + k;
+            int gen = at >= new_from && at < new_to ? g2 : g;
+            if (buf[k] != pattern(at, gen)) {
+                ok = 0;
+                break;
+            }
+        }
+        done += n;
+    }
+    free(buf);
+    return ok;
+}
+
+static void streams(void) {
+    size_t mib = 1 << 20, size = 24 * mib;
+    char *data = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        data[i] = pattern(i, 0);
+    CHECK("24 MiB file written", write_file(P("stream"), data, size, 0644) == 0, "%s",
+          strerror(errno));
+    struct stat st;
+    stat(P("stream"), &st);
+    int r = open(P("stream"), O_RDONLY);
+    CHECK("sequential 1 MiB reads", read_check(r, 0, size, mib, 0, 0, 0, 0), "content differs");
+    CHECK("sequential 100000-byte reads", read_check(r, 0, size, 100000, 0, 0, 0, 0),
+          "content differs");
+    CHECK("sequential 4 KiB reads", read_check(r, 0, 6 * mib, 4096, 0, 0, 0, 0),
+          "content differs");
+    CHECK("reads of 3 MiB across read-ahead chunks", read_check(r, mib / 2, 20 * mib, 3 * mib, 0, 0, 0, 0),
+          "content differs");
+
+    /* A reader well into a stream; a write far ahead of it through another
+     * descriptor must show in what it reads next. */
+    CHECK("a stream is under way", read_check(r, 0, 3 * mib, mib, 0, 0, 0, 0), "content differs");
+    for (size_t i = 8 * mib; i < 9 * mib; i++)
+        data[i] = pattern(i, 1);
+    int w = open(P("stream"), O_WRONLY);
+    CHECK("write ahead of the reader", pwrite(w, data + 8 * mib, mib, 8 * mib) == (ssize_t)mib,
+          "%s", strerror(errno));
+    CHECK("the reader sees the write", read_check(r, 3 * mib, 9 * mib, mib, 0, 8 * mib, 9 * mib, 1),
+          "stale data");
+    /* The same through the reader's own descriptor (read-write). */
+    int rw = open(P("stream"), O_RDWR);
+    CHECK("a read-write stream is under way", read_check(rw, 0, 3 * mib, mib, 0, 8 * mib, 9 * mib, 1),
+          "content differs");
+    for (size_t i = 4 * mib; i < 5 * mib; i++)
+        data[i] = pattern(i, 2);
+    CHECK("write ahead through the same descriptor",
+          pwrite(rw, data + 4 * mib, mib, 4 * mib) == (ssize_t)mib, "%s", strerror(errno));
+    CHECK("its reads see the write", read_check(rw, 3 * mib, 3 * mib, mib, 0, 4 * mib, 5 * mib, 2),
+          "stale data");
+    close(rw);
+    /* A truncation through another descriptor: the reader finds the new end. */
+    CHECK("read on to 10 MiB", read_check(r, 9 * mib, mib, mib, 0, 0, 0, 0), "content differs");
+    CHECK("truncate to 10.5 MiB", ftruncate(w, 10 * mib + mib / 2) == 0, "%s", strerror(errno));
+    char *buf = malloc(mib);
+    ssize_t n = read(r, buf, mib);
+    CHECK("a read across the new end is short", n == (ssize_t)(mib / 2), "read %zd", n);
+    n = read(r, buf, mib);
+    CHECK("then the end", n == 0, "read %zd", n);
+    close(w);
+    /* Mapping a large file opened read-only. */
+    lseek(r, 0, SEEK_SET);
+    char *p = mmap(NULL, 2 * mib, PROT_READ, MAP_SHARED, r, 0);
+    CHECK("mmap of a large read-only file", p != MAP_FAILED && p[5] == pattern(5, 0) &&
+                                                p[mib + 7] == pattern(mib + 7, 0),
+          "%s", p == MAP_FAILED ? strerror(errno) : "content differs");
+    if (p != MAP_FAILED)
+        munmap(p, 2 * mib);
+    close(r);
+    free(buf);
+    free(data);
+    unlink(P("stream"));
+}
+
 /* ----- directories -------------------------------------------------------------------- */
 
 static void listing(void) {
@@ -775,6 +874,7 @@ int main(int argc, char **argv) {
     renames();
     open_unlinked();
     mmaps();
+    streams();
     listing();
     statfs_();
     xattrs();
