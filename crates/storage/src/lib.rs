@@ -4,7 +4,8 @@
 //!   (attributes), directory entries, rmdir seals, pools of pre-created datafile
 //!   handles and a superblock. Reads are snapshots on the caller's thread; writes go
 //!   through one writer thread that group-commits concurrent mutations (one durable
-//!   commit, one fsync, for many creates) while keeping each mutation atomic.
+//!   commit, one fsync, for many creates) while keeping each mutation atomic. Commits
+//!   are made durable through a redo log under the database ([`redo::LoggedFile`]).
 //! - [`FileData`]: the data store, one local file per datafile handle, read and written
 //!   with positioned I/O through a small cache of open files. The server uses it
 //!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
@@ -16,6 +17,7 @@ mod data;
 mod error;
 pub mod fault;
 mod meta;
+pub mod redo;
 mod txn;
 
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};

@@ -10,6 +10,7 @@
 //! an MVCC snapshot on the caller's thread.
 
 use crate::error::{MetaError, StorageError};
+use crate::redo::LoggedFile;
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind};
@@ -145,9 +146,16 @@ impl MetaStore {
         }
         std::fs::create_dir_all(dir)?;
         let path = dir.join("meta.redb");
+        let (file, recovery) = LoggedFile::open_files(&path, &dir.join("meta.redo"))?;
+        if recovery.replayed > 0 {
+            tracing::info!(
+                "metadata store: redid {} commits from the redo log",
+                recovery.replayed
+            );
+        }
         let db = Database::builder()
             .set_cache_size(cache_bytes)
-            .create(&path)?;
+            .create_with_backend(file)?;
         let tx = db.begin_write()?;
         let created = {
             let mut t = open_write(&tx)?;
