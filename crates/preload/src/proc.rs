@@ -89,8 +89,8 @@ fn make(gen: u64) -> R<Proc> {
     let threads = std::env::var("PVFS_PRELOAD_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(2)
-        .clamp(1, 64);
+        .unwrap_or(0)
+        .min(64);
     let client = BlockingClient::new(config, threads).map_err(|e| {
         warn(&format!("cannot start the pvfs client runtime: {e}"));
         libc::EIO
