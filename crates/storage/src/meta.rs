@@ -16,6 +16,7 @@ use crate::MetaTxn;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind};
 use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use redb::{ReadableTableMetadata, WriteTransaction};
+use std::cell::OnceCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -230,13 +231,14 @@ impl MetaStore {
         self.inner.range
     }
 
-    /// A consistent read snapshot; runs on the caller's thread.
+    /// A consistent read snapshot; runs on the caller's thread. Tables are opened
+    /// as they are first read (a lookup reads one or two of the seven).
     pub fn read(&self) -> Result<ReadView, StorageError> {
-        let tx = self.inner.db.begin_read()?;
-        let t = DEFS.iter().map(|d| tx.open_table(*d));
         Ok(ReadView {
-            t: Tables(t.collect::<Result<_, _>>()?),
-            _tx: tx,
+            t: LazyTables {
+                open: Default::default(),
+                tx: self.inner.db.begin_read()?,
+            },
         })
     }
 
@@ -390,8 +392,42 @@ fn commit_batch(
 
 /// A consistent read-only snapshot of the store.
 pub struct ReadView {
-    t: Tables<ReadOnlyTable<&'static [u8], &'static [u8]>>,
-    _tx: ReadTransaction,
+    t: LazyTables,
+}
+
+/// The tables of a read transaction, each opened when first read: opening all of
+/// them for every snapshot cost more than the lookups most snapshots make.
+struct LazyTables {
+    /// Declared before the transaction, so the tables are dropped first.
+    open: [OnceCell<ReadOnlyTable<&'static [u8], &'static [u8]>>; txn::NTABS],
+    tx: ReadTransaction,
+}
+
+impl LazyTables {
+    fn table(&self, t: Tab) -> Result<&ReadOnlyTable<&'static [u8], &'static [u8]>, StorageError> {
+        let cell = &self.open[t as usize];
+        if let Some(table) = cell.get() {
+            return Ok(table);
+        }
+        let table = self.tx.open_table(DEFS[t as usize])?;
+        Ok(cell.get_or_init(|| table))
+    }
+}
+
+impl Raw for LazyTables {
+    fn get(&self, t: Tab, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Tables::get_in(self.table(t)?, key)
+    }
+
+    fn scan(
+        &self,
+        t: Tab,
+        lo: std::ops::Bound<&[u8]>,
+        hi: std::ops::Bound<&[u8]>,
+        f: &mut txn::Visit<'_>,
+    ) -> Result<(), StorageError> {
+        Tables::scan_in(self.table(t)?, lo, hi, f)
+    }
 }
 
 impl ReadView {
@@ -442,7 +478,7 @@ impl ReadView {
 
     /// Number of objects stored.
     pub fn count_objects(&self) -> Result<u64, StorageError> {
-        Ok(self.t.0[Tab::Objects as usize].len()?)
+        Ok(self.t.table(Tab::Objects)?.len()?)
     }
 
     /// Number of handles in data server `server`'s pool.

@@ -68,7 +68,7 @@ pub(crate) struct Tables<T>(pub(crate) Vec<T>);
 
 impl<T: ReadableTable<&'static [u8], &'static [u8]>> Raw for Tables<T> {
     fn get(&self, t: Tab, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.0[t as usize].get(key)?.map(|v| v.value().to_vec()))
+        Tables::get_in(&self.0[t as usize], key)
     }
 
     fn scan(
@@ -78,10 +78,30 @@ impl<T: ReadableTable<&'static [u8], &'static [u8]>> Raw for Tables<T> {
         hi: Bound<&[u8]>,
         f: &mut Visit<'_>,
     ) -> Result<(), StorageError> {
+        Tables::scan_in(&self.0[t as usize], lo, hi, f)
+    }
+}
+
+impl Tables<()> {
+    /// [`Raw::get`] on one open table.
+    pub(crate) fn get_in<T: ReadableTable<&'static [u8], &'static [u8]>>(
+        table: &T,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// [`Raw::scan`] on one open table.
+    pub(crate) fn scan_in<T: ReadableTable<&'static [u8], &'static [u8]>>(
+        table: &T,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        f: &mut Visit<'_>,
+    ) -> Result<(), StorageError> {
         if is_empty_range(lo, hi) {
             return Ok(());
         }
-        for item in self.0[t as usize].range::<&[u8]>((lo, hi))? {
+        for item in table.range::<&[u8]>((lo, hi))? {
             let (k, v) = item?;
             if !f(k.value(), v.value())? {
                 break;
