@@ -4,7 +4,7 @@
 //! answers every request at once from a mutex-protected table: no network, no disk.
 //!
 //! ```text
-//! cargo run --release -p pvfs-fuse --example memfs -- MOUNTPOINT [THREADS]
+//! cargo run --release -p pvfs-fuse --example memfs -- MOUNTPOINT [THREADS] [--direct-io]
 //! ```
 //! Serves until SIGINT or SIGTERM, then unmounts.
 #![allow(clippy::unwrap_used)]
@@ -36,6 +36,8 @@ struct State {
 
 struct MemFs {
     state: Mutex<State>,
+    /// How files are opened: `FOPEN_DIRECT_IO` (no page cache) with `--direct-io`.
+    open_flags: FopenFlags,
 }
 
 fn new_attr(ino: u64, kind: FileType, perm: u16, req: &Request) -> FileAttr {
@@ -226,7 +228,7 @@ impl Filesystem for MemFs {
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(FileHandle(0), FopenFlags::empty());
+        reply.opened(FileHandle(0), self.open_flags);
     }
 
     fn read(
@@ -347,7 +349,7 @@ impl Filesystem for MemFs {
         reply: ReplyCreate,
     ) {
         match self.add(req, parent, name, FileType::RegularFile, mode) {
-            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), self.open_flags),
             Err(e) => reply.error(e),
         }
     }
@@ -356,10 +358,15 @@ impl Filesystem for MemFs {
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(mountpoint) = args.next() else {
-        eprintln!("usage: memfs MOUNTPOINT [THREADS]");
+        eprintln!("usage: memfs MOUNTPOINT [THREADS] [--direct-io]");
         std::process::exit(2);
     };
     let threads: usize = args.next().and_then(|t| t.parse().ok()).unwrap_or(4);
+    let open_flags = if args.next().as_deref() == Some("--direct-io") {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    };
     let req_root = FileAttr {
         ino: INodeNo::ROOT,
         size: 4096,
@@ -388,6 +395,7 @@ fn main() {
     );
     let fs = MemFs {
         state: Mutex::new(State { nodes, next: 2 }),
+        open_flags,
     };
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![MountOption::FSName("memfs".into()), MountOption::RW];
