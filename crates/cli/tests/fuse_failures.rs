@@ -206,3 +206,71 @@ fn an_emergency_stop_fails_the_mount_at_once_and_umount_works() {
     let got = std::fs::read(m.join("keep/durable")).unwrap();
     common::assert_bytes_eq(&got, &durable, "fsynced file after an emergency stop");
 }
+
+#[test]
+fn write_behind_reports_writes_lost_in_the_background_at_fsync_and_close() {
+    let cluster = Cluster::builder()
+        .request_timeout("2s")
+        .connect_timeout("2s")
+        .start();
+    let m = Mount::start(&cluster, &["--write-behind"]);
+    // A program writes two files, striped over every server; after the first MiB of
+    // each, a data server hangs (SIGSTOP). Writes may still be answered (they are
+    // sent in the background), but fsync and close must report the loss, promptly.
+    let script = r#"
+import os, signal, sys, time
+d, pid = sys.argv[1], int(sys.argv[2])
+fds = [os.open(f"{d}/w{i}", os.O_CREAT | os.O_WRONLY, 0o644) for i in range(2)]
+for fd in fds:
+    os.write(fd, b"x" * (1 << 20))
+    os.fsync(fd)
+os.kill(pid, signal.SIGSTOP)
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return e.strerror
+chunk = b"y" * (1 << 20)
+t = time.time()
+w0 = [attempt(lambda: os.write(fds[0], chunk)) for _ in range(4)]
+fsync = attempt(lambda: os.fsync(fds[0]))
+w1 = [attempt(lambda: os.write(fds[1], chunk)) for _ in range(4)]
+close = attempt(lambda: os.close(fds[1]))
+print("fsync", fsync, "close", close, "writes", w0 + w1, "took", round(time.time() - t, 1))
+"#;
+    let pid = cluster.pid("s2").to_string();
+    let dir = m.path().to_str().unwrap().to_string();
+    let start = Instant::now();
+    let out = run_for(
+        Command::new("python3").args(["-c", script, &dir, &pid]),
+        HANG,
+    );
+    let took = start.elapsed();
+    cluster.kill("s2", libc::SIGCONT);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the program failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = |what: &str| {
+        let e = text
+            .split(what)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("");
+        !e.starts_with("ok")
+    };
+    assert!(
+        failed("fsync "),
+        "fsync must report the lost writes: {text}"
+    );
+    assert!(
+        failed("close "),
+        "close must report the lost writes: {text}"
+    );
+    // Each file's failure costs at most a few request timeouts.
+    assert!(took < 4 * BOUND, "took {took:?}: {text}");
+    assert!(is_mounted(m.path()));
+}

@@ -76,6 +76,14 @@ fn posix_semantics_without_the_page_cache() {
     semantics_on(&["--allow-other", "--direct-io"]);
 }
 
+#[test]
+fn posix_semantics_with_write_behind() {
+    // Writes answered before the servers have them: every check must still hold
+    // for the programs of this mount (they read their own writes, see the sizes they
+    // wrote, and truncation, fsync and close wait for the writes in flight).
+    semantics_on(&["--allow-other", "--write-behind"]);
+}
+
 /// Runs the semantics checker as root and as uid 65534 on a mount with `opts`.
 fn semantics_on(opts: &[&str]) {
     let cluster = Cluster::start();

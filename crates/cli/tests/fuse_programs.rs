@@ -321,15 +321,17 @@ fn sqlite_databases_work_in_journal_and_wal_modes() {
     let local = tempfile::tempdir().unwrap();
     let script = local.path().join("db.py");
     std::fs::write(&script, SQLITE_SCRIPT).unwrap();
-    for mode in ["delete", "wal"] {
-        let db = m.join(&format!("{mode}.db"));
-        let out = run_for(Command::new("python3").arg(&script).arg(&db).arg(mode), CMD);
+    let sqlite = |db: &Path, mode: &str, what: &str| {
+        let out = run_for(Command::new("python3").arg(&script).arg(db).arg(mode), CMD);
         assert!(
             out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-            "sqlite in {mode} mode: {}\n{}",
+            "sqlite in {mode} mode{what}: {}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+    };
+    for mode in ["delete", "wal"] {
+        sqlite(&m.join(&format!("{mode}.db")), mode, "");
     }
     // Another client sees the database files with their full size.
     let tc = cluster.client();
@@ -337,6 +339,12 @@ fn sqlite_databases_work_in_journal_and_wal_modes() {
     let st = tc.run(CMD, async |c| c.stat("/delete.db").await.unwrap());
     assert_eq!(st.size, on_mount);
     assert!(on_mount > 100_000);
+    let st = m.unmount();
+    assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+
+    // The same on a mount that writes behind: SQLite's fsyncs order its writes.
+    let mut m = Mount::start(&cluster, &["--write-behind"]);
+    sqlite(&m.join("behind.db"), "wal", " with --write-behind");
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
 }
@@ -365,11 +373,19 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
     fio(&four, "write", 4, "--do_verify=1");
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+    // And by a mount that writes behind (reads of its own writes wait for them).
+    let mut m = Mount::start(&cluster, &["--write-behind"]);
+    let behind = m.join("behind");
+    std::fs::create_dir(&behind).unwrap();
+    fio(&behind, "write", 1, "--do_verify=1");
+    let st = m.unmount();
+    assert!(st.success(), "mount process: {st}\n{}", m.log_text());
 
     // A new mount has an empty page cache: the data comes from the servers.
     let mut m = Mount::start(&cluster, &[]);
     fio(&m.join("one"), "read", 1, "--verify_only=1");
     fio(&m.join("four"), "read", 4, "--verify_only=1");
+    fio(&m.join("behind"), "read", 1, "--verify_only=1");
     // dd reads the same bytes as the other client does.
     let tc = cluster.client();
     let whole = tc.run(CMD, async |c| {

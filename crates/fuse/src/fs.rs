@@ -422,12 +422,19 @@ impl Filesystem for PvfsFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Nothing is buffered here; ENOSYS tells the kernel to stop asking.
-        reply.error(Errno::ENOSYS);
+        if !self.inner.opts.write_behind {
+            // Nothing is buffered here; ENOSYS tells the kernel to stop asking.
+            return reply.error(Errno::ENOSYS);
+        }
+        // A close: the file's background writes end here, and their errors show.
+        let inner = self.inner.clone();
+        self.run(reply, async move { inner.flush(fh.0).await }, |r, ()| {
+            r.ok()
+        });
     }
 
     fn release(

@@ -26,6 +26,7 @@ mod mount;
 mod ops;
 mod readahead;
 mod state;
+mod writebehind;
 mod xattr;
 
 pub use mount::{serve, unmount, Error, MountOptions, Unmounted};

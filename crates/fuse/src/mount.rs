@@ -52,6 +52,10 @@ pub struct MountOptions {
     /// read-only; larger ones are read directly with the mount's read-ahead (see
     /// `ops::serves_direct`).
     pub page_cache_max: u64,
+    /// Answer writes once their data is in the mount and send it to the servers in
+    /// the background (`writebehind.rs`); errors come with a later write, `fsync` or
+    /// `close`.
+    pub write_behind: bool,
 }
 
 impl Default for MountOptions {
@@ -65,6 +69,7 @@ impl Default for MountOptions {
             read_ahead: 4 << 20,
             max_request: 4 << 20,
             page_cache_max: 4 << 20,
+            write_behind: false,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::creds::CredCache;
 use crate::mount::MountOptions;
 use crate::readahead::{self, Begun, Budget, ReadAhead, ReadData, Wait};
 use crate::state::{Disposal, OpenFile, Tables};
+use crate::writebehind;
 use crate::xattr::{self, LAYOUT_XATTR};
 
 /// Result of an operation: the errno is what the calling program sees.
@@ -156,6 +157,8 @@ pub(crate) struct Inner {
     bufs: BufPool,
     /// Read-ahead chunks the mount may still fetch.
     budget: Budget,
+    /// Background writes the mount may still start (`--write-behind`).
+    write_budget: Arc<tokio::sync::Semaphore>,
     /// The kernel maps files it serves without the page cache (set at init).
     pub direct_mmap: AtomicBool,
     /// Deletions of unlinked objects running in the background (a bound on them).
@@ -174,6 +177,7 @@ impl Inner {
             // Room for a largest request at the read skew.
             bufs: BufPool::new(opts.max_request as usize + 4096, 16),
             budget: Budget::new(READ_AHEAD_BUDGET),
+            write_budget: Arc::new(tokio::sync::Semaphore::new(writebehind::BUDGET)),
             direct_mmap: AtomicBool::new(false),
             opts,
             tables: Arc::new(Tables::new()),
@@ -194,7 +198,17 @@ impl Inner {
             self.tables.note_size(attr.handle, attr.size);
         }
         let orphan = file && self.tables.is_orphan(attr.handle);
-        file_attr(self.root, attr, orphan)
+        let mut fa = file_attr(self.root, attr, orphan);
+        if file {
+            // What this mount wrote counts, arrived or not (`--write-behind`).
+            if let Some(p) = self.tables.any_pending(attr.handle) {
+                if p.end() > fa.size {
+                    fa.size = p.end();
+                    fa.blocks = fa.size.div_ceil(512);
+                }
+            }
+        }
+        fa
     }
 
     /// The client acting as the caller.
@@ -321,6 +335,10 @@ impl Inner {
         req: SetReq,
     ) -> OpResult<FileAttr> {
         if let Some(size) = req.size {
+            // Writes still on their way go first.
+            if let Some(p) = self.tables.any_pending(handle) {
+                p.drain().await;
+            }
             let open = req
                 .fh
                 .and_then(|fh| self.tables.file(fh))
@@ -333,6 +351,9 @@ impl Inner {
             let truncated = file.truncate(size).await;
             self.tables.note_write(handle);
             truncated.map_err(errno)?;
+            if let Some(p) = self.tables.any_pending(handle) {
+                p.truncated(size);
+            }
         }
         let mut set = SetAttr {
             mode: req.mode.map(|m| m & 0o7777),
@@ -663,9 +684,15 @@ impl Inner {
         let opened = async {
             let file = self.client.open_handle(handle).await?;
             if flags & libc::O_TRUNC != 0 {
+                if let Some(p) = self.tables.any_pending(handle) {
+                    p.drain().await;
+                }
                 file.truncate(0).await?;
                 self.tables.note_write(handle);
                 self.tables.note_size(handle, 0);
+                if let Some(p) = self.tables.any_pending(handle) {
+                    p.truncated(0);
+                }
             }
             Ok::<_, pvfs_client::Error>(file)
         }
@@ -707,6 +734,10 @@ impl Inner {
             return ReadStart::Done(Err(Errno::EBADF));
         };
         let size = size.min(MAX_READ) as usize;
+        if self.tables.busy_pending(of.handle).is_some() {
+            // Writes of this mount still on their way: the read waits for them.
+            return ReadStart::Wait(of, None, offset, size);
+        }
         let Some(stream) = &of.stream else {
             return ReadStart::Wait(of, None, offset, size);
         };
@@ -725,22 +756,58 @@ impl Inner {
         offset: u64,
         size: usize,
     ) -> OpResult<ReadData> {
+        if let Some(p) = self.tables.busy_pending(of.handle) {
+            p.drain().await;
+        }
         match (&of.stream, wait) {
             (Some(stream), Some(w)) => stream.finish(w, &of.file, &self.bufs).await,
             _ => readahead::direct(&of.file, &self.bufs, offset, size).await,
         }
     }
 
-    /// Writes for a process of user `uid`.
+    /// Writes for a process of user `uid`: to the servers before it answers, or with
+    /// `--write-behind` in the background (`writebehind.rs`).
     pub(crate) async fn write(
-        &self,
+        self: &Arc<Self>,
         fh: u64,
         offset: u64,
         data: PooledBuf,
         uid: u32,
     ) -> OpResult<u32> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        let written = of.file.write_at(offset, &data).await;
+        if !self.opts.write_behind {
+            return self.write_through(&of, offset, &data, uid).await;
+        }
+        let n = u32::try_from(data.len()).map_err(|_| Errno::EIO)?;
+        let pending = self.tables.pending(of.handle);
+        if let Some(e) = pending.take_error() {
+            return Err(e);
+        }
+        let end = offset.saturating_add(data.len() as u64);
+        let id = pending.admit(offset, end).await;
+        let Ok(permit) = self.write_budget.clone().acquire_owned().await else {
+            pending.finish(id, Err(Errno::EIO));
+            return Err(Errno::EIO);
+        };
+        self.tables.grow_size(of.handle, end);
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let written = inner.write_through(&of, offset, &data, uid).await;
+            pending.finish(id, written.map(|_| ()));
+            drop(permit);
+        });
+        Ok(n)
+    }
+
+    /// A write that returns once the data servers have the data.
+    async fn write_through(
+        &self,
+        of: &OpenFile,
+        offset: u64,
+        data: &[u8],
+        uid: u32,
+    ) -> OpResult<u32> {
+        let written = of.file.write_at(offset, data).await;
         // Counted once the write is over, so read-ahead fetched before or during it
         // is not used after it (even if it failed part way).
         self.tables.note_write(of.handle);
@@ -791,10 +858,36 @@ impl Inner {
 
     pub(crate) async fn fsync(&self, fh: u64) -> OpResult<()> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        self.settle(of.handle).await?;
         of.file.fsync().await.map_err(errno)
     }
 
+    /// Waits for the background writes of `handle` (`--write-behind`) and reports a
+    /// failure among them not reported yet.
+    async fn settle(&self, handle: Handle) -> OpResult<()> {
+        if !self.opts.write_behind {
+            return Ok(());
+        }
+        let pending = self.tables.pending(handle);
+        pending.drain().await;
+        pending.take_error().map_or(Ok(()), Err)
+    }
+
+    /// A `close` of an open file (FUSE's flush, asked for with `--write-behind`).
+    pub(crate) async fn flush(&self, fh: u64) -> OpResult<()> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        self.settle(of.handle).await
+    }
+
     pub(crate) async fn release(&self, fh: u64) {
+        if let Some(of) = self.tables.file(fh) {
+            if let Err(e) = self.settle(of.handle).await {
+                tracing::warn!(
+                    "a write of {:#x} failed after it was answered: {e:?}",
+                    of.handle
+                );
+            }
+        }
         if let Some(of) = self.tables.remove_file(fh) {
             if self.tables.end_open(of.handle) {
                 self.remove_orphan(of.handle).await;

@@ -17,6 +17,7 @@ use pvfs_proto::layout::Layout;
 use pvfs_proto::Handle;
 
 use crate::readahead::ReadAhead;
+use crate::writebehind::Pending;
 
 /// Directory attributes remembered before the cache is emptied (a memory bound).
 const DIR_CACHE_MAX: usize = 65536;
@@ -63,6 +64,8 @@ struct Inode {
     /// Writes and truncations through this mount so far: read-ahead fetched under
     /// an older count is stale.
     writes: u64,
+    /// Its writes in flight in the background (`--write-behind`).
+    pending: Option<Arc<Pending>>,
 }
 
 /// What to do with an object that just lost its last name.
@@ -241,6 +244,28 @@ impl Tables {
         if let Some(ino) = lock(&self.inodes).get_mut(&handle) {
             ino.writes = ino.writes.wrapping_add(1);
         }
+    }
+
+    /// The background writes of open file `handle`, made on first use (a handle that
+    /// is not open gets a set of its own that nothing else sees).
+    pub(crate) fn pending(&self, handle: Handle) -> Arc<Pending> {
+        let mut inodes = lock(&self.inodes);
+        match inodes.get_mut(&handle) {
+            Some(ino) => ino.pending.get_or_insert_with(Default::default).clone(),
+            None => Arc::default(),
+        }
+    }
+
+    /// The background writes of `handle`, if it has any in flight.
+    pub(crate) fn busy_pending(&self, handle: Handle) -> Option<Arc<Pending>> {
+        self.any_pending(handle).filter(|p| p.busy())
+    }
+
+    /// The background writes of `handle`, if it ever had any while open.
+    pub(crate) fn any_pending(&self, handle: Handle) -> Option<Arc<Pending>> {
+        lock(&self.inodes)
+            .get(&handle)
+            .and_then(|i| i.pending.clone())
     }
 
     /// The write count of open file `handle` (see [`Tables::note_write`]).

@@ -61,6 +61,11 @@ pub struct MountArgs {
     /// without it, with the mount's own read-ahead (docs/fuse.md).
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     page_cache_max: u64,
+    /// Answer writes once their data is in the mount and send it to the servers in
+    /// the background, several at a time (other clients see a write once it arrived;
+    /// an error comes with a later write, fsync or close; docs/fuse.md).
+    #[arg(long)]
+    write_behind: bool,
     /// Where a background mount writes its log (default: nowhere).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -124,6 +129,7 @@ fn serve(a: MountArgs) -> anyhow::Result<ExitCode> {
         read_ahead: a.read_ahead,
         max_request: u32::try_from(a.max_request).unwrap_or(u32::MAX),
         page_cache_max: a.page_cache_max,
+        write_behind: a.write_behind,
     };
     let daemon = a.daemon_child;
     let log = a.log.clone();
@@ -190,6 +196,9 @@ fn background(a: MountArgs) -> anyhow::Result<ExitCode> {
     }
     if a.direct_io {
         cmd.arg("--direct-io");
+    }
+    if a.write_behind {
+        cmd.arg("--write-behind");
     }
     if let Some(log) = &a.log {
         cmd.arg("--log").arg(std::path::absolute(log)?);
