@@ -58,6 +58,27 @@ fn works(prog: &str, args: &[&str], what: &str) {
     assert!(took < BOUND, "{what}: `{prog}` took {took:?}");
 }
 
+/// Runs python `script` with the mount's path and s2's pid (the script stops s2),
+/// resumes s2, and returns the script's output and how long it ran.
+fn python_stopping_s2(cluster: &Cluster, m: &Mount, script: &str) -> (String, Duration) {
+    let pid = cluster.pid("s2").to_string();
+    let dir = m.path().to_str().unwrap().to_string();
+    let start = Instant::now();
+    let out = run_for(
+        Command::new("python3").args(["-c", script, &dir, &pid]),
+        HANG,
+    );
+    let took = start.elapsed();
+    cluster.kill("s2", libc::SIGCONT);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the program failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (text, took)
+}
+
 #[test]
 fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
     let cluster = Cluster::builder()
@@ -239,21 +260,7 @@ w1 = [attempt(lambda: os.write(fds[1], chunk)) for _ in range(4)]
 close = attempt(lambda: os.close(fds[1]))
 print("fsync", fsync, "close", close, "writes", w0 + w1, "took", round(time.time() - t, 1))
 "#;
-    let pid = cluster.pid("s2").to_string();
-    let dir = m.path().to_str().unwrap().to_string();
-    let start = Instant::now();
-    let out = run_for(
-        Command::new("python3").args(["-c", script, &dir, &pid]),
-        HANG,
-    );
-    let took = start.elapsed();
-    cluster.kill("s2", libc::SIGCONT);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "the program failed: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (text, took) = python_stopping_s2(&cluster, &m, script);
     let failed = |what: &str| {
         let e = text
             .split(what)
@@ -272,5 +279,69 @@ print("fsync", fsync, "close", close, "writes", w0 + w1, "took", round(time.time
     );
     // Each file's failure costs at most a few request timeouts.
     assert!(took < 4 * BOUND, "took {took:?}: {text}");
+    assert!(is_mounted(m.path()));
+}
+
+#[test]
+fn writers_stuck_on_a_hung_server_fail_promptly_and_the_mount_still_answers() {
+    let cluster = Cluster::builder()
+        .request_timeout("2s")
+        .connect_timeout("2s")
+        .start();
+    let m = Mount::start(&cluster, &[]);
+    // Six writers, more than the mount's FUSE threads (4), each with a file open
+    // and striped over every server; then a data server hangs (SIGSTOP). Each write
+    // fails within a few timeouts, and `statvfs` meanwhile is answered (or fails)
+    // as promptly: waiting writes never take every FUSE thread.
+    let script = r#"
+import os, signal, sys, threading, time
+d, pid = sys.argv[1], int(sys.argv[2])
+fds = [os.open(f"{d}/w{i}", os.O_CREAT | os.O_WRONLY, 0o644) for i in range(6)]
+for fd in fds:
+    os.write(fd, b"x" * (1 << 20))
+os.kill(pid, signal.SIGSTOP)
+results = {}
+def write(i):
+    t = time.time()
+    try:
+        os.pwrite(fds[i], b"y" * (1 << 20), 1 << 20)
+        r = "ok"
+    except OSError as e:
+        r = e.strerror.replace(" ", "_")
+    results[i] = (r, time.time() - t)
+threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
+for t in threads:
+    t.start()
+time.sleep(0.3)
+t = time.time()
+try:
+    os.statvfs(d)
+except OSError:
+    pass
+print("statvfs", round(time.time() - t, 2))
+for t in threads:
+    t.join()
+for i in range(6):
+    print("write", results[i][0], round(results[i][1], 2))
+"#;
+    let (text, _) = python_stopping_s2(&cluster, &m, script);
+    let secs = |s: &str| Duration::from_secs_f64(s.parse::<f64>().unwrap());
+    let mut writes = 0;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["statvfs", took] => assert!(secs(took) < BOUND, "statvfs waited: {text}"),
+            ["write", result, took] => {
+                writes += 1;
+                assert!(
+                    *result == "Input/output_error" || *result == "Connection_timed_out",
+                    "a write to a hung server: {text}"
+                );
+                assert!(secs(took) < BOUND, "a write waited: {text}");
+            }
+            _ => panic!("unexpected output: {text}"),
+        }
+    }
+    assert_eq!(writes, 6, "{text}");
     assert!(is_mounted(m.path()));
 }

@@ -112,14 +112,18 @@ impl Client {
             crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all)
         );
         let mut attr = attr?;
+        let expected = attr.handle == expect && attr.layout() == Some(layout);
         match stats {
-            Ok(stats) if attr.handle == expect && attr.layout() == Some(layout) => {
+            Ok(stats) if expected => {
                 let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
                 attr.size = layout.stripe().file_size(&sizes);
                 for st in &stats {
                     crate::namespace::merge_data_mtime(&mut attr, st.mtime);
                 }
             }
+            // Asking the same datafiles again would fail the same way (a server
+            // down costs one timeout, not two).
+            Err(e) if expected => return Err(e),
             _ => self.fill_size(&mut attr).await?,
         }
         Ok(attr)

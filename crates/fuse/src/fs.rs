@@ -1,14 +1,18 @@
 //! The `fuser::Filesystem` face of the mount. Every callback that needs a server
 //! copies what it needs out of the request and hands its reply object to a task on
-//! the mount's tokio runtime, so FUSE threads only read requests and never wait for
-//! a server. Each task runs under a watchdog: if it has not finished long after the
-//! client's own deadlines should have ended it, the kernel gets ETIMEDOUT anyway.
+//! the mount's tokio runtime, so FUSE threads read requests rather than wait for a
+//! server. The exception is a write-through write: it is sent from the request's
+//! buffer while its FUSE thread waits (no copy of the data), as long as one other
+//! FUSE thread stays free. Each request runs under a watchdog: if it has not
+//! finished long after the client's own deadlines should have ended it, the kernel
+//! gets ETIMEDOUT anyway.
 //! Requests that need no server (flush, link, unsupported xattr namespaces, opening
 //! and closing directory streams) are answered on the FUSE thread.
 
 use std::ffi::OsStr;
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -56,6 +60,37 @@ pub(crate) struct PvfsFs {
     inner: Arc<Inner>,
     rt: tokio::runtime::Handle,
     watchdog: Duration,
+    /// FUSE threads that may wait for a write at once (one always stays free).
+    waiters: Waiters,
+}
+
+/// Counts FUSE threads waiting for a server, up to a bound, so the others keep
+/// answering (`stat`, `ls`) while writes wait.
+struct Waiters {
+    now: AtomicUsize,
+    max: usize,
+}
+
+/// One FUSE thread's place among the [`Waiters`]; given back on drop.
+struct WaiterSlot<'a>(&'a AtomicUsize);
+
+impl Waiters {
+    /// A place if fewer than `max` threads wait now.
+    fn try_take(&self) -> Option<WaiterSlot<'_>> {
+        self.now
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| WaiterSlot(&self.now))
+    }
+}
+
+impl Drop for WaiterSlot<'_> {
+    fn drop(&mut self) {
+        let before = self.0.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "a waiter slot given back twice");
+    }
 }
 
 /// Who made a request: uid, gid, pid.
@@ -79,11 +114,21 @@ fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
 }
 
 impl PvfsFs {
-    pub(crate) fn new(inner: Arc<Inner>, rt: tokio::runtime::Handle, watchdog: Duration) -> PvfsFs {
+    /// `threads` is the number of FUSE threads reading requests.
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        rt: tokio::runtime::Handle,
+        watchdog: Duration,
+        threads: usize,
+    ) -> PvfsFs {
         PvfsFs {
             inner,
             rt,
             watchdog,
+            waiters: Waiters {
+                now: AtomicUsize::new(0),
+                max: threads.saturating_sub(1),
+            },
         }
     }
 
@@ -408,9 +453,31 @@ impl Filesystem for PvfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let uid = req.uid();
+        if !self.inner.opts.write_behind {
+            // Written through from the request's own buffer, this thread waiting:
+            // no copy of the data and no hop to a task. Only while another FUSE
+            // thread stays free for everything else.
+            if let Some(_slot) = self.waiters.try_take() {
+                let op = self.inner.write_now(fh.0, offset, data, uid);
+                let watchdog = self.watchdog;
+                let done = self
+                    .rt
+                    .block_on(async { tokio::time::timeout(watchdog, op).await });
+                return match done {
+                    Ok(Ok(n)) => reply.written(n),
+                    Ok(Err(e)) => reply.error(e),
+                    Err(_) => {
+                        tracing::warn!(
+                            "a write took longer than {watchdog:?}; answering ETIMEDOUT"
+                        );
+                        reply.error(Errno::ETIMEDOUT)
+                    }
+                };
+            }
+        }
         let inner = self.inner.clone();
         let buf = inner.write_buf(data);
-        let uid = req.uid();
         self.run(
             reply,
             async move { inner.write(fh.0, offset, buf, uid).await },

@@ -187,7 +187,12 @@ pub fn serve(
     allow_requests_of(opts.max_request);
     let inner = Arc::new(Inner::new(client, opts.clone()));
     let watchdog = timeouts.request * 4 + Duration::from_secs(10);
-    let fs = PvfsFs::new(inner.clone(), rt.handle().clone(), watchdog);
+    let fs = PvfsFs::new(
+        inner.clone(),
+        rt.handle().clone(),
+        watchdog,
+        opts.threads.max(1),
+    );
 
     let mut fcfg = fuser::Config::default();
     fcfg.mount_options = vec![

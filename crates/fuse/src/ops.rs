@@ -799,6 +799,19 @@ impl Inner {
         Ok(n)
     }
 
+    /// A write-through write straight from the request's buffer (no copy): the
+    /// caller waits on the FUSE thread.
+    pub(crate) async fn write_now(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        uid: u32,
+    ) -> OpResult<u32> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        self.write_through(&of, offset, data, uid).await
+    }
+
     /// A write that returns once the data servers have the data.
     async fn write_through(
         &self,
