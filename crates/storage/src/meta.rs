@@ -239,6 +239,7 @@ impl MetaStore {
                 open: Default::default(),
                 tx: self.inner.db.begin_read()?,
             },
+            _db: self.inner.db.clone(),
         })
     }
 
@@ -393,6 +394,10 @@ fn commit_batch(
 /// A consistent read-only snapshot of the store.
 pub struct ReadView {
     t: LazyTables,
+    /// Keeps the database open while the view lives: its tables are opened lazily,
+    /// and redb refuses that once the database is closed (the store dropped).
+    /// Declared after the tables, so it is dropped last.
+    _db: Arc<Database>,
 }
 
 /// The tables of a read transaction, each opened when first read: opening all of
