@@ -93,6 +93,19 @@ impl Drop for WaiterSlot<'_> {
     }
 }
 
+/// Runs `f`, work a FUSE thread does itself (not in a task, where the runtime
+/// catches panics); a panic in it, a bug, answers EIO instead of ending the thread
+/// and with it the mount.
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            tracing::error!("a {what} request panicked (a bug); answering EIO");
+            None
+        }
+    }
+}
+
 /// Who made a request: uid, gid, pid.
 fn ids(req: &Request) -> (u32, u32, u32) {
     (req.uid(), req.gid(), req.pid())
@@ -428,10 +441,14 @@ impl Filesystem for PvfsFs {
     ) {
         // Data read ahead answers here, on the FUSE thread (no hop to the runtime);
         // anything that waits goes to a task.
-        let (of, wait, offset, size) = match self.inner.read_begin(fh.0, offset, size, &self.rt) {
-            ReadStart::Done(Ok(data)) => return reply.data(&data),
-            ReadStart::Done(Err(e)) => return reply.error(e),
-            ReadStart::Wait(of, wait, offset, size) => (of, wait, offset, size),
+        let begun = guarded("read", || {
+            self.inner.read_begin(fh.0, offset, size, &self.rt)
+        });
+        let (of, wait, offset, size) = match begun {
+            Some(ReadStart::Done(Ok(data))) => return reply.data(&data),
+            Some(ReadStart::Done(Err(e))) => return reply.error(e),
+            Some(ReadStart::Wait(of, wait, offset, size)) => (of, wait, offset, size),
+            None => return reply.error(Errno::EIO),
         };
         let inner = self.inner.clone();
         self.run(
@@ -461,13 +478,15 @@ impl Filesystem for PvfsFs {
             if let Some(_slot) = self.waiters.try_take() {
                 let op = self.inner.write_now(fh.0, offset, data, uid);
                 let watchdog = self.watchdog;
-                let done = self
-                    .rt
-                    .block_on(async { tokio::time::timeout(watchdog, op).await });
+                let done = guarded("write", || {
+                    self.rt
+                        .block_on(async { tokio::time::timeout(watchdog, op).await })
+                });
                 return match done {
-                    Ok(Ok(n)) => reply.written(n),
-                    Ok(Err(e)) => reply.error(e),
-                    Err(_) => {
+                    Some(Ok(Ok(n))) => reply.written(n),
+                    Some(Ok(Err(e))) => reply.error(e),
+                    None => reply.error(Errno::EIO),
+                    Some(Err(_)) => {
                         tracing::warn!(
                             "a write took longer than {watchdog:?}; answering ETIMEDOUT"
                         );
