@@ -147,6 +147,15 @@ fn a_source_tree_survives_cp_tar_find_du_and_rm() {
     assert_eq!(std::fs::read_dir(&mp).unwrap().count(), 0);
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+    // Nothing is left behind: the datafiles unlinks leave for the background are
+    // gone once the mount has ended (fsck finds no orphans).
+    let out = common::run_pvfs(&["fsck", "-c", cluster.config_str()], &[], &[]);
+    assert!(
+        out.status.success(),
+        "fsck after rm -rf: {}{}",
+        out.stdout,
+        out.stderr
+    );
 }
 
 #[test]

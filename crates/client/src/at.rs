@@ -211,17 +211,21 @@ impl Client {
         self.unlink_in(&d, name, keep_object).await
     }
 
-    /// Removes entry `name` (not a directory) of `dir` with its object and data, but
-    /// only if the entry still names `expect` (ESTALE otherwise, nothing removed): for
-    /// a caller that knows which object the name meant and that nothing uses it (a
-    /// FUSE mount's unlink of a file not open there). One commit when the object
-    /// lives with its entry, as [`Client::unlink_at`] without `keep_object`.
+    /// Removes entry `name` (not a directory) of `dir` with its object, but only if
+    /// the entry still names `expect` (ESTALE otherwise, nothing removed): for a
+    /// caller that knows which object the name meant and that nothing uses it (a FUSE
+    /// mount's unlink of a file not open there). One commit when the object lives
+    /// with its entry. What is left to delete (the object if it lives elsewhere, the
+    /// file's datafiles) comes back as [`Leftovers`], for
+    /// [`Client::delete_leftovers`] now or in the background: the name is gone
+    /// either way, the leftovers only take space until then (fsck finds them if
+    /// they are never deleted).
     pub async fn unlink_at_expect(
         &self,
         dir: Handle,
         name: &str,
         expect: Handle,
-    ) -> Result<DirEntry> {
+    ) -> Result<(DirEntry, Leftovers)> {
         let d = self.dir(dir).await?;
         let req = Request::Unlink {
             dir,
@@ -234,8 +238,17 @@ impl Client {
             Response::Unlinked { entry, removed } => (entry, removed),
             other => return Err(unexpected("Unlink", &other)),
         };
-        self.finish_removal(entry.handle, removed).await?;
-        Ok(entry)
+        let leftovers = Leftovers {
+            handle: entry.handle,
+            removed,
+        };
+        Ok((entry, leftovers))
+    }
+
+    /// Deletes what an unlink left ([`Client::unlink_at_expect`]).
+    pub async fn delete_leftovers(&self, leftovers: Leftovers) -> Result<()> {
+        self.finish_removal(leftovers.handle, leftovers.removed)
+            .await
     }
 
     /// Removes empty directory `name` of `dir`.
@@ -382,4 +395,15 @@ impl Client {
         };
         self.rpc(owner, req).await.map(|_| ())
     }
+}
+
+/// What an unlink left to delete: the object, when it lived on another server than
+/// its entry, and a file's datafiles.
+#[derive(Debug)]
+#[must_use = "leftovers take space until deleted"]
+pub struct Leftovers {
+    handle: Handle,
+    /// The removed object's detail (its layout), if its server removed it with the
+    /// entry; `None`: the object is still to be removed.
+    removed: Option<ObjDetail>,
 }

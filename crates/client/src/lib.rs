@@ -23,6 +23,7 @@ use std::sync::Arc;
 use pvfs_config::Config;
 use pvfs_proto::{Creds, Handle};
 
+pub use at::Leftovers;
 pub use degraded::PartialListing;
 pub use error::{Error, Result};
 pub use file::{File, Partition};

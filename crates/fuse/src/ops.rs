@@ -262,6 +262,22 @@ impl Inner {
         });
     }
 
+    /// Deletes the datafiles (and object) an unlink left, in the background: the
+    /// name is gone already, so `unlink` need not wait for a second round of commits
+    /// on the data servers. Bounded by the removals in flight (backpressure).
+    async fn delete_later(&self, leftovers: pvfs_client::Leftovers) {
+        let Ok(permit) = self.removals.clone().acquire_owned().await else {
+            return;
+        };
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            if let Err(e) = client.delete_leftovers(leftovers).await {
+                tracing::warn!("an unlinked file's data left behind (fsck removes it): {e}");
+            }
+            drop(permit);
+        });
+    }
+
     /// Waits (up to `limit`) for background deletions, then deletes the objects of
     /// files unlinked while open that are still open (when the mount ends).
     pub(crate) async fn finish(&self, limit: Duration) {
@@ -572,9 +588,10 @@ impl Inner {
                 let done = caller.unlink_at_expect(parent, name, h).await;
                 self.tables.removed(h);
                 match done {
-                    Ok(_) => {
+                    Ok((_, leftovers)) => {
                         self.tables.forget_name(parent, name);
                         self.tables.forget_layout(h);
+                        self.delete_later(leftovers).await;
                         return Ok(());
                     }
                     // The name means another object now: the general way.
