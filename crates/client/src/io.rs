@@ -14,7 +14,7 @@ use pvfs_proto::{encode, Creds, Errno, Handle, Regions, Request, RequestBody, Re
 use pvfs_transport::Incoming;
 
 use crate::error::{Error, Result};
-use crate::pool::{unexpected, Pool, CHUNK};
+use crate::pool::{unexpected, Pool, WRITE_CHUNK};
 
 /// Checks that a buffer matches its region description.
 pub(crate) fn check(regions: &Regions, buf_len: usize) -> Result<()> {
@@ -80,7 +80,7 @@ async fn write_one(
     let mut cursor = PieceCursor::new(stripe.pieces(idx, regions));
     let mut pieces = Vec::new();
     let mut remaining = bytes;
-    let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
+    let n = cursor.take((WRITE_CHUNK as u64).min(remaining), &mut pieces);
     remaining -= n;
     let mut call = pool
         .start(
@@ -93,7 +93,7 @@ async fn write_one(
         .await?;
     while remaining > 0 {
         pieces.clear();
-        let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
+        let n = cursor.take((WRITE_CHUNK as u64).min(remaining), &mut pieces);
         assert!(n > 0, "stream shorter than its byte count");
         remaining -= n;
         call.send_data(&slices(buf, &pieces), remaining == 0)
