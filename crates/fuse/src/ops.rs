@@ -174,8 +174,9 @@ impl Inner {
         Inner {
             root: client.root(),
             client,
-            // Room for a largest request at the read skew.
-            bufs: BufPool::new(opts.max_request as usize + 4096, 16),
+            // Room for a largest request at the read skew; read-ahead fills these
+            // whole, and the FUSE device copies answers out of them: huge pages.
+            bufs: BufPool::with_huge_pages(opts.max_request as usize + 4096, 16),
             budget: Budget::new(READ_AHEAD_BUDGET),
             write_budget: Arc::new(tokio::sync::Semaphore::new(writebehind::BUDGET)),
             direct_mmap: AtomicBool::new(false),

@@ -10,6 +10,13 @@
 //! dropped buffer goes straight back to the system. A pool keeps idle buffers for
 //! reuse and [`BufPool::trim`] releases the ones no request needed for a whole
 //! interval, so a server's memory follows its load instead of its highest peak.
+//!
+//! Buffers that are always filled whole (the FUSE mount's read-ahead) can ask for
+//! transparent huge pages ([`BufPool::with_huge_pages`]): copies into and out of them
+//! miss the TLB less, and the kernel pins one 2 MiB page instead of 512 small ones
+//! when the FUSE device copies an answer out of them (4 FUSE readers +8-10%,
+//! `docs/benchmarks.md`). Buffers filled in part (a server's receive buffers) keep
+//! small pages, so a 64 KiB write costs 64 KiB.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -17,6 +24,9 @@ use std::sync::{Arc, Mutex};
 
 /// Alignment of every buffer: one page.
 pub const ALIGN: usize = 4096;
+
+/// Size and alignment of a transparent huge page (x86-64 and arm64 with 4 KiB pages).
+const HUGE_PAGE: usize = 2 << 20;
 
 /// A page-aligned buffer (an anonymous memory map), with a length that may be below its
 /// capacity.
@@ -35,13 +45,28 @@ impl AlignedBuf {
     /// A zero-filled buffer of `cap` bytes (rounded up to a page), with length `cap`.
     /// Its pages take memory only once they are written.
     pub fn new(cap: usize) -> AlignedBuf {
+        AlignedBuf::map(cap, false)
+    }
+
+    /// As [`AlignedBuf::new`], but starting on a huge-page boundary and advised to
+    /// the kernel for transparent huge pages (when at least one fits; where the
+    /// kernel has them off, plain pages). Touching one byte of a huge page takes all
+    /// of it: for buffers that are filled whole.
+    pub fn new_huge(cap: usize) -> AlignedBuf {
+        AlignedBuf::map(cap, true)
+    }
+
+    fn map(cap: usize, huge: bool) -> AlignedBuf {
         let cap = cap.max(1).div_ceil(ALIGN) * ALIGN;
+        let huge = huge && cap >= HUGE_PAGE;
+        // Room to move the start to a huge-page boundary.
+        let map_len = if huge { cap + HUGE_PAGE } else { cap };
         // SAFETY: a private anonymous map of non-zero length at an address of the
         // kernel's choice; it aliases nothing.
         let raw = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                cap,
+                map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -50,6 +75,8 @@ impl AlignedBuf {
         };
         let ptr = if raw == libc::MAP_FAILED {
             None
+        } else if huge {
+            Some(trim_to_huge(raw.cast::<u8>(), map_len, cap))
         } else {
             NonNull::new(raw.cast::<u8>())
         };
@@ -105,8 +132,33 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// Keeps the `cap` bytes of the fresh map `raw` (of `map_len` bytes, at least `cap`
+/// plus one huge page) that start at its first huge-page boundary, unmaps the rest
+/// and advises the kept part for huge pages. Returns the kept part's start.
+fn trim_to_huge(raw: *mut u8, map_len: usize, cap: usize) -> NonNull<u8> {
+    assert!(map_len >= cap + HUGE_PAGE, "no room to align the map");
+    let start = raw as usize;
+    let head = start.next_multiple_of(HUGE_PAGE) - start;
+    let tail = map_len - head - cap;
+    // SAFETY: both ranges lie in the map just made, outside the kept part, which no
+    // one references yet; the kept part is what madvise is told about.
+    unsafe {
+        let kept = raw.add(head);
+        if head > 0 {
+            libc::munmap(raw.cast(), head);
+        }
+        if tail > 0 {
+            libc::munmap(kept.add(cap).cast(), tail);
+        }
+        // Advice only: without transparent huge pages the buffer keeps small ones.
+        libc::madvise(kept.cast(), cap, libc::MADV_HUGEPAGE);
+        NonNull::new(kept).expect("a map does not start at address zero")
+    }
+}
+
 struct PoolInner {
     size: usize,
+    huge: bool,
     keep: usize,
     free: Mutex<FreeList>,
 }
@@ -127,9 +179,20 @@ pub struct BufPool {
 impl BufPool {
     /// A pool of buffers of `size` bytes, keeping up to `keep` idle ones.
     pub fn new(size: usize, keep: usize) -> BufPool {
+        BufPool::make(size, keep, false)
+    }
+
+    /// As [`BufPool::new`], with its buffers in transparent huge pages
+    /// ([`AlignedBuf::new_huge`]): for buffers that are filled whole.
+    pub fn with_huge_pages(size: usize, keep: usize) -> BufPool {
+        BufPool::make(size, keep, true)
+    }
+
+    fn make(size: usize, keep: usize, huge: bool) -> BufPool {
         BufPool {
             inner: Arc::new(PoolInner {
                 size,
+                huge,
                 keep,
                 free: Mutex::new(FreeList::default()),
             }),
@@ -150,15 +213,23 @@ impl BufPool {
                 f.low = f.low.min(f.bufs.len());
                 b
             });
-            let mut b = reused.unwrap_or_else(|| AlignedBuf::new(self.inner.size));
+            let mut b = reused.unwrap_or_else(|| self.fresh(self.inner.size));
             b.set_len(len);
             b
         } else {
-            AlignedBuf::new(len)
+            self.fresh(len)
         };
         PooledBuf {
             buf: Some(buf),
             pool: Some(self.inner.clone()),
+        }
+    }
+
+    fn fresh(&self, cap: usize) -> AlignedBuf {
+        if self.inner.huge {
+            AlignedBuf::new_huge(cap)
+        } else {
+            AlignedBuf::new(cap)
         }
     }
 
@@ -258,6 +329,28 @@ mod tests {
         assert_eq!(big.len(), 3 << 20);
         assert!(big.iter().all(|&b| b == 0), "fresh buffers read as zeros");
         assert!(PooledBuf::empty().is_empty());
+    }
+
+    #[test]
+    fn huge_page_buffers_start_on_a_huge_page_and_work_whole() {
+        let size = (4 << 20) + ALIGN;
+        let pool = BufPool::with_huge_pages(size, 2);
+        let mut a = pool.get(size);
+        assert_eq!(a.as_ptr() as usize % HUGE_PAGE, 0);
+        assert!(a.iter().all(|&b| b == 0), "fresh buffers read as zeros");
+        a.fill(0xa5);
+        assert!(a.iter().all(|&b| b == 0xa5));
+        let p = a.as_ptr();
+        drop(a);
+        let b = pool.get(100);
+        assert_eq!(b.as_ptr(), p, "buffer reused");
+        let big = pool.get(10 << 20);
+        assert_eq!(big.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_eq!(big.len(), 10 << 20);
+        // Below one huge page: a plain page-aligned buffer.
+        let small = AlignedBuf::new_huge(100 << 10);
+        assert_eq!(small.as_ptr() as usize % ALIGN, 0);
+        assert_eq!(small.capacity(), 100 << 10);
     }
 
     #[test]
