@@ -174,8 +174,10 @@ impl Inner {
         Inner {
             root: client.root(),
             client,
-            // Room for a largest request at the read skew; read-ahead fills these
-            // whole, and the FUSE device copies answers out of them: huge pages.
+            // Room for a largest request at the read skew. Huge pages: read-ahead
+            // fills these whole and the FUSE device copies answers out of them
+            // (write-behind data and direct reads, which fill them in part, take
+            // at most a huge page more each, within the same budgets).
             bufs: BufPool::with_huge_pages(opts.max_request as usize + 4096, 16),
             budget: Budget::new(READ_AHEAD_BUDGET),
             write_budget: Arc::new(tokio::sync::Semaphore::new(writebehind::BUDGET)),
