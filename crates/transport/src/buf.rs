@@ -15,8 +15,8 @@
 //! transparent huge pages ([`BufPool::with_huge_pages`]): copies into and out of them
 //! miss the TLB less, and the kernel pins one 2 MiB page instead of 512 small ones
 //! when the FUSE device copies an answer out of them (FUSE reads +15% with 1 and 4
-//! readers, `docs/benchmarks.md`). Buffers filled in part (a server's receive buffers) keep
-//! small pages, so a 64 KiB write costs 64 KiB.
+//! readers, `docs/benchmarks.md`). Buffers filled in part (a server's receive
+//! buffers) keep small pages, so a 64 KiB write costs 64 KiB.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
