@@ -485,19 +485,30 @@ fn main() {
     cfg.n_threads = Some(threads);
     cfg.clone_fd = threads > 1;
     let session = fuser::Session::new(fs, &mountpoint, &cfg).expect("mount");
-    let thread = std::thread::spawn(move || session.run());
+    // The session ends when someone unmounts; a signal unmounts first.
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    let thread = std::thread::spawn(move || {
+        let result = session.run();
+        let _ = ended_tx.send(());
+        result
+    });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
+    let unmounted = rt.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).unwrap();
         tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => false,
+            _ = tokio::signal::ctrl_c() => false,
+            _ = ended_rx => true,
         }
     });
+    if unmounted {
+        let _ = thread.join();
+        return;
+    }
     let _ = std::process::Command::new("umount")
         .arg("-l")
         .arg(&mountpoint)
