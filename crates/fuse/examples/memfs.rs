@@ -10,8 +10,8 @@
 //! cargo run --release -p pvfs-fuse --example memfs -- MOUNTPOINT [THREADS] [--direct-io]
 //! ```
 //! `--direct-io` opens every file without the page cache, as the pvfs mount opens
-//! files being written and large files being read. Serves until SIGINT or SIGTERM,
-//! then unmounts.
+//! files being written and large files being read. Serves until unmounted, or until
+//! SIGINT or SIGTERM, which unmount it.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -505,13 +505,11 @@ fn main() {
             _ = ended_rx => true,
         }
     });
-    if unmounted {
-        let _ = thread.join();
-        return;
+    if !unmounted {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&mountpoint)
+            .status();
     }
-    let _ = std::process::Command::new("umount")
-        .arg("-l")
-        .arg(&mountpoint)
-        .status();
     let _ = thread.join();
 }
