@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{run_pvfs, Cluster};
+use common::{artifact, profile_dir, run_pvfs, Cluster};
 
 /// Longest time one C program may run.
 const PROGRAM_DEADLINE: Duration = Duration::from_secs(120);
@@ -26,32 +26,6 @@ const PROGRAMS: &[&str] = &[
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The profile directory cargo builds into (`target/debug`): the test executable is
-/// `target/debug/deps/capi-HASH`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test executable outside target/PROFILE/deps")
-        .to_path_buf()
-}
-
-/// The newest `name` cargo produced for this profile: the library is uplifted to
-/// `target/debug/` when pvfs-capi is built as a workspace member and left in
-/// `target/debug/deps/` when it is built only as a dependency.
-fn artifact(name: &str) -> PathBuf {
-    let dir = profile_dir();
-    [dir.join(name), dir.join("deps").join(name)]
-        .into_iter()
-        .filter_map(|p| {
-            let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok()?;
-            Some((t, p))
-        })
-        .max()
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("{name} not found under {}", dir.display()))
 }
 
 fn cc() -> String {

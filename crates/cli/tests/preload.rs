@@ -1,12 +1,12 @@
-//! libpvfs_preload.so end to end (issue 3, point 5): unmodified programs — coreutils,
+//! libpvfs_preload.so end to end: unmodified programs — coreutils,
 //! python3, and C programs using stdio and raw descriptors — run with `LD_PRELOAD` on a
 //! real 4-server file system, without a mount. Every copy is checked twice: with
 //! `sha256sum` against the local original, and byte for byte through the client
 //! library (so nothing can pass by landing in some local directory).
 //!
-//! The library is built by the test itself (`cargo build -p pvfs-preload` into this
-//! test binary's target directory and profile), so plain `cargo test --workspace`
-//! covers it. Each test uses its own prefix, a path that does not exist locally.
+//! The library is the one `scripts/test` builds before `cargo test` (with plain
+//! `cargo test`, run `cargo build --workspace` first). Each test uses its own prefix,
+//! a path that does not exist locally.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -22,58 +22,10 @@ use common::{assert_bytes_eq, Cluster, Rng};
 /// Longest any one program may run.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// The built library, made once per test binary.
+/// The library, built by `scripts/test` before the tests run (never by a test).
 fn preload_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(build_lib)
-}
-
-/// Builds `libpvfs_preload.so` with the profile (and target, if any) of this test
-/// binary, into its target directory, and returns its path.
-fn build_lib() -> PathBuf {
-    // This binary is TARGET/[TRIPLE/]PROFILE/deps/preload-HASH.
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let profile = profile_dir
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
-    let mut target_dir = profile_dir.parent().unwrap().to_path_buf();
-    let mut triple = None;
-    if !target_dir.join("CACHEDIR.TAG").exists() {
-        triple = Some(
-            target_dir
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_string(),
-        );
-        target_dir = target_dir.parent().unwrap().to_path_buf();
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "pvfs-preload", "--lib"])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--profile")
-        .arg(if profile == "debug" { "dev" } else { &profile })
-        .env("CARGO_TARGET_DIR", &target_dir);
-    if let Some(t) = &triple {
-        cmd.args(["--target", t]);
-    }
-    let out = run(cmd, "cargo build -p pvfs-preload");
-    assert!(
-        out.status.success(),
-        "building libpvfs_preload.so failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lib = profile_dir.join("libpvfs_preload.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    lib
+    LIB.get_or_init(|| common::artifact("libpvfs_preload.so"))
 }
 
 /// Runs `cmd` to completion (stdin empty, output captured unless the caller set it),

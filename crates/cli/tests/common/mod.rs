@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -160,6 +161,125 @@ pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
 pub fn is_server_down_errno(e: pvfs_client::Errno) -> bool {
     use pvfs_client::Errno;
     [Errno::EHOSTDOWN, Errno::EIO, Errno::ETIMEDOUT].contains(&e)
+}
+
+// ----- the test environment ---------------------------------------------------------
+
+/// Whether the suite runs under CI (`CI=true`): there, a missing tool or privilege
+/// fails the test instead of skipping it.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Skips the rest of a test for `reason` (a missing tool or privilege). Under CI this
+/// fails the test; elsewhere it prints the reason and records it in the file named by
+/// `PVFS_TEST_SKIPS` (set by `scripts/test`, which repeats every skip in its summary).
+/// The caller returns right after.
+#[track_caller]
+pub fn skip(test: &str, reason: &str) {
+    if under_ci() {
+        panic!("{test}: {reason} (CI=true: a missing tool or privilege fails the run)");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    if let Some(path) = std::env::var_os("PVFS_TEST_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{test}: {reason}");
+        }
+    }
+}
+
+/// Whether command `cmd` can be run (found on `PATH`).
+pub fn have_command(cmd: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(cmd))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Whether this test process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The value of test knob `name` (e.g. `PVFS_FUZZ_CASES`), or `default` when unset.
+/// A value that does not parse, or one outside `valid`, fails the test: a typo must
+/// not silently make a test check less.
+#[track_caller]
+pub fn knob<T>(name: &str, default: T, valid: impl Fn(&T) -> bool) -> T
+where
+    T: std::str::FromStr + std::fmt::Debug,
+{
+    let Ok(text) = std::env::var(name) else {
+        return default;
+    };
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(|v| v.to_string().parse::<T>().ok()),
+        None => t.parse::<T>().ok(),
+    };
+    match parsed {
+        Some(v) if valid(&v) => v,
+        Some(v) => panic!("{name}={text}: {v:?} is out of range for this knob"),
+        None => panic!("{name}={text} does not parse (decimal, or hex with 0x)"),
+    }
+}
+
+/// How much slower than a developer's idle 2-core machine this one may be (knob
+/// `PVFS_TEST_SLOWDOWN`, default 1; `scripts/test` passes it through). Every timing
+/// assertion and every wait for an event scales with it.
+pub fn slowdown() -> u32 {
+    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *S.get_or_init(|| knob("PVFS_TEST_SLOWDOWN", 1u32, |&v| (1..=100).contains(&v)))
+}
+
+/// `d` scaled by [`slowdown`]: the bound a timing assertion or a wait uses.
+pub fn scaled(d: Duration) -> Duration {
+    d * slowdown()
+}
+
+/// The cargo profile directory the tests were built into (`target/debug`): this test
+/// executable is `target/debug/deps/NAME-HASH`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test executable outside target/PROFILE/deps")
+        .to_path_buf()
+}
+
+/// A library or program the workspace builds (`libpvfs.so`, `libpvfs_preload.so`,
+/// `examples/memfs`), built by `scripts/test` before `cargo test` and never by a test.
+/// The newest of `PROFILE/NAME` and `PROFILE/deps/NAME` (a library is left in `deps/`
+/// when cargo built it only as a dependency). Fails the test with what to run when it
+/// was not built.
+#[track_caller]
+pub fn artifact(name: &str) -> PathBuf {
+    let dir = profile_dir();
+    [dir.join(name), dir.join("deps").join(name)]
+        .into_iter()
+        .filter_map(|p| {
+            let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok()?;
+            Some((t, p))
+        })
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not built under {}: run ./scripts/test, or \
+                 `cargo build --workspace --lib --bins --examples` before `cargo test`",
+                dir.display()
+            )
+        })
 }
 
 // ----- CLI -------------------------------------------------------------------------
