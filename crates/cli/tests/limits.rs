@@ -1,4 +1,4 @@
-//! Resource limits (issue 5 point 4): with a small receive-buffer budget many clients
+//! Resource limits: with a small receive-buffer budget many clients
 //! writing at once still succeed (the budget paces them, it does not deadlock), server
 //! memory stays bounded, and connections beyond the limit are closed at once while the
 //! others keep working.
@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{Cluster, Rng};
@@ -41,7 +42,7 @@ fn a_small_buffer_budget_paces_writers_without_deadlock_or_growth() {
         for i in 0..16u64 {
             s.spawn(move || {
                 let tc = cluster.client();
-                tc.run(Duration::from_secs(120), async |c| {
+                tc.run(common::scaled(Duration::from_secs(120)), async |c| {
                     let f = c
                         .create(&format!("/w{i}"), 0o644, LayoutSpec::default(), true)
                         .await
@@ -65,31 +66,131 @@ fn a_small_buffer_budget_paces_writers_without_deadlock_or_growth() {
     }
 }
 
+/// Longest wait for a server's reaction on a raw connection (an answer or a close).
+fn react() -> Duration {
+    common::scaled(Duration::from_secs(30))
+}
+
+/// A ping request frame with request id `id`, built from the documented frame layout
+/// (32-byte header: magic, version 1, kind 1 = request, flags 1 = END, id, body length).
+fn ping_frame(id: u64) -> Vec<u8> {
+    let body = pvfs_proto::encode(&pvfs_proto::RequestBody {
+        creds: pvfs_proto::Creds::current(),
+        request: pvfs_proto::Request::Ping {},
+        retry: None,
+    });
+    let mut f = vec![0u8; 32];
+    f[0..4].copy_from_slice(b"PVFS");
+    f[4..6].copy_from_slice(&1u16.to_le_bytes());
+    f[6] = 1;
+    f[7] = 1;
+    f[8..16].copy_from_slice(&id.to_le_bytes());
+    f[16..20].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    f.extend_from_slice(&body);
+    f
+}
+
+/// What a server did with a raw connection.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// It sent bytes (the start of an answer).
+    Answered,
+    /// It closed the connection: EOF or ECONNRESET was observed.
+    Closed,
+}
+
+/// Waits for the server's reaction on `s`; a read that times out fails the test (it
+/// is neither an answer nor a close).
+fn reaction(s: &mut TcpStream) -> Seen {
+    s.set_read_timeout(Some(react())).unwrap();
+    let mut h = [0u8; 32];
+    match s.read(&mut h[..1]) {
+        Ok(0) => return Seen::Closed,
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => return Seen::Closed,
+        Err(e) => panic!(
+            "the server neither answered nor closed within {:?}: {e}",
+            react()
+        ),
+    }
+    // The rest of the answer: header, then body, tag and data (none left unread).
+    s.read_exact(&mut h[1..]).unwrap();
+    assert_eq!(&h[0..4], b"PVFS", "an answer without the magic: {h:02x?}");
+    let le32 = |r: std::ops::Range<usize>| u32::from_le_bytes(h[r].try_into().unwrap()) as usize;
+    let rest = le32(16..20) + u16::from_le_bytes([h[20], h[21]]) as usize + le32(24..28);
+    let mut body = vec![0u8; rest];
+    s.read_exact(&mut body).unwrap();
+    Seen::Answered
+}
+
+/// Opens a raw connection to `addr` and pings on it: whether it was served or closed.
+fn ping_raw(addr: &str, id: u64) -> (TcpStream, Seen) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    // A server that closed the connection at once may make this write fail (reset).
+    if s.write_all(&ping_frame(id)).is_err() {
+        return (s, Seen::Closed);
+    }
+    let seen = reaction(&mut s);
+    (s, seen)
+}
+
 #[test]
 fn connections_beyond_the_limit_are_closed_and_the_rest_keep_working() {
     let cluster = Cluster::builder().set("connections", "4").start();
     let addr = cluster.config().servers[0].address.clone();
-    // Four idle connections take the slots; the fifth is closed at once.
-    let held: Vec<_> = (0..4)
-        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
-        .collect();
-    std::thread::sleep(Duration::from_millis(200));
-    let mut extra = std::net::TcpStream::connect(&addr).unwrap();
-    extra
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut buf = [0u8; 1];
-    let n = extra.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "a connection beyond the limit was served");
-    assert!(
-        cluster.log_tail("s0").contains("connection limit reached"),
-        "the refusal was not logged"
+    // Connections take the slots one by one, each proven served by a ping's answer
+    // (other servers' connections may hold slots too); then one is closed at once.
+    let mut held = Vec::new();
+    let refused = loop {
+        let (s, seen) = ping_raw(&addr, held.len() as u64 + 1);
+        match seen {
+            Seen::Answered => held.push(s),
+            Seen::Closed => break s,
+        }
+        assert!(held.len() <= 4, "more than 4 connections were served");
+    };
+    assert!(!held.is_empty(), "no connection was served");
+    // Every slot is taken now: another connection, without sending anything, is closed
+    // by the server (EOF or reset observed, not a silent read timeout).
+    let mut extra = TcpStream::connect(&addr).unwrap();
+    assert_eq!(
+        reaction(&mut extra),
+        Seen::Closed,
+        "a connection beyond the limit was served"
     );
-    // Freeing slots lets clients in again.
+    drop(refused);
+    let log = cluster.dir().join("s0.log");
+    common::poll(
+        "the refusal to be logged",
+        common::scaled(Duration::from_secs(10)),
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("connection limit reached")
+                .then_some(())
+        },
+    );
+    // The served connections keep working.
+    for (i, s) in held.iter_mut().enumerate() {
+        s.write_all(&ping_frame(100 + i as u64)).unwrap();
+        assert_eq!(
+            reaction(s),
+            Seen::Answered,
+            "held connection {i} stopped serving"
+        );
+    }
+    // Freeing slots lets clients in again (as soon as the server noticed the closes).
     drop(held);
-    std::thread::sleep(Duration::from_millis(200));
+    common::poll(
+        "a slot to be free again",
+        common::scaled(Duration::from_secs(30)),
+        || {
+            let (_, seen) = ping_raw(&addr, 1000);
+            (seen == Seen::Answered).then_some(())
+        },
+    );
     let tc = cluster.client();
-    tc.run(Duration::from_secs(30), async |c| {
+    tc.run(common::scaled(Duration::from_secs(30)), async |c| {
         c.mkdir("/ok", 0o755).await.unwrap();
     });
 }
