@@ -1,4 +1,4 @@
-//! Safe retries (issue 5 point 1): a mutation whose reply is lost after its commit is
+//! Safe retries: a mutation whose reply is lost after its commit is
 //! retried with the same key and answered from the recorded reply — a retried create
 //! does not fail with EEXIST, a retried rename or unlink does not fail with ENOENT, and
 //! nothing happens twice.
@@ -17,14 +17,12 @@ fn mutations_whose_reply_is_lost_are_retried_and_answered_once() {
     // of these operations, after doing it (a reply lost after the commit).
     // SAFETY (edition 2021 API): this test binary runs this single test, before any
     // thread that reads the environment is started.
-    std::env::set_var(
-        "PVFS_FAULTS",
-        "drop-reply:Create:1,drop-reply:Rename:1,drop-reply:LinkEntry:1,drop-reply:Unlink:1,drop-reply:SetXattr:1",
-    );
+    let faults: Vec<String> = OPS.iter().map(|op| format!("drop-reply:{op}:1")).collect();
+    std::env::set_var("PVFS_FAULTS", faults.join(","));
     let cluster = Cluster::start();
     std::env::remove_var("PVFS_FAULTS");
     let tc = cluster.client();
-    tc.run(Duration::from_secs(60), async |c| {
+    tc.run(common::scaled(Duration::from_secs(60)), async |c| {
         // Create: done once, answered as created, no EEXIST.
         let f = c
             .create("/f", 0o644, LayoutSpec::default(), true)
@@ -82,14 +80,47 @@ fn mutations_whose_reply_is_lost_are_retried_and_answered_once() {
             Some(Errno::ENOENT)
         );
     });
-    // The servers did drop replies (the retries were exercised, not skipped).
-    let dropped = cluster
+    // Each injected fault fired: for every operation, some server logged dropping
+    // the reply to a request of exactly that operation (each server's whole log).
+    let logs: Vec<String> = cluster
         .names()
         .iter()
-        .filter(|n| cluster.log_tail(n).contains("dropping the reply"))
-        .count();
-    assert!(
-        dropped > 0,
-        "no server dropped a reply: the faults were not injected"
-    );
+        .map(|n| std::fs::read_to_string(cluster.dir().join(format!("{n}.log"))).unwrap())
+        .collect();
+    for (name, log) in cluster.names().iter().zip(&logs) {
+        let active = log
+            .lines()
+            .find(|l| l.contains("fault injection active"))
+            .unwrap_or_else(|| panic!("{name} did not take the injected faults:\n{log}"));
+        for op in OPS {
+            assert!(
+                active.contains(&format!("\"{op}\": 1")),
+                "{name} did not take the fault for {op}: {active}"
+            );
+        }
+    }
+    for op in OPS {
+        let dropped = logs
+            .iter()
+            .flat_map(|log| log.lines())
+            .filter(|l| l.contains("dropping the reply") && op_of(l) == Some(op))
+            .count();
+        assert!(
+            dropped > 0,
+            "no server dropped a reply to {op}: that retry was not exercised"
+        );
+    }
+}
+
+/// The operations whose first reply each server drops.
+const OPS: [&str; 5] = ["Create", "Rename", "LinkEntry", "Unlink", "SetXattr"];
+
+/// The value of the `op` field of a log line (`op=Create` or `op="Create"`).
+fn op_of(line: &str) -> Option<&str> {
+    let rest = &line[line.find(" op=")? + 4..];
+    let rest = rest.trim_start_matches('"');
+    let end = rest
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
 }
