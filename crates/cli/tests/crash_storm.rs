@@ -1,4 +1,4 @@
-//! Crash safety (issue 5 point 2): a seeded, replayable storm of creates, writes with
+//! Crash safety: a seeded, replayable storm of creates, writes with
 //! fsync, renames, unlinks and mkdirs by several clients while servers are killed with
 //! SIGKILL at random moments and restarted. After each round: every operation that
 //! returned success is there (with its data when it was fsynced), nothing is half done
@@ -8,8 +8,10 @@
 //! At the end, `fsck` finds what the kills interrupted between the steps of
 //! multi-server operations, repairs it, and everything acknowledged still verifies.
 //!
-//! `PVFS_CRASH_SEED` replays a run; `PVFS_CRASH_ROUNDS` (default 3) and
-//! `PVFS_CRASH_ROUND_SECS` (default 3) make it a soak.
+//! `PVFS_CRASH_SEED` (decimal, or hex with 0x; printed both ways) replays a run;
+//! `PVFS_CRASH_ROUNDS` (default 3, at least 1) and `PVFS_CRASH_ROUND_SECS` (default 3,
+//! at least 1) make it a soak; `PVFS_CRASH_TRACE=1` prints the time of each walk. A
+//! value that does not parse or is out of range fails the test.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -22,13 +24,6 @@ use std::time::{Duration, Instant};
 use common::{Cluster, Rng};
 use pvfs_client::{Client, Errno, LayoutSpec, ObjKind};
 
-fn env_u64(key: &str, default: u64) -> u64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// What one client knows about its own subtree.
 #[derive(Default, Clone)]
 struct Model {
@@ -38,6 +33,9 @@ struct Model {
     files: BTreeMap<String, Option<Vec<u8>>>,
     /// Names whose fate is unknown (their operation failed).
     uncertain: BTreeSet<String>,
+    /// Names that are gone for sure: successfully unlinked, or renamed away (fresh
+    /// names are never reused, so none of these may exist again).
+    gone: BTreeSet<String>,
     /// Counter for fresh names.
     next: u64,
 }
@@ -100,6 +98,7 @@ async fn storm(c: Client, root: String, seed: u64, stop: Arc<AtomicBool>, mut m:
                     Ok(()) => {
                         let content = m.files.remove(&from).flatten();
                         m.files.insert(to, content);
+                        m.gone.insert(from);
                     }
                     Err(_) => {
                         m.files.remove(&from);
@@ -115,6 +114,8 @@ async fn storm(c: Client, root: String, seed: u64, stop: Arc<AtomicBool>, mut m:
                 m.files.remove(&f);
                 if c.unlink(&f).await.is_err() {
                     m.uncertain.insert(f);
+                } else {
+                    m.gone.insert(f);
                 }
             }
         }
@@ -165,10 +166,16 @@ async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, ObjKind> {
 
 #[test]
 fn acknowledged_operations_survive_random_server_kills() {
-    let seed = env_u64("PVFS_CRASH_SEED", 0x5eed_c0de);
-    let rounds = env_u64("PVFS_CRASH_ROUNDS", 3);
-    let round_time = Duration::from_secs(env_u64("PVFS_CRASH_ROUND_SECS", 3));
-    eprintln!("crash storm: seed {seed:#x}, {rounds} rounds of {round_time:?} (replay with PVFS_CRASH_SEED={seed})");
+    let seed = common::knob("PVFS_CRASH_SEED", 0x5eed_c0deu64, |_| true);
+    let rounds = common::knob("PVFS_CRASH_ROUNDS", 3u64, |&r| (1..=100_000).contains(&r));
+    let secs = common::knob("PVFS_CRASH_ROUND_SECS", 3u64, |&s| {
+        (1..=86_400).contains(&s)
+    });
+    let round_time = Duration::from_secs(secs);
+    eprintln!(
+        "crash storm: seed {seed} ({seed:#x}), {rounds} rounds of {round_time:?} \
+         (replay with PVFS_CRASH_SEED={seed})"
+    );
     let cluster = Cluster::builder()
         .request_timeout("2s")
         .connect_timeout("1s")
@@ -225,7 +232,7 @@ fn acknowledged_operations_survive_random_server_kills() {
     // What the kills interrupted between the steps of multi-server operations is
     // garbage for fsck: found, repaired, and everything acknowledged still verifies.
     let tc = cluster.client();
-    let limit = Duration::from_secs(300);
+    let limit = common::scaled(Duration::from_secs(300));
     let found = tc.run(limit, async |c| {
         c.fsck(false, Duration::ZERO).await.expect("fsck")
     });
@@ -266,14 +273,19 @@ fn acknowledged_operations_survive_random_server_kills() {
 fn verify(cluster: &Cluster, models: &[Model], what: &str) {
     let tc = cluster.client();
     // The tree only grows over a soak (directories are never removed): allow for it.
-    let tracked: usize = models.iter().map(|m| m.dirs.len() + m.files.len()).sum();
-    let limit = Duration::from_secs(120) + Duration::from_millis(20) * tracked as u32;
+    let tracked: usize = models
+        .iter()
+        .map(|m| m.dirs.len() + m.files.len() + m.gone.len())
+        .sum();
+    let limit =
+        common::scaled(Duration::from_secs(120) + Duration::from_millis(20) * tracked as u32);
+    let trace = common::knob("PVFS_CRASH_TRACE", 0u8, |&t| t <= 1) == 1;
     tc.run(limit, async |c| {
         for (i, m) in models.iter().enumerate() {
             let root = format!("/c{i}");
             let t = Instant::now();
             let present = walk_all(&c, &root).await;
-            if std::env::var_os("PVFS_CRASH_TRACE").is_some() {
+            if trace {
                 eprintln!(
                     "  {root}: walked {} entries ({} dirs tracked) in {:.1?}",
                     present.len(),
@@ -309,10 +321,19 @@ fn verify(cluster: &Cluster, models: &[Model], what: &str) {
                     m.dirs.contains(p) || m.files.contains_key(p) || m.uncertain.contains(p);
                 assert!(known, "{what}: {p} exists but no operation made it");
             }
-            // Unlinked names must be gone unless their unlink failed.
-            match c.stat(&format!("{root}/never-created")).await {
-                Err(e) => assert_eq!(e.errno, Errno::ENOENT),
-                Ok(_) => panic!("phantom entry"),
+            // Names unlinked or renamed away (acknowledged) are gone for good.
+            for p in &m.gone {
+                match c.stat(p).await {
+                    Err(e) => assert_eq!(
+                        e.errno,
+                        Errno::ENOENT,
+                        "{what}: stat of unlinked or renamed-away {p}: {e}"
+                    ),
+                    Ok(a) => panic!(
+                        "{what}: {p} was unlinked or renamed away, but it exists ({:?})",
+                        a.kind()
+                    ),
+                }
             }
         }
     });
