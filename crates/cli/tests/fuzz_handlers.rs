@@ -1,9 +1,12 @@
-//! Fuzzing of every request handler (issue 5 point 6): seeded random requests of every
+//! Fuzzing of every request handler: seeded random requests of every
 //! kind — real handles and junk ones, odd names, huge counts, overflowing regions,
 //! bogus stripes, data that does not match — sent to live servers. Every request gets
 //! a decodable answer (an error is fine), no server dies or hangs, and a normal client
-//! still works after `fsck --repair` has cleaned what the valid-but-hostile requests did. `PVFS_FUZZ_REQUESTS` (default 3000) and `PVFS_FUZZ_SEED` make
-//! longer or replayed sessions; the count and time are printed.
+//! still works after `fsck --repair` has cleaned what the valid-but-hostile requests
+//! did (nothing left unrepaired, a second check clean). `PVFS_FUZZ_REQUESTS` (default
+//! 3000, at least 1000 so every request kind is sent) and `PVFS_FUZZ_SEED` (decimal,
+//! or hex with 0x; printed both ways) make longer or replayed sessions; the count,
+//! time and answers per request kind are printed.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -18,13 +21,6 @@ use pvfs_proto::{
     RequestBody, Response, RetryKey, SetAttr, Stripe, Timespec,
 };
 use pvfs_transport::{AutoTransport, BufPool, MuxConn, Transport};
-
-fn env_u64(key: &str, default: u64) -> u64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn pick<T: Clone>(rng: &mut Rng, v: &[T]) -> T {
     v[rng.range(0, v.len() as u64) as usize].clone()
@@ -253,13 +249,15 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
 
 #[test]
 fn random_requests_of_every_kind_never_hurt_a_server() {
-    let seed = env_u64("PVFS_FUZZ_SEED", 0x5eed_f022);
-    let count = env_u64("PVFS_FUZZ_REQUESTS", 3000);
+    let seed = common::knob("PVFS_FUZZ_SEED", 0x5eed_f022u64, |_| true);
+    let count = common::knob("PVFS_FUZZ_REQUESTS", 3000u64, |&n| {
+        (100..=100_000_000).contains(&n)
+    });
     let cluster = Cluster::builder().request_timeout("2s").start();
     let config = cluster.config().clone();
     let tc = cluster.client();
     // A real namespace, so that many requests name real objects.
-    let real: Vec<Handle> = tc.run(Duration::from_secs(60), async |c| {
+    let real: Vec<Handle> = tc.run(common::scaled(Duration::from_secs(60)), async |c| {
         let mut v = vec![c.root()];
         c.mkdir("/d", 0o755).await.unwrap();
         v.push(c.stat("/d").await.unwrap().handle);
@@ -277,17 +275,20 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     let mut rng = Rng::new(seed);
     let start = Instant::now();
     let mut errors = 0u64;
-    tc.run(Duration::from_secs(600), async |_c| {
+    // Per operation: (answered without error, answered with an error, connection
+    // closed before an answer).
+    let mut tally: std::collections::BTreeMap<&'static str, (u64, u64, u64)> = Default::default();
+    tc.run(common::scaled(Duration::from_secs(600)), async |_c| {
         let mut conns = Vec::new();
         for s in &config.servers {
             let conn = AutoTransport
-                .connect(&s.address, Duration::from_secs(2))
+                .connect(&s.address, common::scaled(Duration::from_secs(5)))
                 .await
                 .unwrap();
             conns.push(MuxConn::start(
                 conn,
                 BufPool::new(1 << 20, 4),
-                Duration::from_secs(10),
+                common::scaled(Duration::from_secs(10)),
             ));
         }
         for i in 0..count {
@@ -311,26 +312,39 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
             if conns[server].closed().is_some() {
                 let s = &config.servers[server];
                 let conn = AutoTransport
-                    .connect(&s.address, Duration::from_secs(2))
+                    .connect(&s.address, common::scaled(Duration::from_secs(5)))
                     .await
                     .unwrap();
-                conns[server] =
-                    MuxConn::start(conn, BufPool::new(1 << 20, 4), Duration::from_secs(10));
+                conns[server] = MuxConn::start(
+                    conn,
+                    BufPool::new(1 << 20, 4),
+                    common::scaled(Duration::from_secs(10)),
+                );
             }
+            let t = tally.entry(op).or_default();
             let mut call = match conns[server].call(&body, &[&data], true).await {
                 Ok(c) => c,
-                Err(_) => continue, // the server closed this connection: fine, reconnect
+                Err(_) => {
+                    // The server closed this connection: fine, the next one reconnects.
+                    t.2 += 1;
+                    continue;
+                }
             };
             // Read the whole answer (reads stream several frames).
+            let mut answered = false;
             loop {
                 match call.recv().await {
                     Ok(frame) => {
-                        if frame.header.kind == FrameKind::Response {
+                        if frame.header.kind == FrameKind::Response && !answered {
+                            answered = true;
                             let r: Response = decode(&frame.body).unwrap_or_else(|e| {
                                 panic!("request {i} ({op}): undecodable answer: {e}")
                             });
                             if matches!(r, Response::Error { .. }) {
                                 errors += 1;
+                                t.1 += 1;
+                            } else {
+                                t.0 += 1;
                             }
                         }
                         if frame.header.is_end() {
@@ -344,23 +358,62 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
                     }
                 }
             }
+            if !answered {
+                t.2 += 1;
+            }
         }
     });
     let took = start.elapsed();
     eprintln!(
-        "fuzzed {count} requests (seed {seed:#x}) in {:.1}s, {errors} answered with errors",
+        "fuzzed {count} requests (seed {seed}, {seed:#x}) in {:.1}s, {errors} answered with errors",
         took.as_secs_f64()
     );
+    for (op, (ok, err, closed)) in &tally {
+        eprintln!("  {op:>16}: {ok} ok, {err} errors, {closed} closed");
+    }
+    // Every request got a decodable answer (the connection was never closed on one),
+    // every kind was sent, the junk drew errors and the harmless requests none.
+    let (ok, err, closed) = tally
+        .values()
+        .fold((0, 0, 0), |a, t| (a.0 + t.0, a.1 + t.1, a.2 + t.2));
+    let closers: Vec<_> = tally.iter().filter(|(_, t)| t.2 > 0).collect();
+    assert_eq!(
+        closed, 0,
+        "requests left unanswered (closed connection): {closers:?}"
+    );
+    assert_eq!(ok + err, count, "answers counted");
+    assert_eq!(err, errors);
+    assert_eq!(tally.len(), 29, "request kinds sent: {:?}", tally.keys());
+    assert!(
+        errors > 0 && errors < count,
+        "{errors} of {count} requests answered with an error: junk must draw errors, \
+         pings must not"
+    );
+    for op in ["Ping", "StatFs"] {
+        assert_eq!(
+            tally[op].1, 0,
+            "{op} answered with an error: {:?}",
+            tally[op]
+        );
+    }
     cluster.assert_all_running();
     // Valid but hostile requests may have damaged the namespace (sealed shards, stray
     // entries): fsck copes with whatever they left, and afterwards a normal client works.
     let fresh = cluster.client();
-    fresh.run(Duration::from_secs(120), async |c| {
+    fresh.run(common::scaled(Duration::from_secs(120)), async |c| {
         let report = c.fsck(true, Duration::ZERO).await.unwrap();
         eprintln!(
             "fsck after fuzzing: {} problems, {} not repaired",
             report.problems.len(),
             report.unrepaired()
+        );
+        let left: Vec<_> = report.problems.iter().filter(|p| !p.repaired).collect();
+        assert!(left.is_empty(), "fsck --repair left findings: {left:?}");
+        let again = c.fsck(false, Duration::ZERO).await.unwrap();
+        assert!(
+            again.problems.is_empty(),
+            "fsck after the repair still finds: {:?}",
+            again.problems
         );
         c.mkdir("/after", 0o755).await.unwrap();
         let f = c
