@@ -9,7 +9,7 @@ use pvfs_proto::layout::Layout;
 use pvfs_proto::message::ServerInfo;
 use pvfs_proto::{
     decode, encode, Attr, CreateWhat, Creds, Datafile, Extent, LayoutSpec, ObjDetail, Regions,
-    Request, RequestBody, Response, SetAttr, Stripe, Timespec,
+    Request, RequestBody, Response, SetAttr, Stripe, Timespec, Wire,
 };
 
 fn samples() -> Vec<Vec<u8>> {
@@ -128,24 +128,55 @@ fn samples() -> Vec<Vec<u8>> {
     ]
 }
 
-/// Cases per property: 20000 in CI, `PVFS_FUZZ_CASES` for a longer session.
+/// Cases per property: 20000 by default, `PVFS_FUZZ_CASES` (decimal, or hex with 0x;
+/// at least 1) for a longer session. A value that does not parse or is 0 fails the
+/// test: a typo must not silently make it check less.
 fn cases() -> u32 {
-    std::env::var("PVFS_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+    let Ok(text) = std::env::var("PVFS_FUZZ_CASES") else {
+        return 20_000;
+    };
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => t.parse::<u32>().ok(),
+    };
+    match parsed {
+        Some(n) if n >= 1 => n,
+        Some(n) => panic!("PVFS_FUZZ_CASES={text}: {n} is out of range (at least 1)"),
+        None => panic!("PVFS_FUZZ_CASES={text} does not parse (decimal, or hex with 0x)"),
+    }
+}
+
+/// Decodes `bytes` as a `T`: an error is fine; a value must survive a round trip
+/// (encoding it and decoding that gives the same value), so a decoder that accepts
+/// bytes it cannot stand behind fails here.
+fn round_trip<T: Wire + PartialEq + std::fmt::Debug>(bytes: &[u8]) {
+    if let Ok(v) = decode::<T>(bytes) {
+        let again = encode(&v);
+        match decode::<T>(&again) {
+            Ok(w) => assert_eq!(w, v, "a decoded value changed over a round trip"),
+            Err(e) => panic!("a decoded value does not decode once re-encoded ({e}): {v:?}"),
+        }
+    }
 }
 
 fn decode_all(bytes: &[u8]) {
-    let _ = decode::<RequestBody>(bytes);
-    let _ = decode::<Response>(bytes);
-    let _ = decode::<Attr>(bytes);
-    let _ = decode::<Layout>(bytes);
-    let _ = decode::<Regions>(bytes);
+    round_trip::<RequestBody>(bytes);
+    round_trip::<Response>(bytes);
+    round_trip::<Attr>(bytes);
+    round_trip::<Layout>(bytes);
+    round_trip::<Regions>(bytes);
     if bytes.len() >= HEADER_LEN {
         let mut h = [0u8; HEADER_LEN];
         h.copy_from_slice(&bytes[..HEADER_LEN]);
-        let _ = FrameHeader::decode(&h);
+        // A header that decodes encodes back to the same 32 bytes (it has no slack).
+        if let Ok(fh) = FrameHeader::decode(&h) {
+            assert_eq!(
+                FrameHeader::decode(&fh.encode()),
+                Ok(fh),
+                "frame header round trip"
+            );
+        }
     }
 }
 

@@ -152,10 +152,13 @@ fn failing_and_panicking_jobs_leave_no_trace_while_neighbours_commit() {
     rt().block_on(async {
         let s = open(d.path());
         let (started_tx, started) = std::sync::mpsc::channel();
-        // Keeps the writer busy so the following jobs queue up and share one batch.
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        // Keeps the writer busy until the following jobs are queued (released by the
+        // last future of the join below, polled after each of them has queued its
+        // job), so they share one batch.
         let blocker = s.write(move |t| {
             started_tx.send(()).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            gate.recv().unwrap();
             t.put_entry(1, "blocker", 10, ObjKind::File);
             Ok(())
         });
@@ -183,7 +186,9 @@ fn failing_and_panicking_jobs_leave_no_trace_while_neighbours_commit() {
             t.put_entry(1, "c", h, ObjKind::Dir);
             Ok((a, h))
         });
-        let (b, a, f, p, c) = tokio::join!(blocker, ok_a, fails, panics, ok_c);
+        let (b, a, f, p, c, ()) = tokio::join!(blocker, ok_a, fails, panics, ok_c, async {
+            release.send(()).unwrap()
+        });
         started.recv().unwrap();
         b.unwrap();
         let a = a.unwrap();
@@ -567,6 +572,9 @@ fn throughput() {
         while set.join_next().await.is_some() {}
         let batched = (tasks * per) as f64 / t0.elapsed().as_secs_f64();
         println!("creates/s: 1 writer {single:.0}, {tasks} concurrent writers {batched:.0}");
+        // Every create of the measurement landed.
+        let objects = s.read().unwrap().count_objects().unwrap();
+        assert_eq!(objects, (n + tasks * per) as u64, "objects after the run");
     });
 }
 

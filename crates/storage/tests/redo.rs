@@ -312,16 +312,33 @@ fn run_case(seed: u64) {
     }
 }
 
+/// The value of test knob `name` (decimal, or hex with 0x), or `default` when unset.
+/// A value that does not parse or is below `min` fails the test: a typo must not
+/// silently make it check less (0 cases would check nothing).
+fn knob(name: &str, default: u64, min: u64) -> u64 {
+    let Ok(text) = std::env::var(name) else {
+        return default;
+    };
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse::<u64>().ok(),
+    };
+    match parsed {
+        Some(v) if v >= min => v,
+        Some(v) => panic!("{name}={text}: {v} is out of range (at least {min})"),
+        None => panic!("{name}={text} does not parse (decimal, or hex with 0x)"),
+    }
+}
+
 #[test]
 fn acknowledged_commits_survive_crashes_at_any_point() {
-    let cases: u64 = std::env::var("PVFS_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let first: u64 = std::env::var("PVFS_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let cases = knob("PVFS_FUZZ_CASES", 100, 1);
+    let first = knob("PVFS_FUZZ_SEED", 1, 0);
+    assert!(
+        first.checked_add(cases).is_some(),
+        "PVFS_FUZZ_SEED + PVFS_FUZZ_CASES overflows"
+    );
     for seed in first..first + cases {
         if std::panic::catch_unwind(|| run_case(seed)).is_err() {
             panic!("case failed: replay it with PVFS_FUZZ_SEED={seed} PVFS_FUZZ_CASES=1");
