@@ -137,8 +137,16 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::task::{Context, Poll, Waker};
+
+    /// Polls `f` once, right now: whether it is still waiting is then a fact, not a
+    /// guess after a sleep.
+    fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
 
     #[tokio::test]
     async fn overlapping_writes_wait_and_the_window_is_bounded() {
@@ -147,15 +155,18 @@ mod tests {
         let b = p.admit(100, 200).await;
         assert_eq!(p.end(), 200);
         // An overlapping write waits for the one it overlaps.
-        let p2 = p.clone();
-        let waiting = tokio::spawn(async move { p2.admit(50, 60).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "overlaps write a");
+        let waiting = p.admit(50, 60);
+        tokio::pin!(waiting);
+        assert!(poll_once(waiting.as_mut()).is_pending(), "overlaps write a");
         p.finish(b, Ok(()));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "still overlaps write a");
+        assert!(
+            poll_once(waiting.as_mut()).is_pending(),
+            "still overlaps write a"
+        );
         p.finish(a, Ok(()));
-        let c = waiting.await.expect("admitted");
+        let Poll::Ready(c) = poll_once(waiting.as_mut()) else {
+            panic!("not admitted once write a finished");
+        };
         p.finish(c, Ok(()));
         assert!(!p.busy());
         assert_eq!(p.end(), 200, "what was written stays counted");
@@ -163,12 +174,13 @@ mod tests {
         assert_eq!(p.end(), 0);
         // The window: WINDOW disjoint writes go, the next one waits.
         let ids: Vec<u64> = futures_ids(&p).await;
-        let p3 = p.clone();
-        let more = tokio::spawn(async move { p3.admit(1 << 40, (1 << 40) + 1).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!more.is_finished(), "the window is full");
+        let more = p.admit(1 << 40, (1 << 40) + 1);
+        tokio::pin!(more);
+        assert!(poll_once(more.as_mut()).is_pending(), "the window is full");
         p.finish(ids[0], Ok(()));
-        let d = more.await.expect("admitted");
+        let Poll::Ready(d) = poll_once(more.as_mut()) else {
+            panic!("not admitted once the window had room");
+        };
         for id in ids.into_iter().skip(1).chain([d]) {
             p.finish(id, Ok(()));
         }
@@ -189,12 +201,17 @@ mod tests {
         let a = p.admit(0, 10).await;
         let b = p.admit(10, 20).await;
         p.finish(a, Err(Errno::ENOSPC));
-        let p2 = p.clone();
-        let draining = tokio::spawn(async move { p2.drain().await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!draining.is_finished(), "write b is in flight");
+        let draining = p.drain();
+        tokio::pin!(draining);
+        assert!(
+            poll_once(draining.as_mut()).is_pending(),
+            "write b is in flight"
+        );
         p.finish(b, Err(Errno::EIO));
-        draining.await.expect("drained");
+        assert!(
+            poll_once(draining.as_mut()).is_ready(),
+            "drained once write b finished"
+        );
         assert_eq!(p.take_error(), Some(Errno::ENOSPC), "the first failure");
         assert_eq!(p.take_error(), None, "reported once");
     }
