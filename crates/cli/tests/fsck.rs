@@ -1,39 +1,153 @@
-//! `fsck` (issue 5 point 3): damage a file system on purpose in each way a crash or a
-//! lost disk can, and check that fsck finds it, repairs it with `repair`, and that a
-//! second check is clean.
+//! `pvfs fsck`: a file system is damaged on purpose in every way fsck knows (each
+//! `ProblemKind`), the way a crash between the steps of a multi-server operation, a
+//! lost disk or a configuration change leaves it — by raw requests to the servers and
+//! by changing a server's storage directory or the configuration, never by faking
+//! fsck's input. `pvfs fsck` must find each problem (human output, `--json`, exit
+//! status 1), change nothing without `--repair`, repair each repairable one with
+//! `--repair` (and say which it could not), and a later check must be clean (exit
+//! status 0) with the data of healthy files intact.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Cluster, Rng};
-use pvfs_client::{Client, LayoutSpec, ProblemKind};
-use pvfs_proto::{decode, encode, Creds, Request, RequestBody, Response};
+use common::{scaled, CliOutput, Cluster, Rng};
+use pvfs_client::{Client, LayoutSpec};
+use pvfs_proto::{
+    decode, encode, name_shard, Creds, Handle, ObjDetail, ObjKind, Request, RequestBody, Response,
+};
 
-async fn check(c: &Client, repair: bool) -> pvfs_client::FsckReport {
-    c.fsck(repair, Duration::ZERO).await.expect("fsck")
+/// Longest a client call or an fsck may take here.
+fn call() -> Duration {
+    scaled(Duration::from_secs(120))
 }
 
-fn kinds(r: &pvfs_client::FsckReport) -> Vec<ProblemKind> {
-    r.problems.iter().map(|p| p.kind.clone()).collect()
-}
+/// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
+/// fixes it (several names and impossible layouts are only reported: which name or
+/// which server is right cannot be known).
+const KINDS: [(&str, bool); 9] = [
+    ("DanglingEntry", true),
+    ("OrphanEntry", true),
+    ("OrphanObject", true),
+    ("MultipleNames", false),
+    ("WrongParent", true),
+    ("StaleSeal", true),
+    ("BadLayout", false),
+    ("MissingDatafile", true),
+    ("OrphanDatafile", true),
+];
 
-/// Sends one raw request (for damage the client library has no call for).
+/// Sends one raw request to server `server` (for damage the client library has no
+/// call for) and returns the answer; an error answer fails the test.
 async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> Response {
     use pvfs_transport::{AutoTransport, BufPool, MuxConn, Transport};
+    let op = request.op_name();
     let conn = AutoTransport
-        .connect(&config.servers[server].address, Duration::from_secs(5))
+        .connect(
+            &config.servers[server].address,
+            scaled(Duration::from_secs(5)),
+        )
         .await
         .unwrap();
-    let mux = MuxConn::start(conn, BufPool::new(1 << 20, 1), Duration::from_secs(5));
+    let mux = MuxConn::start(
+        conn,
+        BufPool::new(1 << 20, 1),
+        scaled(Duration::from_secs(10)),
+    );
     let body = encode(&RequestBody {
         creds: Creds::default(),
         request,
         retry: None,
     });
     let mut call = mux.call(&body, &[], true).await.unwrap();
-    decode(&call.recv().await.unwrap().body).unwrap()
+    let r: Response = decode(&call.recv().await.unwrap().body).unwrap();
+    if let Response::Error { errno, message } = &r {
+        panic!("{op} on server {server}: error {errno}: {message}");
+    }
+    r
+}
+
+/// The server holding entry `name` of directory `dir`: shard `name_shard(name)` of
+/// the directory, on the metadata server that many places after the directory's owner
+/// (the placement rule of docs/namespace.md, computed from the configuration alone).
+fn entry_server(config: &pvfs_config::Config, dir: Handle, shards: u32, name: &str) -> usize {
+    let metas = config.meta_servers();
+    let owner = config.owner_of(dir).unwrap();
+    let pos = metas.iter().position(|&m| m == owner).unwrap();
+    metas[(pos + name_shard(name, shards) as usize) % metas.len()]
+}
+
+/// The number of shards of directory `path`.
+async fn shards_of(c: &Client, path: &str) -> (Handle, u32) {
+    let a = c.stat(path).await.unwrap();
+    match a.detail {
+        ObjDetail::Dir { shards, .. } => (a.handle, shards),
+        other => panic!("{path} is not a directory: {other:?}"),
+    }
+}
+
+/// One `pvfs fsck` run, parsed: the exit code and, per problem kind, how many were
+/// found and how many of them repaired.
+struct Run {
+    out: CliOutput,
+    code: i32,
+    kinds: BTreeMap<String, (usize, usize)>,
+}
+
+/// Runs `pvfs fsck --grace 0s --json` (with `--repair` if asked) and checks the JSON
+/// is consistent with itself and with the exit status.
+fn fsck_json(cluster: &Cluster, repair: bool) -> Run {
+    let mut args = vec!["fsck", "--grace", "0s", "--json"];
+    if repair {
+        args.push("--repair");
+    }
+    let out = cluster.run_cli(&args);
+    let code = out.status.code().expect("fsck died of a signal");
+    let v = out.json_any();
+    let problems = v["problems"].as_array().expect("problems array");
+    let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut unrepaired = 0;
+    for p in problems {
+        let kind = p["kind"].as_str().expect("kind").to_string();
+        assert!(
+            p["what"].as_str().is_some_and(|w| !w.is_empty()),
+            "a problem without a description: {p}"
+        );
+        let repaired = p["repaired"].as_bool().expect("repaired");
+        assert!(repair || !repaired, "a check without --repair repaired {p}");
+        let e = kinds.entry(kind).or_default();
+        e.0 += 1;
+        if repaired {
+            e.1 += 1;
+        } else {
+            unrepaired += 1;
+        }
+    }
+    assert_eq!(v["unrepaired"].as_u64(), Some(unrepaired), "{v}");
+    for key in ["objects", "entries", "datafiles"] {
+        assert!(v[key].as_u64().is_some(), "no {key} count: {v}");
+    }
+    assert_eq!(
+        code,
+        if unrepaired == 0 { 0 } else { 1 },
+        "exit status with {unrepaired} problems left:\n{}",
+        out.stdout
+    );
+    Run { out, code, kinds }
+}
+
+/// Runs the human-readable `pvfs fsck --grace 0s`; returns its output and exit code.
+fn fsck_human(cluster: &Cluster) -> (String, i32) {
+    let out = cluster.run_cli(&["fsck", "--grace", "0s"]);
+    let code = out.status.code().expect("fsck died of a signal");
+    assert!(
+        out.stdout.starts_with("checked "),
+        "fsck's first line:\n{}",
+        out.stdout
+    );
+    (out.stdout, code)
 }
 
 #[test]
@@ -42,8 +156,9 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_f5c4);
     let big = rng.bytes(3 << 20);
+    let small = rng.bytes(200_000);
     let config = cluster.config().clone();
-    let (victim_df, victim_server) = tc.run(Duration::from_secs(120), async |c| {
+    let (victim_df, victim_server) = tc.run(call(), async |c| {
         c.mkdir_all("/a/b", 0o755).await.unwrap();
         for name in ["/a/f1", "/a/b/f2", "/a/orphan", "/a/dangling", "/big"] {
             let f = c
@@ -52,87 +167,173 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 .unwrap();
             f.write_at(0, &big).await.unwrap();
         }
+        let f = c
+            .create("/a/b/small", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, &small).await.unwrap();
         c.symlink("f1", "/a/link").await.unwrap();
         c.mkdir("/a/sealed", 0o755).await.unwrap();
-        let clean = check(&c, false).await;
-        assert!(
-            clean.problems.is_empty(),
-            "fresh file system: {:?}",
-            clean.problems
-        );
-        assert!(clean.objects >= 9 && clean.datafiles >= 20, "{clean:?}");
         let df = c.open("/big").await.unwrap().layout().datafiles[1];
         (df.handle, df.server as usize)
     });
+    let clean = fsck_json(&cluster, false);
+    assert!(
+        clean.kinds.is_empty(),
+        "fresh file system: {}",
+        clean.out.stdout
+    );
 
-    // 1. A lost datafile of a written file.
+    // MissingDatafile: a lost datafile of a written file (a lost disk).
     std::fs::remove_file(cluster.datafile_path(victim_server, victim_df)).unwrap();
-    // 2. A name dropped while its object stays (an interrupted unlink).
-    // 3. An object removed while its name stays (a dangling entry).
-    // 4. A stray datafile nobody names.
+    // OrphanDatafile: a datafile no layout names (an interrupted unlink).
     let stray = config.servers[2].handles.first + 0xfff_0000;
     std::fs::create_dir_all(cluster.datafile_path(2, stray).parent().unwrap()).unwrap();
     std::fs::write(cluster.datafile_path(2, stray), b"stray bytes").unwrap();
-    // 5. A sealed shard of a directory that still exists (an interrupted rmdir).
-    tc.run(Duration::from_secs(60), async |c| {
-        let a = c.stat("/a").await.unwrap().handle;
+    let (a, b_dir) = tc.run(call(), async |c| {
+        let (a, a_shards) = shards_of(&c, "/a").await;
+        let (b_dir, _) = shards_of(&c, "/a/b").await;
+        // OrphanObject: a name dropped while its object stays (an interrupted unlink).
         c.unlink_at(a, "orphan", true).await.unwrap();
+        // DanglingEntry: an object removed while its name stays.
         let dangling = c.stat("/a/dangling").await.unwrap().handle;
         c.remove_object(dangling).await.unwrap();
+        // StaleSeal: a sealed shard of a directory that still exists (an interrupted
+        // rmdir).
         let sealed = c.stat("/a/sealed").await.unwrap().handle;
-        let owner = config.owner_of(sealed).unwrap();
-        match raw(
+        raw(
             &config,
-            owner,
+            config.owner_of(sealed).unwrap(),
             Request::SealDir {
                 dir: sealed,
                 seal: true,
             },
         )
-        .await
-        {
-            Response::Done {} => {}
-            other => panic!("seal: {other:?}"),
-        }
+        .await;
+        // MultipleNames: a second name of /a/b/f2 in /a (an interrupted rename that
+        // had linked the new name and not yet removed the old one).
+        let f2 = c.stat("/a/b/f2").await.unwrap().handle;
+        raw(
+            &config,
+            entry_server(&config, a, a_shards, "alias"),
+            Request::LinkEntry {
+                dir: a,
+                name: "alias".into(),
+                handle: f2,
+                kind: ObjKind::File,
+                replace: None,
+            },
+        )
+        .await;
+        // OrphanEntry: an entry in a directory that does not exist (one whose rmdir
+        // removed the object but not, on another server, this entry).
+        let ghost = config.servers[1].handles.first + 0xabc_0000;
+        let f1 = c.stat("/a/f1").await.unwrap().handle;
+        raw(
+            &config,
+            config.owner_of(ghost).unwrap(),
+            Request::LinkEntry {
+                dir: ghost,
+                name: "lost".into(),
+                handle: f1,
+                kind: ObjKind::File,
+                replace: None,
+            },
+        )
+        .await;
+        // WrongParent: /a/b records the root as its parent while /a names it (an
+        // interrupted rename of a directory).
+        raw(
+            &config,
+            config.owner_of(b_dir).unwrap(),
+            Request::SetParent {
+                dir: b_dir,
+                parent: c.root(),
+            },
+        )
+        .await;
+        (a, b_dir)
     });
 
-    let found = tc.run(Duration::from_secs(120), async |c| check(&c, false).await);
-    let mut k = kinds(&found);
-    k.sort_by_key(|k| format!("{k:?}"));
-    for want in [
-        ProblemKind::MissingDatafile,
-        ProblemKind::OrphanObject,
-        ProblemKind::DanglingEntry,
-        ProblemKind::OrphanDatafile,
-        ProblemKind::StaleSeal,
-    ] {
+    // Found: every kind but BadLayout (its own test), in JSON and in words, exit 1.
+    let found = fsck_json(&cluster, false);
+    for (kind, _) in KINDS.iter().filter(|(k, _)| *k != "BadLayout") {
         assert!(
-            k.contains(&want),
-            "fsck missed {want:?}; found {:?}",
-            found.problems
+            found.kinds.contains_key(*kind),
+            "fsck missed {kind}:\n{}",
+            found.out.stdout
         );
     }
+    assert_eq!(found.code, 1);
+    let (text, code) = fsck_human(&cluster);
+    assert_eq!(code, 1, "{text}");
+    let total: usize = found.kinds.values().map(|k| k.0).sum();
+    for (kind, (n, _)) in &found.kinds {
+        let lines = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("found  {kind}: ")))
+            .count();
+        assert_eq!(lines, *n, "{kind} lines in the human output:\n{text}");
+    }
     assert!(
-        found.problems.iter().all(|p| !p.repaired),
-        "a check without repair changed something"
+        text.lines().last() == Some(&format!("{total} problems (run with --repair to fix them)")),
+        "the summary line:\n{text}"
     );
     // Read-only: the same problems are still there.
-    let again = tc.run(Duration::from_secs(120), async |c| check(&c, false).await);
-    assert_eq!(again.problems.len(), found.problems.len());
-
-    let repaired = tc.run(Duration::from_secs(120), async |c| check(&c, true).await);
-    assert_eq!(repaired.unrepaired(), 0, "{:?}", repaired.problems);
-    let clean = tc.run(Duration::from_secs(120), async |c| check(&c, false).await);
-    assert!(
-        clean.problems.is_empty(),
-        "after repair: {:?}",
-        clean.problems
+    let again = fsck_json(&cluster, false);
+    assert_eq!(
+        again.kinds, found.kinds,
+        "a check without --repair changed something"
     );
 
-    // The repaired file system works: the stray file is gone, the lost stripe reads as
-    // zeros, the unsealed directory takes new entries, the rest is intact.
+    // --repair: every repairable kind repaired, the others left and said so.
+    let repaired = fsck_json(&cluster, true);
+    assert_eq!(
+        repaired.kinds.keys().collect::<Vec<_>>(),
+        found.kinds.keys().collect::<Vec<_>>()
+    );
+    for (kind, (n, fixed)) in &repaired.kinds {
+        let repairable = KINDS.iter().find(|(k, _)| k == kind).unwrap().1;
+        let want = if repairable { *n } else { 0 };
+        assert_eq!(
+            *fixed, want,
+            "{kind}: {fixed} of {n} repaired:\n{}",
+            repaired.out.stdout
+        );
+    }
+    assert_eq!(repaired.code, 1, "MultipleNames is left: exit status 1");
+    // What is left: only the second name, reported in words as found.
+    let (text, code) = fsck_human(&cluster);
+    assert_eq!(code, 1, "{text}");
+    let left: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(
+        left.len(),
+        2,
+        "only MultipleNames and the summary left:\n{text}"
+    );
+    assert!(
+        left[0].trim_start().starts_with("found  MultipleNames: "),
+        "{text}"
+    );
+    assert_eq!(
+        left[1], "1 problems (run with --repair to fix them)",
+        "{text}"
+    );
+
+    // The wrong name removed by hand (its object stays): clean, exit status 0.
+    tc.run(call(), async |c| {
+        c.unlink_at(a, "alias", true).await.unwrap();
+    });
+    let clean = fsck_json(&cluster, false);
+    assert!(clean.kinds.is_empty(), "after repair: {}", clean.out.stdout);
+    let (text, code) = fsck_human(&cluster);
+    assert_eq!((code, text.lines().last()), (0, Some("clean")), "{text}");
+
+    // The repaired file system works and healthy data is intact: the stray datafile
+    // is gone, the lost stripe reads as zeros, the unsealed directory takes new
+    // entries, /a/b records /a as its parent, the rest is byte for byte as written.
     assert!(!cluster.datafile_path(2, stray).exists());
-    tc.run(Duration::from_secs(60), async |c| {
+    tc.run(call(), async |c| {
         let f = c.open("/big").await.unwrap();
         let mut got = vec![0u8; big.len()];
         assert_eq!(f.read_at(0, &mut got).await.unwrap(), big.len());
@@ -147,10 +348,115 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             .unwrap();
         assert!(c.stat("/a/dangling").await.is_err());
         assert!(c.stat("/a/orphan").await.is_err());
-        let f1 = c.open("/a/f1").await.unwrap();
-        let mut got = vec![0u8; big.len()];
-        f1.read_at(0, &mut got).await.unwrap();
-        assert_eq!(got, big);
+        assert!(c.stat("/a/alias").await.is_err());
+        match c.stat("/a/b").await.unwrap().detail {
+            ObjDetail::Dir { parent, .. } => assert_eq!(parent, a, "/a/b's parent"),
+            other => panic!("/a/b: {other:?}"),
+        }
+        assert_eq!(c.stat("/a/b").await.unwrap().handle, b_dir);
+        for (path, want) in [("/a/f1", &big), ("/a/b/f2", &big), ("/a/b/small", &small)] {
+            let f = c.open(path).await.unwrap();
+            let mut got = vec![0u8; want.len() + 1];
+            let n = f.read_at(0, &mut got).await.unwrap();
+            got.truncate(n);
+            common::assert_bytes_eq(&got, want, path);
+        }
+        assert_eq!(c.readlink("/a/link").await.unwrap(), "f1");
+    });
+}
+
+#[test]
+fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
+    // Five servers, s4 data only; /wide has a datafile on s4, /narrow does not.
+    let cluster = Cluster::builder().servers(5).meta_servers(4).start();
+    let mut rng = Rng::new(0x5eed_ba1a);
+    let wide = rng.bytes(1 << 20);
+    let narrow = rng.bytes(600_000);
+    let tc = cluster.client();
+    tc.run(call(), async |c| {
+        let w = c
+            .create("/wide", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        w.write_at(0, &wide).await.unwrap();
+        assert!(w.layout().datafiles.iter().any(|d| d.server == 4));
+        let spec = LayoutSpec {
+            stripe_size: None,
+            stripe_count: Some(4),
+            base: Some(0),
+        };
+        let n = c.create("/narrow", 0o644, spec, true).await.unwrap();
+        n.write_at(0, &narrow).await.unwrap();
+        assert!(n.layout().datafiles.iter().all(|d| d.server < 4));
+    });
+    drop(tc);
+    assert!(fsck_json(&cluster, false).kinds.is_empty());
+
+    // s4 is taken out of the configuration (an administrator's mistake: its data was
+    // not moved first). The other servers restart with the new configuration.
+    for name in cluster.names() {
+        cluster.stop_clean(&name);
+    }
+    let full = std::fs::read_to_string(cluster.config_path()).unwrap();
+    let at = full
+        .find("[[servers]]\nname = \"s4\"")
+        .expect("s4's section");
+    let without = full[..at]
+        .replace("stripe_count = 5", "stripe_count = 4")
+        .trim_end()
+        .to_string()
+        + "\n";
+    std::fs::write(cluster.config_path(), &without).unwrap();
+    for name in ["s0", "s1", "s2", "s3"] {
+        cluster.restart(name);
+    }
+
+    let found = fsck_json(&cluster, false);
+    assert_eq!(
+        found.kinds.keys().collect::<Vec<_>>(),
+        ["BadLayout"],
+        "{}",
+        found.out.stdout
+    );
+    assert!(
+        found.out.stdout.contains("cannot be on server 4"),
+        "{}",
+        found.out.stdout
+    );
+    let (text, code) = fsck_human(&cluster);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("found  BadLayout: "), "{text}");
+    // --repair cannot know where the data went: reported, not repaired.
+    let repaired = fsck_json(&cluster, true);
+    assert_eq!(repaired.kinds.get("BadLayout").map(|k| k.1), Some(0));
+    let out = cluster.run_cli(&["fsck", "--grace", "0s", "--repair"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.contains("NOT REPAIRED  BadLayout: "),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("not repaired"), "{}", out.stdout);
+
+    // Fixed by hand (s4 back in the configuration): clean, and both files intact.
+    for name in ["s0", "s1", "s2", "s3"] {
+        cluster.stop_clean(name);
+    }
+    std::fs::write(cluster.config_path(), &full).unwrap();
+    for name in cluster.names() {
+        cluster.restart(&name);
+    }
+    let clean = fsck_json(&cluster, false);
+    assert!(clean.kinds.is_empty(), "{}", clean.out.stdout);
+    let tc = cluster.client();
+    tc.run(call(), async |c| {
+        for (path, want) in [("/wide", &wide), ("/narrow", &narrow)] {
+            let f = c.open(path).await.unwrap();
+            let mut got = vec![0u8; want.len() + 1];
+            let n = f.read_at(0, &mut got).await.unwrap();
+            got.truncate(n);
+            common::assert_bytes_eq(&got, want, path);
+        }
     });
 }
 
@@ -159,8 +465,12 @@ fn fsck_refuses_to_judge_with_a_server_down() {
     let cluster = Cluster::builder().request_timeout("2s").start();
     cluster.kill("s1", libc::SIGKILL);
     let tc = cluster.client();
-    let err = tc.run(Duration::from_secs(30), async |c| {
+    let err = tc.run(scaled(Duration::from_secs(30)), async |c| {
         c.fsck(false, Duration::ZERO).await.unwrap_err()
     });
     assert!(common::is_server_down_errno(err.errno), "{err:?}");
+    // The command says so and exits non-zero, with no verdict on stdout.
+    let out = cluster.run_cli(&["fsck", "--grace", "0s"]);
+    out.err_line();
+    assert!(!out.stdout.contains("clean"), "{}", out.stdout);
 }

@@ -221,10 +221,7 @@ impl Client {
             if let ObjDetail::File { layout } = &a.detail {
                 for (i, df) in layout.datafiles.iter().enumerate() {
                     let server = df.server as usize;
-                    let ok = self.config().servers.get(server).is_some_and(|s| {
-                        s.roles.contains(pvfs_proto::Roles::DATA) && s.handles.contains(df.handle)
-                    });
-                    if !ok {
+                    if !self.can_hold(df) {
                         add(
                             ProblemKind::BadLayout,
                             format!(
@@ -278,7 +275,10 @@ impl Client {
                     .or_default()
                     .insert(df.handle);
             }
-            if layout.datafiles.iter().all(present) {
+            // A layout reported above as impossible cannot be asked about its sizes.
+            if layout.datafiles.iter().all(present)
+                || !layout.datafiles.iter().all(|df| self.can_hold(df))
+            {
                 continue;
             }
             let all: Vec<usize> = (0..layout.datafiles.len()).collect();
@@ -333,6 +333,17 @@ impl Client {
             }
         }
         Ok(report)
+    }
+
+    /// Whether the configuration has a data server that can hold datafile `df` (the
+    /// server exists, has the data role and owns the handle's range).
+    fn can_hold(&self, df: &pvfs_proto::Datafile) -> bool {
+        self.config()
+            .servers
+            .get(df.server as usize)
+            .is_some_and(|s| {
+                s.roles.contains(pvfs_proto::Roles::DATA) && s.handles.contains(df.handle)
+            })
     }
 
     fn server_name(&self, i: usize) -> &str {
