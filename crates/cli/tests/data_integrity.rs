@@ -1,6 +1,6 @@
 //! Data integrity: many clients write one file at random offsets and sizes, other
 //! clients read it back byte-exact, and every datafile on disk holds exactly its share
-//! of the stripes (issue 2, point 9: the first two bullets).
+//! of the stripes.
 //!
 //! Every check compares with an in-memory model: a byte array with the written bytes
 //! and zeros in the holes, and the list of written extents. The stripe arithmetic used
@@ -20,7 +20,9 @@ use pvfs_proto::Extent;
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 /// Longest any one client call of these tests may take.
-const CALL: Duration = Duration::from_secs(120);
+fn call() -> Duration {
+    common::scaled(Duration::from_secs(120))
+}
 
 /// What the file must hold.
 struct Model {
@@ -109,9 +111,9 @@ fn with_own_client<T>(cluster: &Cluster, f: impl AsyncFnOnce(Client) -> T) -> T 
 }
 
 async fn timed<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(CALL, fut).await {
+    match tokio::time::timeout(call(), fut).await {
         Ok(v) => v,
-        Err(_) => panic!("{what}: did not return within {CALL:?}"),
+        Err(_) => panic!("{what}: did not return within {:?}", call()),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `pvfs stop --now` (seed 003's emergency stop): servers exit at once, clients get an
+//! `pvfs stop --now` (the emergency stop): servers exit at once, clients get an
 //! error immediately instead of hanging, and a restart serves everything that was
 //! acknowledged as durable.
 
@@ -17,7 +17,7 @@ fn emergency_stop_fails_clients_at_once_and_loses_nothing_acknowledged() {
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_00e5);
     let durable = rng.bytes(24 << 20);
-    tc.run(Duration::from_secs(60), async |c| {
+    tc.run(common::scaled(Duration::from_secs(60)), async |c| {
         c.mkdir("/keep", 0o755).await.unwrap();
         let f = c
             .create("/keep/durable", 0o644, LayoutSpec::default(), true)
@@ -50,22 +50,24 @@ fn emergency_stop_fails_clients_at_once_and_loses_nothing_acknowledged() {
             }
         })
     });
-    common::poll("the writer to get going", Duration::from_secs(30), || {
-        started.load(Ordering::Acquire).then_some(())
-    });
+    common::poll(
+        "the writer to get going",
+        common::scaled(Duration::from_secs(30)),
+        || started.load(Ordering::Acquire).then_some(()),
+    );
 
     let t0 = Instant::now();
     let out = cluster.run_cli(&["stop", "--now"]);
     out.ok();
     let stop_took = t0.elapsed();
     assert!(
-        stop_took < Duration::from_secs(3),
+        stop_took < common::scaled(Duration::from_secs(3)),
         "stop --now took {stop_took:?}"
     );
     let (failed_at, err) = writer.join().unwrap();
     let waited = failed_at.saturating_duration_since(t0);
     assert!(
-        waited < Duration::from_secs(2),
+        waited < common::scaled(Duration::from_secs(2)),
         "the writer noticed the emergency stop only after {waited:?}"
     );
     assert!(
@@ -86,7 +88,7 @@ fn emergency_stop_fails_clients_at_once_and_loses_nothing_acknowledged() {
     // Everything acknowledged is there after a restart.
     cluster.start_all();
     let fresh = cluster.client();
-    let got = fresh.run(Duration::from_secs(60), async |c| {
+    let got = fresh.run(common::scaled(Duration::from_secs(60)), async |c| {
         let f = c.open("/keep/durable").await.unwrap();
         let mut buf = vec![0u8; durable.len() + 10];
         let n = f.read_at(0, &mut buf).await.unwrap();

@@ -73,12 +73,18 @@ fn run_semantics(cmd: &mut Command, who: &str, m: &Mount) {
 
 #[test]
 fn posix_semantics_as_root_and_as_an_unprivileged_user() {
-    semantics_on(&["--allow-other"]);
+    semantics_on(
+        "posix_semantics_as_root_and_as_an_unprivileged_user",
+        &["--allow-other"],
+    );
 }
 
 #[test]
 fn posix_semantics_without_the_page_cache() {
-    semantics_on(&["--allow-other", "--direct-io"]);
+    semantics_on(
+        "posix_semantics_without_the_page_cache",
+        &["--allow-other", "--direct-io"],
+    );
 }
 
 #[test]
@@ -86,11 +92,31 @@ fn posix_semantics_with_write_behind() {
     // Writes answered before the servers have them: every check must still hold
     // for the programs of this mount (they read their own writes, see the sizes they
     // wrote, and truncation, fsync and close wait for the writes in flight).
-    semantics_on(&["--allow-other", "--write-behind"]);
+    semantics_on(
+        "posix_semantics_with_write_behind",
+        &["--allow-other", "--write-behind"],
+    );
 }
 
-/// Runs the semantics checker as root and as uid 65534 on a mount with `opts`.
-fn semantics_on(opts: &[&str]) {
+/// Runs the semantics checker as root and as uid 65534 on a mount with `opts` (test
+/// `test` is skipped, with the reason, without root, `cc` or `setpriv`).
+fn semantics_on(test: &str, opts: &[&str]) {
+    if !common::is_root() {
+        common::skip(
+            test,
+            "running the checker as root and as uid 65534 needs root",
+        );
+        return;
+    }
+    for tool in ["cc", "setpriv"] {
+        if !common::have_command(tool) {
+            common::skip(
+                test,
+                &format!("`{tool}` is not installed (scripts/install-deps)"),
+            );
+            return;
+        }
+    }
     let cluster = Cluster::start();
     let m = Mount::start(&cluster, opts);
     let exe = build_semantics(m.scratch());

@@ -1,4 +1,4 @@
-//! Real programs on the FUSE mount (issue 3, point 3): each test starts real servers,
+//! Real programs on the FUSE mount: each test starts real servers,
 //! mounts them in a temporary directory and runs unmodified tools there, comparing
 //! what they produce with the same work done on the local disk:
 //!
@@ -25,18 +25,25 @@ use std::time::Duration;
 use common::Cluster;
 use mount::{run_for, sh, Mount};
 
-/// Longest any program on the mount may take in these tests.
-const CMD: Duration = Duration::from_secs(180);
+/// Longest any program on the mount may take in these tests (scaled by
+/// `PVFS_TEST_SLOWDOWN`).
+fn cmd_deadline() -> Duration {
+    common::scaled(Duration::from_secs(180))
+}
 
-/// Fails the test with a clear message when `tool` is not installed.
-fn require_tool(tool: &str) {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(found, "`{tool}` is not installed: run scripts/install-deps");
+/// Whether every tool of `tools` is installed; if not, test `test` is skipped with
+/// the reason (under `CI=true` that fails it) and the caller returns.
+fn have_tools(test: &str, tools: &[&str]) -> bool {
+    match tools.iter().find(|t| !common::have_command(t)) {
+        None => true,
+        Some(t) => {
+            common::skip(
+                test,
+                &format!("`{t}` is not installed (scripts/install-deps installs it)"),
+            );
+            false
+        }
+    }
 }
 
 /// This repository's source tree (the crates), a real tree of sources to copy.
@@ -48,13 +55,19 @@ fn source_tree() -> PathBuf {
 /// `sh -c SCRIPT` in directory `dir`, asserting success; returns stdout.
 #[track_caller]
 fn sh_in(dir: &Path, script: &str) -> String {
-    sh(&format!("cd '{}' && {script}", dir.display()), CMD)
+    sh(
+        &format!("cd '{}' && {script}", dir.display()),
+        cmd_deadline(),
+    )
 }
 
 #[test]
 fn a_source_tree_survives_cp_tar_find_du_and_rm() {
-    for t in ["cp", "diff", "tar", "find", "du", "ls", "rm"] {
-        require_tool(t);
+    if !have_tools(
+        "a_source_tree_survives_cp_tar_find_du_and_rm",
+        &["cp", "diff", "tar", "find", "du", "ls", "rm"],
+    ) {
+        return;
     }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
@@ -64,7 +77,7 @@ fn a_source_tree_survives_cp_tar_find_du_and_rm() {
     // the test runs).
     sh(
         &format!("cp -a {} {}/src", source_tree().display(), l.display()),
-        CMD,
+        cmd_deadline(),
     );
     let src = l.join("src");
     let mp = m.path().to_path_buf();
@@ -76,7 +89,7 @@ fn a_source_tree_survives_cp_tar_find_du_and_rm() {
             s = src.display(),
             m = mp.display()
         ),
-        CMD,
+        cmd_deadline(),
     );
     let files_local = sh_in(&src, "find . -type f | wc -l");
     let files_mount = sh_in(&mp.join("src"), "find . -type f | wc -l");
@@ -95,7 +108,7 @@ fn a_source_tree_survives_cp_tar_find_du_and_rm() {
             m = mp.display(),
             l = l.display()
         ),
-        CMD,
+        cmd_deadline(),
     );
     // The archive of the mount's tree lists the same members as one of the local tree.
     let members = |dir: &Path| {
@@ -160,7 +173,9 @@ fn a_source_tree_survives_cp_tar_find_du_and_rm() {
 
 #[test]
 fn git_works_inside_the_mount() {
-    require_tool("git");
+    if !have_tools("git_works_inside_the_mount", &["git"]) {
+        return;
+    }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
     let repo = m.join("repo");
@@ -181,7 +196,7 @@ fn git_works_inside_the_mount() {
             source_tree().display(),
             repo.display()
         ),
-        CMD,
+        cmd_deadline(),
     );
     git("add -A");
     git("commit -q -m 'first: the protocol crate'");
@@ -218,7 +233,7 @@ fn git_works_inside_the_mount() {
             repo.display(),
             local.path().display()
         ),
-        CMD,
+        cmd_deadline(),
     );
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
@@ -226,8 +241,11 @@ fn git_works_inside_the_mount() {
 
 #[test]
 fn make_builds_a_c_project_and_its_binary_runs() {
-    for t in ["make", "cc"] {
-        require_tool(t);
+    if !have_tools(
+        "make_builds_a_c_project_and_its_binary_runs",
+        &["make", "cc"],
+    ) {
+        return;
     }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
@@ -268,11 +286,17 @@ fn make_builds_a_c_project_and_its_binary_runs() {
     // Timestamps are right: nothing to do right after a build...
     let again = sh_in(&proj, "make 2>&1");
     assert!(again.contains("up to date"), "{again}");
-    // ...and after a source changes, only its object and the binary are rebuilt.
-    std::thread::sleep(Duration::from_millis(20));
-    sh_in(
-        &proj,
-        "sed -i 's/11}/13}/; s/7, /17, /' table.c && touch table.c",
+    // ...and after a source changes, only its object and the binary are rebuilt (make
+    // compares modification times: table.c is touched until it is newer than table.o).
+    sh_in(&proj, "sed -i 's/11}/13}/; s/7, /17, /' table.c");
+    let mtime = |f: &str| std::fs::metadata(proj.join(f)).unwrap().modified().unwrap();
+    common::poll(
+        "table.c to be newer than table.o",
+        common::scaled(Duration::from_secs(10)),
+        || {
+            sh_in(&proj, "touch table.c");
+            (mtime("table.c") > mtime("table.o")).then_some(())
+        },
     );
     let rebuilt = sh_in(&proj, "make 2>&1");
     assert!(rebuilt.contains("table.o"), "{rebuilt}");
@@ -324,14 +348,22 @@ print("ok")
 
 #[test]
 fn sqlite_databases_work_in_journal_and_wal_modes() {
-    require_tool("python3");
+    if !have_tools(
+        "sqlite_databases_work_in_journal_and_wal_modes",
+        &["python3"],
+    ) {
+        return;
+    }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
     let local = tempfile::tempdir().unwrap();
     let script = local.path().join("db.py");
     std::fs::write(&script, SQLITE_SCRIPT).unwrap();
     let sqlite = |db: &Path, mode: &str, what: &str| {
-        let out = run_for(Command::new("python3").arg(&script).arg(db).arg(mode), CMD);
+        let out = run_for(
+            Command::new("python3").arg(&script).arg(db).arg(mode),
+            cmd_deadline(),
+        );
         assert!(
             out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
             "sqlite in {mode} mode{what}: {}\n{}",
@@ -345,7 +377,9 @@ fn sqlite_databases_work_in_journal_and_wal_modes() {
     // Another client sees the database files with their full size.
     let tc = cluster.client();
     let on_mount = std::fs::metadata(m.join("delete.db")).unwrap().len();
-    let st = tc.run(CMD, async |c| c.stat("/delete.db").await.unwrap());
+    let st = tc.run(cmd_deadline(), async |c| {
+        c.stat("/delete.db").await.unwrap()
+    });
     assert_eq!(st.size, on_mount);
     assert!(on_mount > 100_000);
     let st = m.unmount();
@@ -360,7 +394,12 @@ fn sqlite_databases_work_in_journal_and_wal_modes() {
 
 #[test]
 fn fio_sequential_io_verifies_before_and_after_a_remount() {
-    require_tool("fio");
+    if !have_tools(
+        "fio_sequential_io_verifies_before_and_after_a_remount",
+        &["fio"],
+    ) {
+        return;
+    }
     let cluster = Cluster::start();
     let fio = |dir: &Path, rw: &str, jobs: u32, extra: &str| {
         sh(
@@ -369,7 +408,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
                  --verify=crc32c --verify_state_save=0 --group_reporting --output-format=terse {extra}",
                 dir.display()
             ),
-            CMD,
+            cmd_deadline(),
         )
     };
     let mut m = Mount::start(&cluster, &[]);
@@ -397,7 +436,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
     fio(&m.join("behind"), "read", 1, "--verify_only=1");
     // dd reads the same bytes as the other client does.
     let tc = cluster.client();
-    let whole = tc.run(CMD, async |c| {
+    let whole = tc.run(cmd_deadline(), async |c| {
         let f = c.open("/four/seq.2.0").await.unwrap();
         let mut buf = vec![0u8; 48 << 20];
         let n = f.read_at(0, &mut buf).await.unwrap();
@@ -419,7 +458,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
             "printf 'X' | dd of={} bs=1 seek=5000000 conv=notrunc status=none",
             f.display()
         ),
-        CMD,
+        cmd_deadline(),
     );
     let out = run_for(
         Command::new("sh").arg("-c").arg(format!(
@@ -427,7 +466,7 @@ fn fio_sequential_io_verifies_before_and_after_a_remount() {
              --verify=crc32c --verify_state_save=0 --verify_only=1 --output-format=terse",
             m.join("one").display()
         )),
-        CMD,
+        cmd_deadline(),
     );
     assert!(!out.status.success(), "fio missed a corrupted block");
     let st = m.unmount();

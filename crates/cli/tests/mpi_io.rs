@@ -1,4 +1,4 @@
-//! MPI-IO on the FUSE mount (issue 3, point 6): `tests/mpi/stripes.c`, built here with
+//! MPI-IO on the FUSE mount: `tests/mpi/stripes.c`, built here with
 //! MPICH's `mpicc`, runs as 4 ranks under `mpiexec`. Each rank writes its blocks of one
 //! shared file through a strided file view with `MPI_File_write_at_all`, reads them
 //! back with `MPI_File_read_at_all` and verifies them (ROMIO's generic `ufs:` driver on
@@ -19,8 +19,10 @@ use std::time::Duration;
 use common::Cluster;
 use mount::{run_for, Mount};
 
-/// Longest an MPI run may take.
-const RUN: Duration = Duration::from_secs(180);
+/// Longest an MPI run may take (scaled by `PVFS_TEST_SLOWDOWN`).
+fn run_deadline() -> Duration {
+    common::scaled(Duration::from_secs(180))
+}
 const RANKS: u64 = 4;
 
 /// The byte rank `rank` writes at index `i` of its block number `b` (as stripes.c).
@@ -37,7 +39,7 @@ fn build(dir: &Path) -> std::path::PathBuf {
             .args(["-O2", "-Wall", "-o"])
             .arg(&exe)
             .arg(&src),
-        RUN,
+        run_deadline(),
     );
     assert!(
         out.status.success(),
@@ -59,7 +61,7 @@ fn run(exe: &Path, file: &Path, block: u64, blocks: u64, hints: Option<&Path>) -
     if let Some(h) = hints {
         cmd.env("ROMIO_HINTS", h);
     }
-    let out = run_for(&mut cmd, RUN);
+    let out = run_for(&mut cmd, run_deadline());
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && stdout.contains("verified=yes"),
@@ -72,6 +74,15 @@ fn run(exe: &Path, file: &Path, block: u64, blocks: u64, hints: Option<&Path>) -
 
 #[test]
 fn mpi_io_strided_collective_writes_and_reads_on_the_mount() {
+    for tool in ["mpicc", "mpiexec"] {
+        if !common::have_command(tool) {
+            common::skip(
+                "mpi_io_strided_collective_writes_and_reads_on_the_mount",
+                &format!("{tool} is not installed (scripts/install-deps installs mpich)"),
+            );
+            return;
+        }
+    }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
     let local = tempfile::tempdir().unwrap();
@@ -95,7 +106,7 @@ fn mpi_io_strided_collective_writes_and_reads_on_the_mount() {
         let line = run(&exe, &m.join(name), block, blocks, h);
         eprintln!("{name}: {}", line.trim());
         let want_len = RANKS * block * blocks;
-        let got = tc.run(RUN, async |c| {
+        let got = tc.run(run_deadline(), async |c| {
             let f = c.open(&format!("/{name}")).await.unwrap();
             let mut buf = vec![0u8; want_len as usize + 1];
             let n = f.read_at(0, &mut buf).await.unwrap();

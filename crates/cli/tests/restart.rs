@@ -1,4 +1,4 @@
-//! The namespace and the data survive restarts (issue 2, point 9): a clean stop
+//! The namespace and the data survive restarts: a clean stop
 //! (SIGTERM) and a crash (SIGKILL) of every server in turn, of all servers at once,
 //! and a `pvfs stop` / `pvfs start` round trip. After each, the whole tree (kinds,
 //! handles, modes, layouts, sizes, link targets) and every file's bytes are checked
@@ -17,7 +17,9 @@ use pvfs_proto::ObjDetail;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-const CALL: Duration = Duration::from_secs(60);
+fn call() -> Duration {
+    common::scaled(Duration::from_secs(60))
+}
 
 /// What the tree looks like: one entry per path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,7 +138,7 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
     let y = rng.bytes((64 * KIB + 1) as usize);
     let sparse_tail = rng.bytes(100);
     let trunc = rng.bytes((2 * MIB) as usize);
-    tc.run(CALL * 4, async |c| {
+    tc.run(call() * 4, async |c| {
         c.mkdir_all("/a/b/c", 0o755).await.unwrap();
         c.mkdir("/docs", 0o750).await.unwrap();
         c.set_dir_layout(
@@ -224,7 +226,7 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
         files.insert(format!("/many/n{i:03}"), Vec::new());
     }
 
-    let tree = tc.run(CALL, async |c| snapshot(&c).await);
+    let tree = tc.run(call(), async |c| snapshot(&c).await);
     // The tree is what was built.
     let names: Vec<&str> = tree
         .keys()
@@ -311,7 +313,7 @@ where
 
 /// Checks the tree and every file's bytes through `tc`'s client.
 fn verify(tc: &TestClient, exp: &Expected, when: &str) {
-    tc.run(CALL * 2, async |c| {
+    tc.run(call() * 2, async |c| {
         let tree = snapshot(&c).await;
         if tree != exp.tree {
             for (p, n) in &exp.tree {
@@ -351,11 +353,11 @@ fn verify(tc: &TestClient, exp: &Expected, when: &str) {
 fn add_file(tc: &TestClient, exp: &mut Expected, rng: &mut Rng, path: &str) {
     let len = rng.range(1, 300 * KIB);
     let data = rng.bytes(len as usize);
-    tc.run(CALL, async |c| {
+    tc.run(call(), async |c| {
         put(&c, path, LayoutSpec::default(), &data).await
     });
     exp.files.insert(path.to_string(), data);
-    exp.tree = tc.run(CALL, async |c| snapshot(&c).await);
+    exp.tree = tc.run(call(), async |c| snapshot(&c).await);
 }
 
 #[test]
@@ -450,7 +452,7 @@ fn pvfs_stop_and_pvfs_start_round_trip() {
     let down = cluster.run_cli(&["ping"]);
     down.err_line();
     assert!(
-        down.elapsed < Duration::from_secs(5),
+        down.elapsed < common::scaled(Duration::from_secs(5)),
         "ping of stopped servers took {:?}",
         down.elapsed
     );
