@@ -67,7 +67,18 @@ fn run_semantics(cmd: &mut Command, who: &str, m: &Mount) {
         String::from_utf8_lossy(&out.stderr),
         m.log_text()
     );
+    // "# N checks, M failed": the checker ran its checks (not none) and all held.
     let summary = text.lines().last().unwrap_or("");
+    let nums: Vec<u64> = summary
+        .trim_start_matches("# ")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert!(
+        summary.starts_with("# ") && nums.len() == 2 && nums[0] > 0 && nums[1] == 0,
+        "semantics as {who}: summary {summary:?}"
+    );
     eprintln!("semantics as {who}: {summary}");
 }
 
