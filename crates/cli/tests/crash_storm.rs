@@ -177,8 +177,14 @@ fn acknowledged_operations_survive_random_server_kills() {
          (replay with PVFS_CRASH_SEED={seed})"
     );
     let cluster = Cluster::builder()
-        .request_timeout("2s")
-        .connect_timeout("1s")
+        .request_timeout(&format!(
+            "{}ms",
+            common::scaled(Duration::from_secs(2)).as_millis()
+        ))
+        .connect_timeout(&format!(
+            "{}ms",
+            common::scaled(Duration::from_secs(1)).as_millis()
+        ))
         .start();
     let names = cluster.names();
     let clients = 4;

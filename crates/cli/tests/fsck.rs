@@ -462,7 +462,12 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
 
 #[test]
 fn fsck_refuses_to_judge_with_a_server_down() {
-    let cluster = Cluster::builder().request_timeout("2s").start();
+    let cluster = Cluster::builder()
+        .request_timeout(&format!(
+            "{}ms",
+            common::scaled(Duration::from_secs(2)).as_millis()
+        ))
+        .start();
     cluster.kill("s1", libc::SIGKILL);
     let tc = cluster.client();
     let err = tc.run(scaled(Duration::from_secs(30)), async |c| {

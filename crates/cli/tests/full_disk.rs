@@ -69,7 +69,10 @@ fn a_full_data_server_gives_enospc_and_recovers() {
     // s3 holds data only, so the metadata of the file system lives elsewhere.
     let cluster = Cluster::builder()
         .meta_servers(3)
-        .request_timeout("5s")
+        .request_timeout(&format!(
+            "{}ms",
+            common::scaled(Duration::from_secs(5)).as_millis()
+        ))
         .configure();
     let s3 = cluster.storage("s3");
     std::fs::create_dir_all(&s3).unwrap();

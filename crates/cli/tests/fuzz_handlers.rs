@@ -253,7 +253,12 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     let count = common::knob("PVFS_FUZZ_REQUESTS", 3000u64, |&n| {
         (100..=100_000_000).contains(&n)
     });
-    let cluster = Cluster::builder().request_timeout("2s").start();
+    let cluster = Cluster::builder()
+        .request_timeout(&format!(
+            "{}ms",
+            common::scaled(Duration::from_secs(2)).as_millis()
+        ))
+        .start();
     let config = cluster.config().clone();
     let tc = cluster.client();
     // A real namespace, so that many requests name real objects.
