@@ -5,8 +5,8 @@
 //!
 //! - `/srv/`, `/etc/` and `/mnt/` become directories of a temporary directory;
 //! - `--port 7000` becomes a block of ports reserved for this test;
-//! - `cargo build --release && export PATH=$PWD/target/release:$PATH` becomes a `PATH`
-//!   with the `pvfs` binary under test (tests never build: `scripts/test` did).
+//! - the build command goes, and `export PATH=$PWD/target/release:$PATH` puts the
+//!   `pvfs` binary under test on `PATH` (tests never build: `scripts/test` did).
 //!
 //! The mount block needs `/dev/fuse` (root here; elsewhere it is skipped with a reason,
 //! which fails under `CI=true`). Whatever the script leaves running or mounted when it
@@ -40,6 +40,31 @@ fn block_after(readme: &str, heading: &str) -> String {
         .unwrap_or_else(|| panic!("README.md has no ```sh block after {heading:?}"));
     let block: Vec<&str> = lines.take_while(|l| l.trim_end() != "```").collect();
     block.join("\n") + "\n"
+}
+
+/// `text` without its build commands (the parts of a `&&` chain that run `cargo`):
+/// `scripts/test` built everything before the tests. Fails the test when there is none.
+#[track_caller]
+fn without_builds(text: &str) -> String {
+    let mut dropped = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.split(" && ").collect();
+            let kept: Vec<&str> = parts
+                .iter()
+                .copied()
+                .filter(|p| !p.trim_start().starts_with("cargo "))
+                .collect();
+            dropped += parts.len() - kept.len();
+            kept.join(" && ")
+        })
+        .collect();
+    assert!(
+        dropped > 0,
+        "README.md's commands no longer build pvfs first: update this test with them"
+    );
+    lines.join("\n") + "\n"
 }
 
 /// `text` with every `from` replaced by `to`; fails the test when there is none.
@@ -109,9 +134,10 @@ fn readme_use_mount_and_stop_blocks_run_as_written() {
 
     let mut script = String::from("set -euxo pipefail\n");
     let use_it = block_after(&readme, "## Use it");
+    let use_it = without_builds(&use_it);
     let use_it = must_replace(
         &use_it,
-        "cargo build --release && export PATH=$PWD/target/release:$PATH",
+        "export PATH=$PWD/target/release:$PATH",
         &format!("export PATH={}:$PATH", bin_dir.display()),
     );
     let use_it = must_replace(&use_it, "--port 7000", &format!("--port {}", ports.base));

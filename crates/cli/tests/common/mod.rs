@@ -286,8 +286,8 @@ pub fn artifact(name: &str) -> PathBuf {
         .map(|(_, p)| p)
         .unwrap_or_else(|| {
             panic!(
-                "{name} is not built under {}: run ./scripts/test, or \
-                 `cargo build --workspace --lib --bins --examples` before `cargo test`",
+                "{name} is not built under {}: run ./scripts/test, which builds every \
+                 library and program the tests use before it runs them",
                 dir.display()
             )
         })
