@@ -161,6 +161,12 @@ impl Settings {
         Ok(Abs::Through(out))
     }
 
+    /// Whether relative path `rel` may lead into the prefix from a local directory: it
+    /// must name the prefix's last component.
+    pub(crate) fn may_reach(&self, rel: &[u8]) -> bool {
+        self.prefix.last().is_some_and(|last| contains(rel, last))
+    }
+
     /// The local spelling of pvfs path `p` (`/a` → `/pvfs/a`).
     pub(crate) fn local_path(&self, p: &str) -> String {
         if p == "/" {
