@@ -1058,6 +1058,32 @@ unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c
 }
 
 #[no_mangle]
+unsafe extern "C" fn futimesat(
+    dirfd: c_int,
+    path: *const c_char,
+    tv: *const libc::timeval,
+) -> c_int {
+    // A null path names the descriptor itself.
+    if path.is_null() {
+        // SAFETY: futimes's arguments.
+        return unsafe { futimes(dirfd, tv) };
+    }
+    // SAFETY: futimesat's arguments, passed on.
+    unsafe {
+        route(
+            dirfd,
+            path,
+            |dirfd, path| real::futimesat(dirfd, path, tv),
+            |p| {
+                let t = tv_times(tv);
+                let set = times_set(t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()))?;
+                setattr_obj(&Obj::Path(p), set, true)
+            },
+        )
+    }
+}
+
+#[no_mangle]
 unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
     on_open_fd(
         fd,

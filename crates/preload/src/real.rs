@@ -121,6 +121,7 @@ real! {
     fn utimensat(dirfd: c_int, path: *const c_char, times: *const timespec, flags: c_int) -> c_int;
     fn utimes(path: *const c_char, tv: *const timeval) -> c_int;
     fn lutimes(path: *const c_char, tv: *const timeval) -> c_int;
+    fn futimesat(dirfd: c_int, path: *const c_char, tv: *const timeval) -> c_int;
     fn utime(path: *const c_char, times: *const libc::utimbuf) -> c_int;
     fn symlink(target: *const c_char, path: *const c_char) -> c_int;
     fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int;

@@ -13,7 +13,7 @@
  *                           one component at a time with O_NOFOLLOW, as rsync does.
  *
  * It makes, changes, renames and removes files, directories, symlinks and FIFOs with
- * openat, mkdirat, fstatat, statx, faccessat, fchmodat, fchownat, utimensat,
+ * openat, mkdirat, fstatat, statx, faccessat, fchmodat, fchownat, utimensat, futimesat,
  * symlinkat, readlinkat, renameat, renameat2 (RENAME_NOREPLACE, RENAME_EXCHANGE),
  * linkat (EPERM: no hard links), mknodat, mkfifoat, unlinkat, mkstemp and mkdtemp,
  * checks the errno of every refusal, checks what an O_PATH descriptor may and may not
@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define CHECK(cond)                                                                   \
@@ -150,6 +151,10 @@ static void battery(int d, const char *mode, const char *dir)
 	CHECK(fstatat(d, "kept", &st, 0) == 0 && (st.st_mode & 07777) == 0640);
 	CHECK(fchownat(d, "kept", getuid(), getgid(), 0) == 0);
 	CHECK(fchownat(d, "kept", (uid_t)-1, getgid(), AT_SYMLINK_NOFOLLOW) == 0);
+	struct timeval tv[2] = {{1100000000, 0}, {1200000000, 250000}};
+	CHECK(futimesat(d, "kept", tv) == 0);
+	CHECK(fstatat(d, "kept", &st, 0) == 0);
+	CHECK(st.st_mtim.tv_sec == 1200000000 && st.st_mtim.tv_nsec == 250000000);
 	struct timespec ts[2] = {{1000000000, 0}, {1234567890, 500000000}};
 	CHECK(utimensat(d, "kept", ts, 0) == 0);
 	CHECK(fstatat(d, "kept", &st, 0) == 0);
