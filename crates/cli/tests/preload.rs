@@ -730,6 +730,18 @@ fn coreutils_copy_move_install_and_link_into_directories() {
     // cp -r of a tree into a directory: symlinks stay symlinks.
     pl.ok_in_pvfs("cp", &["-r", &l("tree"), &pl.at("/c/")]);
     pl.assert_tree("/c/tree", &want, false, false);
+    // A relative path from a local working directory into the prefix.
+    let rel = format!("{}/c/from-root", pl.prefix.trim_start_matches('/'));
+    let mut c = pl.cmd("cp", &[&l("tree/run.sh"), &rel]);
+    c.current_dir("/");
+    let out = run(c, "cp from /");
+    assert!(
+        out.status.success(),
+        "cp to {rel} from /: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pl.assert_nothing_local();
+    assert_eq!(pl.bytes("/c/from-root"), b"#!/bin/sh\necho hi\n");
 
     // mv of a local file into a pvfs directory (across file systems: copy, then
     // remove), inside pvfs into a directory (renameat2 with RENAME_NOREPLACE), and of

@@ -530,15 +530,22 @@ impl Obj {
 /// Where `path`, relative to `dirfd` as in the `*at` calls, leads: absolute paths by
 /// the prefix; relative ones by their directory descriptor (opened with or without
 /// `O_PATH`), or with `AT_FDCWD` by the working directory (pvfs after a chdir into
-/// pvfs, see [`crate::cwd`]). An empty path is ENOENT, or with `AT_EMPTY_PATH` in
-/// `flags` the descriptor's object (or the working directory). A thread inside pvfs
-/// work, and an inert library, always get `Local`.
+/// pvfs, see [`crate::cwd`]). An empty (or null) path is ENOENT, or with
+/// `AT_EMPTY_PATH` in `flags` the descriptor's object (or the working directory). A
+/// thread inside pvfs work, and an inert library, always get `Local`.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
 pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char, flags: c_int) -> R<Target> {
-    if path.is_null() || Busy::active() {
+    if Busy::active() {
         return Ok(Target::Local);
+    }
+    if path.is_null() {
+        // A null path with AT_EMPTY_PATH names the descriptor (statx since Linux 6.11).
+        return Ok(match get(dirfd) {
+            Some(d) if flags & libc::AT_EMPTY_PATH != 0 => Target::Fd(d),
+            _ => Target::Local,
+        });
     }
     let s = settings::get();
     if !s.active() {

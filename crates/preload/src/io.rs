@@ -833,6 +833,17 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
             );
             Ok(0)
         }
+        // Record locks need a descriptor open for I/O, as the kernel's.
+        libc::F_GETLK
+        | libc::F_OFD_GETLK
+        | libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW
+            if d.path_only() =>
+        {
+            Err(libc::EBADF)
+        }
         libc::F_GETLK | libc::F_OFD_GETLK => {
             let lk = arg as *mut libc::flock;
             if lk.is_null() {

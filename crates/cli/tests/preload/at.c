@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/time.h>
@@ -84,6 +85,9 @@ static void opath_semantics(int d)
 	FAILS(fchown(d, getuid(), getgid()), EBADF);
 	char dents[1024];
 	FAILS(getdents64(d, dents, sizeof dents), EBADF);
+	struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+	FAILS(fcntl(d, F_SETLK, &lk), EBADF);
+	FAILS(flock(d, LOCK_SH), EBADF);
 	int dup_d = dup(d);
 	CHECK(dup_d >= 0);
 	CHECK(fstatat(dup_d, "", &st, AT_EMPTY_PATH) == 0 && S_ISDIR(st.st_mode));
