@@ -182,6 +182,17 @@ impl<'a> Preload<'a> {
         out
     }
 
+    /// Extended attribute `name` of pvfs path `p`, read through the client library.
+    fn xattr(&self, p: &str, name: &str) -> Vec<u8> {
+        let (path, name) = (p.to_string(), name.to_string());
+        self.cluster
+            .client()
+            .run(client_deadline(), async move |c| {
+                let h = c.lstat(&path).await.unwrap().handle;
+                c.getxattr(h, &name).await.unwrap()
+            })
+    }
+
     /// Asserts that the prefix does not exist locally.
     #[track_caller]
     fn assert_nothing_local(&self) {
@@ -264,6 +275,34 @@ impl<'a> Preload<'a> {
             }
         }
     }
+}
+
+/// Sets extended attribute `name` of local file `path`; false if the local file
+/// system does not take user attributes.
+fn set_local_xattr(path: &Path, name: &str, value: &[u8]) -> bool {
+    let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated path and name; value is live for its length.
+    let rc = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        return true;
+    }
+    let e = std::io::Error::last_os_error();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP),
+        "setxattr {}: {e}",
+        path.display()
+    );
+    false
 }
 
 /// What one entry of a tree is.
@@ -838,9 +877,21 @@ fn cp_a_keeps_modes_times_and_symlinks_and_refuses_hard_links_clearly() {
     let pl = Preload::new(&cluster, "cpa");
     let tree = cluster.dir().join("tree");
     let want = sample_tree(&tree, 12);
+    // A user extended attribute, which cp -a keeps (where the local file system has
+    // them: tmpfs before Linux 6.6 does not).
+    let xattr = set_local_xattr(&tree.join("sub/deeper/x.bin"), "user.color", b"blue");
     // cp -a into the root and into a directory by its O_PATH descriptor.
     pl.ok_in_pvfs("cp", &["-a", tree.to_str().unwrap(), &pl.at("/")]);
     pl.assert_tree("/tree", &want, true, true);
+    if xattr {
+        assert_eq!(
+            pl.xattr("/tree/sub/deeper/x.bin", "user.color"),
+            b"blue",
+            "cp -a: user.color"
+        );
+    } else {
+        eprintln!("the local file system takes no user xattrs: cp -a's are not checked");
+    }
     pl.ok("mkdir", &[&pl.at("/into")]);
     pl.ok_in_pvfs("cp", &["-a", tree.to_str().unwrap(), &pl.at("/into/")]);
     pl.assert_tree("/into", &under("tree", TREE_MODE, &want), true, true);
