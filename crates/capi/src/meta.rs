@@ -1,6 +1,6 @@
-//! Namespace and attribute calls on paths and descriptors: stat/lstat/fstat, seed
-//! 002's lazy `statlite`/`lstatlite`/`fstatlite`, mkdir, rmdir, unlink, rename,
-//! symlink, readlink, truncate, chmod and statfs.
+//! Namespace and attribute calls on paths and descriptors: stat/lstat/fstat, the lazy
+//! `statlite`/`lstatlite`/`fstatlite` of the POSIX extensions paper (Vilayannur et al.,
+//! 2008), mkdir, rmdir, unlink, rename, symlink, readlink, truncate, chmod and statfs.
 //!
 //! A path walk costs one lookup per component, each answered with the object's
 //! attributes; a regular file's size (and its exact mtime) costs one more request per

@@ -31,8 +31,8 @@ struct Slot {
     down_until: Mutex<Option<(Instant, String)>>,
 }
 
-/// Requests sent by this client, for tests and `pvfs_stats` (issue: message counts
-/// are observable).
+/// Requests sent by this client, for tests and `pvfs_stats`, so that the message
+/// counts docs/capi.md promises can be checked.
 #[derive(Default)]
 pub struct Stats {
     total: AtomicU64,
