@@ -161,11 +161,22 @@ fn usage_and_configuration_errors_say_each_thing_once() {
             "no such file or directory",
         ],
     );
+    check(&gen(&["--servers", "2"], ds), &[ds, "is a directory"]);
     gen(&["--servers", "2"], &fs).ok();
     check(
         &gen(&["--servers", "2"], &fs),
         &[&fs, "already exists", "--force"],
     );
+
+    // A demo kept where one is kept already; a demo of no servers.
+    let kept = d.join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::copy(&fs, kept.join("pvfs.toml")).unwrap();
+    check(
+        &pvfs(&["demo", "--keep", kept.to_str().unwrap()]),
+        &["pvfs.toml already exists", "pvfs stop"],
+    );
+    check(&pvfs(&["demo", "--servers", "0"]), &["number of servers"]);
 
     // Configuration files that cannot be read or used.
     check(
@@ -304,7 +315,7 @@ fn errors_of_a_running_file_system_say_each_thing_once() {
     // A second server on a store in use, and one not in the configuration.
     check(
         &cli(&["server", "--name", "s0"]),
-        &["s0", "open in another process"],
+        &["s0", "already running as pid", "open in another process"],
     );
     check(&cli(&["server", "--name", "s9"]), &["s9"]);
 
@@ -472,10 +483,11 @@ fn a_user_who_may_not_open_dev_fuse_is_told_what_to_do() {
     }
     let dev = std::fs::metadata("/dev/fuse").unwrap();
     assert!(dev.file_type().is_char_device());
-    // Where /dev/fuse is open to every user, a private mount namespace gets a 0600
-    // copy of the device over it; the host's stays as it is.
-    let private_dev = dev.mode() & 0o006 != 0;
-    if private_dev && !have_command("unshare") {
+    // The mount runs in a private mount namespace with a 0600 copy of the device over
+    // /dev/fuse, so the host's device (whatever its mode, whoever changes it meanwhile)
+    // stays as it is. Without unshare, the host's device must be closed to others.
+    let private_dev = have_command("unshare");
+    if !private_dev && dev.mode() & 0o006 != 0 {
         skip(
             name,
             "/dev/fuse is open to all users and unshare is missing",

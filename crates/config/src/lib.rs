@@ -238,12 +238,14 @@ fn write_private(path: &Path, bytes: &[u8], replace: bool) -> Result<(), ConfigE
     let fill = |f: &mut std::fs::File| f.write_all(bytes).and_then(|()| f.sync_all());
     if !replace {
         let mut f = create(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                fail(e)
+            } else if path.is_dir() {
+                fail(std::io::ErrorKind::IsADirectory.into())
+            } else {
                 ConfigError::Exists {
                     path: path.display().to_string(),
                 }
-            } else {
-                fail(e)
             }
         })?;
         return fill(&mut f).map_err(|e| {

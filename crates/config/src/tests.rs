@@ -440,6 +440,16 @@ fn write_is_private_exclusive_and_replaces_only_when_asked() {
         .collect();
     assert_eq!(names, [std::ffi::OsString::from("fs.toml")]);
 
+    // A directory where the file should be is not "already exists".
+    for replace in [false, true] {
+        let err = first.write(dir.path(), replace).unwrap_err();
+        assert!(matches!(err, ConfigError::Write { .. }), "{err:?}");
+        assert!(
+            err.to_string().to_lowercase().contains("is a directory"),
+            "{err}"
+        );
+    }
+
     // A directory that does not exist: the error names the file, once.
     let missing = dir.path().join("no/such/dir/fs.toml");
     for replace in [false, true] {

@@ -39,9 +39,8 @@ enum BenchKind {
     /// paper's concurrent read/write test, Carns et al., 2000, §4).
     Concurrent(ConcurrentArgs),
     /// Metadata: P clients create N files in one shared new directory, list it,
-    /// stat every file, remove them (the single-directory metarates test of Cope et
-    /// al., 2005, "Shared Parallel Filesystems in Heterogeneous Linux Multi-Cluster
-    /// Environments").
+    /// stat every file, remove them (the shared-file-system study's single-directory
+    /// metarates test, Cope et al., 2005).
     Meta(MetaArgs),
     /// Sustained load: many clients mixing metadata and data operations, every read
     /// verified, server memory sampled.

@@ -243,6 +243,10 @@ fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
     let config = Config::generate(&GenOptions {
         base_port: 0,
         ..GenOptions::new(servers, dir)
+    })
+    .map_err(|e| match e {
+        ConfigError::Generate(why) => anyhow::anyhow!("cannot lay out the demo: {why}"),
+        e => e.into(),
     })?;
     let config_path = dir.join("pvfs.toml");
     match config.write(&config_path, false) {

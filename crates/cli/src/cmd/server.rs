@@ -120,7 +120,13 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     if read_pid(&pid_path) == Some(std::process::id()) {
         let _ = std::fs::remove_file(&pid_path);
     }
-    result.with_context(|| format!("server {}", a.name))?;
+    result.with_context(|| match running_pid(&sc) {
+        // The usual reason its store is in use.
+        Some(pid) if pid != std::process::id() => {
+            format!("server {} (already running as pid {pid})", a.name)
+        }
+        _ => format!("server {}", a.name),
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
