@@ -161,8 +161,12 @@ fn usage_error(e: &clap::Error) -> String {
     // The subcommands named on the command line, e.g. ["bench"].
     let mut command = Cli::command();
     let mut path = String::new();
-    for arg in std::env::args().skip(1) {
-        let Some(sub) = command.find_subcommand(&arg).cloned() else {
+    for arg in std::env::args_os().skip(1) {
+        let Some(sub) = arg
+            .to_str()
+            .and_then(|a| command.find_subcommand(a))
+            .cloned()
+        else {
             break;
         };
         path.push(' ');

@@ -220,6 +220,14 @@ fn usage_and_configuration_errors_say_each_thing_once() {
     // before any server is asked.
     check(&pvfs(&["umount", ds]), &[ds, "not a fuse mount point"]);
     check(
+        &pvfs(&["umount", "/proc"]),
+        &["/proc", "not a fuse mount point"],
+    );
+    check(
+        &pvfs(&["mount", "-c", &fs, "--log", &p("no/such/dir/mount.log"), ds]),
+        &["mount.log", "no such file or directory"],
+    );
+    check(
         &pvfs(&["mount", "-c", &fs, &p("no-such-dir")]),
         &["no-such-dir", "no such file or directory"],
     );
@@ -384,6 +392,33 @@ fn errors_of_a_running_file_system_say_each_thing_once() {
         check(&pvfs(&args), &["--clients"]);
     }
     check(&cli(&["stat", "/bad"]), &["/bad"]);
+}
+
+#[test]
+fn a_server_whose_port_is_taken_says_so_once() {
+    // s0's port, held by this test while the server tries it (a new configuration
+    // when a test beside took the port first).
+    let (cluster, addr, _taken) = (0..4)
+        .find_map(|_| {
+            let cluster = Cluster::builder().servers(2).configure();
+            let addr = cluster.config().servers[0].address.clone();
+            let taken = std::net::TcpListener::bind(&addr).ok()?;
+            Some((cluster, addr, taken))
+        })
+        .expect("no configuration with a free port for s0");
+    let cfg = cluster.config_str();
+    check(
+        &pvfs(&["server", "-c", cfg, "--name", "s0"]),
+        &[
+            "server s0",
+            "cannot listen",
+            &addr,
+            "address already in use",
+        ],
+    );
+    let out = pvfs(&["start", "-c", cfg]);
+    pvfs(&["stop", "-c", cfg]).ok();
+    check(&out, &["s0 did not start", "cannot listen", "server.log"]);
 }
 
 #[test]

@@ -197,7 +197,10 @@ fn run_temporary(servers: usize) -> anyhow::Result<ExitCode> {
     drop(guard);
     outcome?;
     if !failed.is_empty() {
-        bail!("servers did not stop: {}", failed.join(", "));
+        bail!(
+            "servers did not stop within 30s and were killed: {}",
+            failed.join(", ")
+        );
     }
     say!("   done");
     Ok(ExitCode::SUCCESS)
