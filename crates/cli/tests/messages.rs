@@ -340,6 +340,7 @@ fn errors_of_a_running_file_system_say_each_thing_once() {
         (vec!["rm", "/d"], vec!["/d", "-r"]),
         (vec!["mv", "/nope", "/x"], vec!["no such file or directory"]),
         (vec!["mv", "/d", "/d/sub/x"], vec!["/d"]),
+        (vec!["mv", "/", "/x"], vec!["root"]),
         (vec!["mkdir", "/d"], vec!["/d", "file exists"]),
         (vec!["mkdir", "/nope/x"], vec!["no such file or directory"]),
         (vec!["ln", "-s", "x", "/file"], vec!["file exists"]),

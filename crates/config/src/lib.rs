@@ -3,25 +3,18 @@
 //! serializes it. The format (documented in full in `docs/configuration.md`):
 //!
 //! ```toml
-//! fsid = 1234567890123          # integer (or a "0x..." string for values above i64::MAX)
-//! name = "pvfs"                 # optional, default "pvfs"
+//! fsid = 1234567890123
+//! secret = "…"                  # 32 to 128 hex digits: keep the file private (0600)
 //!
-//! [defaults]                    # optional table, and every key in it is optional
-//! stripe_size = "64K"           # bytes: an integer, or a string with K/M/G/T (powers of 1024)
-//! stripe_count = 4              # datafiles per new file: 1..=data servers (default: all)
-//! dir_shards = 4                # dirdata shards per new directory: 1..=meta servers (default: all)
-//! sync_writes = false           # fsync every write on data servers
-//!
-//! [timeouts]                    # optional; durations are "500ms", "2s", "1m" or integer milliseconds
-//! connect = "2s"
-//! request = "5s"                # no progress on a request for this long -> ETIMEDOUT
+//! [defaults]                    # optional, as are [timeouts] and [limits]
+//! stripe_size = "64K"           # sizes: bytes, or K, M, G, T or P (powers of 1024)
 //!
 //! [[servers]]                   # one table per server, at least one
 //! name = "s0"
-//! address = "127.0.0.1:7000"    # host:port
-//! roles = ["meta", "data"]      # any non-empty subset
-//! handles = "0x10000000000-0x1ffffffffff"   # inclusive; or { first = .., last = .. }
-//! storage = "/path/to/s0"       # relative paths are relative to the file's directory (load)
+//! address = "127.0.0.1:7000"
+//! roles = ["meta", "data"]
+//! handles = "0x10000000000-0x1ffffffffff"
+//! storage = "/srv/pvfs/s0"      # relative paths are relative to the file's directory
 //! ```
 //!
 //! Unknown keys are errors. Every error about the file names the file, the line and

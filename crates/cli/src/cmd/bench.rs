@@ -77,7 +77,7 @@ pub struct ConcurrentArgs {
     /// Number of clients.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// Bytes each client writes and reads (K/M/G suffixes).
+    /// Bytes each client writes and reads (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     size_per_client: u64,
     /// Stripe size of the test file.

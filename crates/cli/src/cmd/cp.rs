@@ -24,7 +24,7 @@ use crate::ConfigArg;
 pub struct CpArgs {
     #[command(flatten)]
     config: ConfigArg,
-    /// Stripe size of a new pvfs file (K/M/G suffixes).
+    /// Stripe size of a new pvfs file (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, value_parser = parse_size)]
     stripe_size: Option<u64>,
     /// Stripe count of a new pvfs file.

@@ -25,7 +25,7 @@ pub struct GenconfigArgs {
     /// Port of the first server; server i listens on PORT+i (0 picks free ports now).
     #[arg(long, default_value_t = 7000)]
     port: u16,
-    /// Default stripe size (K/M/G suffixes).
+    /// Default stripe size (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     stripe_size: u64,
     /// Default stripe count (default: all data servers).

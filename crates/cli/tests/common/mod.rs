@@ -168,7 +168,8 @@ pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
     }
 }
 
-/// Whether `errno` is one of the errors a dead or hung server may yield (design §9).
+/// Whether `errno` is one of the errors a dead or hung server may yield (EHOSTDOWN,
+/// EIO or ETIMEDOUT: docs/reliability.md).
 pub fn is_server_down_errno(e: pvfs_client::Errno) -> bool {
     use pvfs_client::Errno;
     [Errno::EHOSTDOWN, Errno::EIO, Errno::ETIMEDOUT].contains(&e)
