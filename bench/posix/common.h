@@ -1,4 +1,5 @@
-/* Shared helpers of the seed-002 experiments (bench/posix/ programs): timing, a pipe-based
+/* Shared helpers of the POSIX I/O extensions paper's experiments (Vilayannur et al.,
+ * 2008) (bench/posix/ programs): timing, a pipe-based
  * barrier for forked worker processes, medians, and argument parsing. */
 #ifndef PVFS_BENCH_COMMON_H
 #define PVFS_BENCH_COMMON_H

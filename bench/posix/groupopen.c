@@ -1,11 +1,12 @@
-/* seed 002 Figure 3 (and the breakdown of Figure 4): P processes obtain a descriptor
- * for one file, either each with pvfs_open, or rank 0 with pvfs_openg, a broadcast
- * of the group handle over pipes (rank 0 writes it to each other rank), and
- * pvfs_openfh everywhere. Path depth 0 (/F) and 8 (BASE/d2/.../d8/F); a new file
- * (O_CREAT) or an existing one. Time = from the common start to the last process
- * holding its descriptor; median of --iters. Also the requests all processes sent.
+/* Figure 3 (and the breakdown of Figure 4) of the POSIX I/O extensions paper
+ * (Vilayannur et al., 2008): P processes obtain a descriptor for one file, either each
+ * with pvfs_open, or rank 0 with pvfs_openg, a broadcast of the group handle over pipes
+ * (rank 0 writes it to each other rank), and pvfs_openfh everywhere. Path depth 0 (/F)
+ * and 8 (BASE/d2/.../d8/F); a new file (O_CREAT) or an existing one. Time = from the
+ * common start to the last process holding its descriptor; median of --iters. Also the
+ * requests all processes sent.
  *
- *   groupopen [--procs 1,2,4,8,16] [--iters 20] [--base /seed002-open] */
+ *   groupopen [--procs 1,2,4,8,16] [--iters 20] [--base /posixext-open] */
 #include "common.h"
 
 enum { MAXP = 256 };
@@ -19,7 +20,7 @@ struct result {
     unsigned long long requests;
 };
 
-static const char *base = "/seed002-open";
+static const char *base = "/posixext-open";
 static int bc[MAXP][2]; /* broadcast pipes: rank 0 -> rank r */
 
 static void path_of(char *out, size_t n, const struct cmd *c) {
@@ -27,9 +28,9 @@ static void path_of(char *out, size_t n, const struct cmd *c) {
     int at = snprintf(out, n, "%s", c->depth ? base : "");
     for (int d = 2; d <= c->depth; d++) at += snprintf(out + at, n - (size_t)at, "/d%d", d);
     if (c->create)
-        snprintf(out + at, n - (size_t)at, "/%snew-p%d-%d", c->depth ? "" : "seed002-", c->procs, c->iter);
+        snprintf(out + at, n - (size_t)at, "/%snew-p%d-%d", c->depth ? "" : "posixext-", c->procs, c->iter);
     else
-        snprintf(out + at, n - (size_t)at, "/%sexisting", c->depth ? "" : "seed002-");
+        snprintf(out + at, n - (size_t)at, "/%sexisting", c->depth ? "" : "posixext-");
 }
 
 static void worker(int rank, int cmdfd, int resfd) {

@@ -1,9 +1,10 @@
-/* seed 002 Tables 1 and 2: reading a directory of N files with its attributes four
- * ways (getdents + lstat, getdents + lstatlite, getdents_plus, getdents_plus_lite),
- * and stat vs statlite of N files by name. One process; medians of --repeat runs
- * after one unmeasured pass. Prints markdown rows with seconds and request counts.
+/* Tables 1 and 2 of the POSIX I/O extensions paper (Vilayannur et al., 2008): reading a
+ * directory of N files with its attributes four ways (getdents + lstat, getdents +
+ * lstatlite, getdents_plus, getdents_plus_lite), and stat vs statlite of N files by
+ * name. One process; medians of --repeat runs after one unmeasured pass. Prints
+ * markdown rows with seconds and request counts.
  *
- *   meta [--counts 10,100,1000,5000] [--repeat 5] [--base /seed002-meta] [--size 1024] */
+ *   meta [--counts 10,100,1000,5000] [--repeat 5] [--base /posixext-meta] [--size 1024] */
 #include "common.h"
 
 #define LITE (PVFS_SLITE_ATIME | PVFS_SLITE_MTIME | PVFS_SLITE_CTIME)
@@ -84,7 +85,7 @@ static long long run(int m, const char *dir, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *counts = "10,100,1000,5000", *base = "/seed002-meta";
+    const char *counts = "10,100,1000,5000", *base = "/posixext-meta";
     int repeat = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--counts")) counts = argv[i + 1];

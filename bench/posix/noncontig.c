@@ -1,13 +1,14 @@
-/* seed 002 Figures 5 and 6: aggregate write and read bandwidth of P processes moving
- * R file regions of B bytes each (strided, interleaved between processes) from/to 25
- * memory regions, with three strategies:
+/* Figures 5 and 6 of the POSIX I/O extensions paper (Vilayannur et al., 2008):
+ * aggregate write and read bandwidth of P processes moving R file regions of B bytes
+ * each (strided, interleaved between processes) from/to 25 memory regions, with three
+ * strategies:
  *   read/write    one call per (file region x memory region) piece, lseek per region
  *   readv/writev  one call per file region (the memory pieces as an iovec)
  *   readx/writex  one call for all regions
  * Each process moves --volume bytes per phase (at least R*B); medians of --repeat.
  *
  *   noncontig [--procs 4] [--blocks 256K,1M,4M] [--regions 1,4,16] [--mem 25]
- *             [--stripe 16K] [--volume 32M] [--repeat 3] [--path /seed002-noncontig] */
+ *             [--stripe 16K] [--volume 32M] [--repeat 3] [--path /posixext-noncontig] */
 #include <sys/uio.h>
 
 #include "common.h"
@@ -29,7 +30,7 @@ struct result {
 
 static int procs = 4, mems = 25;
 static long long stripe = 16384;
-static const char *path = "/seed002-noncontig";
+static const char *path = "/posixext-noncontig";
 
 static long long parse_size(const char *s) {
     char *end;

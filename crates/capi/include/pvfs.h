@@ -80,10 +80,10 @@ typedef struct pvfs_dir PVFS_DIR;
 struct pvfs_dir;
 
 /**
- * The fields of `struct stat` plus a mask (seed 002's `struct stat_lite`). The
- * field names match glibc's, so `sl.st_mtime` (a macro for `st_mtim.tv_sec`) works.
- * Fields other than the five lazy ones (size, blocks, atime, mtime, ctime) are always
- * filled in.
+ * The fields of `struct stat` plus a mask (`struct stat_lite` of the POSIX extensions
+ * paper, Vilayannur et al., 2008). The field names match glibc's, so `sl.st_mtime` (a
+ * macro for `st_mtim.tv_sec`) works. Fields other than the five lazy ones (size,
+ * blocks, atime, mtime, ctime) are always filled in.
  */
 struct pvfs_stat_lite {
   /**
@@ -147,10 +147,10 @@ struct pvfs_stat_lite {
 
 /**
  * One entry from `pvfs_getdents_plus`/`pvfs_getdents_plus_lite`: the name, the type
- * and the attributes fetched with it (seed 002's `struct dirent_plus`). If the
- * attributes could not be fetched (e.g. the object was removed meanwhile),
- * `d_errno` holds why and `d_stat.st_litemask` is 0; `d_ino`, `d_type` and `d_name`
- * are valid in any case.
+ * and the attributes fetched with it (`struct dirent_plus` of the POSIX extensions
+ * paper, Vilayannur et al., 2008). If the attributes could not be fetched (e.g. the
+ * object was removed meanwhile), `d_errno` holds why and `d_stat.st_litemask` is 0;
+ * `d_ino`, `d_type` and `d_name` are valid in any case.
  */
 struct pvfs_dirent_plus {
   /**
@@ -315,16 +315,16 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * seed 002's `getdents_plus`: reads up to `count` entries of the directory open as
- * `fd` into the array `buf`, each with all its attributes (`d_stat.st_litemask` =
- * `PVFS_SLITE_ALL`, sizes included) and a per-entry `d_errno`. The first call (or
- * the first after `pvfs_lseek(fd, 0, SEEK_SET)`) fetches the whole listing with the
- * two-phase algorithm: one ReadDir per directory shard, one ListAttr per metadata
- * server, one GetSizes per data server (1 + 2m message pairs, plus shards, for m
- * servers — not one per entry); later calls continue from the descriptor's position
- * without any request. "." and ".." are not listed. Returns the number of entries
- * stored (0 at the end), or -1 with errno: EBADF, ENOTDIR, EFAULT, EINVAL (`count`
- * 0), EIO/EHOSTDOWN/ETIMEDOUT.
+ * `getdents_plus` of the POSIX extensions paper (Vilayannur et al., 2008): reads up to
+ * `count` entries of the directory open as `fd` into the array `buf`, each with all
+ * its attributes (`d_stat.st_litemask` = `PVFS_SLITE_ALL`, sizes included) and a
+ * per-entry `d_errno`. The first call (or the first after `pvfs_lseek(fd, 0,
+ * SEEK_SET)`) fetches the whole listing with the two-phase algorithm: one ReadDir per
+ * directory shard, one ListAttr per metadata server, one GetSizes per data server (1 +
+ * 2m message pairs, plus shards, for m servers — not one per entry); later calls
+ * continue from the descriptor's position without any request. "." and ".." are not
+ * listed. Returns the number of entries stored (0 at the end), or -1 with errno:
+ * EBADF, ENOTDIR, EFAULT, EINVAL (`count` 0), EIO/EHOSTDOWN/ETIMEDOUT.
  *
  * # Safety
  * `buf` is NULL or writable for `count` `struct pvfs_dirent_plus`.
@@ -332,12 +332,12 @@ extern "C" {
 int pvfs_getdents_plus(int fd, struct pvfs_dirent_plus *buf, unsigned int count);
 
 /**
- * seed 002's `getdents_plus_lite`: `pvfs_getdents_plus` fetching only the lazy
- * attributes in `lite_mask` (`PVFS_SLITE_*`): without `PVFS_SLITE_SIZE` and
- * `PVFS_SLITE_BLOCKS` the data servers are not contacted at all (phase 2 is
- * skipped). Each entry's `d_stat.st_litemask` tells which lazy fields are valid. A
- * listing fetched without sizes is fetched again if a later call on the same
- * descriptor asks for them.
+ * `getdents_plus_lite` of the POSIX extensions paper (Vilayannur et al., 2008):
+ * `pvfs_getdents_plus` fetching only the lazy attributes in `lite_mask`
+ * (`PVFS_SLITE_*`): without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` the data servers
+ * are not contacted at all (phase 2 is skipped). Each entry's `d_stat.st_litemask`
+ * tells which lazy fields are valid. A listing fetched without sizes is fetched again
+ * if a later call on the same descriptor asks for them.
  *
  * # Safety
  * As `pvfs_getdents_plus`.
@@ -520,13 +520,14 @@ ssize_t pvfs_preadv(int fd, const struct iovec *iov, int iovcnt, off_t offset);
 ssize_t pvfs_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset);
 
 /**
- * seed 002's `readx`: reads the file regions `xtv` (offsets from the start of the
- * file, in any order, partition and position ignored) into the memory regions `iov`.
- * Counts and individual sizes of the two vectors need not match, only their totals
- * (else EINVAL). The whole list travels in one request per data server holding some
- * of the bytes, whatever the number of regions. Returns the bytes of the regions
- * that lie before the end of the file (the rest read as zeros), or -1 with the first
- * error: EBADF, EISDIR, EINVAL, EFAULT, EIO/EHOSTDOWN/ETIMEDOUT.
+ * `readx` of the POSIX extensions paper (Vilayannur et al., 2008): reads the file
+ * regions `xtv` (offsets from the start of the file, in any order, partition and
+ * position ignored) into the memory regions `iov`. Counts and individual sizes of the
+ * two vectors need not match, only their totals (else EINVAL). The whole list travels
+ * in one request per data server holding some of the bytes, whatever the number of
+ * regions. Returns the bytes of the regions that lie before the end of the file (the
+ * rest read as zeros), or -1 with the first error: EBADF, EISDIR, EINVAL, EFAULT,
+ * EIO/EHOSTDOWN/ETIMEDOUT.
  *
  * # Safety
  * `iov` is NULL or valid for `iov_count` elements describing writable memory; `xtv`
@@ -539,12 +540,13 @@ ssize_t pvfs_readx(int fd,
                    size_t xtv_count);
 
 /**
- * seed 002's `writex`: writes the memory regions `iov` to the file regions `xtv`
- * (offsets from the start of the file, in any order, partition, position and
- * O_APPEND ignored); totals must match (else EINVAL). One request per data server
- * receiving some of the bytes, whatever the number of regions. Overlapping regions
- * are written in list order. Returns the bytes written, or -1 with the first error:
- * EBADF, EISDIR, EINVAL, EFAULT, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
+ * `writex` of the POSIX extensions paper (Vilayannur et al., 2008): writes the memory
+ * regions `iov` to the file regions `xtv` (offsets from the start of the file, in any
+ * order, partition, position and O_APPEND ignored); totals must match (else EINVAL).
+ * One request per data server receiving some of the bytes, whatever the number of
+ * regions. Overlapping regions are written in list order. Returns the bytes written,
+ * or -1 with the first error: EBADF, EISDIR, EINVAL, EFAULT, EFBIG, ENOSPC,
+ * EIO/EHOSTDOWN/ETIMEDOUT.
  *
  * # Safety
  * `iov` is NULL or valid for `iov_count` elements describing readable memory; `xtv`
@@ -582,13 +584,13 @@ int pvfs_fsync(int fd);
 int pvfs_ftruncate(int fd, off_t length);
 
 /**
- * seed 000's partitioned-file interface: after this call, `pvfs_read`, `pvfs_write`,
- * `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on `fd` see only the partition: blocks
- * of `gsize` bytes, the first at file offset `offset`, one every `stride` bytes,
- * concatenated (position 0 is byte `offset` of the file). One request per data
- * server per call, whatever the number of blocks touched. `gsize` 0 removes the
- * partition. Either way the position is reset to 0. Returns 0, or -1 with errno:
- * EBADF, EISDIR, EINVAL (negative values, or `stride < gsize`).
+ * The partitioned-file interface of the PVFS paper (Carns et al., 2000): after this
+ * call, `pvfs_read`, `pvfs_write`, `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on
+ * `fd` see only the partition: blocks of `gsize` bytes, the first at file offset
+ * `offset`, one every `stride` bytes, concatenated (position 0 is byte `offset` of the
+ * file). One request per data server per call, whatever the number of blocks touched.
+ * `gsize` 0 removes the partition. Either way the position is reset to 0. Returns 0,
+ * or -1 with errno: EBADF, EISDIR, EINVAL (negative values, or `stride < gsize`).
  */
 int pvfs_set_partition(int fd, off_t offset, off_t gsize, off_t stride);
 
@@ -603,16 +605,17 @@ int pvfs_set_partition(int fd, off_t offset, off_t gsize, off_t stride);
 int pvfs_get_layout(int fd, struct pvfs_layout_hint *hint);
 
 /**
- * seed 002's `openg`: opens or creates `path` like `pvfs_open(path, flags, mode)`
- * (same requests, same errors) and stores a group handle for the file in `handle`,
- * setting `*handle_len` to its length. No descriptor is made; pass the handle to
- * `pvfs_openfh` (in this or any process of any host using the same configuration).
- * The handle carries the access mode and O_APPEND, which `pvfs_openfh` enforces.
- * A buffer of `PVFS_GROUP_HANDLE_MAX` bytes always suffices; if `handle` is NULL or
- * `*handle_len` is too small, the call fails with ERANGE and sets `*handle_len` to
- * the size needed (the file is opened or created all the same, so call again
- * without O_EXCL). Returns 0, or -1 with errno: as `pvfs_open`, and ERANGE,
- * EISDIR (a directory), EOPNOTSUPP (the configuration has no secret).
+ * `openg` of the POSIX extensions paper (Vilayannur et al., 2008): opens or creates
+ * `path` like `pvfs_open(path, flags, mode)` (same requests, same errors) and stores a
+ * group handle for the file in `handle`, setting `*handle_len` to its length. No
+ * descriptor is made; pass the handle to `pvfs_openfh` (in this or any process of any
+ * host using the same configuration). The handle carries the access mode and O_APPEND,
+ * which `pvfs_openfh` enforces. A buffer of `PVFS_GROUP_HANDLE_MAX` bytes always
+ * suffices; if `handle` is NULL or `*handle_len` is too small, the call fails with
+ * ERANGE and sets `*handle_len` to the size needed (the file is opened or created all
+ * the same, so call again without O_EXCL). Returns 0, or -1 with errno: as
+ * `pvfs_open`, and ERANGE, EISDIR (a directory), EOPNOTSUPP (the configuration has no
+ * secret).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `handle_len` is NULL or points to a
@@ -622,13 +625,14 @@ int pvfs_get_layout(int fd, struct pvfs_layout_hint *hint);
 int pvfs_openg(const char *path, void *handle, size_t *handle_len, int flags, int mode);
 
 /**
- * seed 002's `openfh`: a new descriptor for the file a group handle from
- * `pvfs_openg` names, opened with the handle's access mode (a read-only handle gives
- * a descriptor that cannot write: EBADF) and O_APPEND. Checks the handle's length,
- * checksum, MAC and fsid locally and sends no request at all, whatever the number of
- * processes doing it. Returns the descriptor, or -1 with errno: EBADMSG (a damaged
- * or forged handle, or one made with another secret), EXDEV (another file system),
- * EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration), ENXIO.
+ * `openfh` of the POSIX extensions paper (Vilayannur et al., 2008): a new descriptor
+ * for the file a group handle from `pvfs_openg` names, opened with the handle's access
+ * mode (a read-only handle gives a descriptor that cannot write: EBADF) and O_APPEND.
+ * Checks the handle's length, checksum, MAC and fsid locally and sends no request at
+ * all, whatever the number of processes doing it. Returns the descriptor, or -1 with
+ * errno: EBADMSG (a damaged or forged handle, or one made with another secret), EXDEV
+ * (another file system), EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration),
+ * ENXIO.
  *
  * # Safety
  * `handle` is NULL or readable for `handle_len` bytes.
@@ -697,13 +701,13 @@ int pvfs_lstat(const char *path, struct stat *st);
 int pvfs_fstat(int fd, struct stat *st);
 
 /**
- * seed 002's `statlite`: like `pvfs_stat`, but only the lazy fields asked for in
- * `sl->st_litemask` (`PVFS_SLITE_*` bits) are fetched; on return `st_litemask`
- * holds the bits whose fields are valid. Without `PVFS_SLITE_SIZE` and
- * `PVFS_SLITE_BLOCKS` no data server is contacted (only the lookups of the path are
- * sent); the mtime is then the metadata server's lazy copy (see `PVFS_SLITE_MTIME`).
- * Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are always filled in.
- * Returns 0, or -1 with errno as `pvfs_stat`.
+ * `statlite` of the POSIX extensions paper (Vilayannur et al., 2008): like
+ * `pvfs_stat`, but only the lazy fields asked for in `sl->st_litemask` (`PVFS_SLITE_*`
+ * bits) are fetched; on return `st_litemask` holds the bits whose fields are valid.
+ * Without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` no data server is contacted (only
+ * the lookups of the path are sent); the mtime is then the metadata server's lazy copy
+ * (see `PVFS_SLITE_MTIME`). Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are
+ * always filled in. Returns 0, or -1 with errno as `pvfs_stat`.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `sl` is NULL or a readable and
@@ -712,7 +716,8 @@ int pvfs_fstat(int fd, struct stat *st);
 int pvfs_statlite(const char *path, struct pvfs_stat_lite *sl);
 
 /**
- * seed 002's `lstatlite`: `pvfs_statlite` without following a final symlink.
+ * `lstatlite` of the POSIX extensions paper (Vilayannur et al., 2008): `pvfs_statlite`
+ * without following a final symlink.
  *
  * # Safety
  * As `pvfs_statlite`.
@@ -720,9 +725,10 @@ int pvfs_statlite(const char *path, struct pvfs_stat_lite *sl);
 int pvfs_lstatlite(const char *path, struct pvfs_stat_lite *sl);
 
 /**
- * seed 002's `fstatlite`: `pvfs_statlite` of a descriptor. One attribute request to
- * the metadata server, plus one per data server only if the size or blocks are
- * asked for. Returns 0, or -1 with errno as `pvfs_fstat`.
+ * `fstatlite` of the POSIX extensions paper (Vilayannur et al., 2008): `pvfs_statlite`
+ * of a descriptor. One attribute request to the metadata server, plus one per data
+ * server only if the size or blocks are asked for. Returns 0, or -1 with errno as
+ * `pvfs_fstat`.
  *
  * # Safety
  * `sl` is NULL or a readable and writable `struct pvfs_stat_lite`.

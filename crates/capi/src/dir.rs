@@ -1,9 +1,10 @@
-//! Directories: `opendir`/`readdir`/`closedir` streams and seed 002's bulk metadata
-//! calls `getdents_plus`/`getdents_plus_lite` on a directory descriptor.
+//! Directories: `opendir`/`readdir`/`closedir` streams and the bulk metadata calls of
+//! the POSIX extensions paper (Vilayannur et al., 2008),
+//! `getdents_plus`/`getdents_plus_lite` on a directory descriptor.
 //!
 //! A descriptor fetches its listing once, at its first read (or after a rewind), and
 //! hands it out `count` entries per call. The fetch with attributes is the two-phase
-//! readdirplus of `pvfs_client` (design §3): one ReadDir per shard, one batched
+//! readdirplus of `pvfs_client` (docs/namespace.md): one ReadDir per shard, one batched
 //! ListAttr per metadata server, then — only when the size is wanted — one batched
 //! GetSizes per data server; never one request per entry.
 
@@ -111,16 +112,16 @@ fn getdents_impl(
     Ok(n as c_int)
 }
 
-/// seed 002's `getdents_plus`: reads up to `count` entries of the directory open as
-/// `fd` into the array `buf`, each with all its attributes (`d_stat.st_litemask` =
-/// `PVFS_SLITE_ALL`, sizes included) and a per-entry `d_errno`. The first call (or
-/// the first after `pvfs_lseek(fd, 0, SEEK_SET)`) fetches the whole listing with the
-/// two-phase algorithm: one ReadDir per directory shard, one ListAttr per metadata
-/// server, one GetSizes per data server (1 + 2m message pairs, plus shards, for m
-/// servers — not one per entry); later calls continue from the descriptor's position
-/// without any request. "." and ".." are not listed. Returns the number of entries
-/// stored (0 at the end), or -1 with errno: EBADF, ENOTDIR, EFAULT, EINVAL (`count`
-/// 0), EIO/EHOSTDOWN/ETIMEDOUT.
+/// `getdents_plus` of the POSIX extensions paper (Vilayannur et al., 2008): reads up to
+/// `count` entries of the directory open as `fd` into the array `buf`, each with all
+/// its attributes (`d_stat.st_litemask` = `PVFS_SLITE_ALL`, sizes included) and a
+/// per-entry `d_errno`. The first call (or the first after `pvfs_lseek(fd, 0,
+/// SEEK_SET)`) fetches the whole listing with the two-phase algorithm: one ReadDir per
+/// directory shard, one ListAttr per metadata server, one GetSizes per data server (1 +
+/// 2m message pairs, plus shards, for m servers — not one per entry); later calls
+/// continue from the descriptor's position without any request. "." and ".." are not
+/// listed. Returns the number of entries stored (0 at the end), or -1 with errno:
+/// EBADF, ENOTDIR, EFAULT, EINVAL (`count` 0), EIO/EHOSTDOWN/ETIMEDOUT.
 ///
 /// # Safety
 /// `buf` is NULL or writable for `count` `struct pvfs_dirent_plus`.
@@ -133,12 +134,12 @@ pub unsafe extern "C" fn pvfs_getdents_plus(
     ffi(-1, || getdents_impl(fd, PVFS_SLITE_ALL, buf, count))
 }
 
-/// seed 002's `getdents_plus_lite`: `pvfs_getdents_plus` fetching only the lazy
-/// attributes in `lite_mask` (`PVFS_SLITE_*`): without `PVFS_SLITE_SIZE` and
-/// `PVFS_SLITE_BLOCKS` the data servers are not contacted at all (phase 2 is
-/// skipped). Each entry's `d_stat.st_litemask` tells which lazy fields are valid. A
-/// listing fetched without sizes is fetched again if a later call on the same
-/// descriptor asks for them.
+/// `getdents_plus_lite` of the POSIX extensions paper (Vilayannur et al., 2008):
+/// `pvfs_getdents_plus` fetching only the lazy attributes in `lite_mask`
+/// (`PVFS_SLITE_*`): without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` the data servers
+/// are not contacted at all (phase 2 is skipped). Each entry's `d_stat.st_litemask`
+/// tells which lazy fields are valid. A listing fetched without sizes is fetched again
+/// if a later call on the same descriptor asks for them.
 ///
 /// # Safety
 /// As `pvfs_getdents_plus`.

@@ -1,6 +1,7 @@
 //! Descriptors of regular files: open/creat (with layout hints), read/write and their
 //! positioned and vectored forms, lseek, close, fsync, ftruncate, the partitioned-file
-//! interface of seed 000, and seed 002's noncontiguous `readx`/`writex`.
+//! interface of the PVFS paper (Carns et al., 2000), and the noncontiguous
+//! `readx`/`writex` of the POSIX extensions paper (Vilayannur et al., 2008).
 //!
 //! Every read or write of a descriptor is one client call, so it costs one request
 //! per data server it touches, whatever its size or the number of regions (design
@@ -448,7 +449,7 @@ unsafe fn iovecs<'a>(iov: *const iovec, count: usize, max: usize) -> CResult<(&'
 
 /// Largest staging buffer a thread keeps between vectored calls (larger calls use a
 /// buffer of their own). Reusing it matters: fresh memory costs a page fault per 4 KiB
-/// on first touch, several times the price of the copy itself (design §13).
+/// on first touch, several times the price of the copy itself (docs/benchmarks.md).
 const STAGE_KEEP: usize = 64 << 20;
 
 thread_local! {
@@ -671,13 +672,14 @@ unsafe fn x_args<'a>(
     Ok((v, total, regions))
 }
 
-/// seed 002's `readx`: reads the file regions `xtv` (offsets from the start of the
-/// file, in any order, partition and position ignored) into the memory regions `iov`.
-/// Counts and individual sizes of the two vectors need not match, only their totals
-/// (else EINVAL). The whole list travels in one request per data server holding some
-/// of the bytes, whatever the number of regions. Returns the bytes of the regions
-/// that lie before the end of the file (the rest read as zeros), or -1 with the first
-/// error: EBADF, EISDIR, EINVAL, EFAULT, EIO/EHOSTDOWN/ETIMEDOUT.
+/// `readx` of the POSIX extensions paper (Vilayannur et al., 2008): reads the file
+/// regions `xtv` (offsets from the start of the file, in any order, partition and
+/// position ignored) into the memory regions `iov`. Counts and individual sizes of the
+/// two vectors need not match, only their totals (else EINVAL). The whole list travels
+/// in one request per data server holding some of the bytes, whatever the number of
+/// regions. Returns the bytes of the regions that lie before the end of the file (the
+/// rest read as zeros), or -1 with the first error: EBADF, EISDIR, EINVAL, EFAULT,
+/// EIO/EHOSTDOWN/ETIMEDOUT.
 ///
 /// # Safety
 /// `iov` is NULL or valid for `iov_count` elements describing writable memory; `xtv`
@@ -705,12 +707,13 @@ pub unsafe extern "C" fn pvfs_readx(
     })
 }
 
-/// seed 002's `writex`: writes the memory regions `iov` to the file regions `xtv`
-/// (offsets from the start of the file, in any order, partition, position and
-/// O_APPEND ignored); totals must match (else EINVAL). One request per data server
-/// receiving some of the bytes, whatever the number of regions. Overlapping regions
-/// are written in list order. Returns the bytes written, or -1 with the first error:
-/// EBADF, EISDIR, EINVAL, EFAULT, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
+/// `writex` of the POSIX extensions paper (Vilayannur et al., 2008): writes the memory
+/// regions `iov` to the file regions `xtv` (offsets from the start of the file, in any
+/// order, partition, position and O_APPEND ignored); totals must match (else EINVAL).
+/// One request per data server receiving some of the bytes, whatever the number of
+/// regions. Overlapping regions are written in list order. Returns the bytes written,
+/// or -1 with the first error: EBADF, EISDIR, EINVAL, EFAULT, EFBIG, ENOSPC,
+/// EIO/EHOSTDOWN/ETIMEDOUT.
 ///
 /// # Safety
 /// `iov` is NULL or valid for `iov_count` elements describing readable memory; `xtv`
@@ -828,13 +831,13 @@ pub extern "C" fn pvfs_ftruncate(fd: c_int, length: off_t) -> c_int {
     })
 }
 
-/// seed 000's partitioned-file interface: after this call, `pvfs_read`, `pvfs_write`,
-/// `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on `fd` see only the partition: blocks
-/// of `gsize` bytes, the first at file offset `offset`, one every `stride` bytes,
-/// concatenated (position 0 is byte `offset` of the file). One request per data
-/// server per call, whatever the number of blocks touched. `gsize` 0 removes the
-/// partition. Either way the position is reset to 0. Returns 0, or -1 with errno:
-/// EBADF, EISDIR, EINVAL (negative values, or `stride < gsize`).
+/// The partitioned-file interface of the PVFS paper (Carns et al., 2000): after this
+/// call, `pvfs_read`, `pvfs_write`, `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on
+/// `fd` see only the partition: blocks of `gsize` bytes, the first at file offset
+/// `offset`, one every `stride` bytes, concatenated (position 0 is byte `offset` of the
+/// file). One request per data server per call, whatever the number of blocks touched.
+/// `gsize` 0 removes the partition. Either way the position is reset to 0. Returns 0,
+/// or -1 with errno: EBADF, EISDIR, EINVAL (negative values, or `stride < gsize`).
 #[no_mangle]
 pub extern "C" fn pvfs_set_partition(
     fd: c_int,

@@ -1,6 +1,7 @@
-//! seed 002's group open: `pvfs_openg` opens (or creates) a file once and returns a
-//! portable group handle; cooperating processes turn it into a descriptor with
-//! `pvfs_openfh` without contacting any server — a distributed `dup`.
+//! The group open of the POSIX extensions paper (Vilayannur et al., 2008): `pvfs_openg`
+//! opens (or creates) a file once and returns a portable group handle; cooperating
+//! processes turn it into a descriptor with `pvfs_openfh` without contacting any server
+//! — a distributed `dup`.
 //!
 //! The handle's format is `pvfs_client`'s (crates/client/src/group.rs): little-endian,
 //! with the fsid, the object handle, the open flags, the file's layout, a CRC32C and
@@ -17,16 +18,17 @@ use crate::types::PVFS_GROUP_HANDLE_MAX;
 /// (O_CREAT, O_EXCL and O_TRUNC were done by `pvfs_openg`).
 const CARRIED: c_int = libc::O_ACCMODE | libc::O_APPEND;
 
-/// seed 002's `openg`: opens or creates `path` like `pvfs_open(path, flags, mode)`
-/// (same requests, same errors) and stores a group handle for the file in `handle`,
-/// setting `*handle_len` to its length. No descriptor is made; pass the handle to
-/// `pvfs_openfh` (in this or any process of any host using the same configuration).
-/// The handle carries the access mode and O_APPEND, which `pvfs_openfh` enforces.
-/// A buffer of `PVFS_GROUP_HANDLE_MAX` bytes always suffices; if `handle` is NULL or
-/// `*handle_len` is too small, the call fails with ERANGE and sets `*handle_len` to
-/// the size needed (the file is opened or created all the same, so call again
-/// without O_EXCL). Returns 0, or -1 with errno: as `pvfs_open`, and ERANGE,
-/// EISDIR (a directory), EOPNOTSUPP (the configuration has no secret).
+/// `openg` of the POSIX extensions paper (Vilayannur et al., 2008): opens or creates
+/// `path` like `pvfs_open(path, flags, mode)` (same requests, same errors) and stores a
+/// group handle for the file in `handle`, setting `*handle_len` to its length. No
+/// descriptor is made; pass the handle to `pvfs_openfh` (in this or any process of any
+/// host using the same configuration). The handle carries the access mode and O_APPEND,
+/// which `pvfs_openfh` enforces. A buffer of `PVFS_GROUP_HANDLE_MAX` bytes always
+/// suffices; if `handle` is NULL or `*handle_len` is too small, the call fails with
+/// ERANGE and sets `*handle_len` to the size needed (the file is opened or created all
+/// the same, so call again without O_EXCL). Returns 0, or -1 with errno: as
+/// `pvfs_open`, and ERANGE, EISDIR (a directory), EOPNOTSUPP (the configuration has no
+/// secret).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `handle_len` is NULL or points to a
@@ -67,13 +69,14 @@ pub unsafe extern "C" fn pvfs_openg(
     })
 }
 
-/// seed 002's `openfh`: a new descriptor for the file a group handle from
-/// `pvfs_openg` names, opened with the handle's access mode (a read-only handle gives
-/// a descriptor that cannot write: EBADF) and O_APPEND. Checks the handle's length,
-/// checksum, MAC and fsid locally and sends no request at all, whatever the number of
-/// processes doing it. Returns the descriptor, or -1 with errno: EBADMSG (a damaged
-/// or forged handle, or one made with another secret), EXDEV (another file system),
-/// EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration), ENXIO.
+/// `openfh` of the POSIX extensions paper (Vilayannur et al., 2008): a new descriptor
+/// for the file a group handle from `pvfs_openg` names, opened with the handle's access
+/// mode (a read-only handle gives a descriptor that cannot write: EBADF) and O_APPEND.
+/// Checks the handle's length, checksum, MAC and fsid locally and sends no request at
+/// all, whatever the number of processes doing it. Returns the descriptor, or -1 with
+/// errno: EBADMSG (a damaged or forged handle, or one made with another secret), EXDEV
+/// (another file system), EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration),
+/// ENXIO.
 ///
 /// # Safety
 /// `handle` is NULL or readable for `handle_len` bytes.

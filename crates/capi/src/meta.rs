@@ -1,6 +1,6 @@
-//! Namespace and attribute calls on paths and descriptors: stat/lstat/fstat, seed
-//! 002's lazy `statlite`/`lstatlite`/`fstatlite`, mkdir, rmdir, unlink, rename,
-//! symlink, readlink, truncate, chmod and statfs.
+//! Namespace and attribute calls on paths and descriptors: stat/lstat/fstat, the lazy
+//! `statlite`/`lstatlite`/`fstatlite` of the POSIX extensions paper (Vilayannur et al.,
+//! 2008), mkdir, rmdir, unlink, rename, symlink, readlink, truncate, chmod and statfs.
 //!
 //! A path walk costs one lookup per component, each answered with the object's
 //! attributes; a regular file's size (and its exact mtime) costs one more request per
@@ -117,13 +117,13 @@ unsafe fn statlite_path(
     Ok(0)
 }
 
-/// seed 002's `statlite`: like `pvfs_stat`, but only the lazy fields asked for in
-/// `sl->st_litemask` (`PVFS_SLITE_*` bits) are fetched; on return `st_litemask`
-/// holds the bits whose fields are valid. Without `PVFS_SLITE_SIZE` and
-/// `PVFS_SLITE_BLOCKS` no data server is contacted (only the lookups of the path are
-/// sent); the mtime is then the metadata server's lazy copy (see `PVFS_SLITE_MTIME`).
-/// Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are always filled in.
-/// Returns 0, or -1 with errno as `pvfs_stat`.
+/// `statlite` of the POSIX extensions paper (Vilayannur et al., 2008): like
+/// `pvfs_stat`, but only the lazy fields asked for in `sl->st_litemask` (`PVFS_SLITE_*`
+/// bits) are fetched; on return `st_litemask` holds the bits whose fields are valid.
+/// Without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` no data server is contacted (only
+/// the lookups of the path are sent); the mtime is then the metadata server's lazy copy
+/// (see `PVFS_SLITE_MTIME`). Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are
+/// always filled in. Returns 0, or -1 with errno as `pvfs_stat`.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `sl` is NULL or a readable and
@@ -134,7 +134,8 @@ pub unsafe extern "C" fn pvfs_statlite(path: *const c_char, sl: *mut pvfs_stat_l
     ffi(-1, || unsafe { statlite_path(path, sl, true) })
 }
 
-/// seed 002's `lstatlite`: `pvfs_statlite` without following a final symlink.
+/// `lstatlite` of the POSIX extensions paper (Vilayannur et al., 2008): `pvfs_statlite`
+/// without following a final symlink.
 ///
 /// # Safety
 /// As `pvfs_statlite`.
@@ -144,9 +145,10 @@ pub unsafe extern "C" fn pvfs_lstatlite(path: *const c_char, sl: *mut pvfs_stat_
     ffi(-1, || unsafe { statlite_path(path, sl, false) })
 }
 
-/// seed 002's `fstatlite`: `pvfs_statlite` of a descriptor. One attribute request to
-/// the metadata server, plus one per data server only if the size or blocks are
-/// asked for. Returns 0, or -1 with errno as `pvfs_fstat`.
+/// `fstatlite` of the POSIX extensions paper (Vilayannur et al., 2008): `pvfs_statlite`
+/// of a descriptor. One attribute request to the metadata server, plus one per data
+/// server only if the size or blocks are asked for. Returns 0, or -1 with errno as
+/// `pvfs_fstat`.
 ///
 /// # Safety
 /// `sl` is NULL or a readable and writable `struct pvfs_stat_lite`.

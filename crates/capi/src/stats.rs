@@ -1,4 +1,4 @@
-//! Request counts (issue 4 point 7): the client counts every request it sends, per
+//! Request counts: the client counts every request it sends, per
 //! server and per operation (`pvfs_client::Stats`); these functions report them as
 //! differences from a baseline that `pvfs_init` and `pvfs_stats_reset` set, so a
 //! program can assert the message complexity of a call.

@@ -50,10 +50,10 @@ pub struct pvfs_xtvec {
     pub xtv_len: size_t,
 }
 
-/// The fields of `struct stat` plus a mask (seed 002's `struct stat_lite`). The
-/// field names match glibc's, so `sl.st_mtime` (a macro for `st_mtim.tv_sec`) works.
-/// Fields other than the five lazy ones (size, blocks, atime, mtime, ctime) are always
-/// filled in.
+/// The fields of `struct stat` plus a mask (`struct stat_lite` of the POSIX extensions
+/// paper, Vilayannur et al., 2008). The field names match glibc's, so `sl.st_mtime` (a
+/// macro for `st_mtim.tv_sec`) works. Fields other than the five lazy ones (size,
+/// blocks, atime, mtime, ctime) are always filled in.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct pvfs_stat_lite {
@@ -101,10 +101,10 @@ pub struct pvfs_dirent {
 }
 
 /// One entry from `pvfs_getdents_plus`/`pvfs_getdents_plus_lite`: the name, the type
-/// and the attributes fetched with it (seed 002's `struct dirent_plus`). If the
-/// attributes could not be fetched (e.g. the object was removed meanwhile),
-/// `d_errno` holds why and `d_stat.st_litemask` is 0; `d_ino`, `d_type` and `d_name`
-/// are valid in any case.
+/// and the attributes fetched with it (`struct dirent_plus` of the POSIX extensions
+/// paper, Vilayannur et al., 2008). If the attributes could not be fetched (e.g. the
+/// object was removed meanwhile), `d_errno` holds why and `d_stat.st_litemask` is 0;
+/// `d_ino`, `d_type` and `d_name` are valid in any case.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct pvfs_dirent_plus {

@@ -7,11 +7,12 @@ mod output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
-/// pvfs: a parallel file system for Linux clusters.
+/// A parallel file system for Linux clusters: servers, administration, the client,
+/// benchmarks and a demo, in one binary.
 #[derive(Parser)]
-#[command(name = "pvfs", version, about, propagate_version = true)]
+#[command(name = "pvfs", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,16 +79,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // Usage errors, like every other error, are one line.
-            let text = e.to_string();
-            let message: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
-                .map(str::trim)
-                .collect();
-            let message = message.join(" ");
-            let message = message.strip_prefix("error: ").unwrap_or(&message);
-            eprintln!("pvfs: {message} (see pvfs --help)");
+            eprintln!("pvfs: {}", usage_error(&e));
             return ExitCode::from(2);
         }
     };
@@ -116,14 +108,95 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // One line: the outermost context and its causes.
-            let msg = e
-                .chain()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(": ");
-            eprintln!("pvfs: {msg}");
-            ExitCode::FAILURE
+            eprintln!("pvfs: {}", one_line(&e));
+            if e.downcast_ref::<cmd::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// The one-line message of a failed command: the contexts this binary added, then the
+/// error they wrap.
+///
+/// The project's policy: an error's `Display` is its whole message, its cause
+/// included (that text is what servers send and what logs show), and `source()` may
+/// return that cause too for programs that inspect it. So the chain is walked only
+/// while a link does not already say what the next one says: the first link whose
+/// text contains the next link's (without the "(os error N)" suffix) ends the
+/// message, and nothing is printed twice.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if let Some(prev) = parts.last() {
+            if prev.contains(without_os_error(&text).trim()) {
+                break;
+            }
+        }
+        parts.push(text);
+    }
+    // Messages are one line whatever a cause holds.
+    parts
+        .join(": ")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `text` without the " (os error N)" that `std::io::Error` appends.
+fn without_os_error(text: &str) -> &str {
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => &text[..i],
+        _ => text,
+    }
+}
+
+/// The one-line message of a usage error, naming the help of the command at fault.
+fn usage_error(e: &clap::Error) -> String {
+    // The subcommands named on the command line, e.g. ["bench"].
+    let mut command = Cli::command();
+    let mut path = String::new();
+    for arg in std::env::args_os().skip(1) {
+        let Some(sub) = arg
+            .to_str()
+            .and_then(|a| command.find_subcommand(a))
+            .cloned()
+        else {
+            break;
+        };
+        path.push(' ');
+        path.push_str(sub.get_name());
+        command = sub;
+    }
+    let help = format!("see pvfs{path} --help");
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let names: Vec<&str> = command
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
+        return if path.is_empty() {
+            format!("no command given ({help}, or try pvfs demo)")
+        } else {
+            format!(
+                "{}: no subcommand given: one of {} ({help})",
+                path.trim_start(),
+                names.join(", ")
+            )
+        };
+    }
+    let text = e.to_string();
+    let message: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
+        .map(str::trim)
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    format!("{message} ({help})")
 }

@@ -1,4 +1,4 @@
-//! Errors are right (issue 2, point 9): POSIX errnos from the client library, and from
+//! Errors are right: POSIX errnos from the client library, and from
 //! the CLI a non-zero exit status with one line on stderr starting `pvfs: `. A failed
 //! operation changes nothing.
 #![allow(clippy::unwrap_used)]

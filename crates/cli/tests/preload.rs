@@ -1,26 +1,41 @@
-//! libpvfs_preload.so end to end: unmodified programs — coreutils,
-//! python3, and C programs using stdio and raw descriptors — run with `LD_PRELOAD` on a
-//! real 4-server file system, without a mount. Every copy is checked twice: with
-//! `sha256sum` against the local original, and byte for byte through the client
-//! library (so nothing can pass by landing in some local directory).
+//! libpvfs_preload.so end to end: unmodified programs — coreutils as Debian ships
+//! them (`cp`, `cp -a`, `cp -t`, `mv`, `install`, `ln -s`, `sed -i`, …), GNU tar,
+//! rsync, python3, and C programs using stdio, raw descriptors and every `*at` call —
+//! run with `LD_PRELOAD` on a real 4-server file system, without a mount. Copies into
+//! directories go through the target directory's `O_PATH` descriptor, as coreutils 9
+//! open it. Every result is checked through the client library (content, modes,
+//! times, symlink targets, the exact set of names), and the prefix is checked not to
+//! exist locally afterwards, so nothing can pass by landing in some local directory.
 //!
 //! The library is the one `scripts/test` builds before `cargo test` (with plain
-//! `cargo test`, run `cargo build --workspace` first). Each test uses its own prefix,
-//! a path that does not exist locally.
+//! `cargo test`, run `cargo build --workspace --lib --bins --examples` first). Each
+//! test uses its own prefix, a path that does not exist locally. Programs run in the
+//! cluster's temporary directory.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use common::{assert_bytes_eq, Cluster, Rng};
+use common::{assert_bytes_eq, scaled, Cluster, Rng};
+use pvfs_client::ObjKind;
+use pvfs_proto::ObjDetail;
 
-/// Longest any one program may run.
-const DEADLINE: Duration = Duration::from_secs(120);
+/// Longest any one program may run (each takes a few seconds at most here).
+fn deadline() -> Duration {
+    scaled(Duration::from_secs(120))
+}
+
+/// Longest a check through the client library may take.
+fn client_deadline() -> Duration {
+    scaled(Duration::from_secs(60))
+}
 
 /// The library, built by `scripts/test` before the tests run (never by a test).
 fn preload_lib() -> &'static Path {
@@ -29,9 +44,10 @@ fn preload_lib() -> &'static Path {
 }
 
 /// Runs `cmd` to completion (stdin empty, output captured unless the caller set it),
-/// killing it and failing the test past [`DEADLINE`].
+/// killing it and failing the test past [`deadline`].
 fn run(mut cmd: Command, what: &str) -> Output {
     let start = Instant::now();
+    let deadline = deadline();
     cmd.stdin(Stdio::null());
     let mut child = cmd
         .spawn()
@@ -56,10 +72,10 @@ fn run(mut cmd: Command, what: &str) -> Output {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        if start.elapsed() > DEADLINE {
+        if start.elapsed() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{what} did not finish within {DEADLINE:?}");
+            panic!("{what} did not finish within {deadline:?}");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -95,6 +111,7 @@ impl<'a> Preload<'a> {
     fn cmd(&self, prog: &str, args: &[&str]) -> Command {
         let mut c = Command::new(prog);
         c.args(args)
+            .current_dir(self.cluster.dir())
             .env("LD_PRELOAD", preload_lib())
             .env("PVFS_CONFIG", self.cluster.config_path())
             .env("PVFS_PREFIX", &self.prefix)
@@ -136,7 +153,7 @@ impl<'a> Preload<'a> {
         let path = p.to_string();
         self.cluster
             .client()
-            .run(Duration::from_secs(60), async move |c| {
+            .run(client_deadline(), async move |c| {
                 let f = c.open(&path).await.unwrap();
                 let size = f.size().await.unwrap();
                 let mut buf = vec![0u8; size as usize];
@@ -151,10 +168,224 @@ impl<'a> Preload<'a> {
         let path = p.to_string();
         self.cluster
             .client()
-            .run(Duration::from_secs(60), async move |c| {
+            .run(client_deadline(), async move |c| {
                 c.stat_lite(&path).await.is_ok()
             })
     }
+
+    /// Asserts the program succeeded and the prefix did not appear locally (nothing
+    /// landed beside pvfs).
+    #[track_caller]
+    fn ok_in_pvfs(&self, prog: &str, args: &[&str]) -> String {
+        let out = self.ok(prog, args);
+        self.assert_nothing_local();
+        out
+    }
+
+    /// Extended attribute `name` of pvfs path `p`, read through the client library.
+    fn xattr(&self, p: &str, name: &str) -> Vec<u8> {
+        let (path, name) = (p.to_string(), name.to_string());
+        self.cluster
+            .client()
+            .run(client_deadline(), async move |c| {
+                let h = c.lstat(&path).await.unwrap().handle;
+                c.getxattr(h, &name).await.unwrap()
+            })
+    }
+
+    /// Asserts that the prefix does not exist locally.
+    #[track_caller]
+    fn assert_nothing_local(&self) {
+        assert!(
+            !Path::new(&self.prefix).exists(),
+            "{} appeared locally: something went to the local file system",
+            self.prefix
+        );
+    }
+
+    /// The tree under pvfs path `p`, read through the client library: every entry by
+    /// its path relative to `p`, with its mtime.
+    fn tree(&self, p: &str) -> BTreeMap<String, (Node, (i64, u32))> {
+        let root = p.trim_end_matches('/').to_string();
+        self.cluster
+            .client()
+            .run(client_deadline(), async move |c| {
+                let mut out = BTreeMap::new();
+                let mut todo = vec![String::new()];
+                while let Some(rel) = todo.pop() {
+                    let dir = format!("{root}{rel}");
+                    for e in c.readdir(&dir).await.unwrap() {
+                        let r = format!("{rel}/{}", e.name);
+                        let path = format!("{root}{r}");
+                        let a = c.lstat(&path).await.unwrap();
+                        let node = match (a.kind(), &a.detail) {
+                            (ObjKind::Dir, _) => {
+                                todo.push(r.clone());
+                                Node::Dir(a.mode & 0o7777)
+                            }
+                            (_, ObjDetail::Symlink { target }) => Node::Link(target.clone()),
+                            (ObjKind::File, _) => {
+                                let f = c.open(&path).await.unwrap();
+                                let mut buf = vec![0u8; a.size as usize];
+                                let n = f.read_at(0, &mut buf).await.unwrap();
+                                buf.truncate(n);
+                                Node::File(buf, a.mode & 0o7777)
+                            }
+                            (k, _) => panic!("{path}: unexpected {k:?}"),
+                        };
+                        out.insert(r[1..].to_string(), (node, (a.mtime.secs, a.mtime.nsecs)));
+                    }
+                }
+                out
+            })
+    }
+
+    /// Asserts that pvfs path `p` holds exactly `want` (names, kinds, content, symlink
+    /// targets), with `want`'s modes when `modes` and with every file's mtime
+    /// [`FILE_MTIME`] when `mtimes`.
+    #[track_caller]
+    fn assert_tree(&self, p: &str, want: &BTreeMap<String, Node>, modes: bool, mtimes: bool) {
+        let got = self.tree(p);
+        let names = |m: Vec<&String>| m.into_iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            names(got.keys().collect()),
+            names(want.keys().collect()),
+            "names under {p}"
+        );
+        for (name, w) in want {
+            let (g, mtime) = &got[name];
+            let what = format!("{p}/{name}");
+            match (g, w) {
+                (Node::File(gd, gm), Node::File(wd, wm)) => {
+                    assert_bytes_eq(gd, wd, &what);
+                    if modes {
+                        assert_eq!(gm, wm, "{what}: mode {gm:o}, want {wm:o}");
+                    }
+                    if mtimes {
+                        assert_eq!(*mtime, FILE_MTIME, "{what}: mtime");
+                    }
+                }
+                (Node::Dir(gm), Node::Dir(wm)) => {
+                    if modes {
+                        assert_eq!(gm, wm, "{what}: mode {gm:o}, want {wm:o}");
+                    }
+                }
+                (Node::Link(g), Node::Link(w)) => assert_eq!(g, w, "{what}: symlink target"),
+                _ => panic!("{what}: {g:?}, want {w:?}"),
+            }
+        }
+    }
+}
+
+/// Sets extended attribute `name` of local file `path`; false if the local file
+/// system does not take user attributes.
+fn set_local_xattr(path: &Path, name: &str, value: &[u8]) -> bool {
+    let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated path and name; value is live for its length.
+    let rc = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        return true;
+    }
+    let e = std::io::Error::last_os_error();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP),
+        "setxattr {}: {e}",
+        path.display()
+    );
+    false
+}
+
+/// What one entry of a tree is.
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    /// A regular file: content and mode.
+    File(Vec<u8>, u32),
+    /// A directory and its mode.
+    Dir(u32),
+    /// A symlink and its target.
+    Link(String),
+}
+
+/// The mtime [`sample_tree`] gives every file (seconds, nanoseconds).
+const FILE_MTIME: (i64, u32) = (1_500_000_000, 250_000_000);
+
+/// Makes a local tree at `root` — files of several sizes and modes (one empty, one
+/// executable, one read-only), nested directories of several modes, a relative
+/// symlink and a dangling one — every file with mtime [`FILE_MTIME`]; returns what it
+/// holds.
+fn sample_tree(root: &Path, seed: u64) -> BTreeMap<String, Node> {
+    let mut rng = Rng::new(seed);
+    let files: [(&str, Vec<u8>, u32); 5] = [
+        ("data.bin", rng.bytes(1_500_000 + 777), 0o640),
+        ("empty", Vec::new(), 0o600),
+        ("run.sh", b"#!/bin/sh\necho hi\n".to_vec(), 0o755),
+        ("sub/note.txt", b"note\n".to_vec(), 0o444),
+        ("sub/deeper/x.bin", rng.bytes(70_001), 0o644),
+    ];
+    let dirs = [("sub", 0o750), ("sub/deeper", 0o755)];
+    let links = [("link", "sub/note.txt"), ("dangling", "nowhere")];
+    let mut want = BTreeMap::new();
+    std::fs::create_dir(root).unwrap();
+    for (d, mode) in dirs {
+        std::fs::create_dir(root.join(d)).unwrap();
+        want.insert(d.to_string(), Node::Dir(mode));
+    }
+    let mtime = SystemTime::UNIX_EPOCH + Duration::new(FILE_MTIME.0 as u64, FILE_MTIME.1);
+    for (name, data, mode) in files {
+        let path = root.join(name);
+        std::fs::write(&path, &data).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        want.insert(name.to_string(), Node::File(data, mode));
+    }
+    for (name, target) in links {
+        std::os::unix::fs::symlink(target, root.join(name)).unwrap();
+        want.insert(name.to_string(), Node::Link(target.to_string()));
+    }
+    // Directory modes last: a read-only one must not stop the files above.
+    for (d, mode) in dirs {
+        std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(TREE_MODE)).unwrap();
+    want
+}
+
+/// The mode of [`sample_tree`]'s root directory.
+const TREE_MODE: u32 = 0o755;
+
+/// `want` as seen below a directory `name` of it (`name/...` for every entry), with
+/// the directory itself (`mode`).
+fn under(name: &str, mode: u32, want: &BTreeMap<String, Node>) -> BTreeMap<String, Node> {
+    let mut out: BTreeMap<String, Node> = want
+        .iter()
+        .map(|(k, v)| (format!("{name}/{k}"), v.clone()))
+        .collect();
+    out.insert(name.to_string(), Node::Dir(mode));
+    out
+}
+
+/// Whether `prog` can run here; if not, the test is skipped (and fails under CI).
+fn have(test: &str, prog: &str) -> bool {
+    if common::have_command(prog) {
+        return true;
+    }
+    common::skip(test, &format!("{prog} is not installed"));
+    false
 }
 
 /// `sha256sum` of a local file, without the library.
@@ -454,5 +685,368 @@ fn local_paths_stay_local_and_exec_fails_loudly() {
         String::from_utf8_lossy(&out.stderr).contains("Bad file descriptor"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Compiles tests/preload/at.c into `dir`.
+fn build_at(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload/at.c");
+    let exe = dir.join("at");
+    let mut c = Command::new("cc");
+    c.args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = run(c, "cc at.c");
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn every_at_call_relative_to_o_path_rdonly_and_cwd_directories() {
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "at");
+    let exe = build_at(cluster.dir());
+    let exe = exe.to_str().unwrap();
+    // opath: open(O_PATH|O_DIRECTORY) as coreutils 9 open a target directory;
+    // rdonly: a directory opened for reading; cwd: AT_FDCWD after chdir; walk: one
+    // component at a time from "/", as rsync reaches its destination.
+    for mode in ["opath", "rdonly", "cwd", "walk"] {
+        let dir = format!("/{mode}");
+        pl.ok("mkdir", &[&pl.at(&dir)]);
+        let out = pl.ok_in_pvfs(exe, &[mode, &pl.at(&dir)]);
+        assert_eq!(out.trim(), format!("at ok {mode}"));
+        let got = pl.tree(&dir);
+        let names: Vec<&str> = got.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["dir", "dir/inner", "kept", "link"],
+            "{mode}: left behind"
+        );
+        let (kept, mtime) = &got["kept"];
+        assert_eq!(
+            *kept,
+            Node::File(format!("kept {mode}\n").into_bytes(), 0o640),
+            "{mode}: kept"
+        );
+        assert_eq!(*mtime, (1_234_567_890, 500_000_000), "{mode}: kept's mtime");
+        assert_eq!(got["link"].0, Node::Link("kept".into()), "{mode}: link");
+        assert_eq!(got["dir"].0, Node::Dir(0o750), "{mode}: dir");
+        assert_eq!(got["dir/inner"].0, Node::File(b"inner\n".to_vec(), 0o644));
+    }
+}
+
+#[test]
+fn coreutils_copy_move_install_and_link_into_directories() {
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "into");
+    let local = cluster.dir().join("local");
+    std::fs::create_dir(&local).unwrap();
+    let want = sample_tree(&local.join("tree"), 11);
+    let l = |p: &str| local.join(p).to_str().unwrap().to_string();
+    let data = match &want["data.bin"] {
+        Node::File(d, _) => d.clone(),
+        other => panic!("{other:?}"),
+    };
+    pl.ok("mkdir", &["-p", &pl.at("/c"), &pl.at("/p/q")]);
+
+    // cp -t DIR, cp FILE DIR/, cp FILE DIR (an existing directory, no slash).
+    pl.ok_in_pvfs(
+        "cp",
+        &["-t", &pl.at("/c"), &l("tree/data.bin"), &l("tree/run.sh")],
+    );
+    pl.ok_in_pvfs("cp", &[&l("tree/sub/note.txt"), &pl.at("/c/")]);
+    pl.ok_in_pvfs("cp", &[&l("tree/empty"), &pl.at("/c")]);
+    assert_bytes_eq(&pl.bytes("/c/data.bin"), &data, "cp -t");
+    assert_eq!(pl.bytes("/c/note.txt"), b"note\n", "cp into DIR/");
+    let names: Vec<String> = pl.tree("/c").into_keys().collect();
+    assert_eq!(names, ["data.bin", "empty", "note.txt", "run.sh"]);
+    // cp -r of a tree into a directory: symlinks stay symlinks.
+    pl.ok_in_pvfs("cp", &["-r", &l("tree"), &pl.at("/c/")]);
+    pl.assert_tree("/c/tree", &want, false, false);
+    // A relative path from a local working directory into the prefix.
+    let rel = format!("{}/c/from-root", pl.prefix.trim_start_matches('/'));
+    let mut c = pl.cmd("cp", &[&l("tree/run.sh"), &rel]);
+    c.current_dir("/");
+    let out = run(c, "cp from /");
+    assert!(
+        out.status.success(),
+        "cp to {rel} from /: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pl.assert_nothing_local();
+    assert_eq!(pl.bytes("/c/from-root"), b"#!/bin/sh\necho hi\n");
+
+    // mv of a local file into a pvfs directory (across file systems: copy, then
+    // remove), inside pvfs into a directory (renameat2 with RENAME_NOREPLACE), and of
+    // a local tree into a pvfs directory (modes and times kept).
+    std::fs::write(local.join("a"), b"moved a\n").unwrap();
+    pl.ok_in_pvfs("mv", &[&l("a"), &pl.at("/p/q/")]);
+    assert!(!local.join("a").exists(), "mv left the source");
+    assert_eq!(pl.bytes("/p/q/a"), b"moved a\n");
+    pl.ok_in_pvfs("mv", &[&pl.at("/p/q/a"), &pl.at("/p/")]);
+    assert!(!pl.exists("/p/q/a"));
+    assert_eq!(pl.bytes("/p/a"), b"moved a\n");
+    // An existing target: mv -n keeps it, plain mv replaces it.
+    std::fs::write(local.join("a"), b"second a\n").unwrap();
+    pl.ok_in_pvfs("cp", &[&l("a"), &pl.at("/p/q/")]);
+    pl.ok_in_pvfs("mv", &["-n", &pl.at("/p/q/a"), &pl.at("/p/")]);
+    assert_eq!(pl.bytes("/p/a"), b"moved a\n", "mv -n replaced the target");
+    pl.ok_in_pvfs("mv", &[&pl.at("/p/q/a"), &pl.at("/p")]);
+    assert_eq!(
+        pl.bytes("/p/a"),
+        b"second a\n",
+        "mv did not replace the target"
+    );
+    assert!(!pl.exists("/p/q/a"));
+    let moved = cluster.dir().join("moved");
+    sample_tree(&moved, 11);
+    pl.ok_in_pvfs("mv", &[moved.to_str().unwrap(), &pl.at("/p/q/")]);
+    assert!(!moved.exists(), "mv left the source tree");
+    pl.assert_tree("/p/q/moved", &want, true, true);
+
+    // install: modes, into a directory, with leading directories, directories alone.
+    pl.ok("mkdir", &[&pl.at("/inst")]);
+    pl.ok_in_pvfs(
+        "install",
+        &["-m", "0644", &l("tree/run.sh"), &pl.at("/inst/plain")],
+    );
+    pl.ok_in_pvfs(
+        "install",
+        &["-m", "0600", "-t", &pl.at("/inst"), &l("tree/data.bin")],
+    );
+    pl.ok_in_pvfs(
+        "install",
+        &[
+            "-D",
+            "-m",
+            "0755",
+            &l("tree/sub/note.txt"),
+            &pl.at("/inst/new/deep/tool"),
+        ],
+    );
+    pl.ok_in_pvfs("install", &["-d", "-m", "0750", &pl.at("/inst/d1/d2")]);
+    let run_sh = b"#!/bin/sh\necho hi\n".to_vec();
+    let mut inst = BTreeMap::new();
+    inst.insert("plain".to_string(), Node::File(run_sh, 0o644));
+    inst.insert("data.bin".to_string(), Node::File(data.clone(), 0o600));
+    inst.insert("new".to_string(), Node::Dir(0o755));
+    inst.insert("new/deep".to_string(), Node::Dir(0o755));
+    inst.insert(
+        "new/deep/tool".to_string(),
+        Node::File(b"note\n".to_vec(), 0o755),
+    );
+    inst.insert("d1".to_string(), Node::Dir(0o755));
+    inst.insert("d1/d2".to_string(), Node::Dir(0o750));
+    pl.assert_tree("/inst", &inst, true, false);
+
+    // ln -s into a directory (symlinkat on its O_PATH descriptor), to a full path,
+    // and -f replacing a link.
+    pl.ok("mkdir", &[&pl.at("/ln")]);
+    pl.ok_in_pvfs("ln", &["-s", "../c/data.bin", &pl.at("/ln/")]);
+    pl.ok_in_pvfs("ln", &["-s", "target-one", &pl.at("/ln/named")]);
+    pl.ok_in_pvfs("ln", &["-sf", "target-two", &pl.at("/ln/named")]);
+    let mut links = BTreeMap::new();
+    links.insert("data.bin".to_string(), Node::Link("../c/data.bin".into()));
+    links.insert("named".to_string(), Node::Link("target-two".into()));
+    pl.assert_tree("/ln", &links, false, false);
+    assert_eq!(
+        pl.sha("/ln/data.bin"),
+        local_sha(&local.join("tree/data.bin")),
+        "reading through the relative link"
+    );
+
+    // sed -i writes a temporary file beside the target (mkostemp) and renames it.
+    pl.ok_in_pvfs("sed", &["-i", "s/note/NOTE/", &pl.at("/c/note.txt")]);
+    assert_eq!(pl.bytes("/c/note.txt"), b"NOTE\n");
+    let names: Vec<String> = pl.tree("/c").into_keys().collect();
+    assert!(
+        !names.iter().any(|n| n.contains("sed")),
+        "sed left its temporary file: {names:?}"
+    );
+}
+
+#[test]
+fn cp_a_keeps_modes_times_and_symlinks_and_refuses_hard_links_clearly() {
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "cpa");
+    let tree = cluster.dir().join("tree");
+    let want = sample_tree(&tree, 12);
+    // A user extended attribute, which cp -a keeps (where the local file system has
+    // them: tmpfs before Linux 6.6 does not).
+    let xattr = set_local_xattr(&tree.join("sub/deeper/x.bin"), "user.color", b"blue");
+    // cp -a into the root and into a directory by its O_PATH descriptor.
+    pl.ok_in_pvfs("cp", &["-a", tree.to_str().unwrap(), &pl.at("/")]);
+    pl.assert_tree("/tree", &want, true, true);
+    if xattr {
+        assert_eq!(
+            pl.xattr("/tree/sub/deeper/x.bin", "user.color"),
+            b"blue",
+            "cp -a: user.color"
+        );
+    } else {
+        eprintln!("the local file system takes no user xattrs: cp -a's are not checked");
+    }
+    pl.ok("mkdir", &[&pl.at("/into")]);
+    pl.ok_in_pvfs("cp", &["-a", tree.to_str().unwrap(), &pl.at("/into/")]);
+    pl.assert_tree("/into", &under("tree", TREE_MODE, &want), true, true);
+    // cp -a of an existing copy again: every file is rewritten in place.
+    pl.ok_in_pvfs("cp", &["-a", tree.to_str().unwrap(), &pl.at("/into/")]);
+    pl.assert_tree("/into/tree", &want, true, true);
+
+    // pvfs has no hard links: cp -a says so with EPERM's message.
+    let hl = cluster.dir().join("hl");
+    std::fs::create_dir(&hl).unwrap();
+    std::fs::write(hl.join("one"), b"one\n").unwrap();
+    std::fs::hard_link(hl.join("one"), hl.join("two")).unwrap();
+    let out = pl.run("cp", &["-a", hl.to_str().unwrap(), &pl.at("/")]);
+    pl.assert_nothing_local();
+    assert!(!out.status.success(), "cp -a of a hard link succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hard link") && err.contains("Operation not permitted"),
+        "cp -a's message: {err}"
+    );
+    assert_eq!(pl.bytes("/hl/one"), b"one\n");
+    assert!(!pl.exists("/hl/two"));
+}
+
+#[test]
+fn tar_extracts_into_pvfs_relative_to_its_directory_descriptor() {
+    let test = "tar_extracts_into_pvfs_relative_to_its_directory_descriptor";
+    if !have(test, "tar") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "tar");
+    let src = cluster.dir().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let want = sample_tree(&src.join("tree"), 13);
+    let archive = cluster.dir().join("tree.tar");
+    // POSIX (pax) format: mtimes to the nanosecond.
+    let mut c = Command::new("tar");
+    c.arg("--format=posix")
+        .arg("-cf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&src)
+        .arg("tree")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    assert!(run(c, "tar -c").status.success());
+    let a = archive.to_str().unwrap();
+
+    pl.ok("mkdir", &["-p", &pl.at("/x/y")]);
+    pl.ok_in_pvfs("tar", &["-C", &pl.at("/x/y"), "-xf", a]);
+    pl.assert_tree("/x/y", &under("tree", TREE_MODE, &want), true, true);
+    // Again over the existing files (tar unlinks and recreates each), and with
+    // --overwrite (tar opens them in place).
+    pl.ok_in_pvfs("tar", &["-C", &pl.at("/x/y"), "-xf", a]);
+    pl.assert_tree("/x/y/tree", &want, true, true);
+    pl.ok_in_pvfs("tar", &["--overwrite", "-C", &pl.at("/x/y"), "-xf", a]);
+    pl.assert_tree("/x/y/tree", &want, true, true);
+    // Listing the extracted tree and archiving it again from pvfs.
+    let again = cluster.dir().join("again.tar");
+    pl.ok_in_pvfs(
+        "tar",
+        &["-cf", again.to_str().unwrap(), "-C", &pl.at("/x/y"), "tree"],
+    );
+    let listing = pl.ok("tar", &["-tvf", again.to_str().unwrap()]);
+    assert!(listing.contains("tree/sub/deeper/x.bin"), "{listing}");
+    assert!(listing.contains("tree/link -> sub/note.txt"), "{listing}");
+
+    // An archive with a hard link: tar says it cannot make it (EPERM), and extracts
+    // the rest.
+    let hl = cluster.dir().join("hl");
+    std::fs::create_dir(&hl).unwrap();
+    std::fs::write(hl.join("one"), b"one\n").unwrap();
+    std::fs::hard_link(hl.join("one"), hl.join("two")).unwrap();
+    let hla = cluster.dir().join("hl.tar");
+    let mut c = Command::new("tar");
+    c.arg("-cf")
+        .arg(&hla)
+        .arg("-C")
+        .arg(cluster.dir())
+        .arg("hl")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    assert!(run(c, "tar -c hl").status.success());
+    let out = pl.run("tar", &["-C", &pl.at("/x"), "-xf", hla.to_str().unwrap()]);
+    pl.assert_nothing_local();
+    assert!(!out.status.success(), "tar made a hard link in pvfs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Cannot hard link") && err.contains("Operation not permitted"),
+        "tar's message: {err}"
+    );
+    assert_eq!(pl.bytes("/x/hl/one"), b"one\n");
+}
+
+#[test]
+fn rsync_copies_and_updates_a_tree_in_pvfs() {
+    let test = "rsync_copies_and_updates_a_tree_in_pvfs";
+    if !have(test, "rsync") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "rsync");
+    let tree = cluster.dir().join("tree");
+    let mut want = sample_tree(&tree, 14);
+    let t = tree.to_str().unwrap();
+
+    // Into a directory that rsync makes, then the tree's content into another.
+    pl.ok_in_pvfs("rsync", &["-a", t, &pl.at("/r/")]);
+    pl.assert_tree("/r", &under("tree", TREE_MODE, &want), true, true);
+    pl.ok_in_pvfs("rsync", &["-a", &format!("{t}/"), &pl.at("/flat")]);
+    pl.assert_tree("/flat", &want, true, true);
+
+    // An update: rsync writes each changed file to a temporary name beside it and
+    // renames it into place; new files appear, modes and times follow the source.
+    let data = Rng::new(99).bytes(300_001);
+    std::fs::write(tree.join("data.bin"), &data).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(tree.join("data.bin"))
+        .unwrap()
+        .set_modified(SystemTime::UNIX_EPOCH + Duration::new(FILE_MTIME.0 as u64, FILE_MTIME.1))
+        .unwrap();
+    std::fs::set_permissions(
+        tree.join("data.bin"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    want.insert("data.bin".into(), Node::File(data, 0o600));
+    std::fs::write(tree.join("sub/deeper/new"), b"new\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(tree.join("sub/deeper/new"))
+        .unwrap()
+        .set_modified(SystemTime::UNIX_EPOCH + Duration::new(FILE_MTIME.0 as u64, FILE_MTIME.1))
+        .unwrap();
+    want.insert(
+        "sub/deeper/new".into(),
+        Node::File(b"new\n".to_vec(), 0o644),
+    );
+    std::fs::set_permissions(
+        tree.join("sub/deeper/new"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    pl.ok_in_pvfs("rsync", &["-a", t, &pl.at("/r/")]);
+    pl.assert_tree("/r", &under("tree", TREE_MODE, &want), true, true);
+    // A single file into an existing directory.
+    pl.ok_in_pvfs(
+        "rsync",
+        &["-a", &format!("{t}/run.sh"), &pl.at("/flat/sub/")],
+    );
+    let got = pl.tree("/flat/sub");
+    assert_eq!(
+        got["run.sh"].0,
+        Node::File(b"#!/bin/sh\necho hi\n".to_vec(), 0o755)
     );
 }

@@ -1,6 +1,6 @@
-//! Answers with what the live servers know (seed 003 §7: `ls` must not hang or give up
-//! because one server is down). A listing is the union of the shards whose servers
-//! answered, with the errors of the others.
+//! Answers with what the live servers know (Cope et al., 2005, §7: `ls` must not hang
+//! or give up because one server is down). A listing is the union of the shards whose
+//! servers answered, with the errors of the others.
 
 use futures::future::join_all;
 use pvfs_proto::{Attr, DirEntry, Errno};

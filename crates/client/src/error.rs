@@ -33,8 +33,16 @@ impl Error {
     }
 
     /// The same errno, described for `path` (server details dropped for errnos whose
-    /// meaning is plain, kept for the rest).
+    /// meaning is plain, kept for the rest). An error already described for `path`
+    /// is returned as it is, so the path is said once.
     pub fn for_path(self, path: &str) -> Error {
+        if self
+            .message
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with(": "))
+        {
+            return self;
+        }
         match self.errno {
             Errno::ENOENT
             | Errno::EEXIST

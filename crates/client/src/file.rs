@@ -1,5 +1,6 @@
 //! An open regular file: striped reads and writes at any offset and size, strided
-//! partitions (seed 000), region lists (readx/writex), size, fsync, truncate.
+//! partitions (the PVFS paper, Carns et al., 2000), region lists (readx/writex), size,
+//! fsync, truncate.
 
 use pvfs_proto::layout::Layout;
 use pvfs_proto::{Attr, Errno, Extent, Handle, Regions};
@@ -11,9 +12,9 @@ use crate::Client;
 /// Most extents one request carries; longer lists are sent in several rounds.
 const MAX_EXTENTS: usize = 65536;
 
-/// A partition of a file (seed 000): the file seen through blocks of `gsize` bytes,
-/// the first at `offset`, one every `stride` bytes. Position 0 of the partition is
-/// byte `offset` of the file.
+/// A partition of a file (the PVFS paper, Carns et al., 2000): the file seen through
+/// blocks of `gsize` bytes, the first at `offset`, one every `stride` bytes. Position 0
+/// of the partition is byte `offset` of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
     /// File offset of the first block.

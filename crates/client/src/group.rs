@@ -1,5 +1,6 @@
-//! Group handles (seed 002's `openg`/`openfh`): a portable token naming an open file,
-//! which cooperating processes turn into an open file without asking any server.
+//! Group handles (`openg`/`openfh` of the POSIX extensions paper, Vilayannur et al.,
+//! 2008): a portable token naming an open file, which cooperating processes turn into
+//! an open file without asking any server.
 //!
 //! Byte format, version 1, little-endian:
 //!

@@ -5,7 +5,7 @@
 //! socket writes (no staging copy). Reads scatter each arriving chunk into the
 //! caller's buffer at the positions the stripe arithmetic gives. Data servers cut a
 //! read at their datafile's end; bytes past it are holes (zeros) unless the file ends
-//! before them, which the client settles from the datafile sizes (design §4).
+//! before them, which the client settles from the datafile sizes.
 
 use futures::future::try_join_all;
 use pvfs_proto::layout::{clip_pieces, Layout, Piece, PieceCursor};

@@ -1026,9 +1026,10 @@ impl Client {
         }
     }
 
-    /// Entries of `path` with their attributes, by the two-phase algorithm of seed 002:
-    /// one batched attribute request per metadata server, then (when `sizes`) one
-    /// batched size request per data server. Each entry carries its own result.
+    /// Entries of `path` with their attributes, by the two-phase algorithm of the POSIX
+    /// extensions paper (Vilayannur et al., 2008): one batched attribute request per
+    /// metadata server, then (when `sizes`) one batched size request per data server.
+    /// Each entry carries its own result.
     pub async fn readdir_plus(
         &self,
         path: &str,

@@ -1,6 +1,6 @@
 //! Where things live, computed from the configuration alone (no lookup service):
 //! the owner of a handle from the handle ranges, the server of a directory shard from
-//! the directory's owner and the shard number (design §2-3).
+//! the directory's owner and the shard number (docs/namespace.md).
 
 use pvfs_config::Config;
 use pvfs_proto::{name_shard, Handle};

@@ -19,7 +19,7 @@ pub const CHUNK: usize = 4 << 20;
 /// Bytes per data frame of a write. Smaller than [`CHUNK`]: a data server writes a
 /// frame once all of it has arrived, so with 1 MiB frames it writes one while the
 /// next arrives, and the bytes are still in the CPU's cache when it copies them
-/// (16 MiB calls over 4 servers: 1.7 instead of 0.75-1.06 GB/s, `docs/benchmarks.md`).
+/// (faster for large calls: `docs/benchmarks.md`, writes in 1 MiB frames).
 pub const WRITE_CHUNK: usize = 1 << 20;
 /// How long a server that refused a connection is reported down without retrying.
 const DOWN_BACKOFF: Duration = Duration::from_millis(500);
@@ -31,8 +31,8 @@ struct Slot {
     down_until: Mutex<Option<(Instant, String)>>,
 }
 
-/// Requests sent by this client, for tests and `pvfs_stats` (issue: message counts
-/// are observable).
+/// Requests sent by this client, for tests and `pvfs_stats`, so that the message
+/// counts docs/capi.md promises can be checked.
 #[derive(Default)]
 pub struct Stats {
     total: AtomicU64,

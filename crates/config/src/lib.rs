@@ -3,25 +3,18 @@
 //! serializes it. The format (documented in full in `docs/configuration.md`):
 //!
 //! ```toml
-//! fsid = 1234567890123          # integer (or a "0x..." string for values above i64::MAX)
-//! name = "pvfs"                 # optional, default "pvfs"
+//! fsid = 1234567890123
+//! secret = "…"                  # 32 to 128 hex digits: keep the file private (0600)
 //!
-//! [defaults]                    # optional table, and every key in it is optional
-//! stripe_size = "64K"           # bytes: an integer, or a string with K/M/G/T (powers of 1024)
-//! stripe_count = 4              # datafiles per new file: 1..=data servers (default: all)
-//! dir_shards = 4                # dirdata shards per new directory: 1..=meta servers (default: all)
-//! sync_writes = false           # fsync every write on data servers
-//!
-//! [timeouts]                    # optional; durations are "500ms", "2s", "1m" or integer milliseconds
-//! connect = "2s"
-//! request = "5s"                # no progress on a request for this long -> ETIMEDOUT
+//! [defaults]                    # optional, as are [timeouts] and [limits]
+//! stripe_size = "64K"           # sizes: bytes, or K, M, G, T or P (powers of 1024)
 //!
 //! [[servers]]                   # one table per server, at least one
 //! name = "s0"
-//! address = "127.0.0.1:7000"    # host:port
-//! roles = ["meta", "data"]      # any non-empty subset
-//! handles = "0x10000000000-0x1ffffffffff"   # inclusive; or { first = .., last = .. }
-//! storage = "/path/to/s0"       # relative paths are relative to the file's directory (load)
+//! address = "127.0.0.1:7000"
+//! roles = ["meta", "data"]
+//! handles = "0x10000000000-0x1ffffffffff"
+//! storage = "/srv/pvfs/s0"      # relative paths are relative to the file's directory
 //! ```
 //!
 //! Unknown keys are errors. Every error about the file names the file, the line and
@@ -184,6 +177,20 @@ pub enum ConfigError {
     /// Generation failed for a reason outside any file (e.g. no free port).
     #[error("genconfig: {0}")]
     Generate(String),
+    /// The file could not be written.
+    #[error("cannot write {path}: {}", io_message(.source))]
+    Write {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file exists and was not to be replaced ([`Config::write`]).
+    #[error("{path} already exists")]
+    Exists {
+        /// The file.
+        path: String,
+    },
 }
 
 impl ConfigError {
@@ -203,6 +210,64 @@ fn io_message(e: &std::io::Error) -> String {
         Some(i) => s[..i].to_string(),
         None => s,
     }
+}
+
+/// Writes `bytes` to a new file `path` of mode 0600 (see [`Config::write`]).
+fn write_private(path: &Path, bytes: &[u8], replace: bool) -> Result<(), ConfigError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let fail = |source: std::io::Error| ConfigError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let create = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(p)
+    };
+    let fill = |f: &mut std::fs::File| f.write_all(bytes).and_then(|()| f.sync_all());
+    if !replace {
+        let mut f = create(path).map_err(|e| {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                fail(e)
+            } else if path.is_dir() {
+                fail(std::io::ErrorKind::IsADirectory.into())
+            } else {
+                ConfigError::Exists {
+                    path: path.display().to_string(),
+                }
+            }
+        })?;
+        return fill(&mut f).map_err(|e| {
+            // Leave no half-written configuration behind.
+            let _ = std::fs::remove_file(path);
+            fail(e)
+        });
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| fail(std::io::ErrorKind::InvalidInput.into()))?;
+    let mut n = 0u32;
+    let (tmp, mut f) = loop {
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        match create(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            Err(e) => return Err(fail(e)),
+        }
+    };
+    let written = fill(&mut f).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
 }
 
 fn at_line(line: &Option<usize>) -> String {
@@ -238,6 +303,16 @@ impl Config {
     /// Parses and validates configuration text; `origin` names it in error messages.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         parse::parse(text, origin)
+    }
+
+    /// Writes the configuration to the file `path`, which only its owner may read or
+    /// write (mode 0600: it holds the file system's secret). Without `replace` an
+    /// existing file is an error ([`ConfigError::Exists`]) and is left alone: the file
+    /// is created exclusively (`O_EXCL`) with mode 0600 from the start. With `replace`
+    /// the text goes to a new 0600 file beside `path` that is then renamed over it, so
+    /// the file never has wider permissions and never holds half a configuration.
+    pub fn write(&self, path: &Path, replace: bool) -> Result<(), ConfigError> {
+        write_private(path, self.to_toml().as_bytes(), replace)
     }
 
     /// The configuration as TOML text (with a header comment) that parses back to it.

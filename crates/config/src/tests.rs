@@ -402,3 +402,64 @@ fn limits_parse_default_and_fail_with_the_line() {
         round.limits
     );
 }
+
+#[test]
+fn write_is_private_exclusive_and_replaces_only_when_asked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.toml");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let first = Config::generate(&GenOptions::new(2, dir.path())).unwrap();
+    first.write(&path, false).unwrap();
+    assert_eq!(mode(&path), 0o600, "a configuration holds a secret");
+    assert_eq!(Config::load(&path).unwrap().fsid, first.fsid);
+
+    // An existing file is refused and left as it was.
+    let second = Config::generate(&GenOptions::new(3, dir.path())).unwrap();
+    assert_ne!(first.fsid, second.fsid);
+    let err = second.write(&path, false).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Exists { path: p } if p == &path.display().to_string()),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("{} already exists", path.display())
+    );
+    assert_eq!(Config::load(&path).unwrap().fsid, first.fsid);
+
+    // Replacing, also a file that was readable by all, leaves a 0600 file and nothing
+    // beside it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    second.write(&path, true).unwrap();
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(Config::load(&path).unwrap().fsid, second.fsid);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [std::ffi::OsString::from("fs.toml")]);
+
+    // A directory where the file should be is not "already exists".
+    for replace in [false, true] {
+        let err = first.write(dir.path(), replace).unwrap_err();
+        assert!(matches!(err, ConfigError::Write { .. }), "{err:?}");
+        assert!(
+            err.to_string().to_lowercase().contains("is a directory"),
+            "{err}"
+        );
+    }
+
+    // A directory that does not exist: the error names the file, once.
+    let missing = dir.path().join("no/such/dir/fs.toml");
+    for replace in [false, true] {
+        let err = first.write(&missing, replace).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot write {}: No such file or directory",
+                missing.display()
+            )
+        );
+    }
+}

@@ -42,7 +42,9 @@ fn decimal(s: &str) -> Option<(u128, u128)> {
 /// optionally followed by "B" or "iB": "4096", "64K", "1M", "1.5GiB", "512b".
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let bad = || {
-        format!("invalid size {s:?} (expected bytes or a number with K, M, G or T, e.g. \"64K\")")
+        format!(
+            "invalid size {s:?} (expected bytes or a number with K, M, G, T or P, e.g. \"64K\")"
+        )
     };
     let lower = s.trim().to_ascii_uppercase();
     let mut body = lower.strip_suffix('B').unwrap_or(&lower);

@@ -1,4 +1,4 @@
-//! pvfs FUSE mount: the POSIX path for unmodified programs (design §7), the role of
+//! pvfs FUSE mount: the POSIX path for unmodified programs, the role of
 //! PVFS2's kernel module and client daemon.
 //!
 //! [`serve`] mounts a pvfs file system with `fuser` (mount(2) as root, `fusermount3`

@@ -1,6 +1,7 @@
 //! Mounting, serving and unmounting.
 //!
-//! [`serve`] checks the file system answers, mounts (fuser: mount(2) as root,
+//! [`serve`] refuses a mount point where a file system is mounted already (a second
+//! mount would hide it), checks the file system answers, mounts (fuser: mount(2) as root,
 //! `fusermount3` otherwise), raises the mount's read-ahead window, tells the caller
 //! the mount is live, and serves until the mount goes away. SIGTERM, SIGINT and
 //! SIGHUP detach the mount (lazily, so a busy mount goes too) and end the process
@@ -145,6 +146,21 @@ pub fn serve(
         path: mountpoint.to_path_buf(),
         why: e.to_string(),
     })?;
+    // A second mount would hide the first one (and its files) without a word.
+    if let Some(m) = mounted_on(&mountpoint) {
+        let how = if m.is_fuse() {
+            format!("pvfs umount {}", m.mount_point.display())
+        } else {
+            format!("umount {}", m.mount_point.display())
+        };
+        return Err(Error::MountPoint {
+            path: mountpoint,
+            why: format!(
+                "already a mount point ({} file system {}): unmount it first with `{how}`",
+                m.fstype, m.source
+            ),
+        });
+    }
     match std::fs::metadata(&mountpoint) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
@@ -219,7 +235,14 @@ pub fn serve(
     let session = if unsafe { libc::geteuid() } == 0 {
         fuser::Session::new(fs, &mountpoint, &fcfg).map_err(mount_err)?
     } else {
-        let fd = fusermount(&mountpoint, &fcfg).map_err(mount_err)?;
+        let fd = fusermount(&mountpoint, &fcfg).map_err(|e| {
+            // fusermount3 opens /dev/fuse as the calling user.
+            if can_open_dev_fuse() {
+                mount_err(e)
+            } else {
+                mount_err(dev_fuse_denied())
+            }
+        })?;
         fuser::Session::from_fd(fs, fd, fcfg.acl, fcfg.clone()).map_err(mount_err)?
     };
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
@@ -292,6 +315,24 @@ fn allow_requests_of(bytes: u32) {
             limit * 4
         ),
     }
+}
+
+/// Why a user other than root cannot mount: `/dev/fuse` is closed to them, and what
+/// opens it.
+fn dev_fuse_denied() -> std::io::Error {
+    use std::os::unix::fs::MetadataExt;
+    let mode = std::fs::metadata("/dev/fuse").map_or_else(
+        |e| format!("cannot be opened: {e}"),
+        |m| format!("is mode {:04o} (owner uid {})", m.mode() & 0o7777, m.uid()),
+    );
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "/dev/fuse {mode}, and a user other than root needs to open it: as root, \
+             `chmod 0666 /dev/fuse` (the mode udev's rule for it sets) lets users mount, \
+             or mount as root (--allow-other lets other users in)"
+        ),
+    )
 }
 
 /// Whether this process may open `/dev/fuse` itself.
@@ -447,6 +488,14 @@ struct MountEntry {
     dev: String,
     mount_point: PathBuf,
     fstype: String,
+    /// What is mounted, e.g. "pvfs:demo" or "tmpfs".
+    source: String,
+}
+
+impl MountEntry {
+    fn is_fuse(&self) -> bool {
+        self.fstype == "fuse" || self.fstype.starts_with("fuse.")
+    }
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
@@ -481,11 +530,15 @@ fn mounts() -> Vec<MountEntry> {
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
             let f: Vec<&str> = left.split(' ').collect();
-            let fstype = right.split(' ').next()?;
+            let mut r = right.split(' ');
+            let fstype = r.next()?;
+            let source =
+                String::from_utf8_lossy(&unescape(r.next().unwrap_or("none"))).into_owned();
             Some(MountEntry {
                 dev: f.get(2)?.to_string(),
                 mount_point: PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(f.get(4)?))),
                 fstype: fstype.to_string(),
+                source,
             })
         })
         .collect()
@@ -494,6 +547,16 @@ fn mounts() -> Vec<MountEntry> {
 /// The last mount on `path` (the one a path lookup reaches).
 fn mount_at(path: &Path) -> Option<MountEntry> {
     mounts().into_iter().rfind(|m| m.mount_point == path)
+}
+
+/// The last mount on the absolute path `path`, also when `path` leads there through
+/// symlinks (its parent is resolved, never `path` itself: a dead FUSE mount there
+/// would fail or hang a lookup).
+fn mounted_on(path: &Path) -> Option<MountEntry> {
+    mount_at(path).or_else(|| {
+        let parent = path.parent()?.canonicalize().ok()?;
+        mount_at(&parent.join(path.file_name()?))
+    })
 }
 
 /// Sets the read-ahead window of the mount on `mountpoint` (root only; the
@@ -514,19 +577,8 @@ fn set_read_ahead(mountpoint: &Path, bytes: u64) {
 pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<Unmounted, Error> {
     let not_mounted = || Error::NotMounted(mountpoint.to_path_buf());
     let abs = std::path::absolute(mountpoint).map_err(|_| not_mounted())?;
-    let entry = match mount_at(&abs) {
-        Some(m) => m,
-        None => {
-            // Maybe a path through symlinks: resolve the parent (never the mount).
-            let parent = abs.parent().and_then(|p| p.canonicalize().ok());
-            let resolved = match (parent, abs.file_name()) {
-                (Some(p), Some(n)) => p.join(n),
-                _ => return Err(not_mounted()),
-            };
-            mount_at(&resolved).ok_or_else(not_mounted)?
-        }
-    };
-    if entry.fstype != "fuse" && !entry.fstype.starts_with("fuse.") {
+    let entry = mounted_on(&abs).ok_or_else(not_mounted)?;
+    if !entry.is_fuse() {
         return Err(not_mounted());
     }
     let path = entry.mount_point;

@@ -40,7 +40,7 @@ const NAMES_PER_STEP: usize = 4096;
 /// Largest read served in one request (the kernel never asks for more).
 const MAX_READ: u32 = 16 << 20;
 /// Read-ahead chunks fetched ahead of one reader (each one `--max-request`): two
-/// keep one reader at 2.9 GB/s here; more only take CPU from other readers
+/// keep one reader as fast as with more, which only take CPU from other readers
 /// (`docs/benchmarks.md`).
 const READ_AHEAD_WINDOW: usize = 2;
 /// Read-ahead chunks the whole mount holds at most (with 4 MiB requests, 128 MiB).

@@ -46,9 +46,9 @@ impl Budget {
 
 /// Where read data starts in its buffer: 32 bytes past a cache line's start.
 ///
-/// The kernel copies with `rep movsb`, which on this machine's AMD EPYC runs about
-/// ten times slower (2.8 instead of 30 GB/s) when the destination lies 1 to 31
-/// bytes past the source modulo 64 (`docs/benchmarks.md`). Received data comes
+/// The kernel copies with `rep movsb`, which on some CPUs (the AMD EPYC of
+/// `docs/benchmarks.md`) runs many times slower when the destination lies 1 to 31
+/// bytes past the source modulo 64. Received data comes
 /// from page-aligned page-cache pages of the servers, and FUSE copies it on into
 /// the reader's buffer, usually page-aligned or 16 bytes past (glibc's `malloc` of
 /// large blocks). At offset 32 all three distances (32 from the socket, 32 to a

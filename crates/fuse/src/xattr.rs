@@ -4,8 +4,8 @@
 //! Formats (documented in `docs/fuse.md`):
 //! - file (read only): `stripe_size=65536 stripe_count=4 datafiles=s1:0x..,s2:0x..`
 //! - directory (read, set, remove): `stripe_size=1M stripe_count=2 base=0`, any
-//!   subset of the three keys, separated by spaces or commas, sizes with K/M/G
-//!   suffixes; an empty value, `default` or `none` (or removing the attribute)
+//!   subset of the three keys, separated by spaces or commas, sizes with K, M,
+//!   G, T or P suffixes; an empty value, `default` or `none` (or removing the attribute)
 //!   clears the default so the file system's applies again.
 
 use pvfs_client::LayoutSpec;

@@ -3,14 +3,15 @@
 //! `ls -l` lists a directory and then stats every entry. The library remembers the
 //! latest directory listed; when two of its entries have been stat'ed, it reads the
 //! attributes of all of them with readdirplus (one batched attribute request per
-//! metadata server, one batched size request per data server: seed 002's two phases)
-//! and answers the following stats from those. A program that lists without
-//! stat'ing (`ls`, `rm -r`, `os.listdir`) pays nothing. Only the latest listing is
-//! kept, for at most
-//! `PVFS_PRELOAD_ATTR_TTL_MS` milliseconds (default 1000; 0 turns this off), and every
-//! change this process makes through the library drops it. Another client's change
-//! may thus be seen by `stat` up to that long after it (design §3 allows a short
-//! attribute cache); data is never cached.
+//! metadata server, one batched size request per data server: the two-phase listattr
+//! of Vilayannur et al., 2008, *Extending the POSIX I/O Interface: A Parallel File
+//! System Perspective*, §3.5) and answers the following stats from those. A program
+//! that lists without stat'ing (`ls`, `rm -r`, `os.listdir`) pays nothing. Only the
+//! latest listing is kept, for at most `PVFS_PRELOAD_ATTR_TTL_MS` milliseconds
+//! (default 1000; 0 turns this off), and every change this process makes through the
+//! library drops it. Another client's change may thus be seen by `stat` up to that
+//! long after it (the same paper, §3.4, lets attributes be lazy); data is never
+//! cached.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

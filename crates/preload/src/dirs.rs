@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void, dirent, dirent64, size_t, ssize_t, DIR};
 
-use crate::fds::{self, on_fd, route, Desc, Ent, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route, Desc, Ent, Kind};
 use crate::io::open_pvfs;
 use crate::lock::Locked;
 use crate::proc;
@@ -88,7 +88,7 @@ unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
 
 /// The next entry of description `d`, or `None` at the end.
 fn next(d: &Desc) -> R<Option<Ent>> {
-    if d.kind != Kind::Dir {
+    if d.kind != Kind::Dir || d.path_only() {
         return Err(libc::EBADF);
     }
     let pr = proc::get()?;
@@ -326,7 +326,7 @@ fn getdents_desc(d: &Desc, buf: *mut c_void, n: usize) -> R<ssize_t> {
 
 #[no_mangle]
 unsafe extern "C" fn getdents64(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: getdents64's arguments, passed on.
         || unsafe { real::getdents64(fd, buf, n) },

@@ -26,15 +26,16 @@ use crate::proc::{self, Proc};
 use crate::settings::{self, Abs};
 use crate::{guarded, pvfs_call, real, set_errno, Busy, Failure, R};
 
-/// What a descriptor is open on.
+/// What kind of object a descriptor is open on (whether opened with `O_PATH` or not:
+/// see [`Desc::path_only`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A regular file: read, write, seek.
     File,
     /// A directory: readdir, and the base of `*at` calls.
     Dir,
-    /// `O_PATH`, or a symlink opened with `O_PATH|O_NOFOLLOW`: only stat-like calls.
-    Path,
+    /// A symlink, FIFO, socket or device node: only reachable with `O_PATH`.
+    Other,
 }
 
 /// One directory entry as readdir hands it out.
@@ -107,14 +108,21 @@ impl Desc {
         }
     }
 
-    /// Whether reads are allowed.
+    /// Whether reads are allowed (never through an `O_PATH` descriptor).
     pub(crate) fn readable(&self) -> bool {
-        self.acc == libc::O_RDONLY || self.acc == libc::O_RDWR
+        !self.path_only() && (self.acc == libc::O_RDONLY || self.acc == libc::O_RDWR)
     }
 
-    /// Whether writes are allowed.
+    /// Whether writes are allowed (never through an `O_PATH` descriptor).
     pub(crate) fn writable(&self) -> bool {
-        self.acc == libc::O_WRONLY || self.acc == libc::O_RDWR
+        !self.path_only() && (self.acc == libc::O_WRONLY || self.acc == libc::O_RDWR)
+    }
+
+    /// Whether it was opened with `O_PATH`: it names an object for `fstat`, `fchdir`,
+    /// `fstatfs` and as the directory of `*at` calls, but reads, writes, listings and
+    /// `f*` attribute changes fail with EBADF, as the kernel answers.
+    pub(crate) fn path_only(&self) -> bool {
+        self.status() & libc::O_PATH != 0
     }
 
     /// Current status flags.
@@ -495,18 +503,49 @@ pub(crate) enum Target {
     LocalPath(CString),
     /// This pvfs path.
     Pvfs(String),
+    /// The object pvfs descriptor `dirfd` is open on: an empty path with
+    /// `AT_EMPTY_PATH` (`fstatat(fd, "", buf, AT_EMPTY_PATH)`).
+    Fd(Arc<Desc>),
+}
+
+/// What a pvfs `*at` call acts on: a pvfs path, or the object of a pvfs descriptor.
+pub(crate) enum Obj {
+    /// A pvfs path (a final symlink followed or not, as the call says).
+    Path(String),
+    /// The object a descriptor is open on (never followed: it is that object).
+    Fd(Arc<Desc>),
+}
+
+impl Obj {
+    /// The path, for calls that act on names only (an empty path naming a
+    /// descriptor's object is ENOENT there, as for the kernel).
+    pub(crate) fn into_path(self) -> R<String> {
+        match self {
+            Obj::Path(p) => Ok(p),
+            Obj::Fd(_) => Err(libc::ENOENT),
+        }
+    }
 }
 
 /// Where `path`, relative to `dirfd` as in the `*at` calls, leads: absolute paths by
-/// the prefix; relative ones by their directory descriptor, or with `AT_FDCWD` by the
-/// working directory (pvfs after a chdir into pvfs, see [`crate::cwd`]). A thread
-/// inside pvfs work, and an inert library, always get `Local`.
+/// the prefix; relative ones by their directory descriptor (opened with or without
+/// `O_PATH`), or with `AT_FDCWD` by the working directory (pvfs after a chdir into
+/// pvfs, see [`crate::cwd`]). An empty (or null) path is ENOENT, or with
+/// `AT_EMPTY_PATH` in `flags` the descriptor's object (or the working directory). A
+/// thread inside pvfs work, and an inert library, always get `Local`.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char) -> R<Target> {
-    if path.is_null() || Busy::active() {
+pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char, flags: c_int) -> R<Target> {
+    if Busy::active() {
         return Ok(Target::Local);
+    }
+    if path.is_null() {
+        // A null path with AT_EMPTY_PATH names the descriptor (statx since Linux 6.11).
+        return Ok(match get(dirfd) {
+            Some(d) if flags & libc::AT_EMPTY_PATH != 0 => Target::Fd(d),
+            _ => Target::Local,
+        });
     }
     let s = settings::get();
     if !s.active() {
@@ -521,22 +560,30 @@ pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char) -> R<Target> {
             Abs::Through(l) => Target::LocalPath(CString::new(l).map_err(|_| libc::EINVAL)?),
         });
     }
+    let empty_ok = flags & libc::AT_EMPTY_PATH != 0;
     let base = if dirfd == libc::AT_FDCWD {
         match crate::cwd::current() {
             Some(c) => c,
-            None => return Ok(Target::Local),
+            None => return from_local_dir(s, dirfd, bytes),
         }
     } else {
         let Some(d) = get(dirfd) else {
-            return Ok(Target::Local);
+            return from_local_dir(s, dirfd, bytes);
         };
+        if bytes.is_empty() && empty_ok {
+            return Ok(Target::Fd(d));
+        }
         if d.kind != Kind::Dir {
             return Err(libc::ENOTDIR);
         }
         d.path.clone()
     };
     if bytes.is_empty() {
-        return Err(libc::ENOENT);
+        return if empty_ok {
+            Ok(Target::Pvfs(base))
+        } else {
+            Err(libc::ENOENT)
+        };
     }
     let mut full = s.local_path(&base).into_bytes();
     full.push(b'/');
@@ -548,29 +595,82 @@ pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char) -> R<Target> {
     })
 }
 
-/// The description behind `dirfd` when a call names it with an empty path and
-/// `AT_EMPTY_PATH` (`fstatat(fd, "", buf, AT_EMPTY_PATH)`).
+/// Where relative path `rel` leads from a local directory (`dirfd`, or the real
+/// working directory for `AT_FDCWD`): local, unless it climbs into the prefix, as
+/// `openat(fd_of_root, "pvfs", O_PATH|O_DIRECTORY)` does when a program (rsync) walks
+/// a destination one component at a time from `/`. The directory's path is asked of
+/// the kernel only when `rel` names the prefix's last component, so other relative
+/// calls cost nothing more.
+fn from_local_dir(s: &settings::Settings, dirfd: c_int, rel: &[u8]) -> R<Target> {
+    if rel.is_empty() || !s.may_reach(rel) {
+        return Ok(Target::Local);
+    }
+    let Some(mut full) = local_dir_path(dirfd) else {
+        return Ok(Target::Local);
+    };
+    full.push(b'/');
+    full.extend_from_slice(rel);
+    Ok(match s.route_abs(&full)? {
+        Abs::Pvfs(p) => Target::Pvfs(p),
+        Abs::Through(l) => Target::LocalPath(CString::new(l).map_err(|_| libc::EINVAL)?),
+        Abs::Local => Target::Local,
+    })
+}
+
+/// The absolute path of local directory descriptor `dirfd` (the real working
+/// directory for `AT_FDCWD`), if the kernel can tell it.
+fn local_dir_path(dirfd: c_int) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    let len = if dirfd == libc::AT_FDCWD {
+        // SAFETY: buf is writable for its length; getcwd writes a NUL-terminated path.
+        let p = unsafe { real::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+        if p.is_null() {
+            return None;
+        }
+        buf.iter().position(|&b| b == 0)?
+    } else {
+        let link = CString::new(format!("/proc/self/fd/{dirfd}")).ok()?;
+        // SAFETY: link is NUL-terminated; buf is writable for its length.
+        let n = unsafe { real::readlink(link.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        usize::try_from(n).ok().filter(|&n| n < buf.len())?
+    };
+    buf.truncate(len);
+    // A removed directory ("/a/b (deleted)"), or no path at all, leads nowhere known.
+    (buf.first() == Some(&b'/') && !buf.ends_with(b" (deleted)")).then_some(buf)
+}
+
+/// Routes a `*at` hook with `AT_*` `flags`: `local` (the real function, given the
+/// directory descriptor and path to use) for a local path, `pvfs` (inside
+/// [`crate::pvfs_call`]) with the pvfs path or descriptor object otherwise; a routing
+/// error sets errno. Every `*at` hook, and every path hook (as `*at` with `AT_FDCWD`),
+/// goes through here.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-pub(crate) unsafe fn empty_path_fd(
+pub(crate) unsafe fn route_at<T: Failure>(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
-) -> Option<Arc<Desc>> {
-    if flags & libc::AT_EMPTY_PATH == 0 || path.is_null() || Busy::active() {
-        return None;
-    }
-    // SAFETY: the caller passes a NUL-terminated string.
-    if unsafe { *path } != 0 {
-        return None;
-    }
-    get(dirfd)
+    local: impl FnOnce(c_int, *const c_char) -> T,
+    pvfs: impl FnOnce(Obj) -> R<T>,
+) -> T {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { resolve(dirfd, path, flags) } {
+            Ok(Target::Local) => local(dirfd, path),
+            Ok(Target::LocalPath(abs)) => local(libc::AT_FDCWD, abs.as_ptr()),
+            Ok(Target::Pvfs(p)) => pvfs_call(|| pvfs(Obj::Path(p))),
+            Ok(Target::Fd(d)) => pvfs_call(|| pvfs(Obj::Fd(d))),
+            Err(e) => {
+                set_errno(e);
+                T::failure()
+            }
+        }
+    })
 }
 
-/// Routes a path hook: `local` (the real function, given the directory descriptor and
-/// path to use) for a local path, `pvfs` (inside [`crate::pvfs_call`]) for a pvfs
-/// path; a routing error sets errno.
+/// Routes a hook whose pvfs side needs a path (no `AT_EMPTY_PATH`): as [`route_at`]
+/// with no flags.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
@@ -580,22 +680,13 @@ pub(crate) unsafe fn route<T: Failure>(
     local: impl FnOnce(c_int, *const c_char) -> T,
     pvfs: impl FnOnce(String) -> R<T>,
 ) -> T {
-    guarded(|| {
-        // SAFETY: the caller's contract.
-        match unsafe { resolve(dirfd, path) } {
-            Ok(Target::Local) => local(dirfd, path),
-            Ok(Target::LocalPath(abs)) => local(libc::AT_FDCWD, abs.as_ptr()),
-            Ok(Target::Pvfs(p)) => pvfs_call(|| pvfs(p)),
-            Err(e) => {
-                set_errno(e);
-                T::failure()
-            }
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe { route_at(dirfd, path, 0, local, |o| pvfs(o.into_path()?)) }
 }
 
-/// Routes a descriptor hook: `local` for a descriptor that is not pvfs, `pvfs` (inside
-/// [`crate::pvfs_call`]) with the description otherwise.
+/// Routes a descriptor hook that accepts any descriptor, `O_PATH` ones included
+/// (`fstat`, `fchdir`, `fstatfs`, `fcntl`, …): `local` for a descriptor that is not
+/// pvfs, `pvfs` (inside [`crate::pvfs_call`]) with the description otherwise.
 pub(crate) fn on_fd<T: Failure>(
     fd: c_int,
     local: impl FnOnce() -> T,
@@ -607,5 +698,21 @@ pub(crate) fn on_fd<T: Failure>(
     guarded(|| match get(fd) {
         None => local(),
         Some(d) => pvfs_call(|| pvfs(d)),
+    })
+}
+
+/// Routes a descriptor hook that needs a descriptor opened for I/O (`read`, `write`,
+/// `lseek`, `fchmod`, `getdents64`, …): as [`on_fd`], but an `O_PATH` pvfs descriptor
+/// fails with EBADF, as the kernel's own check for such descriptors does.
+pub(crate) fn on_open_fd<T: Failure>(
+    fd: c_int,
+    local: impl FnOnce() -> T,
+    pvfs: impl FnOnce(Arc<Desc>) -> R<T>,
+) -> T {
+    on_fd(fd, local, |d| {
+        if d.path_only() {
+            return Err(libc::EBADF);
+        }
+        pvfs(d)
     })
 }

@@ -13,7 +13,7 @@ use libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, off64_t, size_t, ssize
 use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
 use pvfs_proto::ObjDetail;
 
-use crate::fds::{self, on_fd, route, Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
 use crate::proc;
 use crate::{client_errno, guarded, pvfs_call, real, set_errno, R};
 
@@ -38,8 +38,16 @@ const MAX_RW: usize = 0x7fff_f000;
 // ----- open and close --------------------------------------------------------------
 
 /// Opens pvfs path `path` with open(2) `flags` and `mode`; returns the placeholder
-/// descriptor.
+/// descriptor. With `O_PATH` only `O_CLOEXEC`, `O_DIRECTORY` and `O_NOFOLLOW` count
+/// (as for the kernel): the object is looked up, not opened, and the descriptor
+/// serves `fstat`, `fchdir` and as the directory of `*at` calls.
 pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
+    let opath = flags & libc::O_PATH != 0;
+    let flags = if opath {
+        flags & (libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+    } else {
+        flags
+    };
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Err(libc::EOPNOTSUPP);
     }
@@ -49,12 +57,11 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
     }
     let pr = proc::get()?;
     let c = pr.client();
-    let opath = flags & libc::O_PATH != 0;
     if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
         crate::cache::changed();
     }
     let mut created = None;
-    if flags & libc::O_CREAT != 0 && !opath {
+    if flags & libc::O_CREAT != 0 {
         if flags & libc::O_DIRECTORY != 0 {
             return Err(libc::EINVAL);
         }
@@ -67,21 +74,22 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         }
     }
     let was_created = created.is_some();
+    let looked_up = opath || flags & (libc::O_NOFOLLOW | libc::O_DIRECTORY) != 0;
     let (kind, attr, file) = match created {
         Some(f) => (Kind::File, f.attr().clone(), Some(f)),
-        None if flags & libc::O_NOFOLLOW != 0 || flags & libc::O_DIRECTORY != 0 => {
+        None if looked_up => {
             let attr = if flags & libc::O_NOFOLLOW != 0 {
-                pr.call(c.lstat(path))?
+                pr.call(c.lstat_lite(path))?
             } else {
                 pr.call(c.stat_lite(path))?
             };
             match attr.kind() {
                 ObjKind::Dir => (Kind::Dir, attr, None),
                 _ if flags & libc::O_DIRECTORY != 0 => return Err(libc::ENOTDIR),
-                ObjKind::Symlink if opath => (Kind::Path, attr, None),
+                ObjKind::File if opath => (Kind::File, attr, None),
+                ObjKind::Symlink | ObjKind::Node(_) if opath => (Kind::Other, attr, None),
                 ObjKind::Symlink => return Err(libc::ELOOP),
                 // Only a kernel gives a FIFO or device meaning.
-                ObjKind::Node(_) if opath => (Kind::Path, attr, None),
                 ObjKind::Node(_) => return Err(libc::ENXIO),
                 ObjKind::File => {
                     let f = pr.call(c.open_handle(attr.handle))?;
@@ -95,8 +103,9 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
             Err(e) => return Err(client_errno(e)),
         },
     };
-    let kind = if opath { Kind::Path } else { kind };
     match kind {
+        // O_PATH needs no permission on the object itself.
+        _ if opath => {}
         Kind::Dir if acc != libc::O_RDONLY || flags & libc::O_CREAT != 0 => {
             return Err(libc::EISDIR)
         }
@@ -174,6 +183,152 @@ unsafe extern "C" fn creat64(path: *const c_char, mode: libc::mode_t) -> c_int {
     unsafe { creat(path, mode) }
 }
 
+// ----- temporary files ---------------------------------------------------------------
+
+/// What mkstemp puts in place of the X's.
+const TEMP_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+/// Names tried before a template is given up with EEXIST.
+const TEMP_TRIES: usize = 1000;
+
+/// The mkstemp family and mkdtemp on a template under the prefix (`sed -i`, `sort -o`
+/// and rsync make their temporary files next to the target): glibc fills in and creates
+/// the name with internal calls that no hook sees, so the library does both. The six
+/// X's before the `suffix` last bytes get random characters, in the caller's template
+/// and in pvfs path `p` alike, until `make` does not answer EEXIST.
+///
+/// # Safety
+/// `template` is a writable NUL-terminated string.
+unsafe fn temp_name<T>(
+    template: *mut c_char,
+    suffix: c_int,
+    p: &str,
+    make: impl Fn(&str) -> R<T>,
+) -> R<T> {
+    // SAFETY: the caller's contract.
+    let len = unsafe { std::ffi::CStr::from_ptr(template) }
+        .to_bytes()
+        .len();
+    let suffix = usize::try_from(suffix).map_err(|_| libc::EINVAL)?;
+    let end = len.checked_sub(suffix).ok_or(libc::EINVAL)?;
+    let start = end.checked_sub(6).ok_or(libc::EINVAL)?;
+    // SAFETY: template holds len bytes before its NUL.
+    let t = unsafe { std::slice::from_raw_parts_mut(template.cast::<u8>(), len) };
+    let tail = t[start..].to_vec();
+    if t[start..end] != *b"XXXXXX"
+        || tail.contains(&b'/')
+        || !p.ends_with(&*String::from_utf8_lossy(&tail))
+    {
+        return Err(libc::EINVAL);
+    }
+    let at = p.len() - tail.len();
+    let mut name = p.as_bytes().to_vec();
+    for _ in 0..TEMP_TRIES {
+        let mut rnd = [0u8; 6];
+        // SAFETY: rnd is writable for its length; getrandom is not hooked.
+        if unsafe { libc::getrandom(rnd.as_mut_ptr().cast(), rnd.len(), 0) } != 6 {
+            return Err(libc::EIO);
+        }
+        for (i, r) in rnd.iter().enumerate() {
+            let c = TEMP_CHARS[*r as usize % TEMP_CHARS.len()];
+            t[start + i] = c;
+            name[at + i] = c;
+        }
+        let q = std::str::from_utf8(&name).map_err(|_| libc::EILSEQ)?;
+        match make(q) {
+            Err(libc::EEXIST) => continue,
+            r => return r,
+        }
+    }
+    Err(libc::EEXIST)
+}
+
+/// mkostemps and its forms: `local` for a local template, else a new pvfs file open
+/// read-write with `flags` (mode 0600).
+///
+/// # Safety
+/// `template` is a writable NUL-terminated string.
+unsafe fn mkostemps_hook(
+    template: *mut c_char,
+    suffix: c_int,
+    flags: c_int,
+    local: impl FnOnce() -> c_int,
+) -> c_int {
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE);
+    // SAFETY: the template is the caller's path (local calls get it unchanged).
+    unsafe {
+        route(
+            libc::AT_FDCWD,
+            template,
+            |_, _| local(),
+            |p| temp_name(template, suffix, &p, |q| open_pvfs(q, flags, 0o600)),
+        )
+    }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkstemp(t: *mut c_char) -> c_int {
+    // SAFETY: mkstemp's argument, passed on.
+    unsafe { mkostemps_hook(t, 0, 0, || real::mkstemp(t)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkstemp64(t: *mut c_char) -> c_int {
+    // SAFETY: mkstemp64's argument, passed on.
+    unsafe { mkostemps_hook(t, 0, 0, || real::mkstemp64(t)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkostemp(t: *mut c_char, flags: c_int) -> c_int {
+    // SAFETY: mkostemp's arguments, passed on.
+    unsafe { mkostemps_hook(t, 0, flags, || real::mkostemp(t, flags)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkostemp64(t: *mut c_char, flags: c_int) -> c_int {
+    // SAFETY: mkostemp64's arguments, passed on.
+    unsafe { mkostemps_hook(t, 0, flags, || real::mkostemp64(t, flags)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkstemps(t: *mut c_char, suffix: c_int) -> c_int {
+    // SAFETY: mkstemps's arguments, passed on.
+    unsafe { mkostemps_hook(t, suffix, 0, || real::mkstemps(t, suffix)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkstemps64(t: *mut c_char, suffix: c_int) -> c_int {
+    // SAFETY: mkstemps64's arguments, passed on.
+    unsafe { mkostemps_hook(t, suffix, 0, || real::mkstemps64(t, suffix)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkostemps(t: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
+    // SAFETY: mkostemps's arguments, passed on.
+    unsafe { mkostemps_hook(t, suffix, flags, || real::mkostemps(t, suffix, flags)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkostemps64(t: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
+    // SAFETY: mkostemps64's arguments, passed on.
+    unsafe { mkostemps_hook(t, suffix, flags, || real::mkostemps64(t, suffix, flags)) }
+}
+
+#[no_mangle]
+unsafe extern "C" fn mkdtemp(t: *mut c_char) -> *mut c_char {
+    // SAFETY: mkdtemp's argument, passed on.
+    unsafe {
+        route(
+            libc::AT_FDCWD,
+            t,
+            |_, _| real::mkdtemp(t),
+            |p| {
+                temp_name(t, 0, &p, |q| crate::meta::mkdir_pvfs(q, 0o700))?;
+                Ok(t)
+            },
+        )
+    }
+}
+
 /// close(2): forgets a pvfs descriptor, then closes the kernel descriptor.
 ///
 /// # Safety
@@ -233,8 +388,9 @@ unsafe extern "C" fn closefrom(low: c_int) {
 /// Checks that `d` is a regular file open for reading (or writing).
 fn check_io(d: &Desc, write: bool) -> R<()> {
     match d.kind {
+        _ if d.path_only() => Err(libc::EBADF),
         Kind::Dir => Err(if write { libc::EBADF } else { libc::EISDIR }),
-        Kind::Path => Err(libc::EBADF),
+        Kind::Other => Err(libc::EBADF),
         Kind::File if write && !d.writable() => Err(libc::EBADF),
         Kind::File if !write && !d.readable() => Err(libc::EBADF),
         Kind::File => Ok(()),
@@ -341,7 +497,7 @@ fn pwrite_desc(d: &Desc, buf: &[u8], off: i64) -> R<usize> {
 
 #[no_mangle]
 unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: read's arguments, passed on.
         || unsafe { real::read(fd, buf, n) },
@@ -352,7 +508,7 @@ unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
 
 #[no_mangle]
 unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: write's arguments, passed on.
         || unsafe { real::write(fd, buf, n) },
@@ -362,7 +518,7 @@ unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t 
 }
 
 unsafe fn pread_hook(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: pread's arguments, passed on.
         || unsafe { real::pread64(fd, buf, n, off) },
@@ -372,7 +528,7 @@ unsafe fn pread_hook(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ss
 }
 
 unsafe fn pwrite_hook(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: pwrite's arguments, passed on.
         || unsafe { real::pwrite64(fd, buf, n, off) },
@@ -434,7 +590,7 @@ fn write_vec(iov: &[iovec], write: impl FnOnce(&[u8]) -> R<usize>) -> R<ssize_t>
 
 #[no_mangle]
 unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: readv's arguments, passed on.
         || unsafe { real::readv(fd, iov, cnt) },
@@ -445,7 +601,7 @@ unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t 
 
 #[no_mangle]
 unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: writev's arguments, passed on.
         || unsafe { real::writev(fd, iov, cnt) },
@@ -455,7 +611,7 @@ unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t
 }
 
 unsafe fn preadv_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: preadv's arguments, passed on.
         || unsafe { real::preadv64(fd, iov, cnt, off) },
@@ -465,7 +621,7 @@ unsafe fn preadv_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) ->
 }
 
 unsafe fn pwritev_hook(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: pwritev's arguments, passed on.
         || unsafe { real::pwritev64(fd, iov, cnt, off) },
@@ -481,7 +637,7 @@ unsafe fn preadv2_hook(
     off: off64_t,
     flags: c_int,
 ) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: preadv2's arguments, passed on.
         || unsafe { real::preadv64v2(fd, iov, cnt, off, flags) },
@@ -504,7 +660,7 @@ unsafe fn pwritev2_hook(
     off: off64_t,
     flags: c_int,
 ) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: pwritev2's arguments, passed on.
         || unsafe { real::pwritev64v2(fd, iov, cnt, off, flags) },
@@ -530,7 +686,8 @@ export!(pwritev2, pwritev64v2 => pwritev2_hook(fd: c_int, iov: *const iovec, cnt
 /// lseek(2) on a pvfs description.
 pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
     match d.kind {
-        Kind::Path => Err(libc::EBADF),
+        _ if d.path_only() => Err(libc::EBADF),
+        Kind::Other => Err(libc::EBADF),
         Kind::Dir => {
             let mut pos = d.pos.lock();
             match whence {
@@ -581,7 +738,7 @@ pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
 }
 
 unsafe fn lseek_hook(fd: c_int, off: off64_t, whence: c_int) -> off64_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::lseek64(fd, off, whence) },
@@ -676,6 +833,17 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
             );
             Ok(0)
         }
+        // Record locks need a descriptor open for I/O, as the kernel's.
+        libc::F_GETLK
+        | libc::F_OFD_GETLK
+        | libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW
+            if d.path_only() =>
+        {
+            Err(libc::EBADF)
+        }
         libc::F_GETLK | libc::F_OFD_GETLK => {
             let lk = arg as *mut libc::flock;
             if lk.is_null() {
@@ -744,16 +912,9 @@ unsafe extern "C" fn pvfs_preload_ioctl(fd: c_int, request: c_ulong, arg: usize)
 
 // ----- attributes, sync, size ---------------------------------------------------------
 
-/// fstat on a pvfs description.
-fn fstat_desc(d: &Desc, buf: *mut libc::stat) -> R<c_int> {
-    if buf.is_null() {
-        return Err(libc::EFAULT);
-    }
-    let pr = proc::get()?;
-    let attr = pr.call(pr.client().stat_handle(d.handle))?;
-    // SAFETY: the caller passes a writable struct stat.
-    crate::stat::fill_stat(pr, &attr, unsafe { &mut *buf });
-    Ok(0)
+/// fstat on a pvfs description (`O_PATH` ones too, as the kernel allows).
+fn fstat_desc(d: Arc<Desc>, buf: *mut libc::stat) -> R<c_int> {
+    crate::meta::stat_into(&fds::Obj::Fd(d), false, buf)
 }
 
 unsafe fn fstat_hook(fd: c_int, buf: *mut libc::stat) -> c_int {
@@ -761,7 +922,7 @@ unsafe fn fstat_hook(fd: c_int, buf: *mut libc::stat) -> c_int {
         fd,
         // SAFETY: fstat's arguments, passed on.
         || unsafe { real::fstat(fd, buf) },
-        |d| fstat_desc(&d, buf),
+        |d| fstat_desc(d, buf),
     )
 }
 
@@ -775,7 +936,7 @@ unsafe fn fxstat_hook(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
         fd,
         // SAFETY: __fxstat's arguments, passed on.
         || unsafe { real::__fxstat(ver, fd, buf) },
-        |d| fstat_desc(&d, buf),
+        |d| fstat_desc(d, buf),
     )
 }
 
@@ -786,7 +947,7 @@ export!(fstat64 => fstat64_hook(fd: c_int, buf: *mut libc::stat64) -> c_int);
 export!(__fxstat, __fxstat64 => fxstat_hook(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int);
 
 unsafe fn ftruncate_hook(fd: c_int, len: off64_t) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::ftruncate64(fd, len) },
@@ -818,26 +979,26 @@ fn sync_desc(d: &Desc) -> R<c_int> {
             Ok(0)
         }
         Kind::Dir => Ok(0),
-        Kind::Path => Err(libc::EBADF),
+        Kind::Other => Err(libc::EBADF),
     }
 }
 
 #[no_mangle]
 unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_fd(fd, || unsafe { real::fsync(fd) }, |d| sync_desc(&d))
+    on_open_fd(fd, || unsafe { real::fsync(fd) }, |d| sync_desc(&d))
 }
 
 #[no_mangle]
 unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_fd(fd, || unsafe { real::fdatasync(fd) }, |d| sync_desc(&d))
+    on_open_fd(fd, || unsafe { real::fdatasync(fd) }, |d| sync_desc(&d))
 }
 
 #[no_mangle]
 unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_fd(fd, || unsafe { real::syncfs(fd) }, |_| Ok(0))
+    on_open_fd(fd, || unsafe { real::syncfs(fd) }, |_| Ok(0))
 }
 
 #[no_mangle]
@@ -908,7 +1069,7 @@ extern "C" fn pvfs_preload_is_pvfs(fd: c_int) -> c_int {
 unsafe extern "C" fn pvfs_preload_is_pvfs_path(path: *const c_char) -> c_int {
     guarded(|| {
         // SAFETY: the caller passes a NUL-terminated path.
-        match unsafe { fds::resolve(libc::AT_FDCWD, path) } {
+        match unsafe { fds::resolve(libc::AT_FDCWD, path, 0) } {
             Ok(fds::Target::Pvfs(_)) => 1,
             _ => 0,
         }

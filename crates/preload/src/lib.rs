@@ -1,5 +1,6 @@
 //! libpvfs_preload.so: an LD_PRELOAD library that gives unmodified programs pvfs files
-//! without a mount (seed 000's "preload library").
+//! without a mount: the system-call wrappers of the PVFS paper (Carns et al., 2000,
+//! *PVFS: A Parallel File System for Linux Clusters*, §3.4).
 //!
 //! With `PVFS_CONFIG` naming a configuration file, every POSIX call on a path under
 //! `PVFS_PREFIX` (default `/pvfs`) goes to pvfs through [`pvfs_client`]; `/pvfs/a/b` is

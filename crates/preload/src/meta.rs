@@ -12,7 +12,7 @@ use std::ffi::CStr;
 use libc::{c_char, c_int, c_uint, gid_t, mode_t, off64_t, size_t, ssize_t, timespec, uid_t};
 use pvfs_client::{Attr, Errno as PErrno, LayoutSpec, ObjKind, RenameMode, SetAttr, Timespec};
 
-use crate::fds::{self, empty_path_fd, on_fd, resolve, route, Target};
+use crate::fds::{self, on_open_fd, resolve, route, route_at, Obj, Target};
 use crate::io::export;
 use crate::lock::Locked;
 use crate::proc::{self, Proc};
@@ -67,13 +67,22 @@ fn attr_of(pr: &Proc, p: &str, follow: bool) -> R<Attr> {
     }
 }
 
-/// stat/lstat of a pvfs path into `buf`.
-fn stat_into(p: &str, follow: bool, buf: *mut libc::stat) -> R<c_int> {
+/// Attributes of `o`, with size: a path's final symlink is followed when `follow`; a
+/// descriptor's object is that object.
+pub(crate) fn attr_obj(pr: &Proc, o: &Obj, follow: bool) -> R<Attr> {
+    match o {
+        Obj::Path(p) => attr_of(pr, p, follow),
+        Obj::Fd(d) => pr.call(pr.client().stat_handle(d.handle)),
+    }
+}
+
+/// stat/lstat/fstat of `o` into `buf`.
+pub(crate) fn stat_into(o: &Obj, follow: bool, buf: *mut libc::stat) -> R<c_int> {
     if buf.is_null() {
         return Err(libc::EFAULT);
     }
     let pr = proc::get()?;
-    let attr = attr_of(pr, p, follow)?;
+    let attr = attr_obj(pr, o, follow)?;
     // SAFETY: the caller passes a writable struct stat.
     fill_stat(pr, &attr, unsafe { &mut *buf });
     Ok(0)
@@ -86,7 +95,7 @@ unsafe fn stat_hook(path: *const c_char, buf: *mut libc::stat) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::stat(path, buf),
-            |p| stat_into(&p, true, buf),
+            |p| stat_into(&Obj::Path(p), true, buf),
         )
     }
 }
@@ -98,7 +107,7 @@ unsafe fn lstat_hook(path: *const c_char, buf: *mut libc::stat) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::lstat(path, buf),
-            |p| stat_into(&p, false, buf),
+            |p| stat_into(&Obj::Path(p), false, buf),
         )
     }
 }
@@ -109,32 +118,17 @@ unsafe fn fstatat_hook(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: fstatat's arguments.
-    if let Some(d) = unsafe { empty_path_fd(dirfd, path, flags) } {
-        return pvfs_call(|| fstat_of(&d, buf));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: fstatat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::fstatat(dirfd, path, buf, flags),
-            |p| stat_into(&p, follow, buf),
+            |o| stat_into(&o, follow, buf),
         )
     }
-}
-
-/// fstat of description `d` into `buf`.
-fn fstat_of(d: &fds::Desc, buf: *mut libc::stat) -> R<c_int> {
-    if buf.is_null() {
-        return Err(libc::EFAULT);
-    }
-    let pr = proc::get()?;
-    let attr = pr.call(pr.client().stat_handle(d.handle))?;
-    // SAFETY: the caller passes a writable struct stat.
-    fill_stat(pr, &attr, unsafe { &mut *buf });
-    Ok(0)
 }
 
 export!(stat => stat_hook(path: *const c_char, buf: *mut libc::stat) -> c_int);
@@ -171,7 +165,7 @@ unsafe fn xstat_hook(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c
             libc::AT_FDCWD,
             path,
             |_, path| real::__xstat(ver, path, buf),
-            |p| stat_into(&p, true, buf),
+            |p| stat_into(&Obj::Path(p), true, buf),
         )
     }
 }
@@ -183,7 +177,7 @@ unsafe fn lxstat_hook(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> 
             libc::AT_FDCWD,
             path,
             |_, path| real::__lxstat(ver, path, buf),
-            |p| stat_into(&p, false, buf),
+            |p| stat_into(&Obj::Path(p), false, buf),
         )
     }
 }
@@ -195,18 +189,15 @@ unsafe fn fxstatat_hook(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: __fxstatat's arguments.
-    if let Some(d) = unsafe { empty_path_fd(dirfd, path, flags) } {
-        return pvfs_call(|| fstat_of(&d, buf));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: __fxstatat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::__fxstatat(ver, dirfd, path, buf, flags),
-            |p| stat_into(&p, follow, buf),
+            |o| stat_into(&o, follow, buf),
         )
     }
 }
@@ -223,44 +214,38 @@ unsafe extern "C" fn statx(
     mask: c_uint,
     buf: *mut libc::statx,
 ) -> c_int {
-    let fill = |attr: R<Attr>| -> R<c_int> {
-        if buf.is_null() {
-            return Err(libc::EFAULT);
-        }
-        let pr = proc::get()?;
-        // SAFETY: the caller passes a writable struct statx.
-        fill_statx(pr, &attr?, unsafe { &mut *buf });
-        Ok(0)
-    };
-    // SAFETY: statx's arguments.
-    if let Some(d) = unsafe { empty_path_fd(dirfd, path, flags) } {
-        return pvfs_call(|| {
-            let pr = proc::get()?;
-            fill(pr.call(pr.client().stat_handle(d.handle)))
-        });
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: statx's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::statx(dirfd, path, flags, mask, buf),
-            |p| fill(attr_of(proc::get()?, &p, follow)),
+            |o| {
+                if buf.is_null() {
+                    return Err(libc::EFAULT);
+                }
+                let pr = proc::get()?;
+                let attr = attr_obj(pr, &o, follow)?;
+                // SAFETY: the caller passes a writable struct statx.
+                fill_statx(pr, &attr, &mut *buf);
+                Ok(0)
+            },
         )
     }
 }
 
 // ----- access, readlink ---------------------------------------------------------------
 
-/// access(2) on pvfs path `p`.
-fn access_pvfs(p: &str, mode: c_int, follow: bool) -> R<c_int> {
+/// access(2) on `o` (effective ids, as `AT_EACCESS`).
+fn access_pvfs(o: &Obj, mode: c_int, follow: bool) -> R<c_int> {
     let pr = proc::get()?;
     let c = pr.client();
-    let attr = if follow {
-        pr.call(c.stat_lite(p))?
-    } else {
-        pr.call(c.lstat(p))?
+    let attr = match o {
+        Obj::Path(p) if follow => pr.call(c.stat_lite(p))?,
+        Obj::Path(p) => pr.call(c.lstat_lite(p))?,
+        Obj::Fd(d) => pr.call(c.getattr(d.handle))?,
     };
     if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0 {
         return Err(libc::EINVAL);
@@ -280,7 +265,7 @@ unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::access(path, mode),
-            |p| access_pvfs(&p, mode, true),
+            |p| access_pvfs(&Obj::Path(p), mode, true),
         )
     }
 }
@@ -295,17 +280,19 @@ unsafe extern "C" fn faccessat(
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: faccessat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::faccessat(dirfd, path, mode, flags),
-            |p| access_pvfs(&p, mode, follow),
+            |o| access_pvfs(&o, mode, follow),
         )
     }
 }
 
-/// readlink of pvfs path `p` into `buf` (not NUL-terminated, cut at `n`).
-fn readlink_pvfs(p: &str, buf: *mut c_char, n: size_t) -> R<ssize_t> {
+/// readlink of `o` into `buf` (not NUL-terminated, cut at `n`); a descriptor's
+/// object that is not a symlink is ENOENT, as for `readlinkat(fd, "", …)`.
+fn readlink_pvfs(o: &Obj, buf: *mut c_char, n: size_t) -> R<ssize_t> {
     if n == 0 {
         return Err(libc::EINVAL);
     }
@@ -313,7 +300,13 @@ fn readlink_pvfs(p: &str, buf: *mut c_char, n: size_t) -> R<ssize_t> {
         return Err(libc::EFAULT);
     }
     let pr = proc::get()?;
-    let target = pr.call(pr.client().readlink(p))?;
+    let target = match o {
+        Obj::Path(p) => pr.call(pr.client().readlink(p))?,
+        Obj::Fd(d) => match pr.call(pr.client().getattr(d.handle))?.detail {
+            pvfs_proto::ObjDetail::Symlink { target } => target,
+            _ => return Err(libc::ENOENT),
+        },
+    };
     let k = target.len().min(n);
     // SAFETY: the caller's buffer holds n bytes; k <= n.
     unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), buf.cast::<u8>(), k) };
@@ -328,7 +321,7 @@ unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, n: size_t) 
             libc::AT_FDCWD,
             path,
             |_, path| real::readlink(path, buf, n),
-            |p| readlink_pvfs(&p, buf, n),
+            |p| readlink_pvfs(&Obj::Path(p), buf, n),
         )
     }
 }
@@ -340,13 +333,20 @@ unsafe extern "C" fn readlinkat(
     buf: *mut c_char,
     n: size_t,
 ) -> ssize_t {
+    // An empty path names the descriptor's own object (no flag needed).
+    let flags = if dirfd == libc::AT_FDCWD {
+        0
+    } else {
+        libc::AT_EMPTY_PATH
+    };
     // SAFETY: readlinkat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::readlinkat(dirfd, path, buf, n),
-            |p| readlink_pvfs(&p, buf, n),
+            |o| readlink_pvfs(&o, buf, n),
         )
     }
 }
@@ -354,7 +354,7 @@ unsafe extern "C" fn readlinkat(
 // ----- creating and removing ------------------------------------------------------------
 
 /// mkdir of pvfs path `p`.
-fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
+pub(crate) fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
     crate::cache::changed();
     let pr = proc::get()?;
     let perm = mode & 0o7777 & !proc::current_umask();
@@ -493,43 +493,55 @@ unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -
     }
 }
 
-/// Routes a call with two paths: both pvfs → `pvfs`, both local → `local` (given
-/// the descriptors and paths to use), mixed → EXDEV.
+/// Routes a call with two paths (the first may name a descriptor's object by an empty
+/// path when `flags1` has `AT_EMPTY_PATH`): both pvfs → `pvfs`, both local → `local`
+/// (given the descriptors and paths to use), one of each → EXDEV, as between two file
+/// systems.
 ///
 /// # Safety
 /// Both paths are null or NUL-terminated.
 unsafe fn route2<T: Failure>(
-    fd1: c_int,
-    p1: *const c_char,
-    fd2: c_int,
-    p2: *const c_char,
+    (fd1, p1, flags1): (c_int, *const c_char, c_int),
+    (fd2, p2): (c_int, *const c_char),
     local: impl FnOnce(c_int, *const c_char, c_int, *const c_char) -> T,
-    pvfs: impl FnOnce(String, String) -> R<T>,
+    pvfs: impl FnOnce(Obj, String) -> R<T>,
 ) -> T {
     guarded(|| {
         // SAFETY: the caller's contract.
-        let (a, b) = unsafe { (resolve(fd1, p1), resolve(fd2, p2)) };
+        let (a, b) = unsafe { (resolve(fd1, p1, flags1), resolve(fd2, p2, 0)) };
         let at = libc::AT_FDCWD;
+        let obj = |t: Target| match t {
+            Target::Pvfs(p) => Some(Obj::Path(p)),
+            Target::Fd(d) => Some(Obj::Fd(d)),
+            Target::Local | Target::LocalPath(_) => None,
+        };
+        let local_arg = |t: &Target, fd: c_int, p: *const c_char| match t {
+            Target::LocalPath(x) => (at, x.as_ptr()),
+            _ => (fd, p),
+        };
         match (a, b) {
-            (Ok(Target::Pvfs(a)), Ok(Target::Pvfs(b))) => pvfs_call(|| pvfs(a, b)),
             (Err(e), _) | (_, Err(e)) => {
                 set_errno(e);
                 T::failure()
             }
-            (Ok(Target::Pvfs(_)), _) | (_, Ok(Target::Pvfs(_))) => {
+            (
+                Ok(a @ (Target::Local | Target::LocalPath(_))),
+                Ok(b @ (Target::Local | Target::LocalPath(_))),
+            ) => {
+                let (f1, q1) = local_arg(&a, fd1, p1);
+                let (f2, q2) = local_arg(&b, fd2, p2);
+                local(f1, q1, f2, q2)
+            }
+            (Ok(a), Ok(Target::Pvfs(b))) => match obj(a) {
+                Some(a) => pvfs_call(|| pvfs(a, b)),
+                None => {
+                    set_errno(libc::EXDEV);
+                    T::failure()
+                }
+            },
+            _ => {
                 set_errno(libc::EXDEV);
                 T::failure()
-            }
-            (Ok(a), Ok(b)) => {
-                let (f1, q1) = match &a {
-                    Target::LocalPath(x) => (at, x.as_ptr()),
-                    _ => (fd1, p1),
-                };
-                let (f2, q2) = match &b {
-                    Target::LocalPath(x) => (at, x.as_ptr()),
-                    _ => (fd2, p2),
-                };
-                local(f1, q1, f2, q2)
             }
         }
     })
@@ -560,12 +572,10 @@ unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
     // SAFETY: rename's arguments, passed on.
     unsafe {
         route2(
-            at,
-            from,
-            at,
-            to,
+            (at, from, 0),
+            (at, to),
             |_, from, _, to| real::rename(from, to),
-            |a, b| rename_pvfs(&a, &b, 0),
+            |a, b| rename_pvfs(&a.into_path()?, &b, 0),
         )
     }
 }
@@ -580,12 +590,10 @@ unsafe extern "C" fn renameat(
     // SAFETY: renameat's arguments, passed on.
     unsafe {
         route2(
-            fromfd,
-            from,
-            tofd,
-            to,
+            (fromfd, from, 0),
+            (tofd, to),
             |fromfd, from, tofd, to| real::renameat(fromfd, from, tofd, to),
-            |a, b| rename_pvfs(&a, &b, 0),
+            |a, b| rename_pvfs(&a.into_path()?, &b, 0),
         )
     }
 }
@@ -601,12 +609,10 @@ unsafe extern "C" fn renameat2(
     // SAFETY: renameat2's arguments, passed on.
     unsafe {
         route2(
-            fromfd,
-            from,
-            tofd,
-            to,
+            (fromfd, from, 0),
+            (tofd, to),
             |fromfd, from, tofd, to| real::renameat2(fromfd, from, tofd, to, flags),
-            |a, b| rename_pvfs(&a, &b, flags),
+            |a, b| rename_pvfs(&a.into_path()?, &b, flags),
         )
     }
 }
@@ -666,10 +672,8 @@ unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
     // answers for a file system without them.
     unsafe {
         route2(
-            at,
-            from,
-            at,
-            to,
+            (at, from, 0),
+            (at, to),
             |_, from, _, to| real::link(from, to),
             |_, _| Err(libc::EPERM),
         )
@@ -687,10 +691,8 @@ unsafe extern "C" fn linkat(
     // SAFETY: linkat's arguments, passed on.
     unsafe {
         route2(
-            fromfd,
-            from,
-            tofd,
-            to,
+            (fromfd, from, flags & libc::AT_EMPTY_PATH),
+            (tofd, to),
             |fromfd, from, tofd, to| real::linkat(fromfd, from, tofd, to, flags),
             |_, _| Err(libc::EPERM),
         )
@@ -774,29 +776,36 @@ unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -
 
 // ----- attributes ------------------------------------------------------------------------
 
-/// Applies `set` to pvfs path `p` (to a final symlink itself when `!follow`; a mode
-/// change on a symlink is EOPNOTSUPP, as on Linux).
-fn setattr_pvfs(p: &str, set: SetAttr, follow: bool) -> R<c_int> {
+/// Applies `set` to `o` (for a path, to a final symlink itself when `!follow`). A mode
+/// change on a symlink is EOPNOTSUPP, as on Linux.
+fn setattr_obj(o: &Obj, set: SetAttr, follow: bool) -> R<c_int> {
     crate::cache::changed();
     let pr = proc::get()?;
     let c = pr.client();
-    if follow {
-        pr.call(c.setattr(p, set))?;
-        return Ok(0);
-    }
-    let attr = pr.call(c.lstat(p))?;
-    if attr.kind() == ObjKind::Symlink && set.mode.is_some() {
-        return Err(libc::EOPNOTSUPP);
-    }
-    pr.call(c.setattr_handle(attr.handle, set))?;
-    Ok(0)
-}
-
-/// Applies `set` to description `d`'s object.
-fn setattr_desc(d: &fds::Desc, set: SetAttr) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
-    pr.call(pr.client().setattr_handle(d.handle, set))?;
+    let no_symlink_mode = |attr: &Attr| {
+        if attr.kind() == ObjKind::Symlink && set.mode.is_some() {
+            Err(libc::EOPNOTSUPP)
+        } else {
+            Ok(())
+        }
+    };
+    let handle = match o {
+        Obj::Path(p) if follow => {
+            pr.call(c.setattr(p, set))?;
+            return Ok(0);
+        }
+        Obj::Path(p) => {
+            let attr = pr.call(c.lstat_lite(p))?;
+            no_symlink_mode(&attr)?;
+            attr.handle
+        }
+        Obj::Fd(d) if d.kind == fds::Kind::Other => {
+            no_symlink_mode(&pr.call(c.getattr(d.handle))?)?;
+            d.handle
+        }
+        Obj::Fd(d) => d.handle,
+    };
+    pr.call(c.setattr_handle(handle, set))?;
     Ok(0)
 }
 
@@ -823,7 +832,7 @@ unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::chmod(path, mode),
-            |p| setattr_pvfs(&p, mode_set(mode), true),
+            |p| setattr_obj(&Obj::Path(p), mode_set(mode), true),
         )
     }
 }
@@ -836,7 +845,7 @@ unsafe extern "C" fn lchmod(path: *const c_char, mode: mode_t) -> c_int {
             libc::AT_FDCWD,
             path,
             |_, path| real::lchmod(path, mode),
-            |p| setattr_pvfs(&p, mode_set(mode), false),
+            |p| setattr_obj(&Obj::Path(p), mode_set(mode), false),
         )
     }
 }
@@ -851,22 +860,23 @@ unsafe extern "C" fn fchmodat(
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: fchmodat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::fchmodat(dirfd, path, mode, flags),
-            |p| setattr_pvfs(&p, mode_set(mode), follow),
+            |o| setattr_obj(&o, mode_set(mode), follow),
         )
     }
 }
 
 #[no_mangle]
 unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::fchmod(fd, mode) },
-        |d| setattr_desc(&d, mode_set(mode)),
+        |d| setattr_obj(&Obj::Fd(d), mode_set(mode), false),
     )
 }
 
@@ -878,7 +888,7 @@ unsafe extern "C" fn chown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_int
             libc::AT_FDCWD,
             path,
             |_, path| real::chown(path, uid, gid),
-            |p| setattr_pvfs(&p, owner_set(uid, gid), true),
+            |p| setattr_obj(&Obj::Path(p), owner_set(uid, gid), true),
         )
     }
 }
@@ -891,7 +901,7 @@ unsafe extern "C" fn lchown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_in
             libc::AT_FDCWD,
             path,
             |_, path| real::lchown(path, uid, gid),
-            |p| setattr_pvfs(&p, owner_set(uid, gid), false),
+            |p| setattr_obj(&Obj::Path(p), owner_set(uid, gid), false),
         )
     }
 }
@@ -904,29 +914,26 @@ unsafe extern "C" fn fchownat(
     gid: gid_t,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: fchownat's arguments.
-    if let Some(d) = unsafe { empty_path_fd(dirfd, path, flags) } {
-        return pvfs_call(|| setattr_desc(&d, owner_set(uid, gid)));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: fchownat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::fchownat(dirfd, path, uid, gid, flags),
-            |p| setattr_pvfs(&p, owner_set(uid, gid), follow),
+            |o| setattr_obj(&o, owner_set(uid, gid), follow),
         )
     }
 }
 
 #[no_mangle]
 unsafe extern "C" fn fchown(fd: c_int, uid: uid_t, gid: gid_t) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::fchown(fd, uid, gid) },
-        |d| setattr_desc(&d, owner_set(uid, gid)),
+        |d| setattr_obj(&Obj::Fd(d), owner_set(uid, gid), false),
     )
 }
 
@@ -987,31 +994,32 @@ unsafe extern "C" fn utimensat(
     times: *const timespec,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: utimensat's arguments.
-    if let Some(d) = unsafe { empty_path_fd(dirfd, path, flags) } {
-        // SAFETY: as above.
-        return pvfs_call(|| setattr_desc(&d, unsafe { times_set(times)? }));
+    // A null path (Linux's own form of futimens) names the descriptor itself.
+    if path.is_null() {
+        // SAFETY: futimens's arguments.
+        return unsafe { futimens(dirfd, times) };
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: utimensat's arguments, passed on.
     unsafe {
-        route(
+        route_at(
             dirfd,
             path,
+            flags,
             |dirfd, path| real::utimensat(dirfd, path, times, flags),
-            |p| setattr_pvfs(&p, times_set(times)?, follow),
+            |o| setattr_obj(&o, times_set(times)?, follow),
         )
     }
 }
 
 #[no_mangle]
 unsafe extern "C" fn futimens(fd: c_int, times: *const timespec) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: futimens's arguments, passed on.
         || unsafe { real::futimens(fd, times) },
         // SAFETY: as above.
-        |d| setattr_desc(&d, unsafe { times_set(times)? }),
+        |d| setattr_obj(&Obj::Fd(d), unsafe { times_set(times)? }, false),
     )
 }
 
@@ -1026,7 +1034,7 @@ unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_
             |p| {
                 let t = tv_times(tv);
                 let set = times_set(t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()))?;
-                setattr_pvfs(&p, set, true)
+                setattr_obj(&Obj::Path(p), set, true)
             },
         )
     }
@@ -1043,7 +1051,33 @@ unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c
             |p| {
                 let t = tv_times(tv);
                 let set = times_set(t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()))?;
-                setattr_pvfs(&p, set, false)
+                setattr_obj(&Obj::Path(p), set, false)
+            },
+        )
+    }
+}
+
+#[no_mangle]
+unsafe extern "C" fn futimesat(
+    dirfd: c_int,
+    path: *const c_char,
+    tv: *const libc::timeval,
+) -> c_int {
+    // A null path names the descriptor itself.
+    if path.is_null() {
+        // SAFETY: futimes's arguments.
+        return unsafe { futimes(dirfd, tv) };
+    }
+    // SAFETY: futimesat's arguments, passed on.
+    unsafe {
+        route(
+            dirfd,
+            path,
+            |dirfd, path| real::futimesat(dirfd, path, tv),
+            |p| {
+                let t = tv_times(tv);
+                let set = times_set(t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()))?;
+                setattr_obj(&Obj::Path(p), set, true)
             },
         )
     }
@@ -1051,7 +1085,7 @@ unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c
 
 #[no_mangle]
 unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: futimes's arguments, passed on.
         || unsafe { real::futimes(fd, tv) },
@@ -1060,7 +1094,7 @@ unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
             let t = unsafe { tv_times(tv) };
             // SAFETY: null or two timespecs.
             let set = unsafe { times_set(t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()))? };
-            setattr_desc(&d, set)
+            setattr_obj(&Obj::Fd(d), set, false)
         },
     )
 }
@@ -1090,7 +1124,7 @@ unsafe extern "C" fn utime(path: *const c_char, buf: *const libc::utimbuf) -> c_
                     ];
                     times_set(t.as_ptr())?
                 };
-                setattr_pvfs(&p, set, true)
+                setattr_obj(&Obj::Path(p), set, true)
             },
         )
     }

@@ -11,7 +11,7 @@
 
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
 
-use crate::fds::{self, on_fd, route, Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
 use crate::io::{export, read_desc, write_desc};
 use crate::proc;
 use crate::stat::{fill_statfs, fill_statvfs, no_answer};
@@ -302,7 +302,7 @@ unsafe extern "C" fn fgetxattr(
     value: *mut c_void,
     size: size_t,
 ) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::fgetxattr(fd, name, value, size) },
@@ -319,7 +319,7 @@ unsafe extern "C" fn fsetxattr(
     size: size_t,
     flags: c_int,
 ) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::fsetxattr(fd, name, value, size, flags) },
@@ -330,7 +330,7 @@ unsafe extern "C" fn fsetxattr(
 
 #[no_mangle]
 unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, size: size_t) -> ssize_t {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::flistxattr(fd, list, size) },
@@ -340,7 +340,7 @@ unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, size: size_t) -> s
 
 #[no_mangle]
 unsafe extern "C" fn fremovexattr(fd: c_int, name: *const c_char) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::fremovexattr(fd, name) },
@@ -539,7 +539,7 @@ unsafe fn mmap_hook(
         // SAFETY: the hook's arguments, passed on.
         return unsafe { real::mmap64(addr, len, prot, flags, fd, off) };
     }
-    let r = on_fd(
+    let r = on_open_fd(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::mmap64(addr, len, prot, flags, fd, off) },
@@ -614,7 +614,7 @@ unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
 export!(posix_fallocate, posix_fallocate64 => posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int);
 
 unsafe fn fallocate_hook(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> c_int {
-    on_fd(
+    on_open_fd(
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::fallocate64(fd, mode, off, len) },
@@ -631,12 +631,12 @@ export!(fallocate, fallocate64 => fallocate_hook(fd: c_int, mode: c_int, off: of
 #[no_mangle]
 unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_fd(fd, || unsafe { real::flock(fd, op) }, |_| Ok(0))
+    on_open_fd(fd, || unsafe { real::flock(fd, op) }, |_| Ok(0))
 }
 
 unsafe fn lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int {
     // SAFETY: no memory preconditions.
-    on_fd(fd, || unsafe { real::lockf64(fd, cmd, len) }, |_| Ok(0))
+    on_open_fd(fd, || unsafe { real::lockf64(fd, cmd, len) }, |_| Ok(0))
 }
 
 export!(lockf, lockf64 => lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int);

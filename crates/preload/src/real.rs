@@ -121,6 +121,7 @@ real! {
     fn utimensat(dirfd: c_int, path: *const c_char, times: *const timespec, flags: c_int) -> c_int;
     fn utimes(path: *const c_char, tv: *const timeval) -> c_int;
     fn lutimes(path: *const c_char, tv: *const timeval) -> c_int;
+    fn futimesat(dirfd: c_int, path: *const c_char, tv: *const timeval) -> c_int;
     fn utime(path: *const c_char, times: *const libc::utimbuf) -> c_int;
     fn symlink(target: *const c_char, path: *const c_char) -> c_int;
     fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int;
@@ -154,6 +155,15 @@ real! {
     fn removexattr(path: *const c_char, name: *const c_char) -> c_int;
     fn lremovexattr(path: *const c_char, name: *const c_char) -> c_int;
     fn umask(mask: mode_t) -> mode_t;
+    fn mkstemp(template: *mut c_char) -> c_int;
+    fn mkstemp64(template: *mut c_char) -> c_int;
+    fn mkostemp(template: *mut c_char, flags: c_int) -> c_int;
+    fn mkostemp64(template: *mut c_char, flags: c_int) -> c_int;
+    fn mkstemps(template: *mut c_char, suffix: c_int) -> c_int;
+    fn mkstemps64(template: *mut c_char, suffix: c_int) -> c_int;
+    fn mkostemps(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int;
+    fn mkostemps64(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int;
+    fn mkdtemp(template: *mut c_char) -> *mut c_char;
     fn chdir(path: *const c_char) -> c_int;
     fn fchdir(fd: c_int) -> c_int;
     fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char;

@@ -161,6 +161,14 @@ impl Settings {
         Ok(Abs::Through(out))
     }
 
+    /// Whether relative path `rel` may lead into the prefix from a local directory: one
+    /// of its components must be the prefix's last one.
+    pub(crate) fn may_reach(&self, rel: &[u8]) -> bool {
+        self.prefix
+            .last()
+            .is_some_and(|last| rel.split(|&b| b == b'/').any(|c| c == &last[..]))
+    }
+
     /// The local spelling of pvfs path `p` (`/a` → `/pvfs/a`).
     pub(crate) fn local_path(&self, p: &str) -> String {
         if p == "/" {
@@ -212,5 +220,7 @@ mod tests {
         assert_eq!(m.local_path("/x"), "/mnt/fs/x");
         assert_eq!(m.local_path("/"), "/mnt/fs");
         assert_eq!(s.route_abs(b"/pvfs/\xff"), Err(libc::EILSEQ));
+        assert!(s.may_reach(b"pvfs/a") && s.may_reach(b"../../pvfs") && s.may_reach(b"pvfs"));
+        assert!(!s.may_reach(b"a/pvfsx") && !s.may_reach(b"xpvfs/a") && !s.may_reach(b""));
     }
 }

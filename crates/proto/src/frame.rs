@@ -9,7 +9,7 @@
 //!  8     8    request id (chosen by the client; unique among its requests in flight
 //!             on one connection)
 //! 16     4    body length (encoded Request/Response; 0 for data frames)
-//! 20     2    authentication tag length (0 today; room for an HMAC, design §10)
+//! 20     2    authentication tag length (0 today; room for an HMAC)
 //! 22     2    reserved, zero
 //! 24     4    data length (bulk bytes after body and tag)
 //! 28     4    reserved, zero

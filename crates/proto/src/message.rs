@@ -197,7 +197,10 @@ wire_enum! {
         16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle> },
         /// Moves an entry when both names are in shards on this server (one commit).
         17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle> },
-        /// One page of the entries of shard `shard` of `dir`, after name `after`.
+        /// One page of the entries of `dir` this server holds, after name `after`. A
+        /// metadata server holds at most one shard of a directory, so the server lists
+        /// every entry of `dir` it has and does not read `shard`: the client fills in
+        /// the shard it expects there, for logs and packet captures.
         18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 },
         /// Seals (refuses new entries if empty) or unseals this server's shard of `dir`.
         19 => SealDir { dir: Handle, seal: bool },

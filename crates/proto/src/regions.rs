@@ -1,9 +1,9 @@
 //! Region descriptions: which logical bytes of a file one I/O call touches.
 //!
 //! One request carries one description, whatever its size: a contiguous range, a
-//! strided partition (seed 000's offset/gsize/stride), or an explicit list (readx and
-//! writex, list I/O). The data travels in "stream order": extent by extent, each in
-//! increasing offset.
+//! strided partition (offset/gsize/stride, as in the PVFS paper, Carns et al., 2000),
+//! or an explicit list (readx and writex, list I/O). The data travels in "stream
+//! order": extent by extent, each in increasing offset.
 
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::layout::MAX_FILE_SIZE;
@@ -28,10 +28,10 @@ wire_struct!(Extent {
 pub enum Regions {
     /// One contiguous range.
     Contig(Extent),
-    /// Bytes `start .. start + len` of a partition (seed 000: offset, gsize, stride):
-    /// the partition is the file seen through blocks of `block` bytes, the first at
-    /// `offset`, each `stride` after the previous. `start` and `len` need not be
-    /// multiples of `block`.
+    /// Bytes `start .. start + len` of a partition (the PVFS paper's offset, gsize,
+    /// stride; Carns et al., 2000): the partition is the file seen through blocks of
+    /// `block` bytes, the first at `offset`, each `stride` after the previous. `start`
+    /// and `len` need not be multiples of `block`.
     Strided {
         /// Offset of the partition's first block.
         offset: u64,

@@ -294,7 +294,7 @@ impl Wire for ObjDetail {
 
 /// The attributes of an object as its metadata server stores them.
 ///
-/// A file's size is not stored here: it is computed from its datafiles (design §4), so
+/// A file's size is not stored here: it is computed from its datafiles (as in PVFS2), so
 /// `size` is 0 in a file's stored attributes and filled in by the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attr {

@@ -1,4 +1,4 @@
-//! Pools of pre-created datafile handles (OrangeFS "precreate", design §2).
+//! Pools of pre-created datafile handles (OrangeFS's "precreate").
 //!
 //! A metadata server keeps, for every data server, a durable pool of datafile handles
 //! that data server has reserved for it. A create takes its datafile handles from the

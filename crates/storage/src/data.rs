@@ -1,4 +1,4 @@
-//! The data store: one local file per datafile handle (design §6).
+//! The data store: one local file per datafile handle (docs/storage-format.md).
 //!
 //! [`DataBackend`] is the blocking I/O interface the server calls from
 //! `spawn_blocking`; [`FileData`] implements it with files at

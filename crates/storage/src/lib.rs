@@ -1,4 +1,4 @@
-//! The storage layer of a pvfs server (design §6).
+//! The storage layer of a pvfs server (docs/storage-format.md).
 //!
 //! - [`MetaStore`]: the metadata store, one redb database per server holding objects
 //!   (attributes), directory entries, rmdir seals, pools of pre-created datafile

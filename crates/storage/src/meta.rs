@@ -1,6 +1,6 @@
 //! [`MetaStore`]: the redb metadata database of one server and its group-commit writer.
 //!
-//! A durable redb commit costs an fsync (about 2-3k commits/s on this machine), so one
+//! A durable redb commit costs an fsync (docs/benchmarks.md has the rate a virtual disk allows), so one
 //! commit per create would cap a server far below what the disk allows. Mutations are
 //! therefore sent to one writer thread, which takes every job already queued (up to
 //! [`BATCH_MAX`]), runs them in one write transaction and commits once with durable

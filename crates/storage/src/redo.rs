@@ -1,10 +1,10 @@
 //! A redo log under the metadata database (`meta.redo`, next to `meta.redb`).
 //!
 //! Why: a durable redb commit ends in `fdatasync` of the database file, which flushes
-//! the ten or so pages the commit touched, scattered over the file; on this machine's
-//! virtual disk that costs 0.5-0.6 ms (about 30 µs per scattered page), and a file
-//! create waits for it. Writing the same bytes as one contiguous record to a small log
-//! and syncing that costs 0.11-0.13 ms. So [`LoggedFile`], the storage backend redb
+//! the ten or so pages the commit touched, scattered over the file; on a virtual disk that
+//! costs several times what one contiguous write of the same bytes does, and a file
+//! create waits for it (docs/benchmarks.md: where a create's time goes). Writing the
+//! same bytes as one contiguous record to a small log and syncing that is cheaper. So [`LoggedFile`], the storage backend redb
 //! runs on, writes the database file as before but without syncing it, and makes a
 //! commit durable by appending everything written since the previous sync to the log.
 //! Now and then (when the log is full, and at a clean close) the database file itself
@@ -348,8 +348,7 @@ impl<D: Disk> LoggedFile<D> {
         // The log is emptied first: numbering starts again at 1, and no old record
         // may follow the new ones with a number they expect. It is then filled with
         // zeros to its capacity, so records overwrite written blocks: syncing an
-        // append that grows the file costs the file system a journal commit too
-        // (0.28 instead of 0.16 ms for a 40 KiB record here).
+        // append that grows the file costs the file system a journal commit too.
         let Some((base, mut db_len)) = base else {
             log.set_len(0)?;
             let zeros = vec![0u8; 1 << 20];

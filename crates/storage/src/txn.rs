@@ -63,7 +63,7 @@ pub(crate) trait Raw {
     ) -> Result<(), StorageError>;
 }
 
-/// The five open tables of one redb transaction (read-only or write).
+/// The open tables of one redb transaction (read-only or write), one per [`Tab`].
 pub(crate) struct Tables<T>(pub(crate) Vec<T>);
 
 impl<T: ReadableTable<&'static [u8], &'static [u8]>> Raw for Tables<T> {

@@ -1,9 +1,9 @@
 //! Page-aligned buffers and a bounded pool of them.
 //!
-//! Data moves between sockets and files in page-aligned buffers: on this machine a
-//! kernel-to-user copy into a misaligned buffer costs 3-5x more (design §13), and first
-//! touch of fresh memory is slow, so buffers are reused through a pool instead of
-//! being allocated per frame.
+//! Data moves between sockets and files in page-aligned buffers: a kernel-to-user copy
+//! into a misaligned buffer costs several times more, and first touch of fresh memory
+//! is slow (docs/benchmarks.md has the figures), so buffers are reused through a pool
+//! instead of being allocated per frame.
 //!
 //! Buffers are anonymous memory maps: the kernel hands out zero pages lazily, so a
 //! 4 MiB buffer that only ever carries 64 KiB writes costs 64 KiB of memory, and a

@@ -1,7 +1,7 @@
-//! Byte-stream transports behind one small trait (seed 000's communication
-//! abstraction): TCP for the network, Unix-domain sockets for co-located processes.
-//! Servers and clients only see [`Conn`] and [`Listener`], so a faster transport can
-//! be added without touching them.
+//! Byte-stream transports behind one small trait (the communication abstraction of the
+//! PVFS paper, Carns et al., 2000): TCP for the network, Unix-domain sockets for
+//! co-located processes. Servers and clients only see [`Conn`] and [`Listener`], so a
+//! faster transport can be added without touching them.
 
 use std::future::Future;
 use std::os::fd::AsRawFd;

@@ -143,11 +143,10 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let down = fs.servers.iter().filter(|s| s.stat.is_err()).count();
-        Ok(if down > 0 {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        })
+        if down > 0 {
+            anyhow::bail!("{down} of {} servers not answering", fs.servers.len());
+        }
+        Ok(ExitCode::SUCCESS)
     })
 }
 

@@ -1,4 +1,5 @@
-//! `pvfs bench concurrent`: the concurrent read/write test of seed 000 §4.
+//! `pvfs bench concurrent`: the PVFS paper's concurrent read/write test (Carns et al.,
+//! 2000, "PVFS: A Parallel File System for Linux Clusters", §4).
 //!
 //! P clients (each with its own connections; with `--processes`, separate OS
 //! processes) open one shared new file; each writes its own contiguous region of
@@ -34,10 +35,12 @@ pub struct BenchArgs {
 
 #[derive(Subcommand)]
 enum BenchKind {
-    /// P clients write disjoint regions of one new file, then read them back (seed 000 §4).
+    /// P clients write disjoint regions of one new file, then read them back (the PVFS
+    /// paper's concurrent read/write test, Carns et al., 2000, §4).
     Concurrent(ConcurrentArgs),
     /// Metadata: P clients create N files in one shared new directory, list it,
-    /// stat every file, remove them (seed 003's shared-directory create test).
+    /// stat every file, remove them (the shared-file-system study's single-directory
+    /// metarates test, Cope et al., 2005).
     Meta(MetaArgs),
     /// Sustained load: many clients mixing metadata and data operations, every read
     /// verified, server memory sampled.
@@ -74,7 +77,7 @@ pub struct ConcurrentArgs {
     /// Number of clients.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// Bytes each client writes and reads (K/M/G suffixes).
+    /// Bytes each client writes and reads (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     size_per_client: u64,
     /// Stripe size of the test file.
@@ -163,7 +166,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchKind::Concurrent(c) => {
             let config = load_config(&c.config.config)?;
             let (w, r) = concurrent(&config, &c)?;
-            report(&c, &config, &w, &r)?;
+            print!("{}", report(&c, &config, &w, &r)?);
             Ok(ExitCode::SUCCESS)
         }
         BenchKind::Meta(m) => meta(m),
@@ -310,8 +313,7 @@ pub fn concurrent(config: &Config, c: &ConcurrentArgs) -> anyhow::Result<(Phase,
         let _g = rt.enter();
         Client::new(config.clone())
     };
-    rt.block_on(admin.create(&path, 0o644, spec, true))
-        .with_context(|| format!("cannot create {path}"))?;
+    rt.block_on(admin.create(&path, 0o644, spec, true))?;
     let write = phase(&rt, config, c, &path, false)?;
     let read = phase(&rt, config, c, &path, true)?;
     if !c.keep {
@@ -584,7 +586,10 @@ fn server_cpu(config: &Config) -> Option<f64> {
     Some(total)
 }
 
-fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::Result<()> {
+/// A benchmark's result as text (JSON with `--json`), lines ending in newlines.
+fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
     let stripe_size = c.stripe_size.unwrap_or(config.defaults.stripe_size);
     let stripe_count = c.stripe_count.unwrap_or(config.defaults.stripe_count);
     if c.json {
@@ -601,10 +606,11 @@ fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::
             "processes": c.processes, "fsync": c.fsync, "interleave": c.interleave,
             "write": ph(w), "read": ph(r),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(out);
     }
-    println!(
+    writeln!(
+        out,
         "concurrent: {} clients ({}) x {}, stripe {} x {}, block {}{}",
         c.clients,
         if c.processes { "processes" } else { "tasks" },
@@ -615,13 +621,15 @@ fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::
         c.interleave
             .map(|u| format!(", interleaved in units of {}", format_size(u)))
             .unwrap_or_default()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:<6} {:>10} {:>10} {:>12} {:>11} {:>11} {:>10}",
         "phase", "bytes", "slowest s", "MiB/s", "client cpu", "server cpu", "cpu s/GiB"
-    );
+    )?;
     for (name, p) in [("write", w), ("read", r)] {
-        println!(
+        writeln!(
+            out,
             "{name:<6} {:>10} {:>10.3} {:>12.0} {:>11.2} {:>11} {:>10.2}",
             format_size(p.bytes),
             p.slowest.as_secs_f64(),
@@ -631,9 +639,9 @@ fn report(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::
                 .map(|s| format!("{s:.2}"))
                 .unwrap_or_else(|| "-".into()),
             p.cpu_per_gib()
-        );
+        )?;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Arguments for running the benchmark from code (the demo).
@@ -654,7 +662,7 @@ pub fn args(config: PathBuf, clients: usize, size_per_client: u64) -> Concurrent
     }
 }
 
-/// Prints a benchmark's result as the CLI does.
-pub fn print(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::Result<()> {
+/// A benchmark's result as the CLI prints it.
+pub fn render(c: &ConcurrentArgs, config: &Config, w: &Phase, r: &Phase) -> anyhow::Result<String> {
     report(c, config, w, r)
 }

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pvfs_client::{Client, Errno, File, LayoutSpec, ObjKind};
 use pvfs_config::{format_size, parse_size};
 
-use crate::cmd::with_client;
+use crate::cmd::{with_client, UsageError};
 use crate::ConfigArg;
 
 /// Options of `pvfs cp`.
@@ -24,7 +24,7 @@ use crate::ConfigArg;
 pub struct CpArgs {
     #[command(flatten)]
     config: ConfigArg,
-    /// Stripe size of a new pvfs file (K/M/G suffixes).
+    /// Stripe size of a new pvfs file (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, value_parser = parse_size)]
     stripe_size: Option<u64>,
     /// Stripe count of a new pvfs file.
@@ -57,6 +57,19 @@ fn base_name(p: &str) -> &str {
 
 /// Copies one file.
 pub fn run(a: CpArgs) -> anyhow::Result<ExitCode> {
+    if pvfs_path(&a.src).is_none() && pvfs_path(&a.dst).is_none() {
+        // Like `gsutil cp` and `aws s3 cp`: a copy that touches no pvfs file is a
+        // mistake, not a local copy.
+        return Err(UsageError(format!(
+            "neither {} nor {} is a pvfs path: write pvfs files as pvfs:/path (e.g. pvfs cp {} \
+             pvfs:/{}); for a local copy use cp",
+            a.src,
+            a.dst,
+            a.src,
+            base_name(&a.src)
+        ))
+        .into());
+    }
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
         let started = Instant::now();

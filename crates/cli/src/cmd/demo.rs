@@ -1,15 +1,31 @@
 //! `pvfs demo`: a real 4-server file system on loopback, a short real workload, a
 //! summary; then everything is stopped and removed (or kept with `--keep DIR`).
+//!
+//! Without `--keep`, the servers and the temporary directory never outlive the demo,
+//! however it ends:
+//! - normally, or with an error or a panic: it stops the servers and removes the
+//!   directory itself;
+//! - SIGINT, SIGTERM or SIGHUP (Ctrl-C, a closed terminal): a thread waiting for them
+//!   does the same, then the demo dies of the signal;
+//! - its standard output closes (`pvfs demo | head -1`): the write that fails does the
+//!   same, then the demo dies of SIGPIPE, as a filter does;
+//! - SIGKILL, or anything else that ends it at once: the kernel kills the servers
+//!   (`PR_SET_PDEATHSIG`), and a small reaper process the demo started, which waits
+//!   for the demo's end of a pipe to close, removes the directory and exits.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
 use pvfs_client::{Client, LayoutSpec};
-use pvfs_config::{format_size, Config, GenOptions};
+use pvfs_config::{format_size, Config, ConfigError, GenOptions};
 
+use crate::cmd::server::Lifetime;
 use crate::cmd::{bench, runtime, server};
 
 /// Options of `pvfs demo`.
@@ -21,78 +37,397 @@ pub struct DemoArgs {
     /// Number of servers.
     #[arg(long, default_value_t = 4)]
     servers: usize,
+    /// Internal: the reaper of a demo, which removes DIR once the demo is gone.
+    #[arg(long, hide = true, value_name = "DIR")]
+    reap: Option<PathBuf>,
+}
+
+/// What a temporary demo leaves behind until it is cleaned up.
+struct Leftovers {
+    /// The temporary directory (configuration and storage).
+    dir: PathBuf,
+    /// The configuration, once written: its servers are stopped by their pid files.
+    config: Option<Config>,
+    /// The server processes.
+    servers: Vec<Child>,
+    /// Our end of the reaper's standard input: closing it lets the reaper go.
+    reaper: Option<ChildStdin>,
+}
+
+/// The running demo's leftovers, for whichever way it ends (see the module docs).
+static LEFTOVERS: Mutex<Option<Leftovers>> = Mutex::new(None);
+
+/// The demo's state, whatever another thread did with it before a panic.
+fn leftovers() -> MutexGuard<'static, Option<Leftovers>> {
+    LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stops the servers of the demo and removes its directory, at once (SIGKILL) or
+/// gently (SIGTERM through `pvfs stop`'s path, up to 30 s) if `gently`. Returns the
+/// servers that did not stop gently. Does nothing the second time.
+fn clean_up(state: &mut Option<Leftovers>, gently: bool) -> Vec<String> {
+    let Some(mut l) = state.take() else {
+        return Vec::new();
+    };
+    let mut failed = Vec::new();
+    if gently {
+        if let Some(config) = &l.config {
+            failed = server::stop_servers(config, Duration::from_secs(30), true);
+        }
+    }
+    for child in &mut l.servers {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // Also servers not (yet) in the list, e.g. of a start that failed half-way.
+    kill_servers_of(&l.dir.join("pvfs.toml"), Duration::ZERO);
+    if let Err(e) = std::fs::remove_dir_all(&l.dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            let _ = writeln!(
+                std::io::stderr(),
+                "pvfs: cannot remove {}: {e}",
+                l.dir.display()
+            );
+        }
+    }
+    drop(l.reaper.take());
+    failed
+}
+
+/// Dies of `sig` (its default action) once cleaned up, as if it had not been caught.
+fn die_of(sig: libc::c_int) -> ! {
+    // SAFETY: resetting a signal to its default action, unblocking it in this thread
+    // and raising it here: plain libc calls on valid arguments.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    std::process::exit(128 + sig)
+}
+
+/// Prints a line of the demo's output. When standard output is gone (a reader that
+/// stopped early), the demo cleans up and dies of SIGPIPE, as a filter does.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cmd::demo::put(format_args!($($arg)*))
+    };
+}
+
+/// The body of [`say!`].
+fn put(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        drop(out);
+        let mut state = leftovers();
+        clean_up(&mut state, false);
+        die_of(libc::SIGPIPE);
+    }
+}
+
+/// Cleans up when the demo ends by a panic or an early error return.
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        clean_up(&mut leftovers(), false);
+    }
 }
 
 /// Runs the demo.
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
-    let tmp;
-    let dir = match &a.keep {
-        Some(d) => {
-            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-            std::fs::canonicalize(d).with_context(|| format!("cannot resolve {}", d.display()))?
-        }
-        None => {
-            tmp = tempfile::Builder::new()
-                .prefix("pvfs-demo-")
-                .tempdir()
-                .context("cannot create a temporary directory")?;
-            tmp.path().to_path_buf()
-        }
-    };
-    let config = Config::generate(&GenOptions {
-        base_port: 0,
-        ..GenOptions::new(a.servers, &dir)
-    })?;
-    let config_path = dir.join("pvfs.toml");
-    std::fs::write(&config_path, config.to_toml()).context("cannot write the configuration")?;
-    println!(
-        "== pvfs demo: {} servers on loopback, storage in {}",
-        a.servers,
+    if let Some(dir) = &a.reap {
+        return reap(dir);
+    }
+    match &a.keep {
+        Some(d) => run_kept(d, a.servers),
+        None => run_temporary(a.servers),
+    }
+}
+
+/// A demo in a temporary directory that goes with it.
+fn run_temporary(servers: usize) -> anyhow::Result<ExitCode> {
+    // Before any other thread exists, so that every thread has them blocked and only
+    // the watcher receives them.
+    watch_stop_signals()?;
+    let dir = tempfile::Builder::new()
+        .prefix("pvfs-demo-")
+        .tempdir()
+        .context("cannot create a temporary directory")?
+        .keep();
+    let guard = Guard;
+    *leftovers() = Some(Leftovers {
+        dir: dir.clone(),
+        config: None,
+        servers: Vec::new(),
+        reaper: None,
+    });
+    let dir =
+        std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    let reaper = start_reaper(&dir)?;
+    if let Some(l) = leftovers().as_mut() {
+        l.dir = dir.clone();
+        l.reaper = Some(reaper);
+    }
+    let (config, config_path) = configure(&dir, servers)?;
+    if let Some(l) = leftovers().as_mut() {
+        l.config = Some(config.clone());
+    }
+    say!(
+        "== pvfs demo: {servers} servers on loopback, storage in {}",
         dir.display()
     );
     let started = Instant::now();
-    let children = server::start_servers(&config_path, &config, Duration::from_secs(20))?;
-    println!("   started in {:.2}s:", started.elapsed().as_secs_f64());
+    let children = server::start_servers(
+        &config_path,
+        &config,
+        Duration::from_secs(20),
+        Lifetime::DieWithUs,
+    )?;
+    if let Some(l) = leftovers().as_mut() {
+        l.servers = children;
+    }
+    introduce(&config, started.elapsed());
+    let outcome = workload(&config, &config_path);
+    say!("\n== stopping the servers and removing {}", dir.display());
+    let failed = clean_up(&mut leftovers(), true);
+    drop(guard);
+    outcome?;
+    if !failed.is_empty() {
+        bail!(
+            "servers did not stop within 30s and were killed: {}",
+            failed.join(", ")
+        );
+    }
+    say!("   done");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A demo whose file system keeps running in `dir`.
+fn run_kept(dir: &Path, servers: usize) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir =
+        std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    let (config, config_path) = configure(&dir, servers)?;
+    say!(
+        "== pvfs demo: {servers} servers on loopback, storage in {}",
+        dir.display()
+    );
+    let started = Instant::now();
+    let children = server::start_servers(
+        &config_path,
+        &config,
+        Duration::from_secs(20),
+        Lifetime::Detached,
+    )?;
+    introduce(&config, started.elapsed());
+    // The servers outlive the demo.
+    drop(children);
+    workload(&config, &config_path)?;
+    say!("\n== the file system keeps running. Try:");
+    let c = config_path.display();
+    say!("   export PVFS_CONFIG={c}");
+    say!("   pvfs ls -l /demo");
+    say!("   pvfs layout /demo/striped.dat");
+    say!("   pvfs df");
+    say!(
+        "   pvfs stop          # when done; data stays in {}",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the configuration of a new file system of `servers` servers storing in
+/// `dir` to `dir/pvfs.toml` (mode 0600: it holds the secret).
+fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
+    let config = Config::generate(&GenOptions {
+        base_port: 0,
+        ..GenOptions::new(servers, dir)
+    })
+    .map_err(|e| match e {
+        ConfigError::Generate(why) => anyhow::anyhow!("cannot lay out the demo: {why}"),
+        e => e.into(),
+    })?;
+    let config_path = dir.join("pvfs.toml");
+    match config.write(&config_path, false) {
+        Ok(()) => Ok((config, config_path)),
+        Err(ConfigError::Exists { path }) => bail!(
+            "{path} already exists: {} holds a demo file system already (stop it with \
+             `pvfs stop -c {path}` and remove the directory, or keep the new one elsewhere)",
+            dir.display()
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Prints the servers once they answer.
+fn introduce(config: &Config, took: Duration) {
+    say!("   started in {:.2}s:", took.as_secs_f64());
     for sc in &config.servers {
-        println!(
+        say!(
             "   {:<4} {:<22} {}",
             sc.name,
             sc.address,
             sc.roles.describe()
         );
     }
-    let outcome = workload(&config, &config_path);
-    if let Some(d) = &a.keep {
-        drop(children);
-        outcome?;
-        println!("\n== the file system keeps running. Try:");
-        let c = config_path.display();
-        println!("   export PVFS_CONFIG={c}");
-        println!("   cargo run --release -- ls -l /demo");
-        println!("   cargo run --release -- layout /demo/striped.dat");
-        println!("   cargo run --release -- df");
-        println!(
-            "   cargo run --release -- stop          # when done; data stays in {}",
-            d.display()
-        );
-        return Ok(ExitCode::SUCCESS);
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and so in every thread it
+/// starts) and starts a thread that waits for them: on one, it cleans up and the demo
+/// dies of that signal.
+fn watch_stop_signals() -> anyhow::Result<()> {
+    // SAFETY: an empty signal set filled with valid signal numbers, and a mask change
+    // of the calling thread.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    std::thread::Builder::new()
+        .name("demo-signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: sigwait on a valid set, writing into a live integer.
+            while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+            // Holding the state until the process is gone: the main thread cannot
+            // report a failure its servers' end caused.
+            let mut state = leftovers();
+            if let Some(l) = state.as_ref() {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "pvfs: demo interrupted: stopping its servers and removing {}",
+                    l.dir.display()
+                );
+            }
+            clean_up(&mut state, false);
+            die_of(sig)
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
+}
+
+/// Starts the reaper of the demo in `dir`: `pvfs demo --reap DIR` in a session of its
+/// own, reading a pipe whose writing end only this process holds.
+fn start_reaper(dir: &Path) -> anyhow::Result<ChildStdin> {
+    let exe = std::env::current_exe().context("cannot find the pvfs executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("demo")
+        .arg("--reap")
+        .arg(dir)
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    server::unblock_signals(&mut cmd);
+    // SAFETY: setsid is async-signal-safe; the closure allocates nothing. A session
+    // of its own: a Ctrl-C or a hangup of the demo's terminal does not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
     }
-    println!("\n== stopping the servers and removing {}", dir.display());
-    let failed = server::stop_servers(&config, Duration::from_secs(30), true);
-    drop(children);
-    outcome?;
-    if !failed.is_empty() {
-        bail!("servers did not stop: {}", failed.join(", "));
+    let mut child = cmd.spawn().context("cannot start the demo's reaper")?;
+    child
+        .stdin
+        .take()
+        .context("cannot talk to the demo's reaper")
+}
+
+/// The reaper: waits until the demo is gone (its end of our standard input closes),
+/// waits for the demo's servers to be gone (they die with it; any still there after
+/// a while is killed), then removes the demo's directory.
+fn reap(dir: &Path) -> anyhow::Result<ExitCode> {
+    let is_demo_dir = dir.is_absolute()
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("pvfs-demo-"));
+    if !is_demo_dir {
+        bail!("--reap: {} is not a demo's directory", dir.display());
     }
-    println!("   done");
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = [0u8; 64];
+    loop {
+        match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    kill_servers_of(&dir.join("pvfs.toml"), Duration::from_secs(5));
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot remove {}", dir.display())),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()> {
+/// Waits until no `pvfs server --config CONFIG` process is left, killing those still
+/// there after `grace` (SIGKILL); gives up after a minute.
+fn kill_servers_of(config: &Path, grace: Duration) {
+    let started = Instant::now();
+    loop {
+        let pids = servers_of(config);
+        if pids.is_empty() || started.elapsed() > grace + Duration::from_secs(60) {
+            return;
+        }
+        if started.elapsed() >= grace {
+            for pid in pids {
+                // SAFETY: kill(2) of a `pvfs server` of this demo's configuration.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The live `pvfs server --config CONFIG` processes.
+fn servers_of(config: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let config = config.as_os_str().as_encoded_bytes();
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let serves = args.get(1) == Some(&&b"server"[..]);
+            serves
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--config" && w[1] == config)
+                && !is_zombie(*pid)
+        })
+        .collect()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+fn workload(config: &Config, config_path: &Path) -> anyhow::Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let client = Client::new(config.clone());
-        println!("\n== a directory tree");
+        say!("\n== a directory tree");
         client.mkdir_all("/demo/src/lib", 0o755).await?;
         client.mkdir_all("/demo/docs", 0o755).await?;
         for i in 0..20 {
@@ -105,13 +440,13 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         client.rename("/demo/src/file19.c", "/demo/docs/moved.c").await?;
         let mut names: Vec<_> = client.readdir("/demo").await?.into_iter().map(|e| e.name).collect();
         names.sort();
-        println!("   /demo: {}", names.join("  "));
-        println!("   /demo/src holds {} entries", client.readdir("/demo/src").await?.len());
-        println!("   readlink /demo/first.c -> {}", client.readlink("/demo/first.c").await?);
+        say!("   /demo: {}", names.join("  "));
+        say!("   /demo/src holds {} entries", client.readdir("/demo/src").await?.len());
+        say!("   readlink /demo/first.c -> {}", client.readlink("/demo/first.c").await?);
 
         let clients = 4u64;
         let part: u64 = 32 << 20;
-        println!("\n== one striped file written by {clients} clients at once, read back by new clients and verified");
+        say!("\n== one striped file written by {clients} clients at once, read back by new clients and verified");
         let spec = LayoutSpec {
             stripe_size: Some(64 << 10),
             stripe_count: None,
@@ -141,7 +476,7 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         }
         let rt_ = t.elapsed();
         let total = part * clients;
-        println!(
+        say!(
             "   wrote {} in {:.2}s, read and verified it in {:.2}s",
             format_size(total),
             wt.as_secs_f64(),
@@ -149,27 +484,31 @@ fn workload(config: &Config, config_path: &std::path::Path) -> anyhow::Result<()
         );
         let report = client.layout("/demo/striped.dat").await?;
         let l = report.attr.layout().cloned().context("not a file")?;
-        println!(
+        say!(
             "   layout: {} bytes in stripes of {} over {} data servers",
             report.attr.size,
             format_size(l.stripe_size),
             l.datafiles.len()
         );
         for (i, (df, name, st)) in report.datafiles.iter().enumerate() {
-            println!("     datafile {i}: server {name:<4} handle {:#x}  {} bytes", df.handle, st.size);
+            say!("     datafile {i}: server {name:<4} handle {:#x}  {} bytes", df.handle, st.size);
         }
         Ok::<_, anyhow::Error>(())
     })?;
 
-    println!("\n== a small concurrent benchmark (seed 000 §4)");
+    say!(
+        "\n== a small run of the PVFS paper's concurrent read/write test (Carns et al., 2000, §4)"
+    );
     let args = bench::args(config_path.to_path_buf(), 4, 64 << 20);
     let (w, r) = bench::concurrent(config, &args)?;
-    bench::print(&args, config, &w, &r)?;
+    for line in bench::render(&args, config, &w, &r)?.lines() {
+        say!("{line}");
+    }
 
     rt.block_on(async {
         let client = Client::new(config.clone());
         let fs = client.statfs().await;
-        println!(
+        say!(
             "\n== df: {} objects, {} datafiles, {} free",
             fs.objects,
             fs.datafiles,

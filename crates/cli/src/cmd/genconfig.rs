@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use pvfs_config::{parse_size, Config, GenOptions};
+use pvfs_config::{parse_size, Config, ConfigError, GenOptions};
 
 /// Options of `pvfs genconfig`.
 #[derive(Args)]
@@ -25,7 +25,7 @@ pub struct GenconfigArgs {
     /// Port of the first server; server i listens on PORT+i (0 picks free ports now).
     #[arg(long, default_value_t = 7000)]
     port: u16,
-    /// Default stripe size (K/M/G suffixes).
+    /// Default stripe size (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     stripe_size: u64,
     /// Default stripe count (default: all data servers).
@@ -37,9 +37,14 @@ pub struct GenconfigArgs {
     /// Name of the file system.
     #[arg(long, default_value = "pvfs")]
     name: String,
-    /// Where to write the configuration ("-" for standard output).
+    /// Where to write the configuration ("-" for standard output). The file is
+    /// created readable by its owner only (it holds the file system's secret).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
+    /// Replace an existing FILE (the new configuration is a new file system: servers
+    /// refuse the storage of the old one).
+    #[arg(long)]
+    force: bool,
 }
 
 /// Generates and writes the file.
@@ -62,16 +67,22 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
         ..GenOptions::new(a.servers, dir)
     };
     let config = Config::generate(&opts)?;
-    let text = config.to_toml();
     if a.output.as_os_str() == "-" {
-        print!("{text}");
+        print!("{}", config.to_toml());
     } else {
-        std::fs::write(&a.output, text)
-            .with_context(|| format!("cannot write {}", a.output.display()))?;
+        match config.write(&a.output, a.force) {
+            Ok(()) => {}
+            Err(ConfigError::Exists { path }) => bail!(
+                "{path} already exists: it holds the fsid and secret of a file system, and \
+                 a new one cannot open that file system's storage (--force replaces it)"
+            ),
+            Err(e) => return Err(e.into()),
+        }
         eprintln!(
-            "wrote {} ({} servers, fsid {:#x})",
+            "wrote {} ({} server{}, fsid {:#x})",
             a.output.display(),
             config.servers.len(),
+            if config.servers.len() == 1 { "" } else { "s" },
             config.fsid
         );
     }

@@ -27,7 +27,7 @@ pub struct LayoutArgs {
 pub struct SetlayoutArgs {
     #[command(flatten)]
     config: ConfigArg,
-    /// Stripe size of new files (K/M/G suffixes).
+    /// Stripe size of new files (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, value_parser = parse_size)]
     stripe_size: Option<u64>,
     /// Number of data servers new files are striped over.

@@ -18,6 +18,19 @@ use anyhow::Context;
 use pvfs_client::Client;
 use pvfs_config::Config;
 
+/// A command called the wrong way, found after its arguments parsed (e.g. `pvfs cp`
+/// with no pvfs path): the CLI exits with status 2, as for a parse error.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 /// Loads the configuration file.
 pub fn load_config(path: &Path) -> anyhow::Result<Config> {
     Config::load(path).map_err(anyhow::Error::from)
@@ -54,7 +67,8 @@ where
 
 /// Prints one line with the requests `client` sent, in total, per server and per
 /// operation, e.g. `pvfs: requests: 9 total; per server: s0=3 s1=2 ...; per
-/// operation: Lookup=1 ReadDir=4 ...` (issue 4: message counts are observable).
+/// operation: Lookup=1 ReadDir=4 ...`, so the number of messages an operation costs
+/// is observable.
 pub fn print_stats(client: &Client) {
     let stats = client.stats();
     let servers: Vec<String> = client

@@ -57,7 +57,7 @@ pub struct MountArgs {
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     max_request: u64,
     /// Largest file read through the kernel's page cache when opened read-only
-    /// (K/M/G suffixes); larger files, and files opened for writing, are served
+    /// (K, M, G, T or P suffixes: powers of 1024); larger files, and files opened for writing, are served
     /// without it, with the mount's own read-ahead (docs/fuse.md).
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     page_cache_max: u64,

@@ -120,13 +120,21 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     if read_pid(&pid_path) == Some(std::process::id()) {
         let _ = std::fs::remove_file(&pid_path);
     }
-    result.with_context(|| format!("server {}", a.name))?;
+    result.with_context(|| match running_pid(&sc) {
+        // The usual reason its store is in use.
+        Some(pid) if pid != std::process::id() => {
+            format!("server {} (already running as pid {pid})", a.name)
+        }
+        _ => format!("server {}", a.name),
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The emergency stop (seed 003): exit now. Every connection drops, so clients fail
-/// their pending requests at once with EIO; what was acknowledged is already committed
-/// (metadata) or in the kernel's page cache (data), so a restart serves it.
+/// The emergency stop that Cope et al. (2005, "Shared Parallel Filesystems in
+/// Heterogeneous Linux Multi-Cluster Environments") ask of a parallel file system: exit
+/// now. Every connection drops, so clients fail their pending requests at once with
+/// EIO; what was acknowledged is already committed (metadata) or in the kernel's page
+/// cache (data), so a restart serves it.
 fn emergency_exit(pid_path: &Path) -> ! {
     tracing::warn!("emergency stop: exiting now, pending requests fail");
     if read_pid(pid_path) == Some(std::process::id()) {
@@ -165,17 +173,29 @@ pub fn running_pid(sc: &ServerConfig) -> Option<u32> {
     read_pid(&pid_file(sc)).filter(|&pid| is_our_server(pid, &sc.name))
 }
 
+/// Whether servers started by [`start_servers`] outlive the process that started them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// They run until stopped (`pvfs start`).
+    Detached,
+    /// The kernel kills them (SIGKILL) when the thread that started them ends, however
+    /// it ends (`pvfs demo`).
+    DieWithUs,
+}
+
 /// Starts every server of `config_path` in the background; returns the children
 /// (still running) once all servers answer.
 pub fn start_servers(
     config_path: &Path,
     config: &Config,
     wait: Duration,
+    lifetime: Lifetime,
 ) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe().context("cannot find the pvfs executable")?;
     let config_path = std::fs::canonicalize(config_path)
         .with_context(|| format!("cannot find {}", config_path.display()))?;
-    let mut children: Vec<(String, Child)> = Vec::new();
+    // Each child with its name and where its log started.
+    let mut children: Vec<(String, Child, u64)> = Vec::new();
     for sc in &config.servers {
         if let Some(pid) = running_pid(sc) {
             println!(
@@ -191,6 +211,7 @@ pub fn start_servers(
             .append(true)
             .open(log_file(sc))
             .with_context(|| format!("cannot open {}", log_file(sc).display()))?;
+        let log_start = log.metadata().map_or(0, |m| m.len());
         let log2 = log.try_clone().context("cannot duplicate the log file")?;
         let mut cmd = Command::new(&exe);
         cmd.arg("server")
@@ -203,10 +224,14 @@ pub fn start_servers(
             .stderr(log2);
         // A process group of its own: a Ctrl-C in the starting shell must not stop it.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        unblock_signals(&mut cmd);
+        if lifetime == Lifetime::DieWithUs {
+            die_with_parent(&mut cmd);
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start server {}", sc.name))?;
-        children.push((sc.name.clone(), child));
+        children.push((sc.name.clone(), child, log_start));
     }
     let rt = runtime()?;
     let client = {
@@ -215,11 +240,21 @@ pub fn start_servers(
     };
     let deadline = Instant::now() + wait;
     loop {
-        for (name, child) in children.iter_mut() {
+        for (name, child, log_start) in children.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 let sc = config.servers.iter().find(|s| &s.name == name);
-                let tail = sc.map(|sc| log_tail(&log_file(sc))).unwrap_or_default();
-                bail!("server {name} exited ({status}) during start:\n{tail}");
+                let why = sc
+                    .and_then(|sc| last_error(&log_file(sc), *log_start))
+                    .map(|e| match e.strip_prefix(&format!("server {name}: ")) {
+                        Some(rest) => rest.to_string(),
+                        None => e,
+                    })
+                    .unwrap_or_else(|| format!("{status}"));
+                let log = sc.map(|sc| log_file(sc).display().to_string());
+                bail!(
+                    "server {name} did not start: {why} (log: {})",
+                    log.unwrap_or_default()
+                );
             }
         }
         let reports = rt.block_on(client.ping());
@@ -233,19 +268,65 @@ pub fn start_servers(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(children.into_iter().map(|(_, c)| c).collect())
+    Ok(children.into_iter().map(|(_, c, _)| c).collect())
 }
 
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
+/// The error a server that failed to start printed last in its log (`pvfs: ...`),
+/// after byte `from`.
+fn last_error(path: &Path, from: u64) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(bytes.get(from as usize..)?);
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("pvfs: "))
+        .map(str::to_string)
+}
+
+/// Clears the signal mask of the child `cmd` starts (the caller may block signals it
+/// waits for in a thread; a server must get its SIGTERM).
+pub fn unblock_signals(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sigemptyset and pthread_sigmask are async-signal-safe; the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// Makes the child `cmd` starts get SIGKILL when the calling thread ends, also when it
+/// is killed (`PR_SET_PDEATHSIG`).
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: prctl, getppid and raise are async-signal-safe; the closure allocates
+    // nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            // The parent may have died before prctl: then nobody sends the signal.
+            if libc::getppid() as u32 != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// `pvfs start`.
 pub fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&a.config.config)?;
-    let children = start_servers(&a.config.config, &config, a.wait)?;
+    let children = start_servers(&a.config.config, &config, a.wait, Lifetime::Detached)?;
     for sc in &config.servers {
         let pid = running_pid(sc)
             .map(|p| p.to_string())

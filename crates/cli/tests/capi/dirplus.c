@@ -1,7 +1,8 @@
-/* Bulk metadata (seed 002): pvfs_getdents_plus over a directory of NFILES files on 4
- * servers costs at most one ReadDir per shard (pages of 4096) + one ListAttr per
- * metadata server + one GetSizes per data server — never one request per entry —
- * and pvfs_getdents_plus_lite without the size contacts no data server.
+/* Bulk metadata (POSIX extensions paper, Vilayannur et al., 2008): pvfs_getdents_plus
+ * over a directory of NFILES files on 4 servers costs at most one ReadDir per shard
+ * (pages of 4096) + one ListAttr per metadata server + one GetSizes per data server —
+ * never one request per entry — and pvfs_getdents_plus_lite without the size contacts
+ * no data server.
  *
  * Usage: dirplus BASE SHARDS [NFILES] */
 #define _GNU_SOURCE

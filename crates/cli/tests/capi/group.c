@@ -1,6 +1,6 @@
-/* Group open (seed 002): pvfs_openg once, the handle shipped to other processes,
- * pvfs_openfh there with no request to any server; tampered handles refused; the
- * access mode travels with the handle.
+/* Group open (POSIX extensions paper, Vilayannur et al., 2008): pvfs_openg once, the
+ * handle shipped to other processes, pvfs_openfh there with no request to any server;
+ * tampered handles refused; the access mode travels with the handle.
  *
  * Usage: group BASE            all checks, including a forked child using the handle
  *        group make PATH OUT   openg PATH (O_CREAT|O_RDWR) and write the handle to OUT

@@ -1,6 +1,7 @@
-/* Noncontiguous I/O (seed 002): pvfs_writex/pvfs_readx move any memory vector to any
- * list of file regions with one request per data server involved, whatever the
- * number of regions; data lands where the regions say.
+/* Noncontiguous I/O (POSIX extensions paper, Vilayannur et al., 2008):
+ * pvfs_writex/pvfs_readx move any memory vector to any list of file regions with one
+ * request per data server involved, whatever the number of regions; data lands where
+ * the regions say.
  *
  * Usage: xio BASE */
 #define _GNU_SOURCE

@@ -1,15 +1,24 @@
 //! Shared harness of the acceptance tests: a real pvfs file system of server processes
 //! on loopback ports chosen at run time, in a temporary directory.
 //!
-//! [`Cluster`] writes a configuration with `pvfs genconfig --port 0`, starts every
-//! server as its own child process (`pvfs server --config F --name sN`, so one server
-//! can be stopped, killed, frozen or restarted alone) and waits until each answers a
-//! ping. Dropping it kills every server it started — also those started with
-//! `pvfs start` (found through their pid files) — so a failing test leaves no process
-//! behind. Children also get `PR_SET_PDEATHSIG(SIGKILL)`, so even a test binary that
-//! dies without unwinding takes its servers with it.
+//! [`Cluster`] writes a configuration with `pvfs genconfig`, starts every server as its
+//! own child process (`pvfs server --config F --name sN`, so one server can be stopped,
+//! killed, frozen or restarted alone) and waits until each answers a ping.
 //!
-//! Everything that waits polls with a deadline; nothing sleeps to synchronize.
+//! - Ports: each cluster takes a block of ports below the kernel's ephemeral range
+//!   (`net.ipv4.ip_local_port_range`), so no outgoing connection can take a server's
+//!   port while it restarts; the block is reserved with a lock file held for the
+//!   cluster's life, so concurrent tests (and test binaries) never share one. A start
+//!   that still meets `EADDRINUSE` (a program outside the suite) retries on new ports.
+//! - Processes: dropping a cluster kills every server it started, also those started
+//!   with `pvfs start` (found through their pid files). Children get
+//!   `PR_SET_PDEATHSIG(SIGKILL)`, and a [`Watchdog`] kills every daemon whose command
+//!   line names the cluster's directory (`pvfs start` servers, background mounts) and
+//!   detaches its mounts once the test process is gone, even after a SIGKILL.
+//! - Failures: a test that fails keeps the cluster's directory (configuration, server
+//!   logs `sN.log`, storage) and prints where it is; a passing test removes it.
+//! - Time: everything that waits polls with a deadline scaled by [`slowdown`]; nothing
+//!   sleeps to synchronize.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used)]
 
@@ -30,9 +39,11 @@ pub fn pvfs_bin() -> &'static str {
     env!("CARGO_BIN_EXE_pvfs")
 }
 
-/// Longest time any CLI command may take before the test fails (never hang).
+/// Longest time any CLI command may take before the test fails (never hang), before
+/// scaling by [`slowdown`].
 pub const CLI_DEADLINE: Duration = Duration::from_secs(120);
-/// Longest time a server may take to answer after it was started.
+/// Longest time a server may take to answer after it was started, before scaling by
+/// [`slowdown`].
 pub const START_DEADLINE: Duration = Duration::from_secs(60);
 
 // ----- small utilities ---------------------------------------------------------------
@@ -157,7 +168,8 @@ pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
     }
 }
 
-/// Whether `errno` is one of the errors a dead or hung server may yield (design §9).
+/// Whether `errno` is one of the errors a dead or hung server may yield (EHOSTDOWN,
+/// EIO or ETIMEDOUT: docs/reliability.md).
 pub fn is_server_down_errno(e: pvfs_client::Errno) -> bool {
     use pvfs_client::Errno;
     [Errno::EHOSTDOWN, Errno::EIO, Errno::ETIMEDOUT].contains(&e)
@@ -275,8 +287,8 @@ pub fn artifact(name: &str) -> PathBuf {
         .map(|(_, p)| p)
         .unwrap_or_else(|| {
             panic!(
-                "{name} is not built under {}: run ./scripts/test, or \
-                 `cargo build --workspace --lib --bins --examples` before `cargo test`",
+                "{name} is not built under {}: run ./scripts/test, which builds every \
+                 library and program the tests use before it runs them",
                 dir.display()
             )
         })
@@ -422,12 +434,13 @@ pub fn run_pvfs(args: &[&str], env: &[(&str, &str)], env_remove: &[&str]) -> Cli
         if let Some(st) = child.try_wait().expect("waitpid failed") {
             break st;
         }
-        if start.elapsed() > CLI_DEADLINE {
+        if start.elapsed() > scaled(CLI_DEADLINE) {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "`pvfs {}` did not finish within {CLI_DEADLINE:?}",
-                args.join(" ")
+                "`pvfs {}` did not finish within {:?}",
+                args.join(" "),
+                scaled(CLI_DEADLINE)
             );
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -467,10 +480,11 @@ impl TestClient {
     }
 
     /// Runs `f(client)` on the runtime, failing the test if it takes longer than
-    /// `limit` (a client call must never hang).
+    /// `limit` scaled by [`slowdown`] (a client call must never hang).
     #[track_caller]
     pub fn run<T>(&self, limit: Duration, f: impl AsyncFnOnce(Client) -> T) -> T {
         let c = self.client.clone();
+        let limit = scaled(limit);
         match self
             .rt
             .block_on(async move { tokio::time::timeout(limit, f(c)).await })
@@ -549,8 +563,11 @@ impl Builder {
             .tempdir()
             .expect("cannot create a temporary directory");
         let dir_path = std::fs::canonicalize(dir.path()).unwrap();
+        let watchdog = Watchdog::new(std::slice::from_ref(&dir_path));
         let config_path = dir_path.join("fs.toml");
         let n = self.servers.to_string();
+        let ports = PortBlock::reserve(self.servers);
+        let base = ports.base.to_string();
         let mut args = vec![
             "genconfig",
             "--servers",
@@ -558,7 +575,7 @@ impl Builder {
             "--dir",
             dir_path.to_str().unwrap(),
             "--port",
-            "0",
+            &base,
             "-o",
             config_path.to_str().unwrap(),
         ];
@@ -607,20 +624,22 @@ impl Builder {
         }
         let names = config.servers.iter().map(|s| s.name.clone()).collect();
         Cluster {
-            dir,
+            dir: Some(dir),
             dir_path,
             config_path,
             config,
             names,
             children: Mutex::new(BTreeMap::new()),
+            _ports: ports,
+            watchdog: Some(watchdog),
         }
     }
 
     /// Writes the configuration and starts every server as a child process.
     pub fn start(self) -> Cluster {
-        // Ports are picked free when the configuration is written; a test running
-        // beside may take one before the server binds it. Such a start is retried
-        // with a new configuration (new ports); any other failure is the test's.
+        // The ports are reserved against other tests, not against programs outside
+        // the suite: a start that meets EADDRINUSE is retried with a new
+        // configuration (new ports); any other failure is the test's.
         for _ in 0..4 {
             let c = self.clone().configure();
             match c.try_start_all() {
@@ -637,12 +656,16 @@ impl Builder {
 
 /// A running pvfs file system of server processes (see the module documentation).
 pub struct Cluster {
-    dir: tempfile::TempDir,
+    /// Removed on drop unless the test failed (then kept, and its path printed).
+    dir: Option<tempfile::TempDir>,
     dir_path: PathBuf,
     config_path: PathBuf,
     config: Config,
     names: Vec<String>,
     children: Mutex<BTreeMap<String, Child>>,
+    /// The servers' ports, reserved for the cluster's life.
+    _ports: PortBlock,
+    watchdog: Option<Watchdog>,
 }
 
 impl Cluster {
@@ -776,27 +799,31 @@ impl Cluster {
     fn try_wait_ready(&self, name: &str) -> Result<(), String> {
         let idx = self.index(name);
         let tc = TestClient::new(self.config.clone());
-        poll(&format!("server {name} to answer"), START_DEADLINE, || {
-            if let Some(child) = self.children.lock().unwrap().get_mut(name) {
-                if let Some(st) = child.try_wait().unwrap() {
-                    return Some(Err(format!(
-                        "server {name} exited during start ({st}):\n{}",
-                        self.log_tail(name)
-                    )));
+        poll(
+            &format!("server {name} to answer"),
+            scaled(START_DEADLINE),
+            || {
+                if let Some(child) = self.children.lock().unwrap().get_mut(name) {
+                    if let Some(st) = child.try_wait().unwrap() {
+                        return Some(Err(format!(
+                            "server {name} exited during start ({st}):\n{}",
+                            self.log_tail(name)
+                        )));
+                    }
                 }
-            }
-            // A fresh client each time: a pool remembers refused connections briefly.
-            let c = {
-                let _g = tc.rt.enter();
-                Client::new(self.config.clone())
-            };
-            let reports = tc.block_on(async {
-                tokio::time::timeout(Duration::from_secs(10), c.ping())
-                    .await
-                    .ok()
-            })?;
-            reports[idx].result.is_ok().then_some(Ok(()))
-        })
+                // A fresh client each time: a pool remembers refused connections briefly.
+                let c = {
+                    let _g = tc.rt.enter();
+                    Client::new(self.config.clone())
+                };
+                let reports = tc.block_on(async {
+                    tokio::time::timeout(scaled(Duration::from_secs(10)), c.ping())
+                        .await
+                        .ok()
+                })?;
+                reports[idx].result.is_ok().then_some(Ok(()))
+            },
+        )
     }
 
     /// Index of server `name` in the configuration.
@@ -857,7 +884,7 @@ impl Cluster {
         }
         let status = poll(
             &format!("server {name} to exit"),
-            Duration::from_secs(30),
+            scaled(Duration::from_secs(30)),
             || child.try_wait().unwrap(),
         );
         children.remove(name);
@@ -893,7 +920,7 @@ impl Cluster {
         for (name, child) in children.iter_mut() {
             let st = poll(
                 &format!("server {name} to exit"),
-                Duration::from_secs(30),
+                scaled(Duration::from_secs(30)),
                 || child.try_wait().unwrap(),
             );
             out.push((name.clone(), st));
@@ -960,11 +987,213 @@ impl Drop for Cluster {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + scaled(Duration::from_secs(10));
         while pids.iter().any(|&p| is_server_of(p, self.config_str())) && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(10));
         }
+        // Everything of ours is stopped: the watchdog has nothing left to do.
+        drop(self.watchdog.take());
+        if let Some(dir) = self.dir.take() {
+            keep_if_failed(
+                dir,
+                "the cluster's configuration, server logs (sN.log) and storage",
+            );
+        }
+    }
+}
+
+/// Drops (removes) `dir`, unless this thread is unwinding from a failed assertion:
+/// then keeps it and prints where it is and what it holds.
+pub fn keep_if_failed(dir: tempfile::TempDir, what: &str) {
+    if std::thread::panicking() {
+        let path = dir.keep();
+        eprintln!("test failed: kept {} ({what})", path.display());
+    }
+}
+
+/// A block of consecutive loopback ports below the kernel's ephemeral range, reserved
+/// for one cluster by an exclusive `flock` on a lock file: other tests (in this or any
+/// other test process) pick another block, and the kernel drops the lock when the
+/// process dies, so a killed test leaves no stale reservation. The file is removed
+/// when the block is released.
+pub struct PortBlock {
+    /// First port of the block.
+    pub base: u16,
+    lock: std::fs::File,
+    path: PathBuf,
+}
+
+impl PortBlock {
+    /// Ports per block: the most servers one test cluster may have.
+    const SIZE: u16 = 32;
+    /// Lowest port used (above the well-known and most registered service ports).
+    const LOW: u16 = 10_000;
+
+    fn lock_dir() -> PathBuf {
+        std::env::temp_dir().join("pvfs-test-ports")
+    }
+
+    /// Reserves a block of `n` ports that are free on 127.0.0.1 now.
+    pub fn reserve(n: usize) -> PortBlock {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            n <= usize::from(Self::SIZE),
+            "a test cluster has at most {} servers",
+            Self::SIZE
+        );
+        let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32_768);
+        assert!(
+            high >= Self::LOW + 4 * Self::SIZE,
+            "the ephemeral port range starts at {high}: too low to keep test ports below it"
+        );
+        let blocks = (high - Self::LOW) / Self::SIZE;
+        let mut rng = Rng::new(
+            (u64::from(std::process::id()) << 32)
+                ^ std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+        );
+        for _ in 0..1000 {
+            let base = Self::LOW + (rng.range(0, u64::from(blocks)) as u16) * Self::SIZE;
+            let dir = Self::lock_dir();
+            if std::fs::create_dir(&dir).is_ok() {
+                // Tests run as root and as users: anyone may reserve.
+                let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777));
+            }
+            let path = dir.join(format!("{base}.lock"));
+            let Ok(lock) = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+            else {
+                continue;
+            };
+            // SAFETY: flock on a file descriptor we own.
+            let locked =
+                unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            // The holder before us may have removed the file between our open and our
+            // lock: the lock counts only if the path still names the file we locked.
+            let current = locked
+                && match (lock.metadata(), std::fs::metadata(&path)) {
+                    (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+                    _ => false,
+                };
+            let free = current
+                && (0..n as u16)
+                    .all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+            if free {
+                return PortBlock { base, lock, path };
+            }
+        }
+        panic!("no free block of {n} ports below {high} on 127.0.0.1");
+    }
+}
+
+impl Drop for PortBlock {
+    fn drop(&mut self) {
+        // Removed while still locked, so nobody can lock this file after we let go.
+        let _ = std::fs::remove_file(&self.path);
+        // SAFETY: unlock a file descriptor we own (closing it would do the same).
+        unsafe {
+            libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.lock), libc::LOCK_UN);
+        }
+        // Gone when the last reservation is released (fails harmlessly otherwise).
+        let _ = std::fs::remove_dir(Self::lock_dir());
+    }
+}
+
+/// A process that outlives the test process only to clean up after it: once the test
+/// process is gone (even killed with SIGKILL), it kills every process whose command
+/// line contains one of its paths (servers started with `pvfs start`, background
+/// `pvfs mount` daemons), lazily unmounts every mount under them, and removes them.
+/// Dropping the watchdog (the test cleaned up itself) ends it at once.
+pub struct Watchdog(Child);
+
+impl Watchdog {
+    /// Watches for the death of this process on behalf of `paths`.
+    pub fn new(paths: &[PathBuf]) -> Watchdog {
+        const SCRIPT: &str = r#"
+parent=$1; shift
+alive() { state=$(sed 's/.*) //' "/proc/$parent/stat" 2>/dev/null) && [ "${state%% *}" != Z ]; }
+while alive; do sleep 1; done
+self=$(tr '\0' ' ' < /proc/$$/cmdline)
+for p in /proc/[0-9]*; do
+  cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+  [ "$cmd" = "$self" ] && continue
+  for path in "$@"; do
+    case "$cmd" in *"$path"*) kill -9 "${p#/proc/}" 2>/dev/null ;; esac
+  done
+done
+for path in "$@"; do
+  awk -v p="$path" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo |
+    sort -r | while read -r mp; do umount -l "$mp" 2>/dev/null; done
+  rm -rf -- "$path"
+done
+"#;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(SCRIPT)
+            .arg("pvfs-test-watchdog")
+            .arg(std::process::id().to_string())
+            .args(paths)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Watchdog(cmd.spawn().expect("cannot start the test watchdog (sh)"))
+    }
+}
+
+/// What a [`Watchdog`] does once the test process is gone, done now by the test
+/// itself: kills every other process whose command line contains `path` and lazily
+/// detaches every mount under it (for daemons a test started in the background).
+pub fn reap_under(path: &Path) {
+    let me = std::process::id();
+    let want = path.as_os_str().as_encoded_bytes();
+    let contains = |hay: &[u8]| hay.windows(want.len()).any(|w| w == want);
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| contains(&c)) {
+                // SAFETY: kill(2) on a process that names the test's own directory.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+        }
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut mounts: Vec<String> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| m.replace("\\040", " "))
+        .filter(|m| Path::new(m).starts_with(path))
+        .collect();
+    mounts.sort_by(|a, b| b.cmp(a));
+    for m in mounts {
+        if let Ok(c) = std::ffi::CString::new(m) {
+            // SAFETY: c is a valid path string.
+            unsafe {
+                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

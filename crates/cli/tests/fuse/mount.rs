@@ -1,8 +1,10 @@
 //! A FUSE mount of a test cluster for the `fuse_*` tests: `pvfs mount --foreground`
 //! as a child process on a fresh directory. Dropping a [`Mount`] detaches the mount
 //! and kills the process, so a failing test leaves neither a mount nor a process
-//! behind. Commands run against the mount have deadlines: a hung mount fails the
-//! test instead of hanging it.
+//! behind; a [`Watchdog`] does the same if the test process is killed. A failed test
+//! keeps the mount's directory with its log (`mount.log`) and prints where.
+//! Commands run against the mount have deadlines (scaled by the suite's slowdown
+//! factor): a hung mount fails the test instead of hanging it.
 #![allow(dead_code)]
 
 use std::ffi::CString;
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{die_with_parent, poll, pvfs_bin, Cluster};
+use crate::common::{die_with_parent, keep_if_failed, poll, pvfs_bin, scaled, Cluster, Watchdog};
 
 /// Longest time a mount may take to appear.
 pub const MOUNT_DEADLINE: Duration = Duration::from_secs(60);
@@ -49,10 +51,13 @@ pub fn force_detach(path: &Path) {
 
 /// A mounted test file system.
 pub struct Mount {
-    dir: tempfile::TempDir,
+    /// Removed on drop unless the test failed (then kept with the log).
+    dir: Option<tempfile::TempDir>,
+    base: PathBuf,
     path: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Mount {
@@ -67,6 +72,7 @@ impl Mount {
         // Other users (the unprivileged runs) must reach the mount point.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
+        let watchdog = Watchdog::new(std::slice::from_ref(&base));
         let path = base.join("mnt");
         std::fs::create_dir(&path).unwrap();
         let log = base.join("mount.log");
@@ -83,10 +89,12 @@ impl Mount {
         die_with_parent(&mut cmd);
         let child = cmd.spawn().expect("cannot start pvfs mount");
         let mut m = Mount {
-            dir,
+            dir: Some(dir),
+            base,
             path,
             log,
             child: Some(child),
+            watchdog: Some(watchdog),
         };
         let p = m.path.clone();
         let start = Instant::now();
@@ -98,8 +106,9 @@ impl Mount {
                 panic!("pvfs mount exited ({st}):\n{}", m.log_text());
             }
             assert!(
-                start.elapsed() < MOUNT_DEADLINE,
-                "no mount after {MOUNT_DEADLINE:?}:\n{}",
+                start.elapsed() < scaled(MOUNT_DEADLINE),
+                "no mount after {:?}:\n{}",
+                scaled(MOUNT_DEADLINE),
                 m.log_text()
             );
             std::thread::sleep(Duration::from_millis(10));
@@ -119,7 +128,7 @@ impl Mount {
 
     /// A scratch directory next to the mount (not on it), readable by everyone.
     pub fn scratch(&self) -> &Path {
-        self.dir.path()
+        &self.base
     }
 
     /// What the mount process logged.
@@ -140,10 +149,10 @@ impl Mount {
         }
     }
 
-    /// Waits up to `deadline` for the mount process to exit.
+    /// Waits up to `deadline` (scaled) for the mount process to exit.
     pub fn wait_exit(&mut self, deadline: Duration) -> ExitStatus {
         let child = self.child.as_mut().expect("mount process gone");
-        let st = poll("the mount process to exit", deadline, || {
+        let st = poll("the mount process to exit", scaled(deadline), || {
             child.try_wait().unwrap()
         });
         self.child = None;
@@ -179,12 +188,17 @@ impl Drop for Mount {
             }
             let _ = child.wait();
         }
+        drop(self.watchdog.take());
+        if let Some(dir) = self.dir.take() {
+            keep_if_failed(dir, "the mount's log mount.log");
+        }
     }
 }
 
-/// Runs `cmd` with a deadline; a command still running then is killed and the
-/// test fails (a hung mount must not hang the test).
+/// Runs `cmd` with a deadline (scaled); a command still running then is killed and
+/// the test fails (a hung mount must not hang the test).
 pub fn run_for(cmd: &mut Command, deadline: Duration) -> Output {
+    let deadline = scaled(deadline);
     let start = Instant::now();
     let desc = format!("{cmd:?}");
     let child = cmd

@@ -1,5 +1,14 @@
 //! `Read`: streams the bytes a request wants from one datafile, in stream order, in
-//! chunks; the next chunk is read from disk while the previous one is being sent.
+//! frames of up to [`CHUNK`] bytes.
+//!
+//! The usual path is zero-copy: on a connection with a file descriptor (TCP, Unix
+//! socket) and a backend that offers the datafile (`FileData`), the datafile is
+//! opened and measured, `ReadStart` is written and the first frame is sent with
+//! `sendfile` in one blocking call (`first_zero_copy`), and the later frames follow
+//! the same way (`send_zero_copy`): the bytes never pass through the server's
+//! memory. Only when either is missing (a backend without files, such as the fault
+//! injection wrapper of the tests) are the bytes copied: each chunk is read into a
+//! pooled buffer on a blocking thread while the previous one is being sent.
 
 use std::sync::Arc;
 
