@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{scaled, Cluster};
+use common::Cluster;
 
 /// Asserts `x` is a finite number in `(lo, hi)`.
 #[track_caller]
@@ -30,7 +30,7 @@ fn num(v: &serde_json::Value, key: &str) -> f64 {
 /// Names in the root directory (the benchmarks must leave none of theirs).
 fn root_names(cluster: &Cluster) -> Vec<String> {
     let tc = cluster.client();
-    tc.run(scaled(Duration::from_secs(60)), async |c| {
+    tc.run(Duration::from_secs(60), async |c| {
         c.readdir("/")
             .await
             .unwrap()

@@ -20,7 +20,7 @@ fn ls_df_and_ping_show_what_the_live_servers_know() {
     let bound = scaled(Duration::from_secs(4));
     let tc = cluster.client();
     let names: Vec<String> = (0..40).map(|i| format!("f{i:02}")).collect();
-    tc.run(scaled(Duration::from_secs(60)), async |c| {
+    tc.run(Duration::from_secs(60), async |c| {
         c.mkdir("/d", 0o755).await.unwrap();
         for n in &names {
             c.create(&format!("/d/{n}"), 0o644, LayoutSpec::default(), true)
@@ -30,7 +30,7 @@ fn ls_df_and_ping_show_what_the_live_servers_know() {
     });
     // /d lives on some server; kill another one, which holds part of /d's entries.
     let dir_owner = {
-        let h = tc.run(scaled(Duration::from_secs(10)), async |c| {
+        let h = tc.run(Duration::from_secs(10), async |c| {
             c.stat("/d").await.unwrap().handle
         });
         cluster.config().owner_of(h).unwrap()

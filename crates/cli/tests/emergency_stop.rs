@@ -17,7 +17,7 @@ fn emergency_stop_fails_clients_at_once_and_loses_nothing_acknowledged() {
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_00e5);
     let durable = rng.bytes(24 << 20);
-    tc.run(common::scaled(Duration::from_secs(60)), async |c| {
+    tc.run(Duration::from_secs(60), async |c| {
         c.mkdir("/keep", 0o755).await.unwrap();
         let f = c
             .create("/keep/durable", 0o644, LayoutSpec::default(), true)
@@ -88,7 +88,7 @@ fn emergency_stop_fails_clients_at_once_and_loses_nothing_acknowledged() {
     // Everything acknowledged is there after a restart.
     cluster.start_all();
     let fresh = cluster.client();
-    let got = fresh.run(common::scaled(Duration::from_secs(60)), async |c| {
+    let got = fresh.run(Duration::from_secs(60), async |c| {
         let f = c.open("/keep/durable").await.unwrap();
         let mut buf = vec![0u8; durable.len() + 10];
         let n = f.read_at(0, &mut buf).await.unwrap();

@@ -35,9 +35,11 @@ fn hung_bound() -> Duration {
 fn live_bound() -> Duration {
     scaled(Duration::from_secs(2))
 }
-/// Longest any call may take before the test calls it a hang.
+/// Longest any call may take before the test calls it a hang (`TestClient::run`
+/// scales it; [`hang`] is the scaled value for waits of this file's own).
+const HANG: Duration = Duration::from_secs(30);
 fn hang() -> Duration {
-    scaled(Duration::from_secs(30))
+    scaled(HANG)
 }
 
 fn cluster() -> Cluster {
@@ -64,7 +66,7 @@ fn setup(cluster: &Cluster, tc: &TestClient, rng: &mut Rng) -> Files {
         wide: rng.bytes(3 << 20),
         narrow: rng.bytes((1 << 20) + 17),
     };
-    tc.run(hang(), async |c| {
+    tc.run(HANG, async |c| {
         let spec = |count, base| LayoutSpec {
             stripe_size: Some(65536),
             stripe_count: Some(count),
@@ -92,7 +94,7 @@ fn setup(cluster: &Cluster, tc: &TestClient, rng: &mut Rng) -> Files {
 /// Runs `f` and returns its result and how long it took (failing on a hang).
 fn timed<T>(tc: &TestClient, f: impl AsyncFnOnce(pvfs_client::Client) -> T) -> (T, Duration) {
     let start = Instant::now();
-    let v = tc.run(hang(), f);
+    let v = tc.run(HANG, f);
     (v, start.elapsed())
 }
 
@@ -286,9 +288,9 @@ fn check_wide_back(tc: &TestClient, files: &Files, what: &str) {
     poll(
         &format!("/wide to be readable {what}"),
         scaled(Duration::from_secs(15)),
-        || tc.run(hang(), async |c| c.stat("/wide").await).ok(),
+        || tc.run(HANG, async |c| c.stat("/wide").await).ok(),
     );
-    let back = tc.run(hang(), async |c| {
+    let back = tc.run(HANG, async |c| {
         let f = c.open("/wide").await.unwrap();
         let mut buf = vec![0u8; files.wide.len()];
         let n = f.read_at(0, &mut buf).await.unwrap();
@@ -381,7 +383,7 @@ fn a_killed_server_gives_prompt_errors_and_the_rest_keeps_working() {
 fn a_server_killed_in_the_middle_of_a_large_write_fails_it_promptly() {
     let cluster = cluster();
     let tc = cluster.client();
-    let (handle, server) = tc.run(hang(), async |c| {
+    let (handle, server) = tc.run(HANG, async |c| {
         let f = c
             .create("/big", 0o644, LayoutSpec::default(), true)
             .await
@@ -445,9 +447,9 @@ fn a_server_killed_in_the_middle_of_a_large_write_fails_it_promptly() {
     poll(
         "/big to be usable again",
         scaled(Duration::from_secs(15)),
-        || tc.run(hang(), async |c| c.stat("/big").await).ok(),
+        || tc.run(HANG, async |c| c.stat("/big").await).ok(),
     );
-    tc.run(hang(), async |c| {
+    tc.run(HANG, async |c| {
         let f = c.open("/big").await.unwrap();
         let size = f.size().await.unwrap();
         assert!(size <= 192 << 20);
@@ -567,7 +569,7 @@ fn a_hung_server_gives_etimedout_within_the_timeout_and_serves_again_after_sigco
         "{failed} of 6 mkdirs failed with s1 hung; some names belong to s1, some not"
     );
     poll("s1 to serve again", scaled(Duration::from_secs(15)), || {
-        tc.run(hang(), async |c| c.readdir("/dir").await).ok()
+        tc.run(HANG, async |c| c.readdir("/dir").await).ok()
     });
     cluster.assert_all_running();
 }

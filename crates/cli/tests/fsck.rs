@@ -19,9 +19,9 @@ use pvfs_proto::{
     decode, encode, name_shard, Creds, Handle, ObjDetail, ObjKind, Request, RequestBody, Response,
 };
 
-/// Longest a client call or an fsck may take here.
+/// Longest a client call may take here (`TestClient::run` scales it).
 fn call() -> Duration {
-    scaled(Duration::from_secs(120))
+    Duration::from_secs(120)
 }
 
 /// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
@@ -470,7 +470,7 @@ fn fsck_refuses_to_judge_with_a_server_down() {
         .start();
     cluster.kill("s1", libc::SIGKILL);
     let tc = cluster.client();
-    let err = tc.run(scaled(Duration::from_secs(30)), async |c| {
+    let err = tc.run(Duration::from_secs(30), async |c| {
         c.fsck(false, Duration::ZERO).await.unwrap_err()
     });
     assert!(common::is_server_down_errno(err.errno), "{err:?}");

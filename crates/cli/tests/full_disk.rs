@@ -84,7 +84,7 @@ fn a_full_data_server_gives_enospc_and_recovers() {
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_d15c);
     let block = rng.bytes(8 << 20);
-    tc.run(common::scaled(Duration::from_secs(120)), async |c| {
+    tc.run(Duration::from_secs(120), async |c| {
         let f = c
             .create("/big", 0o644, LayoutSpec::default(), true)
             .await

@@ -25,9 +25,11 @@ fn timeout() -> Duration {
 fn bound() -> Duration {
     common::scaled(Duration::from_secs(8))
 }
-/// Longer than this is a hang (the test fails instead of waiting).
+/// Longer than this is a hang (the test fails instead of waiting); `run_for` scales
+/// it, [`hang`] is the scaled value for waits of this file's own.
+const HANG: Duration = Duration::from_secs(60);
 fn hang() -> Duration {
-    common::scaled(Duration::from_secs(60))
+    common::scaled(HANG)
 }
 
 /// A cluster whose request and connect timeouts are [`timeout`].
@@ -54,7 +56,7 @@ fn have_python(test: &str) -> bool {
 /// Runs `prog args` on the mount; returns (success, stderr, elapsed).
 fn run(prog: &str, args: &[&str]) -> (bool, String, Duration) {
     let start = Instant::now();
-    let out = run_for(Command::new(prog).args(args), hang());
+    let out = run_for(Command::new(prog).args(args), HANG);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -97,7 +99,7 @@ fn python_stopping_s2(cluster: &Cluster, m: &Mount, script: &str) -> (String, Du
     let start = Instant::now();
     let out = run_for(
         Command::new("python3").args(["-c", script, &dir, &pid, &wait]),
-        hang(),
+        HANG,
     );
     let took = start.elapsed();
     cluster.kill("s2", libc::SIGCONT);

@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 use common::{pvfs_bin, run_pvfs, Cluster, Rng, TestClient};
 use mount::{is_mounted, run_for, sh, Mount};
 
-/// Longest any program on the mount may take in these tests (scaled by
-/// `PVFS_TEST_SLOWDOWN`).
+/// Longest any program on the mount may take in these tests (`run_for`, `sh` and
+/// `TestClient::run` scale it by `PVFS_TEST_SLOWDOWN`).
 fn cmd_deadline() -> Duration {
-    common::scaled(Duration::from_secs(120))
+    Duration::from_secs(120)
 }
 
 /// Compiles the semantics checker into `dir`.
@@ -293,7 +293,7 @@ fn a_directory_of_100k_entries_lists_completely() {
     // Created through the client library, 256 at a time (faster than one by one
     // through the kernel); listed through the mount.
     let start = Instant::now();
-    tc.run(common::scaled(Duration::from_secs(600)), async |c| {
+    tc.run(Duration::from_secs(600), async |c| {
         c.mkdir("/big", 0o755).await.unwrap();
         let dir = c.lookup(c.root(), "big").await.unwrap().handle;
         let names: Vec<String> = (0..N).map(|i| format!("entry-{i:06}")).collect();
@@ -386,7 +386,7 @@ fn mount_lifecycle_signals_and_dead_daemons() {
         let mut m = Mount::start(&cluster, &[]);
         assert_eq!(std::fs::read(m.join("bg.txt")).unwrap(), b"background");
         m.signal(sig);
-        let st = m.wait_exit(common::scaled(Duration::from_secs(30)));
+        let st = m.wait_exit(Duration::from_secs(30));
         assert!(st.success(), "signal {sig}: exit {st}\n{}", m.log_text());
         assert!(!is_mounted(m.path()), "signal {sig}: still mounted");
     }
@@ -396,7 +396,7 @@ fn mount_lifecycle_signals_and_dead_daemons() {
     let mut m = Mount::start(&cluster, &[]);
     let holder = std::fs::File::open(m.join("bg.txt")).unwrap();
     m.signal(libc::SIGTERM);
-    let st = m.wait_exit(common::scaled(Duration::from_secs(30)));
+    let st = m.wait_exit(Duration::from_secs(30));
     assert!(st.success(), "busy SIGTERM: exit {st}\n{}", m.log_text());
     assert!(!is_mounted(m.path()));
     drop(holder);
@@ -404,7 +404,7 @@ fn mount_lifecycle_signals_and_dead_daemons() {
     // A killed daemon leaves a dead mount; pvfs umount removes it.
     let mut m = Mount::start(&cluster, &[]);
     m.signal(libc::SIGKILL);
-    m.wait_exit(common::scaled(Duration::from_secs(10)));
+    m.wait_exit(Duration::from_secs(10));
     assert!(is_mounted(m.path()), "the kernel keeps a dead mount");
     let err = std::fs::metadata(m.join("bg.txt")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");

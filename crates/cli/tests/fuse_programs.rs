@@ -25,10 +25,10 @@ use std::time::Duration;
 use common::Cluster;
 use mount::{run_for, sh, Mount};
 
-/// Longest any program on the mount may take in these tests (scaled by
-/// `PVFS_TEST_SLOWDOWN`).
+/// Longest any program on the mount may take in these tests (`sh`, `run_for` and
+/// `TestClient::run` scale it by `PVFS_TEST_SLOWDOWN`).
 fn cmd_deadline() -> Duration {
-    common::scaled(Duration::from_secs(180))
+    Duration::from_secs(180)
 }
 
 /// Whether every tool of `tools` is installed; if not, test `test` is skipped with

@@ -262,7 +262,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     let config = cluster.config().clone();
     let tc = cluster.client();
     // A real namespace, so that many requests name real objects.
-    let real: Vec<Handle> = tc.run(common::scaled(Duration::from_secs(60)), async |c| {
+    let real: Vec<Handle> = tc.run(Duration::from_secs(60), async |c| {
         let mut v = vec![c.root()];
         c.mkdir("/d", 0o755).await.unwrap();
         v.push(c.stat("/d").await.unwrap().handle);
@@ -283,7 +283,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     // Per operation: (answered without error, answered with an error, connection
     // closed before an answer).
     let mut tally: std::collections::BTreeMap<&'static str, (u64, u64, u64)> = Default::default();
-    tc.run(common::scaled(Duration::from_secs(600)), async |_c| {
+    tc.run(Duration::from_secs(600), async |_c| {
         let mut conns = Vec::new();
         for s in &config.servers {
             let conn = AutoTransport
@@ -405,7 +405,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     // Valid but hostile requests may have damaged the namespace (sealed shards, stray
     // entries): fsck copes with whatever they left, and afterwards a normal client works.
     let fresh = cluster.client();
-    fresh.run(common::scaled(Duration::from_secs(120)), async |c| {
+    fresh.run(Duration::from_secs(120), async |c| {
         let report = c.fsck(true, Duration::ZERO).await.unwrap();
         eprintln!(
             "fsck after fuzzing: {} problems, {} not repaired",

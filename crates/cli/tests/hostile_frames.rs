@@ -253,7 +253,7 @@ fn assert_healthy(cluster: &Cluster, tc: &TestClient, rng: &mut Rng, what: &str)
     let len = rng.range(1, 300_000) as usize;
     let data = rng.bytes(len);
     let started = Instant::now();
-    tc.run(common::scaled(Duration::from_secs(20)), async |c| {
+    tc.run(Duration::from_secs(20), async |c| {
         for r in c.ping().await {
             assert!(
                 r.result.is_ok(),
@@ -464,7 +464,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
 
     // A real file to aim data requests at.
     let content = rng.bytes(300_000);
-    let layout = tc.run(common::scaled(Duration::from_secs(20)), async |c| {
+    let layout = tc.run(Duration::from_secs(20), async |c| {
         let f = c
             .create(
                 "/target",
@@ -489,7 +489,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     let srv = df.server as usize;
     // Writes are aimed at another file on the same server: a write that fails midway
     // may have written part of its bytes, as write(2) may.
-    let scratch = tc.run(common::scaled(Duration::from_secs(20)), async |c| {
+    let scratch = tc.run(Duration::from_secs(20), async |c| {
         let spec = LayoutSpec {
             stripe_size: Some(65536),
             stripe_count: Some(1),
@@ -612,7 +612,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         assert_healthy(&cluster, &tc, &mut rng, &format!("after {what}"));
     }
     // The file was not damaged by any of it.
-    tc.run(common::scaled(Duration::from_secs(20)), async |c| {
+    tc.run(Duration::from_secs(20), async |c| {
         let f = c.open("/target").await.unwrap();
         let mut back = vec![0u8; content.len()];
         assert_eq!(f.read_at(0, &mut back).await.unwrap(), content.len());
@@ -694,7 +694,7 @@ fn stalled_half_frames_do_not_block_other_clients() {
     let mut half_headers = Vec::new();
     let mut half_bodies = Vec::new();
     let mut stalled_writes = Vec::new();
-    let layout = tc.run(common::scaled(Duration::from_secs(20)), async |c| {
+    let layout = tc.run(Duration::from_secs(20), async |c| {
         let f = c
             .create("/stall", 0o644, LayoutSpec::default(), true)
             .await

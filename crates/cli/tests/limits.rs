@@ -42,7 +42,7 @@ fn a_small_buffer_budget_paces_writers_without_deadlock_or_growth() {
         for i in 0..16u64 {
             s.spawn(move || {
                 let tc = cluster.client();
-                tc.run(common::scaled(Duration::from_secs(120)), async |c| {
+                tc.run(Duration::from_secs(120), async |c| {
                     let f = c
                         .create(&format!("/w{i}"), 0o644, LayoutSpec::default(), true)
                         .await
@@ -190,7 +190,7 @@ fn connections_beyond_the_limit_are_closed_and_the_rest_keep_working() {
         },
     );
     let tc = cluster.client();
-    tc.run(common::scaled(Duration::from_secs(30)), async |c| {
+    tc.run(Duration::from_secs(30), async |c| {
         c.mkdir("/ok", 0o755).await.unwrap();
     });
 }
