@@ -424,8 +424,9 @@ fn strided_partitions_and_region_lists_match_the_model() {
     let cluster = Cluster::start();
     let mut rng = Rng::new(0x5eed_0002);
 
-    // ----- strided partition I/O (seed 000): 8 ranks interleave blocks of 12345
-    // bytes; rank 5 never writes, so its blocks are holes.
+    // ----- strided partition I/O (the partitioned files of the PVFS paper, Carns et
+    // al., 2000): 8 ranks interleave blocks of 12345 bytes; rank 5 never writes, so
+    // its blocks are holes.
     let path = "/partitioned";
     let gsize = 12_345u64;
     let ranks = 8u64;

@@ -1,5 +1,5 @@
 /*
- * POSIX semantics of a pvfs FUSE mount, checked one by one (issue 3, point 2).
+ * POSIX semantics of a pvfs FUSE mount, checked one by one.
  *
  *   semantics DIR FIXTURES
  *

@@ -1,4 +1,4 @@
-/* MPI-IO on pvfs (issue 3 point 6): every rank writes its blocks of one shared file
+/* MPI-IO on pvfs: every rank writes its blocks of one shared file
  * through a strided file view with MPI_File_write_at_all (collective), the file is
  * closed and reopened, every rank reads its blocks back with MPI_File_read_at_all and
  * verifies every byte; rank 0 checks the file size and prints the slowest rank's times.
