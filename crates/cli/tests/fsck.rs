@@ -437,6 +437,30 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
         out.stdout
     );
     assert!(out.stdout.contains("not repaired"), "{}", out.stdout);
+    // Every client path that meets the layout errors out, none panics.
+    for args in [
+        &["stat", "/wide"][..],
+        &["layout", "/wide"],
+        &["ls", "-l", "/"],
+        &["cp", "pvfs:/wide", "/dev/null"],
+    ] {
+        let out = cluster.run_cli(args);
+        assert!(
+            !out.stderr.contains("panicked"),
+            "`pvfs {}` panicked on a layout naming an unknown server:\n{}",
+            args.join(" "),
+            out.stderr
+        );
+        assert!(
+            out.status.code().is_some(),
+            "`pvfs {}` died of a signal: {}",
+            args.join(" "),
+            out.stderr
+        );
+    }
+    cluster
+        .run_cli(&["cp", "pvfs:/wide", "/dev/null"])
+        .err_containing("not in the configuration");
 
     // Fixed by hand (s4 back in the configuration): clean, and both files intact.
     for name in ["s0", "s1", "s2", "s3"] {

@@ -1258,11 +1258,12 @@ impl Client {
             .iter()
             .zip(stats)
             .map(|(df, st)| {
-                (
-                    *df,
-                    self.config().servers[df.server as usize].name.clone(),
-                    st,
-                )
+                let name = self
+                    .config()
+                    .servers
+                    .get(df.server as usize)
+                    .map_or_else(|| format!("#{}", df.server), |s| s.name.clone());
+                (*df, name, st)
             })
             .collect();
         Ok(LayoutReport { attr, datafiles })

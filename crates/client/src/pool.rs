@@ -104,12 +104,24 @@ impl Pool {
         }
     }
 
+    /// The name of server `server`, or `?` for an index the configuration does not have
+    /// (a layout from a server may name one: it gets an error, never a panic).
     pub fn name(&self, server: usize) -> &str {
-        &self.config.servers[server].name
+        self.config.servers.get(server).map_or("?", |s| &s.name)
     }
 
     async fn conn(&self, server: usize) -> Result<Arc<MuxConn>> {
-        let slot = &self.slots[server];
+        let (Some(slot), Some(sc)) = (self.slots.get(server), self.config.servers.get(server))
+        else {
+            return Err(Error::new(
+                Errno::EIO,
+                format!(
+                    "server index {server} is not in the configuration ({} servers): \
+                     the file's layout names a server this client does not know (pvfs fsck reports it)",
+                    self.config.servers.len()
+                ),
+            ));
+        };
         let mut guard = slot.conn.lock().await;
         if let Some(c) = guard.as_ref() {
             if c.closed().is_none() {
@@ -126,7 +138,6 @@ impl Pool {
                 }
             }
         }
-        let sc = &self.config.servers[server];
         match AutoTransport
             .connect(&sc.address, self.config.timeouts.connect)
             .await
