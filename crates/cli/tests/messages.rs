@@ -455,6 +455,24 @@ fn a_server_that_cannot_start_says_why_once() {
 }
 
 #[test]
+fn a_server_refuses_fault_injection_it_does_not_understand() {
+    // A typo in the test-only PVFS_FAULTS must not silently turn injection off.
+    let cluster = Cluster::builder().servers(1).configure();
+    for (faults, says) in [
+        ("drop-reply:Creat:1", "no operation \"Creat\""),
+        ("drop-reply:Create:x", "bad count"),
+        ("drop:Create:1", "unknown fault"),
+    ] {
+        let out = run_pvfs(
+            &["server", "-c", cluster.config_str(), "--name", "s0"],
+            &[("PVFS_FAULTS", faults)],
+            &["PVFS_CONFIG"],
+        );
+        check(&out, &["PVFS_FAULTS", says]);
+    }
+}
+
+#[test]
 fn mounting_over_a_mount_is_refused() {
     if !is_root() {
         skip(

@@ -29,6 +29,9 @@ macro_rules! wire_enum {
         }
 
         impl $name {
+            /// Every variant's name, in tag order (what [`Self::op_name`] can return).
+            pub const OP_NAMES: &'static [&'static str] = &[$(stringify!($var)),*];
+
             /// The operation's name, for logs and statistics.
             pub fn op_name(&self) -> &'static str {
                 match self { $( $name::$var { .. } => stringify!($var), )* }

@@ -63,28 +63,41 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// Parses `PVFS_FAULTS` (unknown items are logged and ignored).
-    pub fn from_env() -> Faults {
+    /// Parses `PVFS_FAULTS` (for tests: `drop-reply:OP:N,…` drops the replies to the
+    /// next N requests of operation OP). Anything it does not understand is an error,
+    /// so a typo cannot silently turn fault injection off.
+    pub fn from_env() -> Result<Faults, String> {
         let mut drops = std::collections::HashMap::new();
-        for item in std::env::var("PVFS_FAULTS").unwrap_or_default().split(',') {
+        let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
+        for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
             match parts.as_slice() {
-                ["drop-reply", op, n] => match n.parse::<u32>() {
-                    Ok(n) => {
-                        drops.insert(op.to_string(), n);
+                ["drop-reply", op, n] => {
+                    if !pvfs_proto::Request::OP_NAMES.contains(op) {
+                        return Err(format!(
+                            "PVFS_FAULTS: {item:?}: no operation {op:?} (one of {})",
+                            pvfs_proto::Request::OP_NAMES.join(", ")
+                        ));
                     }
-                    Err(_) => tracing::warn!("PVFS_FAULTS: bad count in {item:?}"),
-                },
+                    let n = n
+                        .parse::<u32>()
+                        .map_err(|_| format!("PVFS_FAULTS: {item:?}: bad count {n:?}"))?;
+                    drops.insert(op.to_string(), n);
+                }
                 [""] => {}
-                _ => tracing::warn!("PVFS_FAULTS: unknown fault {item:?}"),
+                _ => {
+                    return Err(format!(
+                        "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT)"
+                    ))
+                }
             }
         }
         if !drops.is_empty() {
             tracing::warn!("fault injection active: dropping replies {drops:?}");
         }
-        Faults {
+        Ok(Faults {
             drop_replies: std::sync::Mutex::new(drops),
-        }
+        })
     }
 
     /// Whether the reply to this request of `op` is to be dropped.

@@ -50,6 +50,9 @@ pub enum ServerError {
     /// The listening address could not be bound.
     #[error(transparent)]
     Listen(#[from] TransportError),
+    /// `PVFS_FAULTS` (test fault injection) does not parse.
+    #[error("{0}")]
+    Faults(String),
 }
 
 /// Runs server `name` of `config` until `shutdown` completes, then stops cleanly:
@@ -64,6 +67,7 @@ pub async fn run(
     let me = config
         .server_index(name)
         .ok_or_else(|| ServerError::UnknownServer(name.to_string()))?;
+    let faults = ctx::Faults::from_env().map_err(ServerError::Faults)?;
     let sc = config.servers[me].clone();
     let storage_err = |source| ServerError::Storage {
         path: sc.storage.display().to_string(),
@@ -99,7 +103,7 @@ pub async fn run(
         pool,
         next_base: AtomicU64::new(u64::from(std::process::id())),
         inflight: Inflight::default(),
-        faults: ctx::Faults::from_env(),
+        faults,
         buffers: Arc::new(tokio::sync::Semaphore::new(
             (config.limits.buffers / ctx::BUDGET_UNIT).max(1) as usize,
         )),
