@@ -37,13 +37,13 @@ fn cmd_deadline() -> Duration {
 fn build_semantics(dir: &Path) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuse/semantics.c");
     let exe = dir.join("semantics");
-    let out = run_for(
-        Command::new("cc")
-            .args(["-O1", "-Wall", "-o"])
-            .arg(&exe)
-            .arg(&src),
-        cmd_deadline(),
-    );
+    // No deadline: compiling is not what the test is about.
+    let out = Command::new("cc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run cc");
     assert!(
         out.status.success(),
         "cc failed: {}",

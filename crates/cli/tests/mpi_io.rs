@@ -35,13 +35,13 @@ fn pattern(rank: u64, b: u64, i: u64) -> u8 {
 fn build(dir: &Path) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/stripes.c");
     let exe = dir.join("stripes");
-    let out = run_for(
-        Command::new("mpicc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(&exe)
-            .arg(&src),
-        run_deadline(),
-    );
+    // No deadline: compiling is not what the test is about.
+    let out = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run mpicc");
     assert!(
         out.status.success(),
         "mpicc failed (run scripts/install-deps for mpich and libmpich-dev): {}\n{}",
