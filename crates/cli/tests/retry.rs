@@ -82,11 +82,7 @@ fn mutations_whose_reply_is_lost_are_retried_and_answered_once() {
     });
     // Each injected fault fired: for every operation, some server logged dropping
     // the reply to a request of exactly that operation (each server's whole log).
-    let logs: Vec<String> = cluster
-        .names()
-        .iter()
-        .map(|n| std::fs::read_to_string(cluster.dir().join(format!("{n}.log"))).unwrap())
-        .collect();
+    let logs: Vec<String> = cluster.names().iter().map(|n| cluster.log(n)).collect();
     for (name, log) in cluster.names().iter().zip(&logs) {
         let active = log
             .lines()

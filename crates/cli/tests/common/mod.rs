@@ -729,6 +729,11 @@ impl Cluster {
         self.dir_path.join(format!("{name}.log"))
     }
 
+    /// The whole log of server `name` (every run of it in this cluster).
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
+    }
+
     /// The last lines of server `name`'s log (for failure messages).
     pub fn log_tail(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.log_path(name)).unwrap_or_default();
