@@ -80,6 +80,20 @@ fn a_full_data_server_gives_enospc_and_recovers() {
         common::skip(TEST, &format!("cannot mount a private tmpfs: {e}"));
         return;
     }
+    // Dropped before the cluster: the tmpfs is detached, so removing the cluster's
+    // directory (s3 included) does not stop at a busy mount point.
+    struct Detach(std::path::PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            if let Ok(c) = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()) {
+                // SAFETY: a valid path string; detaches only in this thread's namespace.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
+            }
+        }
+    }
+    let _tmpfs = Detach(s3.clone());
     cluster.start_all();
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_d15c);
