@@ -1,6 +1,6 @@
 //! The committed `include/pvfs.h` must be exactly what cbindgen generates from the
 //! crate now, so the header never drifts from the library. `PVFS_UPDATE_HEADER=1`
-//! rewrites it instead of failing.
+//! rewrites it instead of failing (refused under CI, where it must check).
 
 use std::path::Path;
 
@@ -17,9 +17,18 @@ fn committed_header_is_current() {
         .write(&mut generated);
     let generated = String::from_utf8(generated).expect("header is UTF-8");
     let path = dir.join("include/pvfs.h");
-    if std::env::var_os("PVFS_UPDATE_HEADER").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &generated).expect("cannot write include/pvfs.h");
-        return;
+    match std::env::var("PVFS_UPDATE_HEADER").as_deref() {
+        Err(_) => {}
+        Ok("1") => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(
+                !ci,
+                "PVFS_UPDATE_HEADER=1 rewrites instead of checking: not under CI"
+            );
+            std::fs::write(&path, &generated).expect("cannot write include/pvfs.h");
+            return;
+        }
+        Ok(other) => panic!("PVFS_UPDATE_HEADER={other}: set it to 1 to rewrite the header"),
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     if committed != generated {

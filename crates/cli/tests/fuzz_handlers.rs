@@ -251,7 +251,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
 fn random_requests_of_every_kind_never_hurt_a_server() {
     let seed = common::knob("PVFS_FUZZ_SEED", 0x5eed_f022u64, |_| true);
     let count = common::knob("PVFS_FUZZ_REQUESTS", 3000u64, |&n| {
-        (100..=100_000_000).contains(&n)
+        (1000..=100_000_000).contains(&n)
     });
     let cluster = Cluster::builder()
         .request_timeout(&format!(
