@@ -17,6 +17,30 @@ use std::time::Duration;
 use common::{assert_bytes_eq, poll, run_pvfs, scaled, Cluster, Rng};
 use serde_json::Value;
 
+/// Every subcommand of `pvfs`.
+const SUBCOMMANDS: &[&str] = &[
+    "genconfig",
+    "server",
+    "start",
+    "stop",
+    "ping",
+    "df",
+    "ls",
+    "stat",
+    "mkdir",
+    "rm",
+    "mv",
+    "ln",
+    "cp",
+    "layout",
+    "setlayout",
+    "bench",
+    "demo",
+    "fsck",
+    "mount",
+    "umount",
+];
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
@@ -668,25 +692,7 @@ fn every_command_end_to_end() {
     );
 
     // ----- --help everywhere
-    for sub in [
-        "genconfig",
-        "server",
-        "start",
-        "stop",
-        "ping",
-        "df",
-        "ls",
-        "stat",
-        "mkdir",
-        "rm",
-        "mv",
-        "ln",
-        "cp",
-        "layout",
-        "setlayout",
-        "bench",
-        "demo",
-    ] {
+    for sub in SUBCOMMANDS {
         let out = run_pvfs(&[sub, "--help"], none, &[]);
         assert!(
             out.ok().contains("Usage"),
@@ -787,31 +793,7 @@ fn cp_between_two_local_files_is_refused_with_a_hint() {
 
 #[test]
 fn help_texts_cite_sources_not_notes() {
-    let mut commands: Vec<Vec<&str>> = [
-        "genconfig",
-        "server",
-        "start",
-        "stop",
-        "ping",
-        "df",
-        "ls",
-        "stat",
-        "mkdir",
-        "rm",
-        "mv",
-        "ln",
-        "cp",
-        "layout",
-        "setlayout",
-        "bench",
-        "demo",
-        "fsck",
-        "mount",
-        "umount",
-    ]
-    .iter()
-    .map(|c| vec![*c])
-    .collect();
+    let mut commands: Vec<Vec<&str>> = SUBCOMMANDS.iter().map(|c| vec![*c]).collect();
     commands.extend([
         vec!["bench", "concurrent"],
         vec!["bench", "meta"],

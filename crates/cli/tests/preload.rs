@@ -415,21 +415,20 @@ fn python() -> &'static str {
     }
 }
 
-/// Compiles tests/preload/posix.c into `dir`.
-fn build_posix(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload/posix.c");
-    let exe = dir.join("posix");
-    let mut c = Command::new("cc");
-    c.args(["-O2", "-Wall", "-pthread", "-o"])
+/// Compiles `tests/preload/NAME.c` into `dir/NAME` (with `-pthread`) and returns it.
+fn compile_c(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/preload/{name}.c"));
+    let exe = dir.join(name);
+    // No deadline: compiling is not what the test is about.
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-pthread", "-o"])
         .arg(&exe)
         .arg(&src)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // No deadline: compiling is not what the test is about.
-    let out = c.output().expect("cannot run cc");
+        .output()
+        .expect("cannot run cc");
     assert!(
         out.status.success(),
-        "cc failed:\n{}",
+        "cc {name}.c failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
@@ -616,7 +615,7 @@ fn python_open_listdir_fork_threads_and_chdir() {
 fn c_stdio_copy_and_descriptor_semantics() {
     let cluster = Cluster::start();
     let pl = Preload::new(&cluster, "c");
-    let exe = build_posix(cluster.dir());
+    let exe = compile_c(cluster.dir(), "posix");
     let exe = exe.to_str().unwrap();
     let src = cluster.dir().join("src.bin");
     let data = write_random(&src, 3, 2 * 1024 * 1024 + 99);
@@ -689,31 +688,11 @@ fn local_paths_stay_local_and_exec_fails_loudly() {
     );
 }
 
-/// Compiles tests/preload/at.c into `dir`.
-fn build_at(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload/at.c");
-    let exe = dir.join("at");
-    let mut c = Command::new("cc");
-    c.args(["-O2", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // No deadline: compiling is not what the test is about.
-    let out = c.output().expect("cannot run cc");
-    assert!(
-        out.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 #[test]
 fn every_at_call_relative_to_o_path_rdonly_and_cwd_directories() {
     let cluster = Cluster::start();
     let pl = Preload::new(&cluster, "at");
-    let exe = build_at(cluster.dir());
+    let exe = compile_c(cluster.dir(), "at");
     let exe = exe.to_str().unwrap();
     // opath: open(O_PATH|O_DIRECTORY) as coreutils 9 open a target directory;
     // rdonly: a directory opened for reading; cwd: AT_FDCWD after chdir; walk: one
