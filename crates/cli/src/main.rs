@@ -28,8 +28,10 @@ pub struct ConfigArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write a configuration file for a new file system.
+    /// Write a configuration file (and its key files) for a new file system.
     Genconfig(cmd::genconfig::GenconfigArgs),
+    /// Make, rotate or retire a key file.
+    Keygen(cmd::keygen::KeygenArgs),
     /// Run one server in the foreground.
     Server(cmd::server::ServerArgs),
     /// Start every server of a configuration in the background.
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Genconfig(a) => cmd::genconfig::run(a),
+        Command::Keygen(a) => cmd::keygen::run(a),
         Command::Server(a) => cmd::server::run_server(a),
         Command::Start(a) => cmd::server::start(a),
         Command::Stop(a) => cmd::server::stop(a),

@@ -734,13 +734,25 @@ fn genconfig_keeps_an_existing_configuration_and_writes_it_private() {
         args.extend(extra);
         run_pvfs(&args, none, &["PVFS_CONFIG"])
     };
-    let mode = || std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
+    let mode_of = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let mode = || mode_of(&file);
+    let key_id = |p: &std::path::Path| pvfs_auth::KeyRing::load(p).unwrap().current().fingerprint();
     gen(&[]).ok();
-    assert_eq!(mode(), 0o600, "the configuration holds the secret");
+    assert_eq!(mode(), 0o600, "the configuration is private");
     let first = pvfs_config::Config::load(&file).unwrap();
-    assert!(first.secret.is_some());
+    // The keys are separate files beside it, named after it, private too.
+    assert_eq!(first.security.key, dir.path().join("fs.key"));
+    assert_eq!(first.security.server_key, dir.path().join("fs-server.key"));
+    for k in [&first.security.key, &first.security.server_key] {
+        assert_eq!(mode_of(k), 0o600, "{}", k.display());
+    }
+    let first_keys = (
+        key_id(&first.security.key),
+        key_id(&first.security.server_key),
+    );
+    assert_ne!(first_keys.0, first_keys.1, "two different keys");
 
-    // Again: refused, and the file system keeps its fsid and secret.
+    // Again: refused, and the file system keeps its fsid and keys.
     let out = gen(&[]);
     let line = out.err_containing("--force");
     assert!(
@@ -748,20 +760,39 @@ fn genconfig_keeps_an_existing_configuration_and_writes_it_private() {
         "{line}"
     );
     assert_eq!(pvfs_config::Config::load(&file).unwrap(), first);
+    assert_eq!(
+        (
+            key_id(&first.security.key),
+            key_id(&first.security.server_key)
+        ),
+        first_keys
+    );
     assert_eq!(mode(), 0o600);
 
-    // --force replaces it, also a file others could read, with a private one.
+    // A key file alone (the configuration removed) is not silently replaced either.
+    std::fs::rename(&file, dir.path().join("fs.toml.saved")).unwrap();
+    let line = gen(&[]).err_containing("already exists").to_string();
+    assert!(line.contains("fs.key"), "{line}");
+    std::fs::rename(dir.path().join("fs.toml.saved"), &file).unwrap();
+
+    // --force replaces them all, also a file others could read, with private ones.
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     gen(&["--force"]).ok();
     let second = pvfs_config::Config::load(&file).unwrap();
     assert_ne!(second.fsid, first.fsid);
-    assert_ne!(second.secret, first.secret);
+    assert_ne!(key_id(&second.security.key), first_keys.0);
+    assert_ne!(key_id(&second.security.server_key), first_keys.1);
     assert_eq!(mode(), 0o600);
-    let names: Vec<String> = std::fs::read_dir(dir.path())
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(names, ["fs.toml"], "nothing left beside the file");
+    names.sort();
+    assert_eq!(
+        names,
+        ["fs-server.key", "fs.key", "fs.toml"],
+        "nothing left beside the files"
+    );
 }
 
 #[test]

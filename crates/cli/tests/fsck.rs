@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{scaled, CliOutput, Cluster, Rng};
+use common::{CliOutput, Cluster, Rng};
 use pvfs_client::{Client, LayoutSpec};
 use pvfs_proto::{
     decode, encode, name_shard, Creds, Handle, ObjDetail, ObjKind, Request, RequestBody, Response,
@@ -42,20 +42,8 @@ const KINDS: [(&str, bool); 9] = [
 /// Sends one raw request to server `server` (for damage the client library has no
 /// call for) and returns the answer; an error answer fails the test.
 async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> Response {
-    use pvfs_transport::{AutoTransport, BufPool, MuxConn, Transport};
     let op = request.op_name();
-    let conn = AutoTransport
-        .connect(
-            &config.servers[server].address,
-            scaled(Duration::from_secs(5)),
-        )
-        .await
-        .unwrap();
-    let mux = MuxConn::start(
-        conn,
-        BufPool::new(1 << 20, 1),
-        scaled(Duration::from_secs(10)),
-    );
+    let mux = common::raw_mux(config, server).await;
     let body = encode(&RequestBody {
         creds: Creds::default(),
         request,

@@ -20,7 +20,6 @@ use pvfs_proto::{
     decode, encode, CreateWhat, Creds, Extent, FrameKind, Handle, ObjKind, Regions, Request,
     RequestBody, Response, RetryKey, SetAttr, Stripe, Timespec,
 };
-use pvfs_transport::{AutoTransport, BufPool, MuxConn, Transport};
 
 fn pick<T: Clone>(rng: &mut Rng, v: &[T]) -> T {
     v[rng.range(0, v.len() as u64) as usize].clone()
@@ -285,16 +284,8 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     let mut tally: std::collections::BTreeMap<&'static str, (u64, u64, u64)> = Default::default();
     tc.run(Duration::from_secs(600), async |_c| {
         let mut conns = Vec::new();
-        for s in &config.servers {
-            let conn = AutoTransport
-                .connect(&s.address, common::scaled(Duration::from_secs(5)))
-                .await
-                .unwrap();
-            conns.push(MuxConn::start(
-                conn,
-                BufPool::new(1 << 20, 4),
-                common::scaled(Duration::from_secs(10)),
-            ));
+        for s in 0..config.servers.len() {
+            conns.push(common::raw_mux(&config, s).await);
         }
         for i in 0..count {
             let server = rng.range(0, conns.len() as u64) as usize;
@@ -315,16 +306,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
             // A write sends some data, which may or may not match its regions.
             let data = vec![0x5a; rng.range(0, 3) as usize * 1000];
             if conns[server].closed().is_some() {
-                let s = &config.servers[server];
-                let conn = AutoTransport
-                    .connect(&s.address, common::scaled(Duration::from_secs(5)))
-                    .await
-                    .unwrap();
-                conns[server] = MuxConn::start(
-                    conn,
-                    BufPool::new(1 << 20, 4),
-                    common::scaled(Duration::from_secs(10)),
-                );
+                conns[server] = common::raw_mux(&config, server).await;
             }
             let t = tally.entry(op).or_default();
             let mut call = match conns[server].call(&body, &[&data], true).await {

@@ -14,12 +14,12 @@
 //! 28   4  L = length of the layout
 //! 32   L  the file's layout (wire encoding, versioned)
 //! 32+L 4  CRC32C of bytes 0 .. 32+L
-//! 36+L 32 HMAC-SHA256 of bytes 0 .. 36+L, keyed with the file system's secret
+//! 36+L 32 HMAC-SHA256 of bytes 0 .. 36+L, keyed with a key derived from the node key
 //! ```
 //!
 //! The layout travels in the token so that the opener can do I/O at once, with no
 //! server round trip. The CRC catches accidental damage; the MAC refuses tokens not made
-//! by a holder of the secret (EBADMSG either way).
+//! by a holder of the file system's key (EBADMSG either way).
 
 use hmac::{Hmac, Mac};
 use pvfs_proto::layout::Layout;
@@ -38,11 +38,10 @@ pub const GROUP_HANDLE_MAX: usize = 32 + (1 + 8 + 4 + 4 + 4096 * 12) + 4 + MAC_L
 
 type HmacSha256 = Hmac<Sha256>;
 
-fn mac(secret: &[u8], bytes: &[u8]) -> Result<[u8; MAC_LEN]> {
-    let mut m = HmacSha256::new_from_slice(secret)
-        .map_err(|_| Error::new(Errno::EINVAL, "unusable file system secret"))?;
+fn mac(key: &pvfs_auth::Key, bytes: &[u8]) -> [u8; MAC_LEN] {
+    let mut m: HmacSha256 = key.mac();
     m.update(bytes);
-    Ok(m.finalize().into_bytes().into())
+    m.finalize().into_bytes().into()
 }
 
 fn bad(why: &str) -> Error {
@@ -50,18 +49,25 @@ fn bad(why: &str) -> Error {
 }
 
 impl Client {
-    fn secret(&self) -> Result<&[u8]> {
-        self.config().secret.as_deref().ok_or_else(|| {
+    /// The keys of group handles: derived from the node key (the first makes them,
+    /// any verifies them, so a key rotation does not void handles in use).
+    fn group_keys(&self) -> Result<Vec<pvfs_auth::Key>> {
+        let ring = self.inner.pool.key_ring().ok_or_else(|| {
             Error::new(
                 Errno::EOPNOTSUPP,
-                "the configuration has no secret: group handles are disabled",
+                "group handles need the file system's key, which this process cannot read",
             )
-        })
+        })?;
+        Ok(ring
+            .keys()
+            .iter()
+            .map(|k| k.derive(b"pvfs group handles"))
+            .collect())
     }
 
     /// `openg`: a group handle for `file`, carrying the open `flags` (no request sent).
     pub fn group_handle(&self, file: &File, flags: u32) -> Result<Vec<u8>> {
-        let secret = self.secret()?;
+        let keys = self.group_keys()?;
         let layout = encode(file.layout());
         let mut out = Vec::with_capacity(32 + layout.len() + 4 + MAC_LEN);
         out.extend_from_slice(MAGIC);
@@ -74,7 +80,7 @@ impl Client {
         out.extend_from_slice(&layout);
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
-        let tag = mac(secret, &out)?;
+        let tag = mac(&keys[0], &out);
         out.extend_from_slice(&tag);
         Ok(out)
     }
@@ -82,14 +88,20 @@ impl Client {
     /// `openfh`: the file a group handle names, and the flags it was opened with.
     /// Checks fsid, CRC and MAC; sends no request.
     pub fn open_group_handle(&self, bytes: &[u8]) -> Result<(File, u32)> {
-        let secret = self.secret()?;
+        let keys = self.group_keys()?;
         if bytes.len() < 32 + 4 + MAC_LEN || bytes.len() > GROUP_HANDLE_MAX {
             return Err(bad("wrong length"));
         }
         let (body, tag) = bytes.split_at(bytes.len() - MAC_LEN);
-        let want = mac(secret, body)?;
         // Constant-time comparison, so timing does not reveal how much matched.
-        if want.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0 {
+        let matches = |k: &pvfs_auth::Key| {
+            mac(k, body)
+                .iter()
+                .zip(tag)
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        };
+        if !keys.iter().any(matches) {
             return Err(bad("authentication failed"));
         }
         let (data, crc) = body.split_at(body.len() - 4);
@@ -152,8 +164,16 @@ mod tests {
     use pvfs_config::{Config, GenOptions};
     use pvfs_proto::Datafile;
 
-    fn client() -> Client {
-        Client::new(Config::generate(&GenOptions::new(4, "/tmp/unused")).expect("config"))
+    /// A client of a new file system whose key file lives in `dir`.
+    fn client(dir: &tempfile::TempDir) -> Client {
+        let mut config = Config::generate(&GenOptions::new(4, "/tmp/unused")).expect("config");
+        let key = dir.path().join(format!("{:x}.key", config.fsid));
+        pvfs_auth::KeyRing::generate()
+            .expect("random")
+            .write(&key, "test", false)
+            .expect("key file");
+        config.security.key = key;
+        Client::new(config)
     }
 
     fn file(c: &Client) -> File {
@@ -172,7 +192,8 @@ mod tests {
 
     #[test]
     fn round_trip_sends_nothing_and_tampering_is_refused() {
-        let c = client();
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let c = client(&dir);
         let f = file(&c);
         let token = c.group_handle(&f, 2).expect("openg");
         let (g, flags) = c.open_group_handle(&token).expect("openfh");
@@ -190,8 +211,8 @@ mod tests {
             assert_eq!(e.errno, Errno::EBADMSG, "byte {i}");
         }
         assert!(c.open_group_handle(&token[..token.len() - 1]).is_err());
-        // Another file system (another secret) refuses it too.
-        let other = client();
+        // Another file system (another key) refuses it too.
+        let other = client(&dir);
         assert_eq!(
             other.open_group_handle(&token).err().map(|e| e.errno),
             Some(Errno::EBADMSG)

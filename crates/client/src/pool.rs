@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pvfs_auth::{ClientProof, KeyRing, Munge};
 use pvfs_config::Config;
 use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response, RetryKey};
-use pvfs_transport::{AutoTransport, BufPool, Call, Frame, MuxConn, Transport};
+use pvfs_transport::{connect_mux, BufPool, Call, Frame, MuxConn, Target};
 
 use crate::error::{Error, Result};
 
@@ -70,9 +71,56 @@ impl Stats {
     }
 }
 
+/// How this client proves itself to the servers, decided once per client.
+pub(crate) enum Auth {
+    /// With the key.
+    Key(ClientProof),
+    /// With MUNGE, because the key could not be read (why).
+    Munge(ClientProof, String),
+    /// It cannot; why, and what to do about it.
+    Unavailable(String),
+}
+
+impl Auth {
+    /// With the file system's key if this process can read it; otherwise with a MUNGE
+    /// credential of its user; otherwise not at all (every request then fails with
+    /// ENOKEY, saying why and what to do).
+    pub fn for_config(config: &Config) -> Auth {
+        let key_path = &config.security.key;
+        let unreadable = match KeyRing::load(key_path) {
+            Ok(ring) => return Auth::Key(ClientProof::Key(Arc::new(ring))),
+            Err(e) if e.is_unreadable() => e,
+            Err(e) => return Auth::Unavailable(e.to_string()),
+        };
+        match Munge::open(config.security.munge_socket.as_deref()) {
+            Ok(munge) => Auth::Munge(
+                ClientProof::Munge {
+                    munge,
+                    // Only the user the servers run as (the key file's owner) may open
+                    // our credentials.
+                    decoder_uid: key_owner(key_path),
+                },
+                unreadable.to_string(),
+            ),
+            Err(e) => Auth::Unavailable(format!(
+                "{unreadable}, and {e}: run as a user who can read the key, use a pvfs \
+                 mount, or set up MUNGE (docs/security.md)"
+            )),
+        }
+    }
+}
+
+/// The owner of the key file, if this process may see it.
+fn key_owner(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.uid())
+}
+
 /// The connections of one client.
 pub(crate) struct Pool {
     config: Config,
+    auth: Auth,
+    name: String,
     slots: Vec<Slot>,
     bufs: BufPool,
     pub stats: Stats,
@@ -86,6 +134,8 @@ impl Pool {
     pub fn new(config: &Config) -> Pool {
         Pool {
             config: config.clone(),
+            auth: Auth::for_config(config),
+            name: pvfs_transport::session::client_name(),
             slots: config
                 .servers
                 .iter()
@@ -101,6 +151,14 @@ impl Pool {
             },
             client_id: random_id(),
             next_seq: AtomicU64::new(1),
+        }
+    }
+
+    /// The file system's key, when this client holds it.
+    pub fn key_ring(&self) -> Option<&KeyRing> {
+        match &self.auth {
+            Auth::Key(ClientProof::Key(ring)) => Some(ring),
+            _ => None,
         }
     }
 
@@ -138,17 +196,46 @@ impl Pool {
                 }
             }
         }
-        match AutoTransport
-            .connect(&sc.address, self.config.timeouts.connect)
-            .await
+        let proof = match &self.auth {
+            Auth::Key(p) | Auth::Munge(p, _) => p,
+            Auth::Unavailable(why) => return Err(Error::new(Errno::ENOKEY, why.clone())),
+        };
+        let target = Target {
+            addr: &sc.address,
+            server: &sc.name,
+            fsid: self.config.fsid,
+        };
+        match connect_mux(
+            &target,
+            proof,
+            &self.name,
+            self.config.timeouts.connect,
+            self.config.timeouts.request,
+            self.bufs.clone(),
+        )
+        .await
         {
-            Ok(conn) => {
-                let mux = MuxConn::start(conn, self.bufs.clone(), self.config.timeouts.request);
+            Ok((mux, _welcome)) => {
                 *guard = Some(mux.clone());
                 if let Ok(mut down) = slot.down_until.lock() {
                     *down = None;
                 }
                 Ok(mux)
+            }
+            Err(e @ pvfs_transport::TransportError::Handshake { .. }) => {
+                // Not a server that is down: one that will not have us (or is another
+                // file system's). Said as it is, every time; a MUNGE failure with what
+                // to do about it.
+                match (&self.auth, e.errno()) {
+                    (Auth::Munge(_, key), Errno::ENOKEY) => Err(Error::new(
+                        Errno::ENOKEY,
+                        format!(
+                            "{key}, and MUNGE failed: {e}: run as a user who can read the key, \
+                             use a pvfs mount, or set up MUNGE (docs/security.md)"
+                        ),
+                    )),
+                    _ => Err(Error::new(e.errno(), e.to_string())),
+                }
             }
             Err(e) => {
                 if let Ok(mut down) = slot.down_until.lock() {

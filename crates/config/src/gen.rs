@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
-use crate::{Config, ConfigError, Defaults, HandleRange, Limits, Roles, ServerConfig, Timeouts};
+use crate::{
+    Config, ConfigError, Defaults, HandleRange, Limits, Roles, Security, ServerConfig, Timeouts,
+};
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
 const MAX_SERVERS: usize = 1 << 16;
@@ -34,6 +36,9 @@ pub struct GenOptions {
     pub name: String,
     /// File system id; None = random.
     pub fsid: Option<u64>,
+    /// Stem of the key files' names: `STEM.key` and `STEM-server.key`, beside the
+    /// configuration (`pvfs genconfig` uses the configuration file's stem).
+    pub key_stem: String,
 }
 
 impl GenOptions {
@@ -50,6 +55,7 @@ impl GenOptions {
             dir_shards: None,
             name: "pvfs".into(),
             fsid: None,
+            key_stem: "pvfs".into(),
         }
     }
 }
@@ -95,7 +101,11 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
     let config = Config {
         fsid: o.fsid.unwrap_or_else(random_fsid),
         name: o.name.clone(),
-        secret: Some(random_bytes(32)),
+        security: Security {
+            key: PathBuf::from(format!("{}.key", o.key_stem)),
+            server_key: PathBuf::from(format!("{}-server.key", o.key_stem)),
+            ..Security::default()
+        },
         defaults: Defaults {
             stripe_size: o.stripe_size,
             stripe_count: o.stripe_count.unwrap_or(n as u32),
@@ -188,12 +198,42 @@ pub(crate) fn to_toml(c: &Config) -> String {
         format!("fsid = {fsid}"),
         format!("name = {}", quote(&c.name)),
     ];
-    if let Some(secret) = &c.secret {
-        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-        out.push(
-            "# Shared secret of the file system (group handles): keep this file private.".into(),
-        );
-        out.push(format!("secret = {}", quote(&hex)));
+    let sec = &c.security;
+    let path = |p: &std::path::Path| quote(&p.to_string_lossy());
+    out.extend([
+        String::new(),
+        "[security]".into(),
+        "# Key files, relative to this file's directory; keep them readable by their owner".into(),
+        "# only (0600). Clients that cannot read the key prove their user with MUNGE.".into(),
+        note(
+            format!("key = {}", path(&sec.key)),
+            "node key: servers and trusted clients",
+        ),
+        note(
+            format!("server_key = {}", path(&sec.server_key)),
+            "capabilities: servers only",
+        ),
+        note(
+            format!("root_squash = {}", sec.root_squash),
+            "MUNGE root acts as nobody",
+        ),
+        note(
+            format!(
+                "trusted = [{}]",
+                sec.trusted
+                    .iter()
+                    .map(|a| quote(&a.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "clients whose MUNGE root is root",
+        ),
+    ]);
+    if let Some(sock) = &sec.munge_socket {
+        out.push(note(
+            format!("munge_socket = {}", path(sock)),
+            "munged's socket",
+        ));
     }
     out.extend([
         String::new(),

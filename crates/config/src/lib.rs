@@ -4,9 +4,11 @@
 //!
 //! ```toml
 //! fsid = 1234567890123
-//! secret = "…"                  # 32 to 128 hex digits: keep the file private (0600)
 //!
-//! [defaults]                    # optional, as are [timeouts] and [limits]
+//! [security]                    # optional, as are [defaults], [timeouts], [limits]
+//! key = "pvfs.key"              # the node key file, beside this file (0600)
+//!
+//! [defaults]
 //! stripe_size = "64K"           # sizes: bytes, or K, M, G, T or P (powers of 1024)
 //!
 //! [[servers]]                   # one table per server, at least one
@@ -38,9 +40,8 @@ pub struct Config {
     pub fsid: u64,
     /// Human name of the file system.
     pub name: String,
-    /// The file system's shared secret (16 to 64 bytes): keys the MAC of group handles
-    /// (and later request authentication). `None` when the file has none.
-    pub secret: Option<Vec<u8>>,
+    /// Keys, users and their rights (the `[security]` table).
+    pub security: Security,
     /// Defaults for new files and directories.
     pub defaults: Defaults,
     /// Client and server timeouts.
@@ -50,6 +51,41 @@ pub struct Config {
     /// The servers, in file order; indices into this list identify servers everywhere.
     pub servers: Vec<ServerConfig>,
 }
+
+/// Who may talk to the servers, and as whom (the `[security]` table;
+/// `docs/security.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Security {
+    /// The node key file: every server and every trusted client node holds it.
+    /// [`Config::load`] makes a relative path relative to the configuration's
+    /// directory.
+    pub key: PathBuf,
+    /// The servers' key file (capabilities): servers only. Relative as `key`.
+    pub server_key: PathBuf,
+    /// Map uid 0 arriving with a MUNGE credential to nobody.
+    pub root_squash: bool,
+    /// Client addresses whose MUNGE root is not squashed.
+    pub trusted: Vec<std::net::IpAddr>,
+    /// munged's socket; `None` for libmunge's default.
+    pub munge_socket: Option<PathBuf>,
+}
+
+impl Default for Security {
+    fn default() -> Security {
+        Security {
+            key: PathBuf::from(DEFAULT_KEY),
+            server_key: PathBuf::from(DEFAULT_SERVER_KEY),
+            root_squash: true,
+            trusted: Vec::new(),
+            munge_socket: None,
+        }
+    }
+}
+
+/// The node key file's name when `[security] key` is not given.
+pub const DEFAULT_KEY: &str = "pvfs.key";
+/// The servers' key file's name when `[security] server_key` is not given.
+pub const DEFAULT_SERVER_KEY: &str = "pvfs-server.key";
 
 /// Defaults for new files and directories (the `[defaults]` table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,6 +333,12 @@ impl Config {
                 s.storage = base.join(&s.storage);
             }
         }
+        let sec = &mut config.security;
+        for p in [&mut sec.key, &mut sec.server_key] {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
         Ok(config)
     }
 
@@ -306,7 +348,7 @@ impl Config {
     }
 
     /// Writes the configuration to the file `path`, which only its owner may read or
-    /// write (mode 0600: it holds the file system's secret). Without `replace` an
+    /// write (mode 0600: it names the file system's keys and storage). Without `replace` an
     /// existing file is an error ([`ConfigError::Exists`]) and is left alone: the file
     /// is created exclusively (`O_EXCL`) with mode 0600 from the start. With `replace`
     /// the text goes to a new 0600 file beside `path` that is then renamed over it, so

@@ -10,7 +10,9 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
-use crate::{Config, ConfigError, Defaults, HandleRange, Limits, Roles, ServerConfig, Timeouts};
+use crate::{
+    Config, ConfigError, Defaults, HandleRange, Limits, Roles, Security, ServerConfig, Timeouts,
+};
 
 /// Stripe size when `[defaults]` does not give one.
 pub(crate) const DEFAULT_STRIPE_SIZE: u64 = 64 << 10;
@@ -21,10 +23,21 @@ struct RawConfig {
     fsid: Spanned<Value>,
     name: Option<Spanned<String>>,
     secret: Option<Spanned<String>>,
+    security: Option<Spanned<RawSecurity>>,
     defaults: Option<Spanned<RawDefaults>>,
     timeouts: Option<Spanned<RawTimeouts>>,
     limits: Option<Spanned<RawLimits>>,
     servers: Spanned<Vec<RawServer>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecurity {
+    key: Option<Spanned<String>>,
+    server_key: Option<Spanned<String>>,
+    root_squash: Option<bool>,
+    trusted: Option<Spanned<Vec<Spanned<String>>>>,
+    munge_socket: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -161,19 +174,13 @@ fn key_at(text: &str, offset: usize, table_only: bool) -> String {
     table
 }
 
-/// A secret: 32 to 128 hexadecimal digits (16 to 64 bytes).
-pub(crate) fn parse_secret(s: &str) -> Result<Vec<u8>, String> {
-    let s = s.trim();
-    if s.len() % 2 != 0 || !(32..=128).contains(&s.len()) {
-        return Err("must be 32 to 128 hexadecimal digits".into());
+/// A path that is not empty.
+fn non_empty_path(s: &String) -> Result<std::path::PathBuf, String> {
+    if s.is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(s.into())
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&s[i..i + 2], 16)
-                .map_err(|_| format!("{:?} is not hexadecimal", &s[i..i + 2]))
-        })
-        .collect()
 }
 
 /// A handle or fsid: decimal or "0x" hexadecimal.
@@ -259,10 +266,37 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         .name
         .as_ref()
         .map_or("pvfs".into(), |n| cx.at("name", n).clone());
-    let secret = match &raw.secret {
-        None => None,
-        Some(v) => Some(cx.convert("secret", v, |s: &String| parse_secret(s))?),
-    };
+    if let Some(v) = &raw.secret {
+        return Err(cx.error(
+            Some(cx.line(v.span())),
+            "secret",
+            "the shared secret now lives in the key file named by [security] key: \
+             create it with pvfs keygen and remove this line (docs/security.md)",
+        ));
+    }
+    let mut security = Security::default();
+    if let Some(sec) = &raw.security {
+        let sec = cx.at("security", sec);
+        if let Some(v) = &sec.key {
+            security.key = cx.convert("security.key", v, non_empty_path)?;
+        }
+        if let Some(v) = &sec.server_key {
+            security.server_key = cx.convert("security.server_key", v, non_empty_path)?;
+        }
+        if let Some(v) = &sec.munge_socket {
+            security.munge_socket = Some(cx.convert("security.munge_socket", v, non_empty_path)?);
+        }
+        security.root_squash = sec.root_squash.unwrap_or(true);
+        if let Some(list) = &sec.trusted {
+            for a in cx.at("security.trusted", list) {
+                let ip = cx.convert("security.trusted", a, |s: &String| {
+                    s.parse::<std::net::IpAddr>()
+                        .map_err(|_| format!("{s:?} is not an IP address"))
+                })?;
+                security.trusted.push(ip);
+            }
+        }
+    }
 
     let mut servers = Vec::new();
     for (i, s) in cx.at("servers", &raw.servers).iter().enumerate() {
@@ -344,7 +378,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let config = Config {
         fsid,
         name,
-        secret,
+        security,
         defaults,
         timeouts,
         limits,

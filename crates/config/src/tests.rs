@@ -351,22 +351,54 @@ fn load_reads_files() {
 }
 
 #[test]
-fn secrets_parse_generate_and_fail_with_the_line() {
-    let good = with_line(2, r#"secret = "000102030405060708090a0b0c0d0e0f""#);
-    let c = Config::parse(&good, "f.toml").unwrap();
-    assert_eq!(c.secret, Some((0u8..16).collect::<Vec<u8>>()));
-    assert_eq!(Config::parse(BASE, "f.toml").unwrap().secret, None);
-    let msg = error(2, r#"secret = "abc""#);
+fn security_parses_defaults_resolves_and_fails_with_the_line() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.security, Security::default());
+    assert!(c.security.root_squash);
+    let text = format!(
+        "{BASE}\n[security]\nkey = \"k/node.key\"\nserver_key = \"/etc/s.key\"\n\
+         root_squash = false\ntrusted = [\"10.0.0.1\", \"::1\"]\nmunge_socket = \"/tmp/m.sock\"\n"
+    );
+    let c = Config::parse(&text, "f.toml").unwrap();
+    assert_eq!(c.security.key, PathBuf::from("k/node.key"));
+    assert_eq!(c.security.server_key, PathBuf::from("/etc/s.key"));
+    assert!(!c.security.root_squash);
+    assert_eq!(c.security.trusted.len(), 2);
+    assert_eq!(
+        c.security.munge_socket.as_deref(),
+        Some(Path::new("/tmp/m.sock"))
+    );
+    // Key paths are relative to the file, like storage.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.toml");
+    std::fs::write(&path, &text).unwrap();
+    let loaded = Config::load(&path).unwrap();
+    assert_eq!(loaded.security.key, dir.path().join("k/node.key"));
+    assert_eq!(loaded.security.server_key, PathBuf::from("/etc/s.key"));
+    // Round trip through genconfig's text.
+    let round = Config::parse(&c.to_toml(), "g.toml").unwrap();
+    assert_eq!(round.security, c.security);
+
+    let n = BASE.lines().count();
+    let bad = format!("{BASE}\n[security]\ntrusted = [\"not-an-ip\"]\n");
+    let msg = Config::parse(&bad, "f.toml").unwrap_err().to_string();
+    assert!(
+        msg.starts_with(&format!("f.toml:{}: security.trusted: ", n + 3)),
+        "{msg}"
+    );
+    // The old inline secret says where the secret went.
+    let msg = error(2, r#"secret = "000102030405060708090a0b0c0d0e0f""#);
     assert!(msg.starts_with("f.toml:2: secret: "), "{msg}");
-    let msg = error(2, &format!("secret = \"{}\"", "zz".repeat(16)));
-    assert!(msg.starts_with("f.toml:2: secret: "), "{msg}");
-    let generated = Config::generate(&GenOptions::new(2, "/tmp/x")).unwrap();
-    assert_eq!(generated.secret.as_ref().map(Vec::len), Some(32));
-    assert_ne!(
-        generated.secret,
-        Config::generate(&GenOptions::new(2, "/tmp/x"))
-            .unwrap()
-            .secret
+    assert!(msg.contains("pvfs keygen"), "{msg}");
+    let generated = Config::generate(&GenOptions {
+        key_stem: "fs".into(),
+        ..GenOptions::new(2, "/tmp/x")
+    })
+    .unwrap();
+    assert_eq!(generated.security.key, PathBuf::from("fs.key"));
+    assert_eq!(
+        generated.security.server_key,
+        PathBuf::from("fs-server.key")
     );
 }
 
@@ -411,7 +443,7 @@ fn write_is_private_exclusive_and_replaces_only_when_asked() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let first = Config::generate(&GenOptions::new(2, dir.path())).unwrap();
     first.write(&path, false).unwrap();
-    assert_eq!(mode(&path), 0o600, "a configuration holds a secret");
+    assert_eq!(mode(&path), 0o600, "a configuration is private");
     assert_eq!(Config::load(&path).unwrap().fsid, first.fsid);
 
     // An existing file is refused and left as it was.

@@ -176,6 +176,14 @@ pub fn serve(
             })
         }
     }
+    // A user who cannot open /dev/fuse cannot mount: say so before anything else.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 && !can_open_dev_fuse() {
+        return Err(Error::Mount {
+            path: mountpoint,
+            source: dev_fuse_denied(),
+        });
+    }
     let name = config.name.clone();
     let client = {
         let _guard = rt.enter();
@@ -235,14 +243,7 @@ pub fn serve(
     let session = if unsafe { libc::geteuid() } == 0 {
         fuser::Session::new(fs, &mountpoint, &fcfg).map_err(mount_err)?
     } else {
-        let fd = fusermount(&mountpoint, &fcfg).map_err(|e| {
-            // fusermount3 opens /dev/fuse as the calling user.
-            if can_open_dev_fuse() {
-                mount_err(e)
-            } else {
-                mount_err(dev_fuse_denied())
-            }
-        })?;
+        let fd = fusermount(&mountpoint, &fcfg).map_err(mount_err)?;
         fuser::Session::from_fd(fs, fd, fcfg.acl, fcfg.clone()).map_err(mount_err)?
     };
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();

@@ -59,6 +59,9 @@ errnos! {
     ECONNREFUSED = 111, "connection refused";
     EHOSTDOWN = 112, "host is down";
     ESTALE = 116, "stale file handle";
+    ENOKEY = 126, "required key not available";
+    EKEYEXPIRED = 127, "key has expired";
+    EKEYREJECTED = 129, "key was rejected by service";
 }
 
 impl Errno {

@@ -3,13 +3,14 @@
 //! ```text
 //! offset size field
 //!  0     4    magic "PVFS"
-//!  4     2    protocol version (1)
-//!  6     1    kind: 1 request, 2 response, 3 data
+//!  4     2    protocol version (2)
+//!  6     1    kind: 1 request, 2 response, 3 data, 4 handshake
 //!  7     1    flags: bit 0 END (last frame of this side of the exchange)
 //!  8     8    request id (chosen by the client; unique among its requests in flight
 //!             on one connection)
 //! 16     4    body length (encoded Request/Response; 0 for data frames)
-//! 20     2    authentication tag length (0 today; room for an HMAC)
+//! 20     2    authentication tag length (16 after the handshake: the frame's MAC;
+//!             0 in handshake frames)
 //! 22     2    reserved, zero
 //! 24     4    data length (bulk bytes after body and tag)
 //! 28     4    reserved, zero
@@ -23,7 +24,7 @@ use thiserror::Error;
 /// "PVFS" read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PVFS");
 /// Protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Size of the fixed frame header.
 pub const HEADER_LEN: usize = 32;
 /// Largest body accepted.
@@ -44,6 +45,8 @@ pub enum FrameKind {
     Response,
     /// Continues a request's or response's bulk data.
     Data,
+    /// Proves who is at each end before any request (see `handshake`).
+    Handshake,
 }
 
 /// The fixed header of a frame.
@@ -110,6 +113,7 @@ impl FrameHeader {
             FrameKind::Request => 1,
             FrameKind::Response => 2,
             FrameKind::Data => 3,
+            FrameKind::Handshake => 4,
         };
         b[7] = self.flags;
         b[8..16].copy_from_slice(&self.request_id.to_le_bytes());
@@ -139,6 +143,7 @@ impl FrameHeader {
             1 => FrameKind::Request,
             2 => FrameKind::Response,
             3 => FrameKind::Data,
+            4 => FrameKind::Handshake,
             k => return Err(FrameError::Kind(k)),
         };
         let flags = b[7];

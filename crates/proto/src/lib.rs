@@ -2,6 +2,7 @@
 //!
 //! - [`frame`]: the 32-byte frame header and its limits;
 //! - [`codec`]: the little-endian, bounds-checked encoding of bodies and records;
+//! - [`handshake`]: the messages that open every connection;
 //! - [`message`]: one [`Request`] enum and one [`Response`] enum;
 //! - [`types`], [`layout`], [`regions`]: handles, attributes, layouts, region lists,
 //!   and the stripe arithmetic that maps file bytes to datafiles.
@@ -11,6 +12,7 @@
 pub mod codec;
 pub mod errno;
 pub mod frame;
+pub mod handshake;
 pub mod layout;
 pub mod message;
 pub mod regions;
@@ -20,7 +22,7 @@ pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::Errno;
 pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
-pub use message::{CreateWhat, Request, RequestBody, Response, RetryKey, UnlinkWant};
+pub use message::{CreateWhat, Request, RequestBody, RequestClass, Response, RetryKey, UnlinkWant};
 pub use regions::{Extent, Regions};
 pub use types::{
     name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr,

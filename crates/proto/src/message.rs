@@ -250,7 +250,37 @@ wire_enum! {
     }
 }
 
+/// Who may send a request (gated once, in the server's dispatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestClass {
+    /// Any authenticated client, within the rights of the user it acts for.
+    Client,
+    /// Steps of operations that span servers (precreate, object removal, entry
+    /// linking, shard seals, parent pointers): servers and key-holding nodes.
+    Peer,
+    /// Whole-server scans and repairs (`pvfs fsck`): key-holding nodes only.
+    Admin,
+}
+
 impl Request {
+    /// Who may send this request.
+    pub fn class(&self) -> RequestClass {
+        match self {
+            Request::Precreate { .. }
+            | Request::RemoveObject { .. }
+            | Request::LinkEntry { .. }
+            | Request::SealDir { .. }
+            | Request::SetParent { .. }
+            | Request::RemoveDatafiles { .. } => RequestClass::Peer,
+            Request::ScanObjects { .. }
+            | Request::ScanEntries { .. }
+            | Request::ScanDatafiles { .. }
+            | Request::ScanSeals {}
+            | Request::CreateDatafiles { .. } => RequestClass::Admin,
+            _ => RequestClass::Client,
+        }
+    }
+
     /// Whether the operation changes nothing and may be retried freely.
     pub fn is_idempotent(&self) -> bool {
         matches!(

@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
 use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
-use pvfs_transport::frames::{read_header_within, read_payload};
+use pvfs_transport::frames::{check_tag, read_header_within, read_payload};
 use pvfs_transport::{Conn, FrameWriter, PooledBuf, TransportError};
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::ctx::{Ctx, Inflight, BUDGET_UNIT};
 use crate::dispatch;
+use crate::session::Session;
 
 /// Requests handled at once per connection.
 pub const MAX_INFLIGHT: usize = 256;
@@ -161,9 +162,39 @@ pub async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
 ) {
-    let writer = Arc::new(FrameWriter::new(conn.write, conn.fd));
     let peer = conn.peer;
+    let fd = conn.fd;
     let mut r = BufReader::with_capacity(64 * 1024, conn.read);
+    let mut w = conn.write;
+    // Nothing but the handshake is read until it succeeds.
+    let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+    let handshake = tokio::time::timeout(
+        ctx.config.timeouts.request,
+        pvfs_auth::handshake::server(&mut r, &mut w, &ctx.policy, peer_ip),
+    );
+    let opened = tokio::select! {
+        opened = handshake => opened,
+        _ = stop.changed() => return,
+    };
+    let opened = match opened {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(e)) => {
+            refused(&ctx, &peer, &e.to_string());
+            return;
+        }
+        Err(_) => {
+            refused(&ctx, &peer, "no handshake within the request timeout");
+            return;
+        }
+    };
+    let session = Arc::new(Session {
+        identity: opened.identity,
+        peer: peer.clone(),
+        client: opened.client,
+    });
+    tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");
+    let writer = Arc::new(FrameWriter::new(w, fd, Some(opened.macs.send)));
+    let mut recv_mac = Some(opened.macs.recv);
     let mut streams: HashMap<u64, mpsc::Sender<Data>> = HashMap::new();
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     loop {
@@ -217,6 +248,12 @@ pub async fn serve(
                 break;
             }
         };
+        if let Err(e) = check_tag(&mut recv_mac, &header, &frame.body, &frame.tag) {
+            if let Some(dropped) = ctx.log_limit.allow(&format!("mac {}", host_of(&peer))) {
+                tracing::warn!(%peer, client = %session.client, dropped, "closing the connection: {e}");
+            }
+            break;
+        }
         match header.kind {
             FrameKind::Request => {
                 let body: RequestBody = match decode(&frame.body) {
@@ -251,6 +288,7 @@ pub async fn serve(
                     timeout: ctx.config.timeouts.request,
                 };
                 let ctx = ctx.clone();
+                let session = session.clone();
                 let guard = Inflight::enter(&ctx);
                 tokio::spawn(async move {
                     let data = Data {
@@ -258,7 +296,7 @@ pub async fn serve(
                         end: header.is_end(),
                         budget: budget.map(|p| (p, ctx.clone())),
                     };
-                    dispatch::dispatch(&ctx, &reply, body, data, stream).await;
+                    dispatch::dispatch(&ctx, &reply, &session, body, data, stream).await;
                     drop(permit);
                     drop(guard);
                 });
@@ -278,14 +316,33 @@ pub async fn serve(
                     }
                 }
             }
-            FrameKind::Response => {
-                tracing::warn!(%peer, "client sent a response frame; closing");
+            FrameKind::Response | FrameKind::Handshake => {
+                tracing::warn!(%peer, kind = ?header.kind, "client sent a frame only servers send; closing");
                 break;
             }
         }
     }
     // No more requests are read. Handlers still running keep the sending half (their
     // `Reply`) and answer; the connection closes when the last of them is done.
+}
+
+/// Logs a refused handshake, at most one line per client host per interval.
+fn refused(ctx: &Ctx, peer: &str, why: &str) {
+    if let Some(dropped) = ctx.log_limit.allow(&format!("handshake {}", host_of(peer))) {
+        if dropped > 0 {
+            tracing::warn!(%peer, dropped, "refused a connection: {why} (and {dropped} more from this host since the last such line)");
+        } else {
+            tracing::warn!(%peer, "refused a connection: {why}");
+        }
+    }
+}
+
+/// The host part of a peer address ("1.2.3.4:567" -> "1.2.3.4").
+fn host_of(peer: &str) -> &str {
+    match peer.parse::<std::net::SocketAddr>() {
+        Ok(_) => peer.rsplit_once(':').map_or(peer, |(h, _)| h),
+        Err(_) => peer,
+    }
 }
 
 async fn refuse_header(

@@ -33,6 +33,12 @@ pub struct Ctx {
     pub pool: BufPool,
     /// Connections to the other servers (precreate).
     pub peers: Peers,
+    /// What the handshake accepts (keys, MUNGE, root squash).
+    pub policy: pvfs_auth::ServerPolicy,
+    /// The servers' own key (capabilities).
+    pub cap_keys: Arc<pvfs_auth::KeyRing>,
+    /// Rate limit of the log lines outsiders can provoke.
+    pub log_limit: crate::ratelimit::LogLimit,
     /// Pools of pre-created datafile handles, per data server.
     pub precreate: Precreator,
     /// Round-robin cursor choosing the first data server of new files.

@@ -10,11 +10,14 @@ use tokio::sync::mpsc;
 use crate::connection::{Data, Reply};
 use crate::ctx::Ctx;
 use crate::handlers::*;
+use crate::session::Session;
 
-/// Handles one request and sends its answer.
+/// Handles one request and sends its answer. Who the request acts as, and whether it
+/// may be sent at all, is decided here once, from the connection's session.
 pub async fn dispatch(
     ctx: &Arc<Ctx>,
     reply: &Reply,
+    session: &Session,
     body: RequestBody,
     data: Data,
     stream: Option<mpsc::Receiver<Data>>,
@@ -25,6 +28,20 @@ pub async fn dispatch(
         retry,
     } = body;
     let op = request.op_name();
+    let caller = session
+        .caller(creds)
+        .and_then(|c| c.may_send(request.class(), op).map(|()| c));
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(dropped) = ctx.log_limit.allow(&format!("refused {}", session.peer)) {
+                tracing::warn!(peer = %session.peer, client = %session.client, op, dropped, "refused: {e}");
+            }
+            let _ = reply.response(&e.into_response(), &[], true).await;
+            return;
+        }
+    };
+    let creds = caller.creds;
     let result = match request {
         Request::Ping {} => ping::handle(ctx),
         Request::StatFs {} => statfs::handle(ctx).await,

@@ -12,7 +12,9 @@ pub mod error;
 pub mod handlers;
 pub mod peer;
 pub mod precreate;
+pub mod ratelimit;
 pub mod replay;
+pub mod session;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -53,6 +55,9 @@ pub enum ServerError {
     /// `PVFS_FAULTS` (test fault injection) does not parse.
     #[error("{0}")]
     Faults(String),
+    /// A key file could not be used.
+    #[error("{0} (pvfs keygen makes one; docs/security.md)")]
+    Key(#[from] pvfs_auth::KeyError),
 }
 
 /// Runs server `name` of `config` until `shutdown` completes, then stops cleanly:
@@ -86,6 +91,21 @@ pub async fn run(
     )
     .map_err(storage_err)?;
     let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);
+    let keys = Arc::new(pvfs_auth::KeyRing::load(&config.security.key)?);
+    let cap_keys = Arc::new(pvfs_auth::KeyRing::load(&config.security.server_key)?);
+    let munge =
+        pvfs_auth::Munge::open(config.security.munge_socket.as_deref()).map_err(|e| e.to_string());
+    if let Err(why) = &munge {
+        tracing::info!("MUNGE credentials cannot be checked here ({why}): clients without the key will be refused");
+    }
+    let policy = pvfs_auth::ServerPolicy {
+        fsid: config.fsid,
+        server: sc.name.clone(),
+        keys: keys.clone(),
+        munge,
+        root_squash: config.security.root_squash,
+        trusted: config.security.trusted.clone(),
+    };
     let mut listener = AutoTransport.listen(&sc.address).await?;
     let pool = BufPool::new(CHUNK, 64);
     let ctx = Arc::new(Ctx {
@@ -98,7 +118,10 @@ pub async fn run(
         me,
         meta,
         data,
-        peers: Peers::new(&config, pool.clone()),
+        peers: Peers::new(&config, pool.clone(), keys),
+        policy,
+        cap_keys,
+        log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
         precreate: Precreator::new(config.servers.len()),
         pool,
         next_base: AtomicU64::new(u64::from(std::process::id())),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pvfs_config::Config;
 use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response};
-use pvfs_transport::{AutoTransport, BufPool, MuxConn, Transport};
+use pvfs_transport::{connect_mux, BufPool, MuxConn, Target};
 use tokio::sync::Mutex;
 
 use crate::error::{OpError, OpResult};
@@ -16,15 +16,21 @@ pub struct Peers {
     config: Config,
     conns: Vec<Mutex<Option<Arc<MuxConn>>>>,
     pool: BufPool,
+    proof: pvfs_auth::ClientProof,
+    name: String,
 }
 
 impl Peers {
     /// No connections yet; they are made on first use.
-    pub fn new(config: &Config, pool: BufPool) -> Peers {
+    /// No connections yet; they are made on first use and prove themselves with
+    /// `keys`, the file system's node key.
+    pub fn new(config: &Config, pool: BufPool, keys: Arc<pvfs_auth::KeyRing>) -> Peers {
         Peers {
             config: config.clone(),
             conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
             pool,
+            proof: pvfs_auth::ClientProof::Key(keys),
+            name: format!("pvfs-server@{}", pvfs_transport::session::client_name()),
         }
     }
 
@@ -36,10 +42,20 @@ impl Peers {
             }
         }
         let server = &self.config.servers[idx];
-        let conn = AutoTransport
-            .connect(&server.address, self.config.timeouts.connect)
-            .await?;
-        let mux = MuxConn::start(conn, self.pool.clone(), self.config.timeouts.request);
+        let target = Target {
+            addr: &server.address,
+            server: &server.name,
+            fsid: self.config.fsid,
+        };
+        let (mux, _) = connect_mux(
+            &target,
+            &self.proof,
+            &self.name,
+            self.config.timeouts.connect,
+            self.config.timeouts.request,
+            self.pool.clone(),
+        )
+        .await?;
         *slot = Some(mux.clone());
         Ok(mux)
     }

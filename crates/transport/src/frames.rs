@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pvfs_auth::{FrameMac, TAG_LEN};
 use pvfs_proto::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::buf::{BufPool, PooledBuf};
 use crate::stream::BoxWrite;
@@ -24,7 +26,7 @@ pub struct Frame {
     pub header: FrameHeader,
     /// The encoded message (empty for data frames).
     pub body: Vec<u8>,
-    /// The authentication tag (empty today).
+    /// The authentication tag (checked by the receiver before the body is used).
     pub tag: Vec<u8>,
     /// Bulk data.
     pub data: PooledBuf,
@@ -89,18 +91,28 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
     r.read_exact(&mut body).await.map_err(eof_inside)?;
     let mut tag = vec![0u8; header.tag_len as usize];
     r.read_exact(&mut tag).await.map_err(eof_inside)?;
-    let mut data = if header.data_len == 0 {
-        PooledBuf::empty()
-    } else {
-        pool.get(header.data_len as usize)
-    };
-    r.read_exact(&mut data).await.map_err(eof_inside)?;
+    let data = read_data(r, header.data_len as usize, pool).await?;
     Ok(Frame {
         header,
         body,
         tag,
         data,
     })
+}
+
+/// Reads `len` bytes of a frame's data into a pooled buffer.
+pub async fn read_data<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+    pool: &BufPool,
+) -> Result<PooledBuf, TransportError> {
+    let mut data = if len == 0 {
+        PooledBuf::empty()
+    } else {
+        pool.get(len)
+    };
+    r.read_exact(&mut data).await.map_err(eof_inside)?;
+    Ok(data)
 }
 
 /// Reads and discards `n` bytes (the payload of a frame nobody waits for).
@@ -130,14 +142,36 @@ fn eof_inside(e: std::io::Error) -> TransportError {
     }
 }
 
+/// Checks a received frame's tag with the connection's MAC (`None`: a connection
+/// without a session, which must send no tags). A failure means the connection can no
+/// longer be trusted: the caller closes it.
+pub fn check_tag(
+    mac: &mut Option<FrameMac>,
+    header: &FrameHeader,
+    body: &[u8],
+    tag: &[u8],
+) -> Result<(), TransportError> {
+    match mac {
+        Some(m) => m
+            .open(&header.encode(), body, tag)
+            .map_err(|e| TransportError::Closed(e.to_string())),
+        None if tag.is_empty() => Ok(()),
+        None => Err(TransportError::Closed(
+            "a tagged frame on a connection without a session".into(),
+        )),
+    }
+}
+
 /// Builds a header for a frame with these parts; a body or data beyond the protocol's
-/// limits is refused (the caller answers E2BIG instead of sending it).
+/// limits is refused (the caller answers E2BIG instead of sending it). `tagged`: the
+/// frame carries a MAC.
 pub fn header(
     kind: FrameKind,
     request_id: u64,
     end: bool,
     body: &[u8],
     data_len: usize,
+    tagged: bool,
 ) -> Result<FrameHeader, TransportError> {
     use pvfs_proto::frame::{MAX_BODY, MAX_DATA};
     if body.len() > MAX_BODY as usize || data_len > MAX_DATA as usize {
@@ -151,14 +185,58 @@ pub fn header(
         flags: if end { pvfs_proto::frame::FLAG_END } else { 0 },
         request_id,
         body_len: body.len() as u32,
-        tag_len: 0,
+        tag_len: if tagged { TAG_LEN as u16 } else { 0 },
         data_len: data_len as u32,
     })
+}
+
+/// The sending half of a connection and the MAC of the frames sent on it: one lock
+/// covers both, so frames go out whole and in the order of their sequence numbers.
+pub struct Sink {
+    w: BoxWrite,
+    mac: Option<FrameMac>,
+}
+
+impl Sink {
+    /// The header and tag of a frame (the tag is the next in sequence, so the frame
+    /// must be sent before any other).
+    fn seal(
+        &mut self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+        data_len: usize,
+    ) -> Result<([u8; HEADER_LEN], Option<[u8; TAG_LEN]>), TransportError> {
+        let h = header(kind, request_id, end, body, data_len, self.mac.is_some())?.encode();
+        let tag = self.mac.as_mut().map(|mac| mac.seal(&h, body));
+        Ok((h, tag))
+    }
+
+    /// Header, body and tag of a frame in one buffer, ready to send.
+    fn head(
+        &mut self,
+        kind: FrameKind,
+        request_id: u64,
+        end: bool,
+        body: &[u8],
+        data_len: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let (h, tag) = self.seal(kind, request_id, end, body, data_len)?;
+        let mut head = Vec::with_capacity(HEADER_LEN + body.len() + TAG_LEN);
+        head.extend_from_slice(&h);
+        head.extend_from_slice(body);
+        if let Some(tag) = &tag {
+            head.extend_from_slice(tag);
+        }
+        Ok(head)
+    }
 }
 
 /// Synchronous frame sending on a blocking thread, inside [`FrameWriter::send_blocking`].
 pub struct BlockingFrames {
     sock: RawFd,
+    sink: OwnedMutexGuard<Sink>,
     timeout: Duration,
     failed: bool,
 }
@@ -173,12 +251,10 @@ impl BlockingFrames {
         body: &[u8],
     ) -> Result<(), TransportError> {
         assert!(!self.failed, "no frame may follow a failed one");
-        let sent = header(kind, request_id, end, body, 0).and_then(|h| {
-            let mut head = Vec::with_capacity(HEADER_LEN + body.len());
-            head.extend_from_slice(&h.encode());
-            head.extend_from_slice(body);
-            crate::sendfile::write_all(self.sock, &head, false, self.timeout)
-        });
+        let sent = self
+            .sink
+            .head(kind, request_id, end, body, 0)
+            .and_then(|head| crate::sendfile::write_all(self.sock, &head, false, self.timeout));
         if sent.is_err() {
             self.failed = true;
         }
@@ -200,13 +276,14 @@ impl BlockingFrames {
     ) -> Result<(), TransportError> {
         assert!(!self.failed, "no frame may follow a failed one");
         let data_len: u64 = runs.iter().map(|r| r.1).sum();
-        let sent = header(kind, request_id, end, body, data_len as usize).and_then(|h| {
-            let mut head = Vec::with_capacity(HEADER_LEN + body.len());
-            head.extend_from_slice(&h.encode());
-            head.extend_from_slice(body);
-            crate::sendfile::write_all(self.sock, &head, data_len > 0, self.timeout)?;
-            crate::sendfile::send_runs(self.sock, file, runs, self.timeout)
-        });
+        let (sock, timeout) = (self.sock, self.timeout);
+        let sent = self
+            .sink
+            .head(kind, request_id, end, body, data_len as usize)
+            .and_then(|head| {
+                crate::sendfile::write_all(sock, &head, data_len > 0, timeout)?;
+                crate::sendfile::send_runs(sock, file, runs, timeout)
+            });
         if sent.is_err() {
             self.failed = true;
         }
@@ -216,16 +293,17 @@ impl BlockingFrames {
 
 /// The sending half of a connection, shared by every task that answers or asks on it.
 pub struct FrameWriter {
-    w: Arc<tokio::sync::Mutex<BoxWrite>>,
+    w: Arc<tokio::sync::Mutex<Sink>>,
     fd: Option<RawFd>,
     broken: AtomicBool,
 }
 
 impl FrameWriter {
-    /// Wraps the sending half; `fd` is the socket's descriptor if it has one.
-    pub fn new(w: BoxWrite, fd: Option<RawFd>) -> FrameWriter {
+    /// Wraps the sending half; `fd` is the socket's descriptor if it has one; `mac`
+    /// tags every frame (the session's MAC for this direction).
+    pub fn new(w: BoxWrite, fd: Option<RawFd>, mac: Option<FrameMac>) -> FrameWriter {
         FrameWriter {
-            w: Arc::new(tokio::sync::Mutex::new(w)),
+            w: Arc::new(tokio::sync::Mutex::new(Sink { w, mac })),
             fd,
             broken: AtomicBool::new(false),
         }
@@ -300,11 +378,12 @@ impl FrameWriter {
         };
         // The owned guard travels into the blocking thread: the socket (and its
         // descriptor) stays alive and exclusively ours until `f` is done.
-        let w = self.w.clone().lock_owned().await;
+        // (the guard keeps the socket, and its descriptor, alive and ours).
+        let sink = self.w.clone().lock_owned().await;
         let ran = tokio::task::spawn_blocking(move || {
-            let _keep_socket_alive = w;
             let mut frames = BlockingFrames {
                 sock,
+                sink,
                 timeout,
                 failed: false,
             };
@@ -336,22 +415,25 @@ impl FrameWriter {
         data: &[&[u8]],
     ) -> Result<(), TransportError> {
         let data_len: usize = data.iter().map(|d| d.len()).sum();
-        let hdr = header(kind, request_id, end, body, data_len)?.encode();
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 + data.len());
+        self.check()?;
+        let mut sink = self.w.lock().await;
+        let (hdr, tag) = sink.seal(kind, request_id, end, body, data_len)?;
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(3 + data.len());
         slices.push(IoSlice::new(&hdr));
         if !body.is_empty() {
             slices.push(IoSlice::new(body));
+        }
+        if let Some(tag) = &tag {
+            slices.push(IoSlice::new(tag));
         }
         slices.extend(
             data.iter()
                 .filter(|d| !d.is_empty())
                 .map(|d| IoSlice::new(d)),
         );
-        self.check()?;
-        let mut w = self.w.lock().await;
-        let mut result = write_all_vectored(&mut *w, &mut slices).await;
+        let mut result = write_all_vectored(&mut sink.w, &mut slices).await;
         if result.is_ok() && (data_len == 0 || end) {
-            result = w.flush().await.map_err(TransportError::Io);
+            result = sink.w.flush().await.map_err(TransportError::Io);
         }
         if result.is_err() {
             self.abort();
@@ -361,9 +443,9 @@ impl FrameWriter {
 
     /// Sends raw bytes (tests use it to send malformed frames).
     pub async fn send_raw(&self, bytes: &[u8]) -> Result<(), TransportError> {
-        let mut w = self.w.lock().await;
-        w.write_all(bytes).await.map_err(TransportError::Io)?;
-        w.flush().await.map_err(TransportError::Io)
+        let mut sink = self.w.lock().await;
+        sink.w.write_all(bytes).await.map_err(TransportError::Io)?;
+        sink.w.flush().await.map_err(TransportError::Io)
     }
 }
 

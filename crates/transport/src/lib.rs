@@ -3,17 +3,20 @@
 //! - [`stream`]: the [`Transport`] trait with TCP and Unix-socket implementations;
 //! - [`frames`]: reading and writing whole frames with bounded, aligned buffers;
 //! - [`mux`]: a client connection carrying many requests at once;
-//! - [`buf`]: page-aligned buffers and their pool.
+//! - [`buf`]: page-aligned buffers and their pool;
+//! - [`session`]: opening a client connection (connect, handshake, multiplexing).
 
 pub mod buf;
 pub mod frames;
 pub mod mux;
 mod sendfile;
+pub mod session;
 pub mod stream;
 
 pub use buf::{AlignedBuf, BufPool, PooledBuf};
 pub use frames::{BlockingFrames, Frame, FrameWriter};
 pub use mux::{Call, Direct, Incoming, MuxConn};
+pub use session::{connect_mux, Target};
 pub use stream::{AutoTransport, Conn, Listener, TcpTransport, Transport, UnixTransport};
 
 use pvfs_proto::Errno;
@@ -53,6 +56,15 @@ pub enum TransportError {
     /// A frame beyond the protocol's limits was not sent.
     #[error("not sent: {0}")]
     Oversized(String),
+    /// The handshake failed: the peer is not who it should be, or refused us.
+    #[error("{message}")]
+    Handshake {
+        /// What a caller should see (EACCES: no proof; ESTALE: another file system
+        /// or server; EPROTO: not our protocol).
+        errno: Errno,
+        /// Why.
+        message: String,
+    },
 }
 
 impl TransportError {
@@ -65,6 +77,7 @@ impl TransportError {
             TransportError::Timeout { .. } => Errno::ETIMEDOUT,
             TransportError::Closed(_) | TransportError::Io(_) => Errno::EIO,
             TransportError::Oversized(_) => Errno::E2BIG,
+            TransportError::Handshake { errno, .. } => *errno,
         }
     }
 }

@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, oneshot, OwnedMutexGuard};
 
 use crate::buf::BufPool;
-use crate::frames::{read_payload, read_raw_header, skip, Frame, FrameWriter};
+use crate::frames::{check_tag, read_data, read_raw_header, skip, Frame, FrameWriter};
 use crate::stream::{BoxRead, Conn};
 use crate::TransportError;
 
@@ -62,10 +62,20 @@ pub struct MuxConn {
 impl MuxConn {
     /// Takes over an established connection and starts its reader task.
     /// `io_timeout` bounds every wait for the peer (sending a frame, or the next
-    /// frame of an answer).
-    pub fn start(conn: Conn, pool: BufPool, io_timeout: Duration) -> Arc<MuxConn> {
+    /// frame of an answer). `macs` are the session's frame MACs (from the handshake);
+    /// `None` only for a connection that needs none (tests of the transport itself).
+    pub fn start(
+        conn: Conn,
+        pool: BufPool,
+        io_timeout: Duration,
+        macs: Option<pvfs_auth::SessionMacs>,
+    ) -> Arc<MuxConn> {
+        let (send_mac, recv_mac) = match macs {
+            Some(m) => (Some(m.send), Some(m.recv)),
+            None => (None, None),
+        };
         let mux = Arc::new(MuxConn {
-            writer: FrameWriter::new(conn.write, conn.fd),
+            writer: FrameWriter::new(conn.write, conn.fd, send_mac),
             state: Mutex::new(State {
                 pending: HashMap::new(),
                 closed: None,
@@ -81,7 +91,7 @@ impl MuxConn {
             conn.read,
         )));
         tokio::spawn(async move {
-            let why = reader.read_loop(stream).await;
+            let why = reader.read_loop(stream, recv_mac).await;
             reader.close(why);
         });
         mux
@@ -183,7 +193,11 @@ impl MuxConn {
         st.pending.clear();
     }
 
-    async fn read_loop(&self, stream: Arc<tokio::sync::Mutex<Stream>>) -> String {
+    async fn read_loop(
+        &self,
+        stream: Arc<tokio::sync::Mutex<Stream>>,
+        mut mac: Option<pvfs_auth::FrameMac>,
+    ) -> String {
         loop {
             let mut r = stream.clone().lock_owned().await;
             let raw = match read_raw_header(&mut *r).await {
@@ -195,8 +209,18 @@ impl MuxConn {
                 Ok(h) => h,
                 Err(e) => return format!("bad frame from {}: {e}", self.peer),
             };
-            if header.kind == FrameKind::Request {
-                return format!("{} sent a request frame to a client", self.peer);
+            if matches!(header.kind, FrameKind::Request | FrameKind::Handshake) {
+                return format!("{} sent a {:?} frame to a client", self.peer, header.kind);
+            }
+            // Body and tag first: every frame is authenticated before anything in it is
+            // used, including frames nobody waits for (the sequence must advance).
+            let mut body = vec![0u8; header.body_len as usize + header.tag_len as usize];
+            if let Err(e) = r.read_exact(&mut body).await {
+                return format!("reading from {}: {e}", self.peer);
+            }
+            let tag = body.split_off(header.body_len as usize);
+            if let Err(e) = check_tag(&mut mac, &header, &body, &tag) {
+                return format!("from {}: {e}", self.peer);
             }
             let sink = self
                 .lock()
@@ -205,18 +229,13 @@ impl MuxConn {
                 .map(|s| (s.tx.clone(), s.direct));
             let Some((sink, direct)) = sink else {
                 // The caller gave up on this request; drop the rest of its answer.
-                if let Err(e) = skip(&mut *r, header.payload_len() as u64).await {
+                if let Err(e) = skip(&mut *r, u64::from(header.data_len)).await {
                     return format!("reading from {}: {e}", self.peer);
                 }
                 continue;
             };
             let end = header.is_end();
             if direct && header.data_len > 0 {
-                let mut body = vec![0u8; header.body_len as usize + header.tag_len as usize];
-                if let Err(e) = r.read_exact(&mut body).await {
-                    return format!("reading from {}: {e}", self.peer);
-                }
-                body.truncate(header.body_len as usize);
                 let (done_tx, done_rx) = oneshot::channel();
                 let lent = Direct {
                     header,
@@ -237,11 +256,17 @@ impl MuxConn {
                     }
                 }
             } else {
-                let frame = match read_payload(&mut *r, header, &self.pool).await {
-                    Ok(f) => f,
+                let data = match read_data(&mut *r, header.data_len as usize, &self.pool).await {
+                    Ok(d) => d,
                     Err(e) => return format!("reading from {}: {e}", self.peer),
                 };
                 drop(r);
+                let frame = Frame {
+                    header,
+                    body,
+                    tag,
+                    data,
+                };
                 // A closed receiver means the caller went away; that is not an error.
                 let _ = sink.send(Incoming::Frame(frame)).await;
             }

@@ -241,7 +241,7 @@ fn run_kept(dir: &Path, servers: usize) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes the configuration of a new file system of `servers` servers storing in
-/// `dir` to `dir/pvfs.toml` (mode 0600: it holds the secret).
+/// `dir` to `dir/pvfs.toml`, with its key files beside it (all mode 0600).
 fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
     let config = Config::generate(&GenOptions {
         base_port: 0,
@@ -252,15 +252,17 @@ fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
         e => e.into(),
     })?;
     let config_path = dir.join("pvfs.toml");
-    match config.write(&config_path, false) {
-        Ok(()) => Ok((config, config_path)),
-        Err(ConfigError::Exists { path }) => bail!(
-            "{path} already exists: {} holds a demo file system already (stop it with \
-             `pvfs stop -c {path}` and remove the directory, or keep the new one elsewhere)",
-            dir.display()
-        ),
-        Err(e) => Err(e.into()),
+    if config_path.exists() {
+        bail!(
+            "{} already exists: {} holds a demo file system already (stop it with \
+             `pvfs stop -c {}` and remove the directory, or keep the new one elsewhere)",
+            config_path.display(),
+            dir.display(),
+            config_path.display()
+        );
     }
+    let config = super::keygen::write_new_file_system(&config, &config_path, false)?;
+    Ok((config, config_path))
 }
 
 /// Prints the servers once they answer.

@@ -3,9 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
-use pvfs_config::{parse_size, Config, ConfigError, GenOptions};
+use pvfs_config::{parse_size, Config, GenOptions};
+
+use super::keygen;
 
 /// Options of `pvfs genconfig`.
 #[derive(Args)]
@@ -37,12 +39,17 @@ pub struct GenconfigArgs {
     /// Name of the file system.
     #[arg(long, default_value = "pvfs")]
     name: String,
-    /// Where to write the configuration ("-" for standard output). The file is
-    /// created readable by its owner only (it holds the file system's secret).
+    /// munged's socket, for servers that check MUNGE credentials and clients that
+    /// prove their user with them (default: libmunge's, /run/munge/munge.socket.2).
+    #[arg(long, value_name = "PATH")]
+    munge_socket: Option<PathBuf>,
+    /// Where to write the configuration ("-" for standard output). Its key files are
+    /// written beside it (STEM.key, STEM-server.key); all are readable by their owner
+    /// only.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// Replace an existing FILE (the new configuration is a new file system: servers
-    /// refuse the storage of the old one).
+    /// Replace an existing FILE and key files (the new configuration is a new file
+    /// system: servers refuse the storage of the old one).
     #[arg(long)]
     force: bool,
 }
@@ -56,6 +63,14 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
             .context("cannot read the current directory")?
             .join(a.dir)
     };
+    let stdout = a.output.as_os_str() == "-";
+    let key_stem = if stdout {
+        "pvfs".to_string()
+    } else {
+        a.output
+            .file_stem()
+            .map_or("pvfs".into(), |s| s.to_string_lossy().into_owned())
+    };
     let opts = GenOptions {
         meta_servers: a.meta_servers,
         host: a.host,
@@ -64,26 +79,29 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
         stripe_count: a.stripe_count,
         dir_shards: a.dir_shards,
         name: a.name,
+        key_stem,
         ..GenOptions::new(a.servers, dir)
     };
-    let config = Config::generate(&opts)?;
-    if a.output.as_os_str() == "-" {
+    let mut config = Config::generate(&opts)?;
+    config.security.munge_socket = a.munge_socket;
+    if stdout {
         print!("{}", config.to_toml());
-    } else {
-        match config.write(&a.output, a.force) {
-            Ok(()) => {}
-            Err(ConfigError::Exists { path }) => bail!(
-                "{path} already exists: it holds the fsid and secret of a file system, and \
-                 a new one cannot open that file system's storage (--force replaces it)"
-            ),
-            Err(e) => return Err(e.into()),
-        }
         eprintln!(
-            "wrote {} ({} server{}, fsid {:#x})",
+            "no key files written: make them beside the saved file with pvfs keygen {} and \
+             pvfs keygen {}",
+            config.security.key.display(),
+            config.security.server_key.display()
+        );
+    } else {
+        let written = keygen::write_new_file_system(&config, &a.output, a.force)?;
+        eprintln!(
+            "wrote {} ({} server{}, fsid {:#x}) and its keys {} and {}",
             a.output.display(),
             config.servers.len(),
             if config.servers.len() == 1 { "" } else { "s" },
-            config.fsid
+            config.fsid,
+            written.security.key.display(),
+            written.security.server_key.display()
         );
     }
     Ok(ExitCode::SUCCESS)

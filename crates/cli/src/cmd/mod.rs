@@ -7,6 +7,7 @@ pub mod cp;
 pub mod demo;
 pub mod fsck;
 pub mod genconfig;
+pub mod keygen;
 pub mod layout;
 pub mod mount;
 pub mod namespace;

@@ -404,8 +404,18 @@ impl CliOutput {
 /// Runs `pvfs ARGS` with extra environment variables; fails the test if it runs past
 /// [`CLI_DEADLINE`].
 pub fn run_pvfs(args: &[&str], env: &[(&str, &str)], env_remove: &[&str]) -> CliOutput {
+    run_cmd(pvfs_bin(), args, env, env_remove)
+}
+
+/// Runs `program` with `args` (see [`run_pvfs`]; the deadline is the same).
+pub fn run_cmd(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    env_remove: &[&str],
+) -> CliOutput {
     let start = Instant::now();
-    let mut cmd = Command::new(pvfs_bin());
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -438,7 +448,7 @@ pub fn run_pvfs(args: &[&str], env: &[(&str, &str)], env_remove: &[&str]) -> Cli
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "`pvfs {}` did not finish within {:?}",
+                "`{program} {}` did not finish within {:?}",
                 args.join(" "),
                 scaled(CLI_DEADLINE)
             );
@@ -495,6 +505,191 @@ impl TestClient {
     }
 }
 
+// ----- raw connections ---------------------------------------------------------------
+
+/// A multiplexed connection to server `server` of `config` that has done the
+/// handshake with the file system's key: for raw requests the client library has no
+/// call for (damage, fuzzing). Every frame on it carries the session's MAC.
+pub async fn raw_mux(config: &Config, server: usize) -> std::sync::Arc<pvfs_transport::MuxConn> {
+    let ring = pvfs_auth::KeyRing::load(&config.security.key).expect("the cluster's key file");
+    let sc = &config.servers[server];
+    let target = pvfs_transport::Target {
+        addr: &sc.address,
+        server: &sc.name,
+        fsid: config.fsid,
+    };
+    let (mux, _) = pvfs_transport::connect_mux(
+        &target,
+        &pvfs_auth::ClientProof::Key(std::sync::Arc::new(ring)),
+        "pvfs-test",
+        scaled(Duration::from_secs(5)),
+        scaled(Duration::from_secs(10)),
+        pvfs_transport::BufPool::new(1 << 20, 4),
+    )
+    .await
+    .expect("raw connection with the handshake");
+    mux
+}
+
+/// A blocking TCP connection to server `server` of `config` that has done the
+/// handshake with `proof`, and the session's frame MACs: for tests that write frames
+/// byte by byte after the handshake (tag them with `macs.send`). A refused handshake
+/// is the error.
+pub fn raw_session(
+    config: &Config,
+    server: usize,
+    proof: &pvfs_auth::ClientProof,
+) -> Result<(std::net::TcpStream, pvfs_auth::SessionMacs), pvfs_auth::HandshakeError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sc = &config.servers[server];
+    let (stream, session) = rt.block_on(async {
+        let mut stream = tokio::net::TcpStream::connect(&sc.address).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (mut r, mut w) = stream.split();
+        let run =
+            pvfs_auth::handshake::client(&mut r, &mut w, proof, config.fsid, &sc.name, "pvfs-test");
+        let session = tokio::time::timeout(scaled(Duration::from_secs(10)), run)
+            .await
+            .expect("the handshake did not end in time")?;
+        Ok::<_, pvfs_auth::HandshakeError>((stream, session))
+    })?;
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    Ok((stream, session.macs))
+}
+
+// ----- MUNGE ----------------------------------------------------------------------------
+
+/// A private MUNGE daemon for one test: its own key, socket, pid file, seed and log in
+/// a temporary directory, run in the foreground as a child of the test (killed on
+/// drop, and with the test process). The host's MUNGE, if any, is not touched.
+pub struct Munged {
+    dir: Option<tempfile::TempDir>,
+    /// The daemon's socket (`[security] munge_socket`).
+    pub socket: PathBuf,
+    child: Child,
+}
+
+impl Munged {
+    /// Starts one, or returns `None` after [`skip`]ping `test` when MUNGE is not
+    /// installed (`./scripts/install-deps` installs it) or the test is not root.
+    pub fn start(test: &str) -> Option<Munged> {
+        for tool in ["munged", "mungekey"] {
+            if !have_command(tool) && !Path::new("/usr/sbin").join(tool).exists() {
+                skip(
+                    test,
+                    &format!("{tool} is not installed (Debian package munge)"),
+                );
+                return None;
+            }
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("pvfs-munge-")
+            .tempdir()
+            .unwrap();
+        // munged checks that its directories are not writable by others and that every
+        // user can reach the socket.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let key = dir.path().join("munge.key");
+        let sbin = |t: &str| {
+            if have_command(t) {
+                PathBuf::from(t)
+            } else {
+                Path::new("/usr/sbin").join(t)
+            }
+        };
+        let out = Command::new(sbin("mungekey"))
+            .arg("--create")
+            .arg(format!("--keyfile={}", key.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mungekey: {out:?}");
+        let socket = run.join("munge.socket");
+        let mut cmd = Command::new(sbin("munged"));
+        cmd.arg("--foreground")
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!(
+                "--pid-file={}",
+                dir.path().join("munged.pid").display()
+            ))
+            .arg(format!(
+                "--seed-file={}",
+                dir.path().join("munged.seed").display()
+            ))
+            .arg(format!(
+                "--log-file={}",
+                dir.path().join("munged.log").display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().unwrap();
+        let mut m = Munged {
+            dir: Some(dir),
+            socket,
+            child,
+        };
+        let sock = m.socket.clone();
+        poll("munged's socket", scaled(Duration::from_secs(20)), || {
+            sock.exists().then_some(())
+        });
+        if let Ok(Some(status)) = m.child.try_wait() {
+            panic!("munged exited at once ({status}): {}", m.log());
+        }
+        Some(m)
+    }
+
+    /// The daemon's log.
+    pub fn log(&self) -> String {
+        let dir = self
+            .dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default();
+        std::fs::read_to_string(dir.join("munged.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Munged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            if let Some(d) = self.dir.take() {
+                keep_if_failed(d, "munged");
+            }
+        }
+    }
+}
+
+/// Runs the `pvfs` binary as uid/gid `uid` (no supplementary groups) through
+/// `setpriv`, with `config`, and returns what it did.
+pub fn run_pvfs_as(uid: u32, config: &Path, args: &[&str]) -> CliOutput {
+    let id = uid.to_string();
+    let reuid = format!("--reuid={id}");
+    let regid = format!("--regid={id}");
+    let mut full = vec![reuid.as_str(), regid.as_str(), "--clear-groups", pvfs_bin()];
+    full.extend(args);
+    let c = config.to_str().unwrap();
+    full.extend(["-c", c]);
+    run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
+}
+
+/// The file system's key as a client proof (what key-holding nodes use).
+pub fn key_proof(config: &Config) -> pvfs_auth::ClientProof {
+    pvfs_auth::ClientProof::Key(std::sync::Arc::new(
+        pvfs_auth::KeyRing::load(&config.security.key).expect("the cluster's key file"),
+    ))
+}
+
 /// A multi-threaded tokio runtime for test clients.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -516,6 +711,8 @@ pub struct Builder {
     extra: Vec<String>,
     /// (key, TOML value) lines replaced in the generated configuration.
     settings: Vec<(String, String)>,
+    /// `[security] munge_socket`.
+    munge_socket: Option<PathBuf>,
 }
 
 impl Builder {
@@ -547,6 +744,13 @@ impl Builder {
     /// the TOML value `value`.
     pub fn set(mut self, key: &str, value: &str) -> Self {
         self.settings.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Servers check MUNGE credentials with this daemon (clients that cannot read the
+    /// key use it too).
+    pub fn munge(mut self, m: &Munged) -> Self {
+        self.munge_socket = Some(m.socket.clone());
         self
     }
 
@@ -586,6 +790,11 @@ impl Builder {
         }
         for a in &self.extra {
             args.push(a);
+        }
+        let munge_socket;
+        if let Some(sock) = &self.munge_socket {
+            munge_socket = sock.to_str().unwrap().to_string();
+            args.extend(["--munge-socket", &munge_socket]);
         }
         run_pvfs(&args, &[], &["PVFS_CONFIG"]).ok();
         let mut settings = self.settings.clone();
@@ -632,6 +841,7 @@ impl Builder {
             children: Mutex::new(BTreeMap::new()),
             _ports: ports,
             watchdog: Some(watchdog),
+            user_dir: Mutex::new(None),
         }
     }
 
@@ -666,6 +876,8 @@ pub struct Cluster {
     /// The servers' ports, reserved for the cluster's life.
     _ports: PortBlock,
     watchdog: Option<Watchdog>,
+    /// A directory every user may read, for [`Cluster::user_config`].
+    user_dir: Mutex<Option<tempfile::TempDir>>,
 }
 
 impl Cluster {
@@ -677,6 +889,7 @@ impl Cluster {
             connect_timeout: None,
             extra: Vec::new(),
             settings: Vec::new(),
+            munge_socket: None,
         }
     }
 
@@ -691,6 +904,39 @@ impl Cluster {
 
     pub fn config_path(&self) -> &Path {
         &self.config_path
+    }
+
+    /// A copy of the configuration that every user may read, in a directory every user
+    /// may enter, naming the cluster's key files (which stay readable by root only):
+    /// what a site gives its users. A user's process cannot read the key, so it proves
+    /// its user with MUNGE.
+    pub fn user_config(&self) -> PathBuf {
+        let mut dir = self.user_dir.lock().unwrap();
+        if dir.is_none() {
+            let d = tempfile::Builder::new()
+                .prefix("pvfs-user-")
+                .tempdir()
+                .unwrap();
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            *dir = Some(d);
+        }
+        let path = dir.as_ref().unwrap().path().join("fs.toml");
+        if !path.exists() {
+            let mut text = std::fs::read_to_string(&self.config_path).unwrap();
+            let sec = &self.config.security;
+            for (name, abs) in [("key", &sec.key), ("server_key", &sec.server_key)] {
+                let rel = abs.file_name().unwrap().to_str().unwrap();
+                text = text.replace(
+                    &format!("{name} = \"{rel}\""),
+                    &format!("{name} = \"{}\"", abs.display()),
+                );
+            }
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let c = Config::load(&path).unwrap();
+            assert_eq!(c.security.key, sec.key, "the user's copy names the key");
+        }
+        path
     }
 
     pub fn config_str(&self) -> &str {

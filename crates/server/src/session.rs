@@ -1,0 +1,164 @@
+//! Who a connection and each of its requests act for.
+//!
+//! The handshake binds a connection to an [`Identity`]: a node holding the file
+//! system's key (its requests name their users, as an NFS client's do), or one user
+//! proven by MUNGE (every request must be that user). [`Session`] keeps it for the
+//! connection; [`Caller`] is what one request acts as, handed to its handler.
+
+use pvfs_auth::Identity;
+use pvfs_proto::{Creds, Errno, RequestClass};
+
+use crate::error::{OpError, OpResult};
+
+/// One authenticated connection.
+#[derive(Debug)]
+pub struct Session {
+    /// Who the connection acts for.
+    pub identity: Identity,
+    /// The peer's address, for logs.
+    pub peer: String,
+    /// What the client called itself, for logs.
+    pub client: String,
+}
+
+/// Who one request acts as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The user, its group and supplementary groups, after root squash.
+    pub creds: Creds,
+    /// Sent by a key-holding node (a server, a mount, root's tools).
+    pub trusted: bool,
+}
+
+impl Session {
+    /// The caller a request claiming `creds` acts as: as claimed on a trusted
+    /// connection; on a MUNGE connection only the proven user (squashed root becomes
+    /// nobody), with no group it is not in; anything else is EPERM.
+    pub fn caller(&self, creds: Creds) -> OpResult<Caller> {
+        match &self.identity {
+            Identity::Trusted => Ok(Caller {
+                creds,
+                trusted: true,
+            }),
+            Identity::User {
+                uid,
+                gid,
+                groups,
+                squashed,
+            } => {
+                if creds.uid != *uid || creds.gid != *gid {
+                    return Err(OpError::new(
+                        Errno::EPERM,
+                        format!(
+                            "the request claims uid {} gid {} on a connection proven for uid {uid} gid {gid}",
+                            creds.uid, creds.gid
+                        ),
+                    ));
+                }
+                if let Some(g) = creds.groups.iter().find(|g| !groups.contains(g)) {
+                    return Err(OpError::new(
+                        Errno::EPERM,
+                        format!("the request claims group {g}, which uid {uid} is not in"),
+                    ));
+                }
+                let creds = if *squashed {
+                    let (uid, gid, groups) = self.identity.acts_as().unwrap_or((
+                        pvfs_auth::users::NOBODY,
+                        pvfs_auth::users::NOBODY,
+                        Vec::new(),
+                    ));
+                    Creds { uid, gid, groups }
+                } else {
+                    creds
+                };
+                Ok(Caller {
+                    creds,
+                    trusted: false,
+                })
+            }
+        }
+    }
+}
+
+impl Caller {
+    /// Fails unless this caller may send a request of `class`: peer steps and admin
+    /// scans only from key-holding nodes.
+    pub fn may_send(&self, class: RequestClass, op: &str) -> OpResult<()> {
+        match class {
+            RequestClass::Client => Ok(()),
+            RequestClass::Peer | RequestClass::Admin if self.trusted => Ok(()),
+            RequestClass::Peer | RequestClass::Admin => Err(OpError::new(
+                Errno::EPERM,
+                format!(
+                    "{op} is only accepted from servers and nodes holding the file system's key"
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(squashed: bool) -> Session {
+        Session {
+            identity: Identity::User {
+                uid: if squashed { 0 } else { 1000 },
+                gid: if squashed { 0 } else { 100 },
+                groups: if squashed { vec![0] } else { vec![100, 27] },
+                squashed,
+            },
+            peer: "test".into(),
+            client: "test".into(),
+        }
+    }
+
+    fn creds(uid: u32, gid: u32, groups: &[u32]) -> Creds {
+        Creds {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_user_connection_acts_only_as_its_user() {
+        let s = user(false);
+        let c = s.caller(creds(1000, 100, &[27])).unwrap();
+        assert!(!c.trusted);
+        assert_eq!(c.creds.groups, vec![27]);
+        assert_eq!(s.caller(creds(0, 0, &[])).unwrap_err().errno, Errno::EPERM);
+        assert_eq!(
+            s.caller(creds(1000, 0, &[])).unwrap_err().errno,
+            Errno::EPERM
+        );
+        assert_eq!(
+            s.caller(creds(1000, 100, &[0])).unwrap_err().errno,
+            Errno::EPERM
+        );
+        assert!(c.may_send(RequestClass::Client, "x").is_ok());
+        assert_eq!(
+            c.may_send(RequestClass::Peer, "RemoveObject")
+                .unwrap_err()
+                .errno,
+            Errno::EPERM
+        );
+        assert!(c.may_send(RequestClass::Admin, "ScanObjects").is_err());
+    }
+
+    #[test]
+    fn squashed_root_acts_as_nobody_and_a_key_holder_as_it_says() {
+        let c = user(true).caller(creds(0, 0, &[])).unwrap();
+        assert_eq!(c.creds, creds(65534, 65534, &[65534]));
+        let trusted = Session {
+            identity: Identity::Trusted,
+            peer: "t".into(),
+            client: "t".into(),
+        };
+        let c = trusted.caller(creds(0, 0, &[])).unwrap();
+        assert!(c.trusted);
+        assert_eq!(c.creds.uid, 0);
+        assert!(c.may_send(RequestClass::Admin, "ScanObjects").is_ok());
+    }
+}

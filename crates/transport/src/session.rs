@@ -1,0 +1,97 @@
+//! Opening a client connection: connect, prove who we are and check who the server is
+//! (the handshake of `pvfs_auth::handshake`), then multiplex requests on it with every
+//! frame authenticated.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pvfs_auth::{ClientProof, HandshakeError};
+use pvfs_proto::handshake::Welcome;
+
+use crate::buf::BufPool;
+use crate::mux::MuxConn;
+use crate::stream::{AutoTransport, Conn, Transport};
+use crate::TransportError;
+
+/// What a client needs to open a connection to one server.
+pub struct Target<'a> {
+    /// The server's address.
+    pub addr: &'a str,
+    /// The server's configured name (the handshake checks it).
+    pub server: &'a str,
+    /// The file system's id (the handshake checks it).
+    pub fsid: u64,
+}
+
+/// Runs the client's side of the handshake on `conn` within `timeout`.
+pub async fn handshake(
+    conn: &mut Conn,
+    proof: &ClientProof,
+    target: &Target<'_>,
+    client_name: &str,
+    timeout: Duration,
+) -> Result<pvfs_auth::ClientSession, TransportError> {
+    let run = pvfs_auth::handshake::client(
+        &mut conn.read,
+        &mut conn.write,
+        proof,
+        target.fsid,
+        target.server,
+        client_name,
+    );
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(HandshakeError::Io(m))) => Err(TransportError::Closed(format!(
+            "{} ({}): {m}",
+            target.server, target.addr
+        ))),
+        Ok(Err(e)) => Err(TransportError::Handshake {
+            errno: e.errno(),
+            message: format!("{} ({}): {e}", target.server, target.addr),
+        }),
+        Err(_) => Err(TransportError::Timeout {
+            what: format!("the handshake with {} ({})", target.server, target.addr),
+        }),
+    }
+}
+
+/// Connects to `target`, runs the handshake, and starts a multiplexed connection whose
+/// frames carry the session's MACs. `connect_timeout` bounds the connect and the
+/// handshake; `io_timeout` every later wait.
+pub async fn connect_mux(
+    target: &Target<'_>,
+    proof: &ClientProof,
+    client_name: &str,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    pool: BufPool,
+) -> Result<(Arc<MuxConn>, Welcome), TransportError> {
+    let mut conn = AutoTransport.connect(target.addr, connect_timeout).await?;
+    let session = handshake(&mut conn, proof, target, client_name, connect_timeout).await?;
+    let mux = MuxConn::start(conn, pool, io_timeout, Some(session.macs));
+    Ok((mux, session.welcome))
+}
+
+/// What this process calls itself in handshakes (the servers log it): program name,
+/// host and pid.
+pub fn client_name() -> String {
+    let prog = std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "?".into());
+    let mut host = [0u8; 256];
+    // SAFETY: host is writable for its length; gethostname NUL-terminates within it
+    // or truncates.
+    let ok = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len() - 1) } == 0;
+    let host = if ok {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "?".into()
+    };
+    format!("{prog}@{host}:{}", std::process::id())
+}
