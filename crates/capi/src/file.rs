@@ -46,23 +46,13 @@ fn spec(hint: Option<&pvfs_layout_hint>) -> LayoutSpec {
     }
 }
 
-/// POSIX permission check of the caller against an object's mode (root passes).
+/// POSIX permission check of the caller against an object's mode, by the shared rules
+/// (`pvfs_proto::access`; the servers check again).
 fn check_access(g: &Global, attr: &pvfs_client::Attr, read: bool, write: bool) -> CResult<()> {
-    let creds = g.client().creds();
-    if creds.uid == 0 {
-        return Ok(());
-    }
-    let bits = if creds.uid == attr.uid {
-        attr.mode >> 6
-    } else if creds.gid == attr.gid || creds.groups.contains(&attr.gid) {
-        attr.mode >> 3
-    } else {
-        attr.mode
-    } & 7;
-    if (read && bits & 4 == 0) || (write && bits & 2 == 0) {
-        return Err(fail(libc::EACCES, "permission denied"));
-    }
-    Ok(())
+    use pvfs_proto::access::{MAY_READ, MAY_WRITE};
+    let want = if read { MAY_READ } else { 0 } | if write { MAY_WRITE } else { 0 };
+    pvfs_proto::access::check(attr, g.client().creds(), want)
+        .map_err(|_| fail(libc::EACCES, "permission denied"))
 }
 
 /// Opens (or with O_CREAT creates) what `path` names, as `open(2)` would: the

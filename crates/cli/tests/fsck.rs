@@ -43,6 +43,15 @@ const KINDS: [(&str, bool); 9] = [
 /// call for) and returns the answer; an error answer fails the test.
 async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> Response {
     let op = request.op_name();
+    let r = raw_answer(config, server, request).await;
+    if let Response::Error { errno, message } = &r {
+        panic!("{op} on server {server}: error {errno}: {message}");
+    }
+    r
+}
+
+/// Sends one raw request to server `server` and returns the answer, errors included.
+async fn raw_answer(config: &pvfs_config::Config, server: usize, request: Request) -> Response {
     let mux = common::raw_mux(config, server).await;
     let body = encode(&RequestBody {
         creds: Creds::default(),
@@ -50,11 +59,7 @@ async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> R
         retry: None,
     });
     let mut call = mux.call(&body, &[], true).await.unwrap();
-    let r: Response = decode(&call.recv().await.unwrap().body).unwrap();
-    if let Response::Error { errno, message } = &r {
-        panic!("{op} on server {server}: error {errno}: {message}");
-    }
-    r
+    decode(&call.recv().await.unwrap().body).unwrap()
 }
 
 /// The server holding entry `name` of directory `dir`: shard `name_shard(name)` of
@@ -195,6 +200,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             Request::SealDir {
                 dir: sealed,
                 seal: true,
+                ticket: None,
             },
         )
         .await;
@@ -210,25 +216,72 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 handle: f2,
                 kind: ObjKind::File,
                 replace: None,
+                ticket: None,
             },
         )
         .await;
-        // OrphanEntry: an entry in a directory that does not exist (one whose rmdir
-        // removed the object but not, on another server, this entry).
-        let ghost = config.servers[1].handles.first + 0xabc_0000;
+        // OrphanEntry: an entry in a directory that does not exist (a directory
+        // object removed by hand, name and all, while an entry of it, on another
+        // server, names /a/f1). Servers refuse a name for a directory that does not
+        // exist, so the entry is made first.
+        c.mkdir("/a/ghost", 0o755).await.unwrap();
+        let (ghost, ghost_shards) = shards_of(&c, "/a/ghost").await;
         let f1 = c.stat("/a/f1").await.unwrap().handle;
         raw(
             &config,
-            config.owner_of(ghost).unwrap(),
+            entry_server(&config, ghost, ghost_shards, "lost"),
             Request::LinkEntry {
                 dir: ghost,
                 name: "lost".into(),
                 handle: f1,
                 kind: ObjKind::File,
                 replace: None,
+                ticket: None,
             },
         )
         .await;
+        raw(
+            &config,
+            entry_server(&config, a, a_shards, "ghost"),
+            Request::Unlink {
+                dir: a,
+                name: "ghost".into(),
+                expect: Some(ghost),
+                want: pvfs_proto::UnlinkWant::Dir,
+                drop_object: false,
+            },
+        )
+        .await;
+        raw(
+            &config,
+            config.owner_of(ghost).unwrap(),
+            Request::RemoveObject {
+                handle: ghost,
+                ticket: None,
+            },
+        )
+        .await;
+        // A name in the wrong shard is refused (it would be invisible).
+        let wrong = (0..config.servers.len())
+            .find(|&s| s != entry_server(&config, a, a_shards, "misplaced"))
+            .unwrap();
+        let refused = raw_answer(
+            &config,
+            wrong,
+            Request::LinkEntry {
+                dir: a,
+                name: "misplaced".into(),
+                handle: f1,
+                kind: ObjKind::File,
+                replace: None,
+                ticket: None,
+            },
+        )
+        .await;
+        assert!(
+            matches!(&refused, Response::Error { errno, .. } if pvfs_proto::Errno(*errno) == pvfs_proto::Errno::EXDEV),
+            "a misplaced name: {refused:?}"
+        );
         // WrongParent: /a/b records the root as its parent while /a names it (an
         // interrupted rename of a directory).
         raw(
@@ -237,6 +290,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             Request::SetParent {
                 dir: b_dir,
                 parent: c.root(),
+                ticket: None,
             },
         )
         .await;

@@ -448,7 +448,9 @@ fn mount_lifecycle_signals_and_dead_daemons() {
 }
 
 /// A user (uid 65534) mounts the file system with `pvfs mount` (through the setuid
-/// `fusermount3`), works on it and unmounts it with `pvfs umount`, without root.
+/// `fusermount3`), works on it and unmounts it with `pvfs umount`, without root. The
+/// user cannot read the file system's key, so the mount proves its user with MUNGE
+/// (a private `munged`), and the servers hold it to that user's rights.
 ///
 /// `fusermount3` opens `/dev/fuse` as the calling user: Debian's udev rules make it
 /// 0666, but container images (this one among them) leave it 0600. The test changes
@@ -482,7 +484,12 @@ fn a_user_mounts_and_unmounts_without_root() {
         }
     }
     let host_mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode();
-    let cluster = Cluster::start();
+    // The user cannot read the file system's key: the user's mount proves its user
+    // with MUNGE (a private munged for this test).
+    let Some(munged) = common::Munged::start(TEST) else {
+        return;
+    };
+    let cluster = Cluster::builder().munge(&munged).start();
     // Root makes the user a directory (through a root mount).
     let mut m = Mount::start(&cluster, &[]);
     std::fs::create_dir(m.join("home")).unwrap();
@@ -492,9 +499,7 @@ fn a_user_mounts_and_unmounts_without_root() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
-    let conf = base.join("fs.toml");
-    std::fs::copy(cluster.config_path(), &conf).unwrap();
-    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let conf = cluster.user_config();
     let mp = base.join("mnt");
     std::fs::create_dir(&mp).unwrap();
     std::os::unix::fs::chown(&mp, Some(65534), Some(65534)).unwrap();

@@ -86,6 +86,22 @@ fn stripe(rng: &mut Rng) -> Stripe {
     }
 }
 
+/// No capability, or one that no server sealed (random rights, uid, seal).
+fn cap(rng: &mut Rng, h: Handle) -> Option<pvfs_proto::Capability> {
+    if rng.chance(0.5) {
+        return None;
+    }
+    let handle = if rng.chance(0.8) { h } else { rng.next_u64() };
+    let mac_len = pick(rng, &[0usize, 16, 32]);
+    Some(pvfs_proto::Capability {
+        handle,
+        rights: rng.next_u64() as u32,
+        uid: pick(rng, &[0, 1000]),
+        expires: rng.next_u64(),
+        mac: rng.bytes(mac_len),
+    })
+}
+
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     let h = handle(rng, real);
     let dir = handle(rng, real);
@@ -95,14 +111,19 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
-    match rng.range(0, 31) {
+    match rng.range(0, 32) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
             dir,
             name: name(rng),
+            want: rng.next_u64() as u32,
         },
-        3 => Request::GetAttr { handle: h },
+        3 => Request::GetAttr {
+            handle: h,
+            want: rng.next_u64() as u32 & 0x3f,
+            proof: cap(rng, h),
+        },
         4 => Request::ListAttr {
             handles: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
         },
@@ -117,6 +138,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
                     nsecs: rng.next_u64() as u32,
                 }),
                 mtime: None,
+                now: rng.chance(0.3),
             },
         },
         6 => Request::Create {
@@ -161,6 +183,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             handle: h,
             kind,
             replace: rng.chance(0.3).then(|| handle(rng, real)),
+            ticket: cap(rng, h),
         },
         9 => Request::Rename {
             src_dir: dir,
@@ -179,13 +202,21 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         11 => Request::SealDir {
             dir,
             seal: rng.chance(0.2),
+            ticket: cap(rng, dir),
         },
-        12 => Request::SetParent { dir, parent: h },
+        12 => Request::SetParent {
+            dir,
+            parent: h,
+            ticket: cap(rng, dir),
+        },
         13 => Request::SetDirLayout {
             dir,
             layout: rng.chance(0.5).then_some(spec),
         },
-        14 => Request::RemoveObject { handle: h },
+        14 => Request::RemoveObject {
+            handle: h,
+            ticket: cap(rng, h),
+        },
         15 => Request::Precreate {
             count: pick(rng, &[0, 1, 1 << 21, u32::MAX]),
         },
@@ -195,12 +226,14 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             index: rng.range(0, 6) as u32,
             regions: regions(rng),
             sync: rng.chance(0.1),
+            cap: cap(rng, h),
         },
         18 | 19 => Request::Read {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
             regions: regions(rng),
+            cap: cap(rng, h),
         },
         20 => Request::GetSizes {
             handles: (0..rng.range(0, 50)).map(|_| handle(rng, real)).collect(),
@@ -210,10 +243,13 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
             size: num(rng),
+            cap: cap(rng, h),
         },
-        22 => Request::RemoveDatafiles {
-            handles: (0..rng.range(0, 5)).map(|_| handle(rng, &[])).collect(),
-        },
+        22 => {
+            let handles: Vec<Handle> = (0..rng.range(0, 5)).map(|_| handle(rng, &[])).collect();
+            let tickets = handles.iter().filter_map(|&d| cap(rng, d)).collect();
+            Request::RemoveDatafiles { handles, tickets }
+        }
         23 => Request::Fsync {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
         },
@@ -239,6 +275,9 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         29 => Request::ScanEntries {
             after: rng.chance(0.5).then(|| (handle(rng, real), name(rng))),
             max: rng.next_u64() as u32,
+        },
+        30 => Request::Forget {
+            handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
         },
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
@@ -370,7 +409,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     );
     assert_eq!(ok + err, count, "answers counted");
     assert_eq!(err, errors);
-    assert_eq!(tally.len(), 29, "request kinds sent: {:?}", tally.keys());
+    assert_eq!(tally.len(), 30, "request kinds sent: {:?}", tally.keys());
     assert!(
         errors > 0 && errors < count,
         "{errors} of {count} requests answered with an error: junk must draw errors, \

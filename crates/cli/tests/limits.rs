@@ -1,7 +1,13 @@
 //! Resource limits: with a small receive-buffer budget many clients
 //! writing at once still succeed (the budget paces them, it does not deadlock), server
-//! memory stays bounded, and connections beyond the limit are closed at once while the
-//! others keep working.
+//! memory stays bounded, and connections beyond the limit are closed at once, at
+//! accept and before any handshake, while the others keep working.
+//!
+//! The raw connections here speak protocol version 2: each served one first does the
+//! authenticated handshake with the file system's key (`common::raw_session`), then
+//! sends ping frames built from the documented layout (crates/proto/src/frame.rs) with
+//! the 16-byte tag of the session's MAC (crates/auth/src/mac.rs), and checks the tag
+//! of each Pong with the session's receiving MAC.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -11,6 +17,8 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{Cluster, Rng};
+use pvfs_auth::handshake::HandshakeError;
+use pvfs_auth::{SessionMacs, TAG_LEN};
 use pvfs_client::LayoutSpec;
 
 fn rss(pid: u32) -> u64 {
@@ -71,22 +79,28 @@ fn react() -> Duration {
     common::scaled(Duration::from_secs(30))
 }
 
-/// A ping request frame with request id `id`, built from the documented frame layout
-/// (32-byte header: magic, version 1, kind 1 = request, flags 1 = END, id, body length).
-fn ping_frame(id: u64) -> Vec<u8> {
+/// A tagged ping request frame with request id `id`, built from the documented frame
+/// layout (32-byte header: magic "PVFS", version 2, kind 1 = request, flags 1 = END,
+/// id, body length, tag length 16; then body and tag), sealed with the session's MAC
+/// (so frames must be sent in the order they were built).
+fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {
     let body = pvfs_proto::encode(&pvfs_proto::RequestBody {
         creds: pvfs_proto::Creds::current(),
         request: pvfs_proto::Request::Ping {},
         retry: None,
     });
-    let mut f = vec![0u8; 32];
-    f[0..4].copy_from_slice(b"PVFS");
-    f[4..6].copy_from_slice(&1u16.to_le_bytes());
-    f[6] = 1;
-    f[7] = 1;
-    f[8..16].copy_from_slice(&id.to_le_bytes());
-    f[16..20].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    let mut h = [0u8; 32];
+    h[0..4].copy_from_slice(b"PVFS");
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6] = 1;
+    h[7] = 1;
+    h[8..16].copy_from_slice(&id.to_le_bytes());
+    h[16..20].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    h[20..22].copy_from_slice(&(TAG_LEN as u16).to_le_bytes());
+    let tag = macs.send.seal(&h, &body);
+    let mut f = h.to_vec();
     f.extend_from_slice(&body);
+    f.extend_from_slice(&tag);
     f
 }
 
@@ -99,66 +113,119 @@ enum Seen {
     Closed,
 }
 
-/// Waits for the server's reaction on `s`; a read that times out fails the test (it
-/// is neither an answer nor a close).
+/// Waits for the server's reaction on a connection that has not done the handshake
+/// (a served one sends nothing before the client's Hello); a read that times out
+/// fails the test (it is neither an answer nor a close).
 fn reaction(s: &mut TcpStream) -> Seen {
     s.set_read_timeout(Some(react())).unwrap();
-    let mut h = [0u8; 32];
-    match s.read(&mut h[..1]) {
-        Ok(0) => return Seen::Closed,
-        Ok(_) => {}
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => return Seen::Closed,
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => Seen::Closed,
+        Ok(_) => Seen::Answered,
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Seen::Closed,
         Err(e) => panic!(
             "the server neither answered nor closed within {:?}: {e}",
             react()
         ),
     }
-    // The rest of the answer: header, then body, tag and data (none left unread).
-    s.read_exact(&mut h[1..]).unwrap();
-    assert_eq!(&h[0..4], b"PVFS", "an answer without the magic: {h:02x?}");
-    let le32 = |r: std::ops::Range<usize>| u32::from_le_bytes(h[r].try_into().unwrap()) as usize;
-    let rest = le32(16..20) + u16::from_le_bytes([h[20], h[21]]) as usize + le32(24..28);
-    let mut body = vec![0u8; rest];
-    s.read_exact(&mut body).unwrap();
-    Seen::Answered
 }
 
-/// Opens a raw connection to `addr` and pings on it: whether it was served or closed.
-fn ping_raw(addr: &str, id: u64) -> (TcpStream, Seen) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    // A server that closed the connection at once may make this write fail (reset).
-    if s.write_all(&ping_frame(id)).is_err() {
-        return (s, Seen::Closed);
+/// Sends a tagged ping on a session and expects its Pong, the reply's tag checked
+/// with the session's MAC; a close or a silence fails the test.
+#[track_caller]
+fn ping_session(s: &mut TcpStream, macs: &mut SessionMacs, id: u64, what: &str) {
+    s.set_read_timeout(Some(react())).unwrap();
+    s.write_all(&ping_frame(macs, id))
+        .unwrap_or_else(|e| panic!("{what}: cannot send a ping: {e}"));
+    let mut h = [0u8; 32];
+    s.read_exact(&mut h)
+        .unwrap_or_else(|e| panic!("{what}: no answer to a ping: {e}"));
+    assert_eq!(
+        &h[0..4],
+        b"PVFS",
+        "{what}: an answer without the magic: {h:02x?}"
+    );
+    assert_eq!(
+        u16::from_le_bytes([h[4], h[5]]),
+        2,
+        "{what}: answer version"
+    );
+    assert_eq!(h[6], 2, "{what}: not a response frame: {h:02x?}");
+    assert_eq!(
+        u64::from_le_bytes(h[8..16].try_into().unwrap()),
+        id,
+        "{what}: reply id"
+    );
+    let le32 = |r: std::ops::Range<usize>| u32::from_le_bytes(h[r].try_into().unwrap()) as usize;
+    let tag_len = u16::from_le_bytes([h[20], h[21]]) as usize;
+    assert_eq!(
+        tag_len, TAG_LEN,
+        "{what}: an answer without its tag: {h:02x?}"
+    );
+    assert_eq!(le32(24..28), 0, "{what}: a Pong with data");
+    let mut body = vec![0u8; le32(16..20)];
+    let mut tag = vec![0u8; tag_len];
+    s.read_exact(&mut body).unwrap();
+    s.read_exact(&mut tag).unwrap();
+    macs.recv
+        .open(&h, &body, &tag)
+        .unwrap_or_else(|e| panic!("{what}: the answer's tag does not verify: {e}"));
+    let resp: pvfs_proto::Response = pvfs_proto::decode(&body).unwrap();
+    assert!(
+        matches!(resp, pvfs_proto::Response::Pong { .. }),
+        "{what}: a ping answered {resp:?}"
+    );
+}
+
+/// Opens a connection to server 0 and does the handshake, then pings: the session if
+/// it was served, or None if the server closed it (at accept: the handshake met EOF
+/// or a reset, never a `Refused` message or a silence).
+fn session(cluster: &Cluster, id: u64) -> Option<(TcpStream, SessionMacs)> {
+    let config = cluster.config();
+    match common::raw_session(config, 0, &common::key_proof(config)) {
+        Ok((mut s, mut macs)) => {
+            ping_session(&mut s, &mut macs, id, "a served connection");
+            Some((s, macs))
+        }
+        Err(HandshakeError::Io(why)) => {
+            let lower = why.to_lowercase();
+            assert!(
+                ["closed", "reset", "broken pipe"]
+                    .iter()
+                    .any(|w| lower.contains(w)),
+                "a connection beyond the limit should be seen closed, the handshake failed: {why}"
+            );
+            None
+        }
+        Err(e) => panic!("a connection beyond the limit should be closed, not refused: {e:?}"),
     }
-    let seen = reaction(&mut s);
-    (s, seen)
 }
 
 #[test]
 fn connections_beyond_the_limit_are_closed_and_the_rest_keep_working() {
     let cluster = Cluster::builder().set("connections", "4").start();
     let addr = cluster.config().servers[0].address.clone();
-    // Connections take the slots one by one, each proven served by a ping's answer
-    // (other servers' connections may hold slots too); then one is closed at once.
+    // Connections take the slots one by one, each proven served by a handshake and a
+    // tagged ping's Pong (other servers' connections may hold slots too); then one is
+    // closed at once, before any handshake.
     let mut held = Vec::new();
-    let refused = loop {
-        let (s, seen) = ping_raw(&addr, held.len() as u64 + 1);
-        match seen {
-            Seen::Answered => held.push(s),
-            Seen::Closed => break s,
+    loop {
+        match session(&cluster, held.len() as u64 + 1) {
+            Some(s) => held.push(s),
+            None => break,
         }
         assert!(held.len() <= 4, "more than 4 connections were served");
-    };
+    }
     assert!(!held.is_empty(), "no connection was served");
     // Every slot is taken now: another connection, without sending anything, is closed
-    // by the server (EOF or reset observed, not a silent read timeout).
+    // by the server (EOF or reset observed, not a silent read timeout: a served
+    // connection would wait for its Hello and send nothing).
     let mut extra = TcpStream::connect(&addr).unwrap();
     assert_eq!(
         reaction(&mut extra),
         Seen::Closed,
         "a connection beyond the limit was served"
     );
-    drop(refused);
     let log = cluster.dir().join("s0.log");
     common::poll(
         "the refusal to be logged",
@@ -171,12 +238,12 @@ fn connections_beyond_the_limit_are_closed_and_the_rest_keep_working() {
         },
     );
     // The served connections keep working.
-    for (i, s) in held.iter_mut().enumerate() {
-        s.write_all(&ping_frame(100 + i as u64)).unwrap();
-        assert_eq!(
-            reaction(s),
-            Seen::Answered,
-            "held connection {i} stopped serving"
+    for (i, (s, macs)) in held.iter_mut().enumerate() {
+        ping_session(
+            s,
+            macs,
+            100 + i as u64,
+            &format!("held connection {i} after the limit was reached"),
         );
     }
     // Freeing slots lets clients in again (as soon as the server noticed the closes).
@@ -184,10 +251,7 @@ fn connections_beyond_the_limit_are_closed_and_the_rest_keep_working() {
     common::poll(
         "a slot to be free again",
         common::scaled(Duration::from_secs(30)),
-        || {
-            let (_, seen) = ping_raw(&addr, 1000);
-            (seen == Seen::Answered).then_some(())
-        },
+        || session(&cluster, 1000).map(|_| ()),
     );
     let tc = cluster.client();
     tc.run(Duration::from_secs(30), async |c| {

@@ -323,13 +323,20 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
                 max: 10,
             },
         ),
-        (4, Request::RemoveObject { handle: root }),
+        (
+            4,
+            Request::RemoveObject {
+                handle: root,
+                ticket: None,
+            },
+        ),
         (5, Request::Precreate { count: 1 }),
         (
             6,
             Request::SealDir {
                 dir: root,
                 seal: true,
+                ticket: None,
             },
         ),
     ] {

@@ -6,7 +6,7 @@
 
 use pvfs_proto::layout::Layout;
 use pvfs_proto::message::UnlinkWant;
-use pvfs_proto::{Attr, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, Request, Response};
+use pvfs_proto::{rights, Attr, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, Request, Response};
 
 use crate::error::{Error, Result};
 use crate::file::File;
@@ -234,20 +234,25 @@ impl Client {
             want: UnlinkWant::NotDir,
             drop_object: true,
         };
-        let (entry, removed) = match self.rpc(self.entry_server(&d, name), req).await? {
-            Response::Unlinked { entry, removed } => (entry, removed),
+        let (entry, removed, tickets) = match self.rpc(self.entry_server(&d, name), req).await? {
+            Response::Unlinked {
+                entry,
+                removed,
+                tickets,
+            } => (entry, removed, tickets),
             other => return Err(unexpected("Unlink", &other)),
         };
         let leftovers = Leftovers {
             handle: entry.handle,
             removed,
+            tickets,
         };
         Ok((entry, leftovers))
     }
 
     /// Deletes what an unlink left ([`Client::unlink_at_expect`]).
     pub async fn delete_leftovers(&self, leftovers: Leftovers) -> Result<()> {
-        self.finish_removal(leftovers.handle, leftovers.removed)
+        self.finish_removal(leftovers.handle, leftovers.removed, leftovers.tickets)
             .await
     }
 
@@ -294,12 +299,17 @@ impl Client {
     /// `keep_object`), with a file's datafiles.
     pub async fn remove_object(&self, handle: Handle) -> Result<()> {
         let owner = self.owner(handle)?;
-        let detail = match self.rpc(owner, Request::RemoveObject { handle }).await? {
-            Response::Removed { detail } => detail,
+        let ticket = self.ticket(handle, rights::REMOVE);
+        let (detail, tickets) = match self
+            .rpc(owner, Request::RemoveObject { handle, ticket })
+            .await?
+        {
+            Response::Removed { detail, tickets } => (detail, tickets),
             other => return Err(unexpected("RemoveObject", &other)),
         };
+        self.forget_caps(handle);
         if let ObjDetail::File { layout } = detail {
-            crate::io::remove_datafiles(&self.inner.pool, &self.creds, &layout).await;
+            crate::io::remove_datafiles(&self.inner.pool, &self.creds, &layout, &tickets).await;
         }
         Ok(())
     }
@@ -338,7 +348,7 @@ impl Client {
             .rpc(owner, Request::SetDirLayout { dir, layout })
             .await?
         {
-            Response::Attr { attr } => Ok(attr),
+            Response::Attr { attr, .. } => Ok(attr),
             other => Err(unexpected("SetDirLayout", &other)),
         }
     }
@@ -406,4 +416,6 @@ pub struct Leftovers {
     /// The removed object's detail (its layout), if its server removed it with the
     /// entry; `None`: the object is still to be removed.
     removed: Option<ObjDetail>,
+    /// REMOVE tickets for what is left.
+    tickets: Vec<pvfs_proto::Capability>,
 }

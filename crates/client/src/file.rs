@@ -3,8 +3,9 @@
 //! fsync, truncate.
 
 use pvfs_proto::layout::Layout;
-use pvfs_proto::{Attr, Errno, Extent, Handle, Regions};
+use pvfs_proto::{rights, Attr, Errno, Extent, Handle, Regions};
 
+use crate::caps::Granted;
 use crate::error::{Error, Result};
 use crate::io;
 use crate::Client;
@@ -96,21 +97,46 @@ impl File {
         Ok(size.saturating_sub(offset).min(buf.len() as u64) as usize)
     }
 
+    /// Capabilities for `need` on this file (see `crate::caps`).
+    async fn caps(&self, need: u32) -> Result<Granted> {
+        self.client.caps_for(self.attr.handle, need).await
+    }
+
+    /// Whether an error says a capability expired (a data server's clock ahead of
+    /// ours): the operation is retried once with renewed ones.
+    fn expired(&self, e: &Error) -> bool {
+        if e.errno == Errno::EKEYEXPIRED {
+            self.client.forget_caps(self.attr.handle);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Writes `buf` to `regions` (list I/O, writex): the buffer holds the regions'
     /// bytes one after the other. One request per involved data server.
     pub async fn write_regions(&self, regions: &Regions, buf: &[u8]) -> Result<u64> {
         let c = &self.client;
         let mut done = 0;
         for (part, range) in split(regions, buf.len())? {
-            done += io::write(
-                &c.inner.pool,
-                &c.creds,
-                &self.layout,
-                &part,
-                &buf[range],
-                false,
-            )
-            .await?;
+            let mut caps = self.caps(rights::WRITE).await?;
+            let n = loop {
+                let w = io::write(
+                    &c.inner.pool,
+                    &c.creds,
+                    &self.layout,
+                    &caps,
+                    &part,
+                    &buf[range.clone()],
+                    false,
+                )
+                .await;
+                match w {
+                    Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
+                    other => break other?,
+                }
+            };
+            done += n;
         }
         Ok(done)
     }
@@ -130,14 +156,22 @@ impl File {
         let c = &self.client;
         let mut size = 0;
         for (part, range) in split(regions, buf.len())? {
-            let s = io::read(
-                &c.inner.pool,
-                &c.creds,
-                &self.layout,
-                &part,
-                &mut buf[range],
-            )
-            .await?;
+            let mut caps = self.caps(rights::READ).await?;
+            let s = loop {
+                let r = io::read(
+                    &c.inner.pool,
+                    &c.creds,
+                    &self.layout,
+                    &caps,
+                    &part,
+                    &mut buf[range.clone()],
+                )
+                .await;
+                match r {
+                    Err(e) if self.expired(&e) => caps = self.caps(rights::READ).await?,
+                    other => break other?,
+                }
+            };
             size = size.max(s);
         }
         Ok(size)
@@ -188,7 +222,13 @@ impl File {
             return Err(Error::new(Errno::EFBIG, format!("size {size} too large")));
         }
         let c = &self.client;
-        io::truncate(&c.inner.pool, &c.creds, &self.layout, size).await?;
+        let mut caps = self.caps(rights::WRITE).await?;
+        loop {
+            match io::truncate(&c.inner.pool, &c.creds, &self.layout, &caps, size).await {
+                Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
+                other => break other?,
+            }
+        }
         let now = pvfs_proto::Timespec::now();
         c.setattr_handle(
             self.attr.handle,

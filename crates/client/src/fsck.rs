@@ -205,6 +205,7 @@ impl Client {
                                 Request::SetParent {
                                     dir: *h,
                                     parent: *dir,
+                                    ticket: None,
                                 },
                             )
                             .await
@@ -245,6 +246,7 @@ impl Client {
                             Request::SealDir {
                                 dir: *dir,
                                 seal: false,
+                                ticket: None,
                             },
                         )
                         .await
@@ -528,8 +530,14 @@ impl Client {
             }
             after = None;
         }
-        self.rpc(server, Request::RemoveDatafiles { handles: vec![h] })
-            .await
-            .is_ok()
+        self.rpc(
+            server,
+            Request::RemoveDatafiles {
+                handles: vec![h],
+                tickets: Vec::new(),
+            },
+        )
+        .await
+        .is_ok()
     }
 }

@@ -10,9 +10,12 @@
 use futures::future::try_join_all;
 use pvfs_proto::layout::{clip_pieces, Layout, Piece, PieceCursor};
 use pvfs_proto::message::DatafileStat;
-use pvfs_proto::{encode, Creds, Errno, Handle, Regions, Request, RequestBody, Response, Stripe};
+use pvfs_proto::{
+    encode, Capability, Creds, Errno, Handle, Regions, Request, RequestBody, Response, Stripe,
+};
 use pvfs_transport::Incoming;
 
+use crate::caps::Granted;
 use crate::error::{Error, Result};
 use crate::pool::{unexpected, Pool, WRITE_CHUNK};
 
@@ -38,6 +41,7 @@ pub(crate) async fn write(
     pool: &Pool,
     creds: &Creds,
     layout: &Layout,
+    caps: &Granted,
     regions: &Regions,
     buf: &[u8],
     sync: bool,
@@ -46,7 +50,12 @@ pub(crate) async fn write(
     let stripe = layout.stripe();
     let jobs = (0..stripe.count).filter_map(|idx| {
         let bytes = stripe.bytes_on(idx, regions);
-        (bytes > 0).then(|| write_one(pool, creds, layout, stripe, idx, regions, buf, bytes, sync))
+        let cap = caps.datafile(idx as usize).cloned();
+        (bytes > 0).then(|| {
+            write_one(
+                pool, creds, layout, cap, stripe, idx, regions, buf, bytes, sync,
+            )
+        })
     });
     let written = try_join_all(jobs).await?;
     Ok(written.iter().sum())
@@ -57,6 +66,7 @@ async fn write_one(
     pool: &Pool,
     creds: &Creds,
     layout: &Layout,
+    cap: Option<Capability>,
     stripe: Stripe,
     idx: u64,
     regions: &Regions,
@@ -74,6 +84,7 @@ async fn write_one(
             index: idx as u32,
             regions: regions.clone(),
             sync,
+            cap,
         },
         retry: None,
     });
@@ -158,6 +169,7 @@ pub(crate) async fn read(
     pool: &Pool,
     creds: &Creds,
     layout: &Layout,
+    caps: &Granted,
     regions: &Regions,
     buf: &mut [u8],
 ) -> Result<u64> {
@@ -173,11 +185,10 @@ pub(crate) async fn read(
         ptr: buf.as_mut_ptr(),
         len: buf.len(),
     };
-    let local_sizes = try_join_all(
-        involved
-            .iter()
-            .map(|&idx| receive(pool, creds, layout, idx, regions, &out)),
-    )
+    let local_sizes = try_join_all(involved.iter().map(|&idx| {
+        let cap = caps.datafile(idx as usize).cloned();
+        receive(pool, creds, layout, cap, idx, regions, &out)
+    }))
     .await?;
     let mut known = 0u64;
     for (&idx, &local) in involved.iter().zip(&local_sizes) {
@@ -204,6 +215,7 @@ async fn receive(
     pool: &Pool,
     creds: &Creds,
     layout: &Layout,
+    cap: Option<Capability>,
     idx: u64,
     regions: &Regions,
     out: &Scatter,
@@ -218,6 +230,7 @@ async fn receive(
             stripe,
             index: idx as u32,
             regions: regions.clone(),
+            cap,
         },
         retry: None,
     });
@@ -340,7 +353,13 @@ pub(crate) async fn datafile_stats(
 }
 
 /// Sets every datafile of a layout to its share of a file of `size` bytes.
-pub(crate) async fn truncate(pool: &Pool, creds: &Creds, layout: &Layout, size: u64) -> Result<()> {
+pub(crate) async fn truncate(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    caps: &Granted,
+    size: u64,
+) -> Result<()> {
     let stripe = layout.stripe();
     try_join_all(
         layout
@@ -353,6 +372,7 @@ pub(crate) async fn truncate(pool: &Pool, creds: &Creds, layout: &Layout, size: 
                     stripe,
                     index: i as u32,
                     size,
+                    cap: caps.datafile(i).cloned(),
                 };
                 match pool.rpc(df.server as usize, creds, req).await? {
                     Response::Done {} => Ok(()),
@@ -379,9 +399,15 @@ pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result
     Ok(())
 }
 
-/// Deletes the datafiles of a removed file, one request per data server. Failures
-/// leave orphans for fsck; the removal itself already happened.
-pub(crate) async fn remove_datafiles(pool: &Pool, creds: &Creds, layout: &Layout) {
+/// Deletes the datafiles of a removed file, one request per data server, with the
+/// REMOVE `tickets` the removal granted. Failures leave orphans for fsck; the removal
+/// itself already happened.
+pub(crate) async fn remove_datafiles(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    tickets: &[Capability],
+) {
     let mut by_server: Vec<(usize, Vec<Handle>)> = Vec::new();
     for df in &layout.datafiles {
         match by_server.iter_mut().find(|(s, _)| *s == df.server as usize) {
@@ -391,11 +417,15 @@ pub(crate) async fn remove_datafiles(pool: &Pool, creds: &Creds, layout: &Layout
     }
     let results =
         futures::future::join_all(by_server.into_iter().map(|(server, handles)| async move {
-            (
-                server,
-                pool.rpc(server, creds, Request::RemoveDatafiles { handles })
-                    .await,
-            )
+            (server, {
+                let tickets = tickets
+                    .iter()
+                    .filter(|t| handles.contains(&t.handle))
+                    .cloned()
+                    .collect();
+                pool.rpc(server, creds, Request::RemoveDatafiles { handles, tickets })
+                    .await
+            })
         }))
         .await;
     for (server, r) in results {

@@ -8,6 +8,7 @@
 
 mod at;
 pub mod blocking;
+mod caps;
 mod degraded;
 mod error;
 mod file;
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     /// Shard counts of directories seen: fixed at mkdir and handles are never reused,
     /// so entries never go stale.
     dir_shards: std::sync::Mutex<std::collections::HashMap<Handle, u32>>,
+    /// Capabilities granted, per object and user.
+    caps: caps::CapCache,
 }
 
 /// A connection to one pvfs file system. Cheap to clone; clones share connections.
@@ -63,6 +66,7 @@ impl Client {
                 pool: Pool::new(&config),
                 place: Placement::new(&config),
                 dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
+                caps: caps::CapCache::default(),
                 config,
             }),
             creds: Creds::current(),

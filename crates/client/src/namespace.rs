@@ -14,8 +14,8 @@ use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
-    Attr, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, NodeKind, ObjDetail, ObjKind,
-    Request, Response, SetAttr,
+    rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, NodeKind,
+    ObjDetail, ObjKind, Request, Response, SetAttr,
 };
 
 use crate::error::{Error, Result};
@@ -155,8 +155,13 @@ impl Client {
     /// Attributes of an object, from its owner (a file's size is not filled in).
     pub async fn getattr(&self, handle: Handle) -> Result<Attr> {
         let owner = self.owner(handle)?;
-        match self.rpc(owner, Request::GetAttr { handle }).await? {
-            Response::Attr { attr } => {
+        let req = Request::GetAttr {
+            handle,
+            want: 0,
+            proof: None,
+        };
+        match self.rpc(owner, req).await? {
+            Response::Attr { attr, .. } => {
                 self.remember_dir(&attr);
                 Ok(attr)
             }
@@ -201,22 +206,43 @@ impl Client {
             .entry_server(self.config(), dir.handle, dir.shards, name)
     }
 
-    /// Looks `name` up in `dir`: the entry, and the object's attributes.
+    /// Looks `name` up in `dir`: the entry, and the object's attributes. Read rights
+    /// (and a VISIT capability for the object's owner) come with it, so opening for
+    /// reading costs no more requests.
     pub(crate) async fn lookup_in(&self, dir: &Dir, name: &str) -> Result<(DirEntry, Attr)> {
+        self.lookup_want(dir, name, 0).await
+    }
+
+    /// [`Client::lookup_in`], asking also the rights `more` (REMOVE or MOVE for the
+    /// next step of a removal or rename: the server refuses when the caller may not).
+    pub(crate) async fn lookup_want(
+        &self,
+        dir: &Dir,
+        name: &str,
+        more: u32,
+    ) -> Result<(DirEntry, Attr)> {
         let server = self.entry_server(dir, name);
         let req = Request::Lookup {
             dir: dir.handle,
             name: name.to_string(),
+            want: rights::READ | rights::VISIT | more,
         };
         match self.rpc(server, req).await? {
             Response::Entry {
                 entry,
                 attr: Some(attr),
+                caps,
             } => {
                 self.remember_dir(&attr);
+                self.remember_caps(entry.handle, caps);
                 Ok((entry, attr))
             }
-            Response::Entry { entry, attr: None } => {
+            Response::Entry {
+                entry,
+                attr: None,
+                caps,
+            } => {
+                self.remember_caps(entry.handle, caps);
                 let attr = self.getattr(entry.handle).await?;
                 Ok((entry, attr))
             }
@@ -361,7 +387,7 @@ impl Client {
     pub async fn setattr_handle(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
         let owner = self.owner(handle)?;
         let mut attr = match self.rpc(owner, Request::SetAttr { handle, set }).await? {
-            Response::Attr { attr } => attr,
+            Response::Attr { attr, .. } => attr,
             other => return Err(unexpected("SetAttr", &other)),
         };
         self.fill_size(&mut attr).await?;
@@ -374,7 +400,7 @@ impl Client {
     pub async fn setattr_lite(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
         let owner = self.owner(handle)?;
         match self.rpc(owner, Request::SetAttr { handle, set }).await? {
-            Response::Attr { attr } => Ok(attr),
+            Response::Attr { attr, .. } => Ok(attr),
             other => Err(unexpected("SetAttr", &other)),
         }
     }
@@ -442,7 +468,10 @@ impl Client {
             what,
         };
         match self.rpc(server, req).await? {
-            Response::Created { attr } => Ok(attr),
+            Response::Created { attr, caps } => {
+                self.remember_caps(attr.handle, caps);
+                Ok(attr)
+            }
             other => Err(unexpected("Create", &other)),
         }
     }
@@ -569,29 +598,45 @@ impl Client {
             want: UnlinkWant::NotDir,
             drop_object: !keep_object,
         };
-        let (entry, removed) = match self.rpc(server, req).await? {
-            Response::Unlinked { entry, removed } => (entry, removed),
+        let (entry, removed, tickets) = match self.rpc(server, req).await? {
+            Response::Unlinked {
+                entry,
+                removed,
+                tickets,
+            } => (entry, removed, tickets),
             other => return Err(unexpected("Unlink", &other)),
         };
-        if !keep_object {
-            self.finish_removal(entry.handle, removed).await?;
+        if keep_object {
+            self.remember_tickets(&tickets);
+        } else {
+            self.finish_removal(entry.handle, removed, tickets).await?;
         }
         Ok(entry)
     }
 
     /// Deletes what is left of an object whose entry is gone: the object itself when
-    /// it lives on another server, and a file's datafiles.
+    /// it lives on another server, and a file's datafiles, with the REMOVE `tickets`
+    /// the removal of the name granted (and those held from an earlier one).
     pub(crate) async fn finish_removal(
         &self,
         handle: Handle,
         removed: Option<ObjDetail>,
+        tickets: Vec<Capability>,
     ) -> Result<()> {
-        let detail = match removed {
-            Some(d) => d,
+        let (detail, tickets) = match removed {
+            Some(d) => (d, tickets),
             None => {
                 let owner = self.owner(handle)?;
-                match self.rpc(owner, Request::RemoveObject { handle }).await {
-                    Ok(Response::Removed { detail }) => detail,
+                let ticket = tickets
+                    .iter()
+                    .find(|t| t.handle == handle)
+                    .cloned()
+                    .or_else(|| self.ticket(handle, rights::REMOVE));
+                match self
+                    .rpc(owner, Request::RemoveObject { handle, ticket })
+                    .await
+                {
+                    Ok(Response::Removed { detail, tickets }) => (detail, tickets),
                     Ok(other) => return Err(unexpected("RemoveObject", &other)),
                     Err(e) => {
                         tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}");
@@ -600,8 +645,9 @@ impl Client {
                 }
             }
         };
+        self.forget_caps(handle);
         if let ObjDetail::File { layout } = detail {
-            io::remove_datafiles(&self.inner.pool, &self.creds, &layout).await;
+            io::remove_datafiles(&self.inner.pool, &self.creds, &layout, &tickets).await;
         }
         Ok(())
     }
@@ -613,12 +659,14 @@ impl Client {
             .inner
             .place
             .shard_servers(self.config(), dir.handle, dir.shards);
+        let ticket = self.ticket(dir.handle, rights::REMOVE);
         let results = join_all(servers.iter().map(|&s| {
             self.rpc(
                 s,
                 Request::SealDir {
                     dir: dir.handle,
                     seal: true,
+                    ticket: ticket.clone(),
                 },
             )
         }))
@@ -653,11 +701,17 @@ impl Client {
     }
 
     async fn unseal_on(&self, dir: Handle, servers: &[usize]) {
-        join_all(
-            servers
-                .iter()
-                .map(|&s| self.rpc(s, Request::SealDir { dir, seal: false })),
-        )
+        let ticket = self.ticket(dir, rights::REMOVE);
+        join_all(servers.iter().map(|&s| {
+            self.rpc(
+                s,
+                Request::SealDir {
+                    dir,
+                    seal: false,
+                    ticket: ticket.clone(),
+                },
+            )
+        }))
         .await;
     }
 
@@ -670,7 +724,7 @@ impl Client {
     }
 
     pub(crate) async fn rmdir_in(&self, parent: &Dir, name: &str) -> Result<()> {
-        let (entry, attr) = self.lookup_in(parent, name).await?;
+        let (entry, attr) = self.lookup_want(parent, name, rights::REMOVE).await?;
         if entry.kind != ObjKind::Dir {
             return Err(Error::at(Errno::ENOTDIR, name));
         }
@@ -685,9 +739,11 @@ impl Client {
             drop_object: true,
         };
         match self.rpc(server, req).await {
-            Ok(Response::Unlinked { entry, removed }) => {
-                self.finish_removal(entry.handle, removed).await
-            }
+            Ok(Response::Unlinked {
+                entry,
+                removed,
+                tickets,
+            }) => self.finish_removal(entry.handle, removed, tickets).await,
             Ok(other) => Err(unexpected("Unlink", &other)),
             Err(e) => {
                 self.unseal(&target).await;
@@ -772,8 +828,15 @@ impl Client {
         (from, to): (&str, &str),
         keep_replaced: bool,
     ) -> Result<Option<DirEntry>> {
+        // The source's MOVE ticket (the server checks the caller may take the name
+        // away), and for a directory going elsewhere, may rewrite its "..".
+        let reparent = if sdir.handle != ddir.handle {
+            rights::REPARENT
+        } else {
+            0
+        };
         let (src, src_attr) = self
-            .lookup_in(sdir, sname)
+            .lookup_want(sdir, sname, rights::MOVE | reparent)
             .await
             .map_err(|e| e.for_path(from))?;
         if sdir.handle == ddir.handle && sname == dname {
@@ -785,7 +848,12 @@ impl Client {
         if src.kind == ObjKind::Dir {
             self.check_not_inside(src.handle, ddir, to).await?;
         }
-        let dst = match self.lookup_in(ddir, dname).await {
+        let dst_want = if mode == RenameMode::Exchange {
+            rights::MOVE | reparent
+        } else {
+            0
+        };
+        let dst = match self.lookup_want(ddir, dname, dst_want).await {
             Ok(found) => Some(found),
             Err(e) if e.errno == Errno::ENOENT => None,
             Err(e) => return Err(e.for_path(to)),
@@ -811,6 +879,10 @@ impl Client {
                 (false, true) => return Err(Error::at(Errno::EISDIR, to)),
                 (true, true) => {
                     let victim = Dir::from_attr(dattr.clone())?;
+                    // A REMOVE ticket to seal it: the caller may remove that name.
+                    self.lookup_want(ddir, dname, rights::REMOVE)
+                        .await
+                        .map_err(|e| e.for_path(to))?;
                     self.seal(&victim).await.map_err(|e| e.for_path(to))?;
                     sealed = Some(victim);
                 }
@@ -821,7 +893,7 @@ impl Client {
         let result = self
             .move_entry(sdir, sname, ddir, dname, &src, replace)
             .await;
-        let replaced = match result {
+        let (replaced, tickets) = match result {
             Ok(r) => r,
             Err(e) => {
                 if let Some(v) = &sealed {
@@ -831,9 +903,12 @@ impl Client {
             }
         };
         let kept = match replaced {
-            Some(old) if keep_replaced => Some(old),
+            Some(old) if keep_replaced => {
+                self.remember_tickets(&tickets);
+                Some(old)
+            }
             Some(old) => {
-                self.finish_removal(old.handle, None).await?;
+                self.finish_removal(old.handle, None, tickets).await?;
                 None
             }
             None => None,
@@ -846,7 +921,16 @@ impl Client {
 
     async fn set_parent(&self, dir: Handle, parent: Handle) -> Result<()> {
         let owner = self.owner(dir)?;
-        self.rpc(owner, Request::SetParent { dir, parent }).await?;
+        let ticket = self.ticket(dir, rights::MOVE);
+        self.rpc(
+            owner,
+            Request::SetParent {
+                dir,
+                parent,
+                ticket,
+            },
+        )
+        .await?;
         Ok(())
     }
 
@@ -876,6 +960,7 @@ impl Client {
             handle: entry.handle,
             kind: entry.kind,
             replace: Some(old),
+            ticket: self.ticket(entry.handle, rights::MOVE),
         };
         let d_server = self.entry_server(ddir, dname);
         self.rpc(d_server, link(ddir, dname, src, dst.handle))
@@ -907,7 +992,7 @@ impl Client {
         dname: &str,
         src: &DirEntry,
         replace: Option<Handle>,
-    ) -> Result<Option<DirEntry>> {
+    ) -> Result<(Option<DirEntry>, Vec<Capability>)> {
         let s_server = self.entry_server(sdir, sname);
         let d_server = self.entry_server(ddir, dname);
         if s_server == d_server {
@@ -920,7 +1005,7 @@ impl Client {
                 replace,
             };
             return match self.rpc(s_server, req).await? {
-                Response::Linked { replaced } => Ok(replaced),
+                Response::Linked { replaced, tickets } => Ok((replaced, tickets)),
                 other => Err(unexpected("Rename", &other)),
             };
         }
@@ -930,9 +1015,10 @@ impl Client {
             handle: src.handle,
             kind: src.kind,
             replace,
+            ticket: self.ticket(src.handle, rights::MOVE),
         };
-        let replaced = match self.rpc(d_server, link).await? {
-            Response::Linked { replaced } => replaced,
+        let (replaced, tickets) = match self.rpc(d_server, link).await? {
+            Response::Linked { replaced, tickets } => (replaced, tickets),
             other => return Err(unexpected("LinkEntry", &other)),
         };
         let unlink = Request::Unlink {
@@ -943,7 +1029,7 @@ impl Client {
             drop_object: false,
         };
         match self.rpc(s_server, unlink).await {
-            Ok(_) => Ok(replaced),
+            Ok(_) => Ok((replaced, tickets)),
             Err(e) => {
                 tracing::warn!("rename left the old name {sname:?} in place: {e}");
                 Err(e)

@@ -18,19 +18,10 @@ impl Placement {
         }
     }
 
-    /// Position among the metadata servers of the server owning `h`.
-    fn meta_pos(&self, config: &Config, h: Handle) -> usize {
-        config
-            .owner_of(h)
-            .and_then(|owner| self.metas.iter().position(|&m| m == owner))
-            .unwrap_or(0)
-    }
-
     /// The server holding shard `shard` of directory `dir`: shard k lives on the k-th
     /// metadata server after the directory's owner (shard 0 with the directory).
     pub fn shard_server(&self, config: &Config, dir: Handle, shard: u32) -> usize {
-        let m = self.metas.len();
-        self.metas[(self.meta_pos(config, dir) + shard as usize) % m]
+        config.shard_server_in(&self.metas, dir, shard)
     }
 
     /// The server holding entry `name` of directory `dir` with `shards` shards; a new

@@ -229,6 +229,13 @@ pub(crate) fn to_toml(c: &Config) -> String {
             "clients whose MUNGE root is root",
         ),
     ]);
+    out.push(note(
+        format!(
+            "capability_lifetime = {}",
+            quote(&format_duration(sec.capability_lifetime))
+        ),
+        "rights granted at open, renewed",
+    ));
     if let Some(sock) = &sec.munge_socket {
         out.push(note(
             format!("munge_socket = {}", path(sock)),

@@ -68,6 +68,9 @@ pub struct Security {
     pub trusted: Vec<std::net::IpAddr>,
     /// munged's socket; `None` for libmunge's default.
     pub munge_socket: Option<PathBuf>,
+    /// How long a capability a metadata server grants stays valid (clients renew
+    /// them; a permission taken away stops I/O by the next renewal).
+    pub capability_lifetime: Duration,
 }
 
 impl Default for Security {
@@ -78,6 +81,7 @@ impl Default for Security {
             root_squash: true,
             trusted: Vec::new(),
             munge_socket: None,
+            capability_lifetime: Duration::from_secs(600),
         }
     }
 }
@@ -392,6 +396,28 @@ impl Config {
         self.meta_servers()
             .first()
             .map_or(0, |&i| self.servers[i].handles.first)
+    }
+
+    /// The server holding shard `shard` of directory `dir`, given the metadata
+    /// servers `metas` ([`Config::meta_servers`], passed in so callers that place many
+    /// names compute it once): shard k lives on the k-th metadata server after the
+    /// directory's owner (shard 0 with the directory), `docs/namespace.md`.
+    pub fn shard_server_in(&self, metas: &[usize], dir: Handle, shard: u32) -> usize {
+        let pos = self
+            .owner_of(dir)
+            .and_then(|owner| metas.iter().position(|&m| m == owner))
+            .unwrap_or(0);
+        metas[(pos + shard as usize) % metas.len()]
+    }
+
+    /// The server holding entry `name` of directory `dir` with `shards` shards (a new
+    /// object named `name` is created there too).
+    pub fn entry_server(&self, dir: Handle, shards: u32, name: &str) -> usize {
+        self.shard_server_in(
+            &self.meta_servers(),
+            dir,
+            pvfs_proto::name_shard(name, shards),
+        )
     }
 
     fn with_role(&self, role: Roles) -> Vec<usize> {

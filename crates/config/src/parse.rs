@@ -38,6 +38,7 @@ struct RawSecurity {
     root_squash: Option<bool>,
     trusted: Option<Spanned<Vec<Spanned<String>>>>,
     munge_socket: Option<Spanned<String>>,
+    capability_lifetime: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -286,6 +287,10 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Some(v) = &sec.munge_socket {
             security.munge_socket = Some(cx.convert("security.munge_socket", v, non_empty_path)?);
         }
+        if let Some(v) = &sec.capability_lifetime {
+            security.capability_lifetime =
+                cx.convert("security.capability_lifetime", v, duration_value)?;
+        }
         security.root_squash = sec.root_squash.unwrap_or(true);
         if let Some(list) = &sec.trusted {
             for a in cx.at("security.trusted", list) {
@@ -501,6 +506,12 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
     }
     if c.timeouts.request.is_zero() {
         fail!("timeouts.request", "must be greater than zero");
+    }
+    if c.security.capability_lifetime < std::time::Duration::from_secs(10) {
+        fail!(
+            "security.capability_lifetime",
+            "must be at least 10s (clients renew capabilities before they expire)"
+        );
     }
     Ok(())
 }

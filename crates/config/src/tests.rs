@@ -357,13 +357,18 @@ fn security_parses_defaults_resolves_and_fails_with_the_line() {
     assert!(c.security.root_squash);
     let text = format!(
         "{BASE}\n[security]\nkey = \"k/node.key\"\nserver_key = \"/etc/s.key\"\n\
-         root_squash = false\ntrusted = [\"10.0.0.1\", \"::1\"]\nmunge_socket = \"/tmp/m.sock\"\n"
+         root_squash = false\ntrusted = [\"10.0.0.1\", \"::1\"]\nmunge_socket = \"/tmp/m.sock\"\n\
+         capability_lifetime = \"2m\"\n"
     );
     let c = Config::parse(&text, "f.toml").unwrap();
     assert_eq!(c.security.key, PathBuf::from("k/node.key"));
     assert_eq!(c.security.server_key, PathBuf::from("/etc/s.key"));
     assert!(!c.security.root_squash);
     assert_eq!(c.security.trusted.len(), 2);
+    assert_eq!(
+        c.security.capability_lifetime,
+        std::time::Duration::from_secs(120)
+    );
     assert_eq!(
         c.security.munge_socket.as_deref(),
         Some(Path::new("/tmp/m.sock"))

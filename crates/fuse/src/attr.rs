@@ -138,27 +138,16 @@ pub(crate) fn placeholder(root: Handle, entry: &DirEntry) -> FileAttr {
 }
 
 /// Read, write and execute/search bits of an access request.
-pub(crate) const MAY_READ: u32 = 4;
+pub(crate) const MAY_READ: u32 = pvfs_proto::access::MAY_READ;
 /// See [`MAY_READ`].
-pub(crate) const MAY_WRITE: u32 = 2;
+pub(crate) const MAY_WRITE: u32 = pvfs_proto::access::MAY_WRITE;
 
 /// Whether `creds` may access an object with attributes `attr` for `want` (a mask
-/// of [`MAY_READ`], [`MAY_WRITE`], 1 for execute), by its mode bits, as the kernel's
-/// `generic_permission` does (no ACLs). Used where the kernel could not check: an
-/// `O_CREAT` open that found the file created meanwhile by someone else.
+/// of [`MAY_READ`], [`MAY_WRITE`], 1 for execute), by the shared POSIX rules
+/// (`pvfs_proto::access`). Used where the kernel could not check: an `O_CREAT` open
+/// that found the file created meanwhile by someone else.
 pub(crate) fn may_access(attr: &Attr, creds: &Creds, want: u32) -> bool {
-    if creds.uid == 0 {
-        // Root reads and writes anything; it executes only what some x bit allows.
-        return want & 1 == 0 || attr.kind() == ObjKind::Dir || attr.mode & 0o111 != 0;
-    }
-    let bits = if creds.uid == attr.uid {
-        (attr.mode >> 6) & 7
-    } else if creds.gid == attr.gid || creds.groups.contains(&attr.gid) {
-        (attr.mode >> 3) & 7
-    } else {
-        attr.mode & 7
-    };
-    bits & want == want
+    pvfs_proto::access::permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), creds, want)
 }
 
 #[cfg(test)]

@@ -380,6 +380,9 @@ impl Inner {
             gid: req.gid,
             atime: req.atime.map(timespec),
             mtime: req.mtime.map(timespec),
+            // Explicit times: a "now" change the kernel approved for a writer who is
+            // not the owner is retried below on the kernel's word.
+            now: false,
         };
         let times_now = matches!(req.atime, None | Some(TimeOrNow::Now))
             && matches!(req.mtime, None | Some(TimeOrNow::Now));

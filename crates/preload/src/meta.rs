@@ -947,6 +947,7 @@ unsafe fn times_set(times: *const timespec) -> R<SetAttr> {
         return Ok(SetAttr {
             atime: Some(now),
             mtime: Some(now),
+            now: true,
             ..Default::default()
         });
     }
@@ -963,9 +964,12 @@ unsafe fn times_set(times: *const timespec) -> R<SetAttr> {
             _ => Err(libc::EINVAL),
         }
     };
+    let both_now = t.iter().all(|ts| ts.tv_nsec == libc::UTIME_NOW);
     Ok(SetAttr {
         atime: one(&t[0])?,
         mtime: one(&t[1])?,
+        // Both now: allowed to anyone who may write the file, as the kernel allows.
+        now: both_now,
         ..Default::default()
     })
 }

@@ -153,23 +153,14 @@ impl Proc {
     }
 
     /// Whether the caller may access `attr` for `want` (a mask of `R_OK`, `W_OK`,
-    /// `X_OK`), by the mode bits as the kernel's generic permission check does.
+    /// `X_OK`), by the shared POSIX rules (`pvfs_proto::access`).
     pub(crate) fn may(&self, attr: &Attr, want: u32) -> bool {
-        let mode = attr.mode;
-        if self.uid == 0 {
-            // root: everything, except execute needs some execute bit (or a directory).
-            return want & (libc::X_OK as u32) == 0
-                || attr.kind() == pvfs_client::ObjKind::Dir
-                || mode & 0o111 != 0;
-        }
-        let bits = if self.uid == attr.uid {
-            (mode >> 6) & 7
-        } else if self.gid == attr.gid || self.groups.contains(&attr.gid) {
-            (mode >> 3) & 7
-        } else {
-            mode & 7
+        let creds = pvfs_proto::Creds {
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
         };
-        bits & want == want
+        pvfs_proto::access::permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), &creds, want)
     }
 }
 

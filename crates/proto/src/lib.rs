@@ -1,6 +1,8 @@
 //! The pvfs wire protocol and the arithmetic clients and servers share.
 //!
 //! - [`frame`]: the 32-byte frame header and its limits;
+//! - [`access`]: the POSIX permission rules servers and interfaces share;
+//! - [`cap`]: capabilities, the rights servers grant on one object for a while;
 //! - [`codec`]: the little-endian, bounds-checked encoding of bodies and records;
 //! - [`handshake`]: the messages that open every connection;
 //! - [`message`]: one [`Request`] enum and one [`Response`] enum;
@@ -9,6 +11,8 @@
 //!
 //! The byte-level format is documented in `docs/wire-protocol.md`.
 
+pub mod access;
+pub mod cap;
 pub mod codec;
 pub mod errno;
 pub mod frame;
@@ -18,6 +22,7 @@ pub mod message;
 pub mod regions;
 pub mod types;
 
+pub use cap::{rights, Capability};
 pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::Errno;
 pub use frame::{FrameError, FrameHeader, FrameKind};

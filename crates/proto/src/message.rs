@@ -4,6 +4,7 @@
 //! [`Response`]. Bulk data never sits in a body: it follows the body in the same frame
 //! and in further `Data` frames (see [`crate::frame`]).
 
+use crate::cap::Capability;
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::layout::{LayoutSpec, Stripe};
 use crate::regions::Regions;
@@ -182,10 +183,15 @@ wire_enum! {
         1 => Ping {},
         /// Space and object counts of this server's storage.
         2 => StatFs {},
-        /// Looks a name up in the shard of `dir` this server holds.
-        10 => Lookup { dir: Handle, name: String },
-        /// Attributes of one object.
-        11 => GetAttr { handle: Handle },
+        /// Looks a name up in the shard of `dir` this server holds (the caller needs
+        /// search permission on `dir`). `want`: the rights ([`rights`]) the caller
+        /// asks on the object found; the answer's capabilities grant those of them it
+        /// may have.
+        10 => Lookup { dir: Handle, name: String, want: u32 },
+        /// Attributes of one object; with `want`, capabilities too (a caller that
+        /// does not hold the key shows `proof`: a VISIT capability from the lookup of
+        /// its name, or one it holds on the object already, expired or not).
+        11 => GetAttr { handle: Handle, want: u32, proof: Option<Capability> },
         /// Attributes of many objects on this server (readdirplus phase 1).
         12 => ListAttr { handles: Vec<Handle> },
         /// Changes mode, owner, group or times.
@@ -196,8 +202,9 @@ wire_enum! {
         /// lives here. `expect` guards against a concurrent change of the entry.
         15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, drop_object: bool },
         /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
-        /// that handle and is replaced, otherwise the name must be free.
-        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle> },
+        /// that handle and is replaced, otherwise the name must be free. `ticket`:
+        /// MOVE on `handle` (from the lookup of the name it is moved from).
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, ticket: Option<Capability> },
         /// Moves an entry when both names are in shards on this server (one commit).
         17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle> },
         /// One page of the entries of `dir` this server holds, after name `after`. A
@@ -206,26 +213,35 @@ wire_enum! {
         /// the shard it expects there, for logs and packet captures.
         18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 },
         /// Seals (refuses new entries if empty) or unseals this server's shard of `dir`.
-        19 => SealDir { dir: Handle, seal: bool },
-        /// Records a directory's new parent after a rename.
-        20 => SetParent { dir: Handle, parent: Handle },
+        /// `ticket`: REMOVE on `dir` (from the lookup of its name).
+        19 => SealDir { dir: Handle, seal: bool, ticket: Option<Capability> },
+        /// Records a directory's new parent after a rename. `ticket`: MOVE on `dir`.
+        20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> },
         /// Sets or clears a directory's default layout.
         21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> },
-        /// Deletes an object whose entry is already gone.
-        22 => RemoveObject { handle: Handle },
+        /// Deletes an object whose entry is already gone. `ticket`: REMOVE on it
+        /// (from the unlink that removed its name).
+        22 => RemoveObject { handle: Handle, ticket: Option<Capability> },
+        /// Forget cached attributes of these objects: their owner changed who may use
+        /// them (servers cache the attributes of directories they hold shards of).
+        23 => Forget { handles: Vec<Handle> },
         /// Reserves `count` datafile handles on this data server (precreate pool).
         30 => Precreate { count: u32 },
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
-        /// data follows in this frame and further Data frames, in stream order.
-        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool },
-        /// Reads the bytes of `regions` held by datafile `index`; streamed back.
-        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions },
+        /// data follows in this frame and further Data frames, in stream order. `cap`:
+        /// WRITE on the datafile.
+        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability> },
+        /// Reads the bytes of `regions` held by datafile `index`; streamed back. `cap`:
+        /// READ on the datafile.
+        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability> },
         /// Local sizes and modification times of datafiles.
         33 => GetSizes { handles: Vec<Handle> },
-        /// Sets datafile `index` to its share of a file of `size` bytes.
-        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64 },
-        /// Deletes datafiles (after their file was removed).
-        35 => RemoveDatafiles { handles: Vec<Handle> },
+        /// Sets datafile `index` to its share of a file of `size` bytes. `cap`: WRITE
+        /// on the datafile.
+        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability> },
+        /// Deletes datafiles (after their file was removed). `tickets`: REMOVE on
+        /// each (from the removal of the file).
+        35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> },
         /// Makes datafiles durable.
         36 => Fsync { handles: Vec<Handle> },
         /// The value of an extended attribute (ENODATA if absent).
@@ -271,6 +287,7 @@ impl Request {
             | Request::LinkEntry { .. }
             | Request::SealDir { .. }
             | Request::SetParent { .. }
+            | Request::Forget { .. }
             | Request::RemoveDatafiles { .. } => RequestClass::Peer,
             Request::ScanObjects { .. }
             | Request::ScanEntries { .. }
@@ -385,24 +402,32 @@ wire_enum! {
         3 => Pong { info: ServerInfo },
         /// Answer to `StatFs`.
         4 => StatFs { stat: StatFsReply },
-        /// Answer to `Lookup`: the entry, and the object's attributes if it lives here.
-        10 => Entry { entry: DirEntry, attr: Option<Attr> },
-        /// Answer to `GetAttr` and `SetAttr`.
-        11 => Attr { attr: Attr },
+        /// Answer to `Lookup`: the entry, the object's attributes if it lives here, and
+        /// the capabilities granted. Capabilities in answers (`Entry`, `Attr`,
+        /// `Created`) come in one order: the first is on the object with every right
+        /// granted; for a regular file granted READ or WRITE, one per datafile
+        /// follows, in layout order. An object that lives elsewhere gets a VISIT
+        /// capability, for its owner.
+        10 => Entry { entry: DirEntry, attr: Option<Attr>, caps: Vec<Capability> },
+        /// Answer to `GetAttr` and `SetAttr`, with the capabilities granted.
+        11 => Attr { attr: Attr, caps: Vec<Capability> },
         /// Answer to `ListAttr`, in request order: for all handles asked, or for a
         /// prefix of them when all would not fit one answer (ask again for the rest).
         12 => Attrs { attrs: Vec<AttrResult> },
-        /// Answer to `Create`.
-        13 => Created { attr: Attr },
+        /// Answer to `Create`, with read and write capabilities for the creator.
+        13 => Created { attr: Attr, caps: Vec<Capability> },
         /// Answer to `Unlink`: the removed entry; the object's detail if it was deleted
-        /// here (so the client can delete its datafiles).
-        14 => Unlinked { entry: DirEntry, removed: Option<ObjDetail> },
-        /// Answer to `LinkEntry` and `Rename`: the entry that was replaced, if any.
-        15 => Linked { replaced: Option<DirEntry> },
+        /// here (so the client can delete its datafiles); `tickets`: REMOVE on what
+        /// is left to delete (the object at its owner, or the datafiles).
+        14 => Unlinked { entry: DirEntry, removed: Option<ObjDetail>, tickets: Vec<Capability> },
+        /// Answer to `LinkEntry` and `Rename`: the entry that was replaced, if any, and
+        /// a REMOVE ticket for its object (the caller deletes it unless it keeps it).
+        15 => Linked { replaced: Option<DirEntry>, tickets: Vec<Capability> },
         /// Answer to `ReadDir`.
         16 => DirPage { entries: Vec<DirEntry>, more: bool },
-        /// Answer to `RemoveObject`: what was deleted.
-        17 => Removed { detail: ObjDetail },
+        /// Answer to `RemoveObject`: what was deleted, and REMOVE tickets for its
+        /// datafiles.
+        17 => Removed { detail: ObjDetail, tickets: Vec<Capability> },
         /// Answer to `Precreate`: handles `first .. first + count`.
         30 => Handles { first: Handle, count: u32 },
         /// Answer to `Write`: bytes written.
@@ -489,6 +514,7 @@ mod tests {
             Request::Lookup {
                 dir: 1,
                 name: "x".into(),
+                want: crate::cap::rights::READ,
             },
             Request::Write {
                 handle: 5,
@@ -499,6 +525,13 @@ mod tests {
                 index: 2,
                 regions: Regions::List(vec![Extent { offset: 1, len: 2 }]),
                 sync: false,
+                cap: Some(Capability {
+                    handle: 5,
+                    rights: 2,
+                    uid: 7,
+                    expires: 9,
+                    mac: vec![1; 16],
+                }),
             },
             Request::Create {
                 parent: 1,

@@ -334,6 +334,11 @@ wire_struct!(Attr {
 });
 
 impl Attr {
+    /// Whether the object is a directory.
+    pub fn is_dir(&self) -> bool {
+        matches!(self.detail, ObjDetail::Dir { .. })
+    }
+
     /// The kind of the object.
     pub fn kind(&self) -> ObjKind {
         match self.detail {
@@ -384,6 +389,9 @@ pub struct SetAttr {
     pub atime: Option<Timespec>,
     /// New modification time.
     pub mtime: Option<Timespec>,
+    /// The times given are "now" (utimensat's `UTIME_NOW`, `touch`): allowed to
+    /// anyone who may write the object, where explicit times need its owner.
+    pub now: bool,
 }
 wire_struct!(SetAttr {
     mode: Option<u32>,
@@ -391,6 +399,7 @@ wire_struct!(SetAttr {
     gid: Option<u32>,
     atime: Option<Timespec>,
     mtime: Option<Timespec>,
+    now: bool,
 });
 
 /// One name in a directory.

@@ -40,6 +40,13 @@ fn samples() -> Vec<Vec<u8>> {
             },
         },
     };
+    let cap = pvfs_proto::Capability {
+        handle: 9,
+        rights: 3,
+        uid: 1000,
+        expires: 1_800_000_000,
+        mac: vec![7; 16],
+    };
     let body = |request| {
         encode(&RequestBody {
             creds: Creds {
@@ -56,6 +63,12 @@ fn samples() -> Vec<Vec<u8>> {
         body(Request::Lookup {
             dir: 5,
             name: "name".into(),
+            want: 3,
+        }),
+        body(Request::GetAttr {
+            handle: 5,
+            want: 1,
+            proof: Some(cap.clone()),
         }),
         body(Request::SetAttr {
             handle: 5,
@@ -93,6 +106,7 @@ fn samples() -> Vec<Vec<u8>> {
                 },
             ]),
             sync: false,
+            cap: Some(cap.clone()),
         }),
         body(Request::Read {
             handle: 9,
@@ -108,6 +122,7 @@ fn samples() -> Vec<Vec<u8>> {
                 start: 5,
                 len: 1000,
             },
+            cap: None,
         }),
         body(Request::SetXattr {
             handle: 5,
@@ -115,7 +130,10 @@ fn samples() -> Vec<Vec<u8>> {
             value: vec![1, 2, 3],
             flags: 1,
         }),
-        encode(&Response::Attr { attr: attr.clone() }),
+        encode(&Response::Attr {
+            attr: attr.clone(),
+            caps: vec![cap.clone()],
+        }),
         encode(&Response::Pong {
             info: ServerInfo {
                 name: "s0".into(),

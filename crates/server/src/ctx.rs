@@ -35,8 +35,10 @@ pub struct Ctx {
     pub peers: Peers,
     /// What the handshake accepts (keys, MUNGE, root squash).
     pub policy: pvfs_auth::ServerPolicy,
-    /// The servers' own key (capabilities).
-    pub cap_keys: Arc<pvfs_auth::KeyRing>,
+    /// Makes and checks capabilities (with the servers' own key).
+    pub caps: crate::caps::Caps,
+    /// Attributes of other servers' objects, for permission checks.
+    pub attr_cache: crate::perms::AttrCache,
     /// Rate limit of the log lines outsiders can provoke.
     pub log_limit: crate::ratelimit::LogLimit,
     /// Pools of pre-created datafile handles, per data server.

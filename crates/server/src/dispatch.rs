@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Errno, Request, RequestBody, Response};
+use pvfs_proto::{rights, Errno, Request, RequestBody, Response};
 use pvfs_transport::TransportError;
 use tokio::sync::mpsc;
 
@@ -41,14 +41,24 @@ pub async fn dispatch(
             return;
         }
     };
-    let creds = caller.creds;
+    // Recorded replies are per user: a retry key replayed by another identity finds
+    // nothing (and reads nothing).
+    let retry = retry.map(|k| pvfs_proto::RetryKey {
+        client: k.client ^ (u64::from(caller.creds.uid) << 32 | u64::from(caller.creds.gid)),
+        seq: k.seq,
+    });
+    let c = &caller;
     let result = match request {
         Request::Ping {} => ping::handle(ctx),
         Request::StatFs {} => statfs::handle(ctx).await,
-        Request::Lookup { dir, name } => lookup::handle(ctx, dir, &name),
-        Request::GetAttr { handle } => getattr::handle(ctx, handle),
+        Request::Lookup { dir, name, want } => lookup::handle(ctx, c, dir, &name, want).await,
+        Request::GetAttr {
+            handle,
+            want,
+            proof,
+        } => getattr::handle(ctx, c, handle, want, proof.as_ref()).await,
         Request::ListAttr { handles } => getattr::handle_list(ctx, &handles),
-        Request::SetAttr { handle, set } => setattr::handle(ctx, &creds, handle, set).await,
+        Request::SetAttr { handle, set } => setattr::handle(ctx, c, handle, set).await,
         Request::Create {
             parent,
             name,
@@ -56,21 +66,37 @@ pub async fn dispatch(
             uid,
             gid,
             what,
-        } => create::handle(ctx, &creds, parent, name, mode, uid, gid, what, retry).await,
+        } => create::handle(ctx, c, parent, name, mode, uid, gid, what, retry).await,
         Request::Unlink {
             dir,
             name,
             expect,
             want,
             drop_object,
-        } => unlink::handle(ctx, dir, name, expect, want, drop_object, retry).await,
+        } => unlink::handle(ctx, c, dir, name, expect, want, drop_object, retry).await,
         Request::LinkEntry {
             dir,
             name,
             handle,
             kind,
             replace,
-        } => link_entry::handle(ctx, dir, name, handle, kind, replace, retry).await,
+            ticket,
+        } => {
+            link_entry::handle(
+                ctx,
+                c,
+                link_entry::Link {
+                    dir,
+                    name,
+                    handle,
+                    kind,
+                    replace,
+                },
+                ticket.as_ref(),
+                retry,
+            )
+            .await
+        }
         Request::Rename {
             src_dir,
             src_name,
@@ -80,7 +106,17 @@ pub async fn dispatch(
             replace,
         } => {
             rename::handle(
-                ctx, src_dir, src_name, dst_dir, dst_name, expect_src, replace, retry,
+                ctx,
+                c,
+                rename::Move {
+                    src_dir,
+                    src_name,
+                    dst_dir,
+                    dst_name,
+                    expect_src,
+                    replace,
+                },
+                retry,
             )
             .await
         }
@@ -89,13 +125,22 @@ pub async fn dispatch(
             shard: _,
             after,
             max,
-        } => readdir::handle(ctx, dir, after, max),
-        Request::SealDir { dir, seal } => seal_dir::handle(ctx, dir, seal).await,
-        Request::SetParent { dir, parent } => set_parent::handle(ctx, dir, parent).await,
-        Request::SetDirLayout { dir, layout } => {
-            set_dir_layout::handle(ctx, &creds, dir, layout).await
+        } => readdir::handle(ctx, c, dir, after, max).await,
+        Request::SealDir { dir, seal, ticket } => {
+            seal_dir::handle(ctx, c, dir, seal, ticket.as_ref()).await
         }
-        Request::RemoveObject { handle } => remove_object::handle(ctx, handle, retry).await,
+        Request::SetParent {
+            dir,
+            parent,
+            ticket,
+        } => set_parent::handle(ctx, c, dir, parent, ticket.as_ref()).await,
+        Request::SetDirLayout { dir, layout } => {
+            set_dir_layout::handle(ctx, &c.creds, dir, layout).await
+        }
+        Request::RemoveObject { handle, ticket } => {
+            remove_object::handle(ctx, c, handle, ticket.as_ref(), retry).await
+        }
+        Request::Forget { handles } => forget::handle(ctx, &handles),
         Request::Precreate { count } => precreate::handle(ctx, count).await,
         Request::Write {
             handle,
@@ -103,37 +148,59 @@ pub async fn dispatch(
             index,
             regions,
             sync,
-        } => write::handle(ctx, handle, stripe, index, regions, sync, data, stream).await,
+            cap,
+        } => {
+            match ctx
+                .caps
+                .check(cap.as_ref(), handle, rights::WRITE, c, false)
+            {
+                Ok(()) => {
+                    write::handle(ctx, handle, stripe, index, regions, sync, data, stream).await
+                }
+                Err(e) => Err(e),
+            }
+        }
         Request::Read {
             handle,
             stripe,
             index,
             regions,
-        } => {
-            // A read streams its own frames, including a failure's error frame.
-            read::handle(ctx, reply, handle, stripe, index, regions).await;
-            return;
-        }
+            cap,
+        } => match ctx.caps.check(cap.as_ref(), handle, rights::READ, c, false) {
+            Ok(()) => {
+                // A read streams its own frames, including a failure's error frame.
+                read::handle(ctx, reply, handle, stripe, index, regions).await;
+                return;
+            }
+            Err(e) => Err(e),
+        },
         Request::GetSizes { handles } => datafiles::get_sizes(ctx, handles).await,
         Request::Truncate {
             handle,
             stripe,
             index,
             size,
-        } => datafiles::truncate(ctx, handle, stripe, index, size).await,
-        Request::RemoveDatafiles { handles } => datafiles::remove(ctx, handles).await,
+            cap,
+        } => match ctx
+            .caps
+            .check(cap.as_ref(), handle, rights::WRITE, c, false)
+        {
+            Ok(()) => datafiles::truncate(ctx, handle, stripe, index, size).await,
+            Err(e) => Err(e),
+        },
+        Request::RemoveDatafiles { handles, tickets } => {
+            datafiles::remove(ctx, c, handles, &tickets).await
+        }
         Request::Fsync { handles } => datafiles::fsync(ctx, handles).await,
-        Request::GetXattr { handle, name } => xattr::get(ctx, handle, &name),
+        Request::GetXattr { handle, name } => xattr::get(ctx, c, handle, &name),
         Request::SetXattr {
             handle,
             name,
             value,
             flags,
-        } => xattr::set(ctx, &creds, handle, name, value, flags, retry).await,
-        Request::ListXattr { handle } => xattr::list(ctx, handle),
-        Request::RemoveXattr { handle, name } => {
-            xattr::remove(ctx, &creds, handle, name, retry).await
-        }
+        } => xattr::set(ctx, c, handle, name, value, flags, retry).await,
+        Request::ListXattr { handle } => xattr::list(ctx, c, handle),
+        Request::RemoveXattr { handle, name } => xattr::remove(ctx, c, handle, name, retry).await,
         Request::ScanObjects { after, max } => scan::objects(ctx, after, max),
         Request::ScanEntries { after, max } => scan::entries(ctx, after, max),
         Request::ScanDatafiles { after, max } => scan::datafiles(ctx, after, max).await,

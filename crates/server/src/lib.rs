@@ -5,12 +5,14 @@
 //! does the work over `pvfs-storage` (metadata in a group-committed redb store, data
 //! in one local file per datafile) → the answer goes back on the same connection.
 
+pub mod caps;
 pub mod connection;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod handlers;
 pub mod peer;
+pub mod perms;
 pub mod precreate;
 pub mod ratelimit;
 pub mod replay;
@@ -120,7 +122,8 @@ pub async fn run(
         data,
         peers: Peers::new(&config, pool.clone(), keys),
         policy,
-        cap_keys,
+        caps: caps::Caps::new(cap_keys, config.fsid, config.security.capability_lifetime),
+        attr_cache: perms::AttrCache::default(),
         log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
         precreate: Precreator::new(config.servers.len()),
         pool,

@@ -4,16 +4,20 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use pvfs_proto::access;
 use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
 use pvfs_proto::types::{check_name, PATH_MAX};
 use pvfs_proto::{
-    Attr, CreateWhat, Creds, Errno, Handle, NodeKind, ObjDetail, Response, RetryKey, Timespec,
+    rights, Attr, CreateWhat, Creds, Errno, Handle, NodeKind, ObjDetail, Response, RetryKey,
+    Timespec,
 };
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::handlers::lookup;
 use crate::precreate;
 use crate::replay::{remember, replayed};
+use crate::session::Caller;
 
 /// Most dirdata shards one directory may have.
 pub const MAX_SHARDS: u32 = 1024;
@@ -38,11 +42,16 @@ enum Plan {
     },
 }
 
-/// Creates an object and its entry `name` in `parent`.
+/// Creates an object and its entry `name` in `parent` (the caller needs write and
+/// search permission on `parent`). The object belongs to `uid` (only root may name
+/// another user) and group `gid` (one of the caller's, unless root), except in a
+/// set-group-ID directory, whose group it takes (a directory also takes the bit). A
+/// regular file's creator gets read and write capabilities, whatever the new mode
+/// (as open(2) with O_CREAT).
 #[allow(clippy::too_many_arguments)]
 pub async fn handle(
     ctx: &Arc<Ctx>,
-    creds: &Creds,
+    caller: &Caller,
     parent: Handle,
     name: String,
     mode: u32,
@@ -53,12 +62,27 @@ pub async fn handle(
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
+    let creds = &caller.creds;
     if creds.uid != 0 && uid != creds.uid {
         return Err(OpError::new(
             Errno::EPERM,
             "only root may create objects for another user",
         ));
     }
+    let parent_attr = lookup::change(ctx, caller, parent).await?;
+    lookup::check_placement(ctx, &parent_attr, &name)?;
+    let is_dir = matches!(what, CreateWhat::Dir { .. });
+    let (gid, mode) = if parent_attr.mode & 0o2000 != 0 {
+        access::new_object_group(&parent_attr, creds, mode, is_dir)
+    } else {
+        if creds.uid != 0 && !access::in_group(creds, gid) {
+            return Err(OpError::new(
+                Errno::EPERM,
+                format!("only root may create objects for a group it is not in ({gid})"),
+            ));
+        }
+        (gid, mode)
+    };
     let plan = plan(ctx, creds, what)?;
     if let Plan::File { servers, .. } = &plan {
         for &s in servers {
@@ -71,6 +95,8 @@ pub async fn handle(
         attempts += 1;
         let attempt_plan = plan.clone();
         let name = name.clone();
+        let minter = ctx.clone();
+        let creator = creds.uid;
         let result = ctx
             .meta
             .write(move |t| {
@@ -153,7 +179,14 @@ pub async fn handle(
                 let kind = attr.kind();
                 t.put_object(&attr);
                 t.put_entry(parent, &name, handle, kind);
-                let created = Response::Created { attr };
+                let caps = if kind == pvfs_proto::ObjKind::File {
+                    minter
+                        .caps
+                        .grant(&attr, rights::READ | rights::WRITE, creator)
+                } else {
+                    Vec::new()
+                };
+                let created = Response::Created { attr, caps };
                 remember(t, retry, &created);
                 Ok(created)
             })

@@ -61,8 +61,20 @@ pub async fn truncate(
 }
 
 /// `RemoveDatafiles`: deletes datafiles of a removed file.
-pub async fn remove(ctx: &Arc<Ctx>, handles: Vec<Handle>) -> OpResult<Response> {
+/// A caller without the key shows a REMOVE ticket for each (from the removal of the
+/// file they belonged to).
+pub async fn remove(
+    ctx: &Arc<Ctx>,
+    caller: &crate::session::Caller,
+    handles: Vec<Handle>,
+    tickets: &[pvfs_proto::Capability],
+) -> OpResult<Response> {
     check_handles(ctx, &handles)?;
+    for &h in &handles {
+        let ticket = tickets.iter().find(|t| t.handle == h);
+        ctx.caps
+            .check_ticket(ticket, h, pvfs_proto::rights::REMOVE, caller)?;
+    }
     let data = ctx.data.clone();
     ctx.blocking(move || handles.iter().try_for_each(|&h| Ok(data.remove(h)?)))
         .await?;

@@ -1,11 +1,14 @@
 //! `GetAttr` and `ListAttr`: attributes of objects stored here.
 
+use std::sync::Arc;
+
 use pvfs_proto::message::AttrResult;
-use pvfs_proto::{Errno, Handle, Response};
+use pvfs_proto::{rights, Capability, Errno, Handle, Response};
 
 use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::handlers::no_object;
+use crate::handlers::{grant, no_object};
+use crate::session::Caller;
 
 /// Most handles one `ListAttr` may ask for.
 pub const MAX_LIST: usize = 65536;
@@ -13,16 +16,36 @@ pub const MAX_LIST: usize = 65536;
 /// 4 MiB body limit).
 pub const ANSWER_BUDGET: usize = 3 << 20;
 
-/// Attributes of one object.
-pub fn handle(ctx: &Ctx, handle: Handle) -> OpResult<Response> {
+/// Attributes of one object, with the rights of `want` the caller may have. A caller
+/// that does not hold the key must show `proof`: a VISIT capability from the lookup
+/// of the object's name, or any capability it was granted on the object (a renewal;
+/// expired ones count), so that knowing a handle is not enough to be granted access.
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    caller: &Caller,
+    handle: Handle,
+    want: u32,
+    proof: Option<&Capability>,
+) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
-    let attr = ctx
+    let mut attr = ctx
         .meta
         .read()?
         .get_object(handle)?
         .ok_or_else(|| no_object(handle))?;
-    Ok(Response::Attr { attr })
+    if want == 0 {
+        return Ok(Response::Attr {
+            attr,
+            caps: Vec::new(),
+        });
+    }
+    if !caller.trusted {
+        ctx.caps.check(proof, handle, 0, caller, true)?;
+    }
+    let granted = grant::decide(caller, None, &attr, want & !(rights::REMOVE | rights::MOVE))?;
+    let caps = grant::issue(ctx, caller, &mut attr, granted).await?;
+    Ok(Response::Attr { attr, caps })
 }
 
 /// Attributes of many objects from one snapshot, each with its own error, in request

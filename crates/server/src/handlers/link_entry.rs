@@ -3,28 +3,63 @@
 
 use std::sync::Arc;
 
+use pvfs_proto::access;
 use pvfs_proto::types::check_name;
-use pvfs_proto::{DirEntry, Errno, Handle, ObjKind, Response, RetryKey};
+use pvfs_proto::{rights, Capability, DirEntry, Errno, Handle, ObjKind, Response, RetryKey};
 
 use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::changed;
+use crate::handlers::{changed, lookup};
+use crate::perms::attrs_of;
+use crate::session::Caller;
+
+/// What a `LinkEntry` puts where.
+pub struct Link {
+    /// The directory.
+    pub dir: Handle,
+    /// The new name.
+    pub name: String,
+    /// The object it names.
+    pub handle: Handle,
+    /// The object's kind.
+    pub kind: ObjKind,
+    /// The object the name must name now, replaced; none: the name must be free.
+    pub replace: Option<Handle>,
+}
 
 /// Adds `name` -> `handle` to `dir`. With `replace`, the entry must currently name
-/// that handle; without, the name must be free.
+/// that handle; without, the name must be free. A caller without the key shows a MOVE
+/// ticket for `handle` (from the lookup of the name it is moved from), and needs write
+/// and search permission on `dir` (and the sticky rule for a name it replaces).
 pub async fn handle(
     ctx: &Arc<Ctx>,
-    dir: Handle,
-    name: String,
-    handle: Handle,
-    kind: ObjKind,
-    replace: Option<Handle>,
+    caller: &Caller,
+    l: Link,
+    ticket: Option<&Capability>,
     retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
+    let Link {
+        dir,
+        name,
+        handle,
+        kind,
+        replace,
+    } = l;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
+    ctx.caps
+        .check_ticket(ticket, handle, rights::MOVE, caller)?;
+    let dir_attr = lookup::change(ctx, caller, dir).await?;
+    lookup::check_placement(ctx, &dir_attr, &name)?;
+    if let Some(r) = replace {
+        let replaced = attrs_of(ctx, r).await?;
+        access::may_delete(&dir_attr, replaced.uid, &caller.creds)
+            .map_err(|e| OpError::new(e, format!("no permission to replace {name:?}")))?;
+    }
+    let minter = ctx.clone();
+    let uid = caller.creds.uid;
     let response = ctx
         .meta
         .write(move |t| {
@@ -39,7 +74,11 @@ pub async fn handle(
                 .into());
             }
             let replaced = put_entry(t, dir, &name, handle, kind, replace)?;
-            let linked = Response::Linked { replaced };
+            let tickets = replaced
+                .iter()
+                .map(|r| minter.caps.mint(r.handle, rights::REMOVE, uid))
+                .collect();
+            let linked = Response::Linked { replaced, tickets };
             remember(t, retry, &linked);
             Ok(linked)
         })

@@ -3,7 +3,9 @@
 
 pub mod create;
 pub mod datafiles;
+pub mod forget;
 pub mod getattr;
+pub mod grant;
 pub mod link_entry;
 pub mod lookup;
 pub mod ping;

@@ -2,31 +2,88 @@
 
 use std::sync::Arc;
 
+use pvfs_proto::access::{self, MAY_WRITE};
 use pvfs_proto::types::check_name;
-use pvfs_proto::{Errno, Handle, Response, RetryKey};
+use pvfs_proto::{rights, Errno, Handle, Response, RetryKey};
 
 use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::{changed, link_entry::put_entry, no_entry};
+use crate::handlers::{changed, link_entry::put_entry, lookup, no_entry};
+use crate::perms::attrs_of;
+use crate::session::Caller;
+
+/// What a `Rename` moves where.
+pub struct Move {
+    /// The directory the entry leaves.
+    pub src_dir: Handle,
+    /// Its name there.
+    pub src_name: String,
+    /// The directory it goes to.
+    pub dst_dir: Handle,
+    /// Its new name.
+    pub dst_name: String,
+    /// The object the entry must name.
+    pub expect_src: Handle,
+    /// The object the destination entry must name, replaced; none: the name is free.
+    pub replace: Option<Handle>,
+}
 
 /// Moves `src_dir/src_name` (which must name `expect_src`) to `dst_dir/dst_name`,
-/// replacing `replace` there if given. Kind checks (file over directory, emptiness)
-/// were done by the client, which sealed a replaced directory first.
-#[allow(clippy::too_many_arguments)]
+/// replacing `replace` there if given. The caller needs to be allowed to remove the
+/// source name and any name it replaces (write and search permission, the sticky
+/// rule) and to add names to the destination; a directory moved to another parent
+/// also needs write permission on itself. Kind checks (file over directory,
+/// emptiness) were done by the client, which sealed a replaced directory first.
 pub async fn handle(
     ctx: &Arc<Ctx>,
-    src_dir: Handle,
-    src_name: String,
-    dst_dir: Handle,
-    dst_name: String,
-    expect_src: Handle,
-    replace: Option<Handle>,
+    caller: &Caller,
+    m: Move,
     retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
-    check_name(&dst_name).map_err(|e| OpError::new(e, format!("invalid name {dst_name:?}")))?;
+    check_name(&m.dst_name)
+        .map_err(|e| OpError::new(e, format!("invalid name {:?}", m.dst_name)))?;
+    let c = &caller.creds;
+    let src_attr = lookup::change(ctx, caller, m.src_dir).await?;
+    let dst_attr = if m.dst_dir == m.src_dir {
+        src_attr.clone()
+    } else {
+        lookup::change(ctx, caller, m.dst_dir).await?
+    };
+    lookup::check_placement(ctx, &src_attr, &m.src_name)?;
+    lookup::check_placement(ctx, &dst_attr, &m.dst_name)?;
+    let moved = attrs_of(ctx, m.expect_src).await?;
+    let denied = |e: Errno, what: String| OpError::new(e, what);
+    access::may_delete(&src_attr, moved.uid, c)
+        .map_err(|e| denied(e, format!("no permission to move {:?}", m.src_name)))?;
+    if let Some(r) = m.replace {
+        let replaced = attrs_of(ctx, r).await?;
+        access::may_delete(&dst_attr, replaced.uid, c)
+            .map_err(|e| denied(e, format!("no permission to replace {:?}", m.dst_name)))?;
+    }
+    if moved.is_dir() && m.src_dir != m.dst_dir {
+        access::check(&moved, c, MAY_WRITE).map_err(|e| {
+            denied(
+                e,
+                format!(
+                    "no write permission on directory {:?} to move it",
+                    m.src_name
+                ),
+            )
+        })?;
+    }
+    let Move {
+        src_dir,
+        src_name,
+        dst_dir,
+        dst_name,
+        expect_src,
+        replace,
+    } = m;
+    let minter = ctx.clone();
+    let uid = caller.creds.uid;
     let response = ctx
         .meta
         .write(move |t| {
@@ -48,7 +105,11 @@ pub async fn handle(
             }
             t.delete_entry(src_dir, &src_name);
             let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace)?;
-            let linked = Response::Linked { replaced };
+            let tickets = replaced
+                .iter()
+                .map(|r| minter.caps.mint(r.handle, rights::REMOVE, uid))
+                .collect();
+            let linked = Response::Linked { replaced, tickets };
             remember(t, retry, &linked);
             Ok(linked)
         })

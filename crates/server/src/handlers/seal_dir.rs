@@ -4,14 +4,24 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Errno, Handle, Response};
+use pvfs_proto::{rights, Capability, Errno, Handle, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::session::Caller;
 
 /// Seals this server's shard of `dir` if it is empty (else ENOTEMPTY), or unseals it.
-pub async fn handle(ctx: &Arc<Ctx>, dir: Handle, seal: bool) -> OpResult<Response> {
+/// A caller without the key shows a REMOVE ticket for `dir` (from the lookup of its
+/// name: it may remove it).
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    caller: &Caller,
+    dir: Handle,
+    seal: bool,
+    ticket: Option<&Capability>,
+) -> OpResult<Response> {
     ctx.require_meta()?;
+    ctx.caps.check_ticket(ticket, dir, rights::REMOVE, caller)?;
     ctx.meta
         .write(move |t| {
             if seal && !t.dir_is_empty(dir)? {

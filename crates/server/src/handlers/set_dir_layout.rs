@@ -36,5 +36,8 @@ pub async fn handle(
             })
         })
         .await?;
-    Ok(Response::Attr { attr })
+    Ok(Response::Attr {
+        attr,
+        caps: Vec::new(),
+    })
 }

@@ -1,0 +1,293 @@
+//! Capabilities ([`pvfs_proto::cap`]): granted by metadata servers from an object's
+//! mode, checked by any server without asking anyone, sealed with the servers' own key
+//! (`[security] server_key`), which clients never hold.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::Mac;
+use pvfs_auth::KeyRing;
+use pvfs_proto::cap::{rights, Capability, CAP_MAC_LEN};
+use pvfs_proto::{Attr, Errno, Handle, ObjDetail};
+
+use crate::error::{OpError, OpResult};
+use crate::session::Caller;
+
+/// Seconds a capability is still accepted after it expired, for clocks that differ
+/// between servers by that much.
+pub const CLOCK_SLACK: u64 = 30;
+
+/// Makes and checks capabilities.
+pub struct Caps {
+    keys: std::sync::Arc<KeyRing>,
+    fsid: u64,
+    lifetime: Duration,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Caps {
+    /// Capabilities of file system `fsid` sealed with `keys` (the first seals, any
+    /// checks), valid for `lifetime`.
+    pub fn new(keys: std::sync::Arc<KeyRing>, fsid: u64, lifetime: Duration) -> Caps {
+        Caps {
+            keys,
+            fsid,
+            lifetime,
+        }
+    }
+
+    fn seal(&self, key: &pvfs_auth::Key, cap: &Capability) -> Vec<u8> {
+        let mut m = key.mac();
+        m.update(&cap.sealed_bytes(self.fsid));
+        m.finalize().into_bytes()[..CAP_MAC_LEN].to_vec()
+    }
+
+    /// One capability: `rights` on `handle` for `uid`.
+    pub fn mint(&self, handle: Handle, rights: u32, uid: u32) -> Capability {
+        let mut cap = Capability {
+            handle,
+            rights,
+            uid,
+            expires: now_secs() + self.lifetime.as_secs(),
+            mac: Vec::new(),
+        };
+        cap.mac = self.seal(self.keys.current(), &cap);
+        cap
+    }
+
+    /// What an answer carries for `granted` rights on object `attr`: a capability on
+    /// the object with all of them, then, for a regular file granted READ or WRITE,
+    /// one per datafile in layout order with those two.
+    pub fn grant(&self, attr: &Attr, granted: u32, uid: u32) -> Vec<Capability> {
+        if granted == 0 {
+            return Vec::new();
+        }
+        let mut out = vec![self.mint(attr.handle, granted, uid)];
+        let data = granted & (rights::READ | rights::WRITE);
+        if let (ObjDetail::File { layout }, true) = (&attr.detail, data != 0) {
+            out.extend(
+                layout
+                    .datafiles
+                    .iter()
+                    .map(|d| self.mint(d.handle, data, uid)),
+            );
+        }
+        out
+    }
+
+    /// Whether `cap` is one of ours (sealed by any of the servers' keys), untouched.
+    fn authentic(&self, cap: &Capability) -> bool {
+        cap.mac.len() == CAP_MAC_LEN
+            && self.keys.keys().iter().any(|k| {
+                let want = self.seal(k, cap);
+                want.iter()
+                    .zip(&cap.mac)
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+            })
+    }
+
+    /// Checks that `cap` lets `caller` do `want` on `handle`: sealed by a server,
+    /// for that handle and those rights, granted to the caller's user (a key-holding
+    /// node acts for many users, so its capabilities may name any), and not expired
+    /// (unless `renewing`: an expired capability still proves the caller was granted
+    /// the object once). EACCES when it does not (EKEYEXPIRED when only expired:
+    /// clients renew and retry).
+    pub fn check(
+        &self,
+        cap: Option<&Capability>,
+        handle: Handle,
+        want: u32,
+        caller: &Caller,
+        renewing: bool,
+    ) -> OpResult<()> {
+        let what = || format!("{} on {handle:#x}", rights::describe(want));
+        let Some(cap) = cap else {
+            return Err(OpError::new(
+                Errno::EACCES,
+                format!("no capability for {}", what()),
+            ));
+        };
+        if !self.authentic(cap) {
+            return Err(OpError::new(
+                Errno::EACCES,
+                format!("a forged or altered capability for {}", what()),
+            ));
+        }
+        if cap.handle != handle || !cap.allows(want) {
+            return Err(OpError::new(
+                Errno::EACCES,
+                format!(
+                    "the capability grants {} on {:#x}, not {}",
+                    rights::describe(cap.rights),
+                    cap.handle,
+                    what()
+                ),
+            ));
+        }
+        if !caller.trusted && cap.uid != caller.creds.uid {
+            return Err(OpError::new(
+                Errno::EACCES,
+                format!(
+                    "the capability for {} was granted to uid {}, not {}",
+                    what(),
+                    cap.uid,
+                    caller.creds.uid
+                ),
+            ));
+        }
+        if !renewing && cap.expires.saturating_add(CLOCK_SLACK) < now_secs() {
+            return Err(OpError::new(
+                Errno::EKEYEXPIRED,
+                format!("the capability for {} has expired", what()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a ticket for a step of an operation that spans servers: a key-holding
+    /// caller needs none; anyone else needs `want` on `handle`.
+    pub fn check_ticket(
+        &self,
+        ticket: Option<&Capability>,
+        handle: Handle,
+        want: u32,
+        caller: &Caller,
+    ) -> OpResult<()> {
+        if caller.trusted {
+            return Ok(());
+        }
+        self.check(ticket, handle, want, caller, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pvfs_proto::Creds;
+
+    fn caller(uid: u32, trusted: bool) -> Caller {
+        Caller {
+            creds: Creds {
+                uid,
+                gid: uid,
+                groups: vec![],
+            },
+            trusted,
+        }
+    }
+
+    #[test]
+    fn minted_caps_check_and_anything_else_does_not() {
+        let ring = std::sync::Arc::new(KeyRing::generate().unwrap());
+        let caps = Caps::new(ring.clone(), 7, Duration::from_secs(60));
+        let c = caps.mint(42, rights::READ, 1000);
+        let alice = caller(1000, false);
+        caps.check(Some(&c), 42, rights::READ, &alice, false)
+            .unwrap();
+        let e = |r: OpResult<()>| r.unwrap_err().errno;
+        assert_eq!(
+            e(caps.check(None, 42, rights::READ, &alice, false)),
+            Errno::EACCES
+        );
+        assert_eq!(
+            e(caps.check(Some(&c), 43, rights::READ, &alice, false)),
+            Errno::EACCES
+        );
+        assert_eq!(
+            e(caps.check(Some(&c), 42, rights::WRITE, &alice, false)),
+            Errno::EACCES
+        );
+        assert_eq!(
+            e(caps.check(Some(&c), 42, rights::READ, &caller(1001, false), false)),
+            Errno::EACCES
+        );
+        // A key-holding node may use any user's capability (it acts for many).
+        caps.check(Some(&c), 42, rights::READ, &caller(5, true), false)
+            .unwrap();
+        // Tampering with any field breaks the seal.
+        for bad in [
+            Capability {
+                rights: rights::ALL,
+                ..c.clone()
+            },
+            Capability {
+                uid: 1001,
+                ..c.clone()
+            },
+            Capability {
+                expires: c.expires + 1000,
+                ..c.clone()
+            },
+        ] {
+            let r = caps.check(
+                Some(&bad),
+                bad.handle,
+                rights::READ,
+                &caller(bad.uid, false),
+                false,
+            );
+            assert!(r.unwrap_err().message.contains("forged"));
+        }
+        // Another file system's servers do not accept it.
+        let other = Caps::new(ring, 8, Duration::from_secs(60));
+        assert_eq!(
+            e(other.check(Some(&c), 42, rights::READ, &alice, false)),
+            Errno::EACCES
+        );
+        // Expired: EKEYEXPIRED, unless it only proves a past grant for a renewal.
+        let mut old = c.clone();
+        old.expires = 1;
+        let resealed = Caps::new(
+            std::sync::Arc::new(KeyRing::generate().unwrap()),
+            7,
+            Duration::from_secs(60),
+        );
+        old.mac = resealed.seal(caps.keys.current(), &old);
+        assert_eq!(
+            e(caps.check(Some(&old), 42, rights::READ, &alice, false)),
+            Errno::EKEYEXPIRED
+        );
+        caps.check(Some(&old), 42, rights::READ, &alice, true)
+            .unwrap();
+        // Files get one capability per datafile for data rights.
+        let grant = caps.grant(
+            &pvfs_proto::Attr {
+                handle: 1,
+                mode: 0o644,
+                uid: 1000,
+                gid: 1000,
+                nlink: 1,
+                size: 0,
+                atime: Default::default(),
+                mtime: Default::default(),
+                ctime: Default::default(),
+                detail: ObjDetail::File {
+                    layout: pvfs_proto::Layout {
+                        stripe_size: 65536,
+                        replicas: 1,
+                        datafiles: vec![
+                            pvfs_proto::Datafile {
+                                server: 0,
+                                handle: 10,
+                            },
+                            pvfs_proto::Datafile {
+                                server: 1,
+                                handle: 11,
+                            },
+                        ],
+                    },
+                },
+            },
+            rights::READ | rights::MOVE,
+            1000,
+        );
+        assert_eq!(grant.len(), 3);
+        assert_eq!(grant[0].rights, rights::READ | rights::MOVE);
+        assert_eq!((grant[2].handle, grant[2].rights), (11, rights::READ));
+    }
+}
