@@ -66,20 +66,6 @@ pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     }
 }
 
-/// The supplementary groups of the calling process.
-pub fn current_groups() -> Vec<u32> {
-    // SAFETY: getgroups(0, null) returns the count without writing.
-    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
-    if n <= 0 {
-        return Vec::new();
-    }
-    let mut list = vec![0 as libc::gid_t; n as usize];
-    // SAFETY: list holds n entries.
-    let got = unsafe { libc::getgroups(n, list.as_mut_ptr()) };
-    list.truncate(got.max(0) as usize);
-    list
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

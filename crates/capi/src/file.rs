@@ -229,6 +229,8 @@ pub extern "C" fn pvfs_close(fd: c_int) -> c_int {
 fn flush_mtime(g: &Global, f: &FileFd) -> CResult<()> {
     let set = SetAttr {
         mtime: Some(Timespec::now()),
+        // "Now": any writer may, owner or not (the server takes its own clock).
+        now: true,
         ..Default::default()
     };
     f.wrote.store(false, Ordering::Relaxed);

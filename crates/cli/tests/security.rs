@@ -11,6 +11,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "fuse/mount.rs"]
+mod mount;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -314,35 +316,40 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
         },
     );
     assert_eq!(errno_of(&r), Some(Errno::EPERM), "{r:?}");
-    // Peer and admin requests are refused.
-    for (id, req) in [
+    // Requests between servers and admin scans are refused; steps of operations
+    // across servers need a ticket, which a user only gets by being allowed the
+    // operation.
+    for (id, req, want) in [
         (
             3,
             Request::ScanObjects {
                 after: None,
                 max: 10,
             },
+            Errno::EPERM,
         ),
+        (5, Request::Precreate { count: 1 }, Errno::EPERM),
         (
-            4,
+            6,
             Request::RemoveObject {
                 handle: root,
                 ticket: None,
             },
+            Errno::EACCES,
         ),
-        (5, Request::Precreate { count: 1 }),
         (
-            6,
+            7,
             Request::SealDir {
                 dir: root,
                 seal: true,
                 ticket: None,
             },
+            Errno::EACCES,
         ),
     ] {
         let what = req.op_name();
         let r = ask(&mut s, &mut macs, id, root_creds(), req);
-        assert_eq!(errno_of(&r), Some(Errno::EPERM), "{what}: {r:?}");
+        assert_eq!(errno_of(&r), Some(want), "{what}: {r:?}");
     }
     // The root directory is intact.
     tc.run(Duration::from_secs(20), async |c| {
@@ -371,4 +378,342 @@ fn a_user_without_the_key_or_munge_is_told_what_to_do() {
         line.contains("key") && line.contains("mount") && line.contains("MUNGE"),
         "{line}"
     );
+}
+
+// ----- one permission matrix over every interface --------------------------------------
+
+/// The unprivileged user of the matrix: uid 65534, primary group 4242 (no name-service
+/// entry, so the groups the server resolves are exactly that one).
+const GROUP: u32 = 4242;
+
+/// The tree each interface works on (a copy under `/<interface>`), made by root.
+/// (path, kind, mode, uid, gid): kind `d` directory, `f` file with one byte.
+const TREE: &[(&str, char, u32, u32, u32)] = &[
+    ("", 'd', 0o755, 0, 0),
+    ("secret", 'f', 0o600, 0, 0),
+    ("public", 'f', 0o644, 0, 0),
+    ("shared", 'f', 0o666, 0, 0),
+    ("group", 'f', 0o640, 0, GROUP),
+    ("closed", 'd', 0o700, 0, 0),
+    ("closed/inner", 'f', 0o644, 0, 0),
+    ("ro", 'd', 0o555, 0, 0),
+    ("ro/f", 'f', 0o644, 0, 0),
+    ("tmp", 'd', 0o1777, 0, 0),
+    ("tmp/theirs", 'f', 0o666, 1000, 1000),
+    ("tmp/mine", 'f', 0o644, USER, GROUP),
+    ("home", 'd', 0o755, USER, GROUP),
+    ("home/f", 'f', 0o644, USER, GROUP),
+    ("setuid", 'f', 0o4755, USER, GROUP),
+];
+
+/// (operation, path, argument, expected answer), in order (later steps see what the
+/// earlier ones did). The answers are what Linux gives the user on a local file system;
+/// the mount (the kernel checks first) must give them too.
+const MATRIX: &[(&str, &str, &str, &str)] = &[
+    ("read", "secret", "", "EACCES"),
+    ("stat", "secret", "", "OK"),
+    ("read", "public", "", "OK"),
+    ("write", "public", "", "EACCES"),
+    ("otrunc", "public", "", "EACCES"),
+    ("truncate", "public", "", "EACCES"),
+    ("append", "public", "", "EACCES"),
+    ("write", "shared", "", "OK"),
+    ("read", "group", "", "OK"),
+    ("write", "group", "", "EACCES"),
+    ("stat", "closed/inner", "", "EACCES"),
+    ("read", "closed/inner", "", "EACCES"),
+    ("list", "closed", "", "EACCES"),
+    ("list", "home", "", "OK"),
+    ("create", "newfile", "", "EACCES"),
+    ("mkdir", "newdir", "", "EACCES"),
+    ("create", "ro/new", "", "EACCES"),
+    ("unlink", "ro/f", "", "EACCES"),
+    ("unlink", "secret", "", "EACCES"),
+    ("unlink", "tmp/theirs", "", "EPERM"),
+    ("rename", "tmp/theirs", "tmp/taken", "EPERM"),
+    ("unlink", "tmp/mine", "", "OK"),
+    ("create", "home/new", "", "OK"),
+    ("mkdir", "home/d", "", "OK"),
+    ("rename", "home/new", "home/new2", "OK"),
+    ("rename", "home/new2", "stolen", "EACCES"),
+    ("rename", "public", "home/p", "EACCES"),
+    ("symlink", "home/l", "target", "OK"),
+    ("unlink", "home/l", "", "OK"),
+    ("rmdir", "home/d", "", "OK"),
+    ("chmod", "public", "777", "EPERM"),
+    ("chmod", "home/f", "600", "OK"),
+    ("read", "home/f", "", "OK"),
+    ("write", "setuid", "", "OK"),
+    ("mode", "setuid", "", "0755 OK"),
+];
+
+/// Which matrix operations the CLI has a command for.
+fn cli_command(op: &str, path: &str, arg: &str, one_byte: &str) -> Option<Vec<String>> {
+    let p = |s: &str| s.to_string();
+    Some(match op {
+        "read" => vec![p("cp"), p("-q"), format!("pvfs:{path}"), p("/dev/null")],
+        "write" | "create" => vec![p("cp"), p("-q"), p(one_byte), format!("pvfs:{path}")],
+        "stat" => vec![p("stat"), p(path)],
+        "list" => vec![p("ls"), p(path)],
+        "mkdir" => vec![p("mkdir"), p(path)],
+        "unlink" => vec![p("rm"), p(path)],
+        "rmdir" => vec![p("rm"), p("-r"), p(path)],
+        "rename" => vec![p("mv"), p(path), p(arg)],
+        "symlink" => vec![p("ln"), p("-s"), p(arg), p(path)],
+        _ => return None,
+    })
+}
+
+/// The errno a CLI error line names (by the C library's wording of it).
+fn errno_named(line: &str) -> &'static str {
+    let l = line.to_lowercase();
+    for (text, name) in [
+        ("permission denied", "EACCES"),
+        ("operation not permitted", "EPERM"),
+        ("no such file", "ENOENT"),
+        ("file exists", "EEXIST"),
+        ("not a directory", "ENOTDIR"),
+        ("is a directory", "EISDIR"),
+        ("directory not empty", "ENOTEMPTY"),
+    ] {
+        if l.contains(text) {
+            return name;
+        }
+    }
+    "EOTHER"
+}
+
+/// Compiles tests/security/permcheck.c, with the C library (`pvfs`) or plain POSIX.
+fn permcheck(pvfs: bool) -> std::path::PathBuf {
+    let out_dir = common::profile_dir().join("security-tests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/security/permcheck.c");
+    let exe = out_dir.join(if pvfs {
+        "permcheck-pvfs"
+    } else {
+        "permcheck-posix"
+    });
+    let mut cmd = std::process::Command::new("cc");
+    cmd.args(["-std=gnu11", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src);
+    if pvfs {
+        let so = common::artifact("libpvfs.so");
+        let libdir = so.parent().unwrap();
+        let include = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../capi/include");
+        cmd.arg("-DUSE_PVFS")
+            .arg(format!("-I{}", include.display()))
+            .arg(format!("-L{}", libdir.display()))
+            .arg("-lpvfs")
+            .arg(format!("-Wl,-rpath,{}", libdir.display()));
+    }
+    // No deadline: compiling is not what the test is about.
+    let out = cmd.output().expect("cannot run cc");
+    assert!(
+        out.status.success(),
+        "cc permcheck.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs `prog` as the matrix's user with `env`, the matrix's operations on stdin
+/// (paths under `base`); returns one answer per operation.
+fn run_matrix(
+    prog: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    base: &str,
+) -> Vec<String> {
+    use std::io::Write;
+    let mut input = String::new();
+    for (op, path, arg, _) in MATRIX {
+        let arg = match *op {
+            "rename" => format!("{base}/{arg}"),
+            _ => arg.to_string(),
+        };
+        input.push_str(&format!("{op} {base}/{path} {arg}\n"));
+    }
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.arg(format!("--reuid={USER}"))
+        .arg(format!("--regid={GROUP}"))
+        .arg("--clear-groups")
+        .arg(prog)
+        .args(args)
+        .env_remove("PVFS_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = common::wait_output(child, common::scaled(Duration::from_secs(120)), "permcheck");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answers: Vec<String> = stdout.lines().map(str::to_string).collect();
+    assert_eq!(
+        answers.len(),
+        MATRIX.len(),
+        "{} answered {} of {} operations:\nstdout:\n{stdout}\nstderr:\n{}",
+        prog.display(),
+        answers.len(),
+        MATRIX.len(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answers
+}
+
+#[test]
+fn every_interface_gives_a_user_what_the_kernel_gives() {
+    const TEST: &str = "every_interface_gives_a_user_what_the_kernel_gives";
+    if !can_switch_users(TEST) {
+        return;
+    }
+    for tool in ["cc", "setpriv"] {
+        if !common::have_command(tool) {
+            common::skip(TEST, &format!("{tool} is not installed"));
+            return;
+        }
+    }
+    let Some(munged) = Munged::start(TEST) else {
+        return;
+    };
+    let cluster = Cluster::builder().munge(&munged).start();
+    let user_conf = cluster.user_config();
+    let interfaces = ["mount", "cli", "capi", "preload"];
+    // Root lays out one tree per interface.
+    let tc = cluster.client();
+    tc.run(Duration::from_secs(60), async |c| {
+        for i in interfaces {
+            for (path, kind, mode, uid, gid) in TREE {
+                let p = format!("/{i}/{path}");
+                let p = p.trim_end_matches('/');
+                match kind {
+                    'd' => {
+                        c.mkdir(p, 0o755).await.unwrap();
+                    }
+                    _ => {
+                        let f = c
+                            .create(p, 0o644, LayoutSpec::default(), true)
+                            .await
+                            .unwrap();
+                        f.write_at(0, b"x").await.unwrap();
+                    }
+                }
+                // Owner first: a chown drops a file's set-user-ID bit.
+                for set in [
+                    pvfs_client::SetAttr {
+                        uid: Some(*uid),
+                        gid: Some(*gid),
+                        ..Default::default()
+                    },
+                    pvfs_client::SetAttr {
+                        mode: Some(*mode),
+                        ..Default::default()
+                    },
+                ] {
+                    c.setattr(p, set).await.unwrap();
+                }
+            }
+        }
+    });
+    let expected: Vec<&str> = MATRIX.iter().map(|m| m.3).collect();
+    let mut failures = Vec::new();
+    let mut compare = |who: &str, got: Vec<String>, skip: &dyn Fn(&str) -> bool| {
+        for ((m, want), got) in MATRIX.iter().zip(&expected).zip(&got) {
+            if skip(m.0) {
+                continue;
+            }
+            if got != want {
+                failures.push(format!(
+                    "{who}: {} {} {}: {got}, expected {want}",
+                    m.0, m.1, m.2
+                ));
+            }
+        }
+    };
+
+    // The mount (root's, --allow-other): the kernel checks, then the servers.
+    {
+        let mut m = mount::Mount::start(&cluster, &["--allow-other"]);
+        let base = m.join("mount");
+        let got = run_matrix(&permcheck(false), &[], &[], base.to_str().unwrap());
+        compare("mount", got, &|_| false);
+        m.unmount();
+    }
+    // The C library, as the user (it cannot read the key: MUNGE).
+    let got = run_matrix(
+        &permcheck(true),
+        &[user_conf.to_str().unwrap()],
+        &[],
+        "/capi",
+    );
+    compare("C library", got, &|_| false);
+    // The preload library, as the user.
+    let prefix = format!("/pvfs-security-{}", std::process::id());
+    let lib = common::artifact("libpvfs_preload.so");
+    let got = run_matrix(
+        &permcheck(false),
+        &[],
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("PVFS_CONFIG", user_conf.to_str().unwrap()),
+            ("PVFS_PREFIX", &prefix),
+        ],
+        &format!("{prefix}/preload"),
+    );
+    compare("preload library", got, &|_| false);
+    // The CLI, as the user, for the operations it has commands for.
+    let one_byte = cluster.user_config().with_file_name("one-byte");
+    std::fs::write(&one_byte, b"y").unwrap();
+    let mut got = Vec::new();
+    for (op, path, arg, _) in MATRIX {
+        let p = format!("/cli/{path}");
+        let a = if *op == "rename" {
+            format!("/cli/{arg}")
+        } else {
+            arg.to_string()
+        };
+        let Some(args) = cli_command(op, &p, &a, one_byte.to_str().unwrap()) else {
+            got.push("n/a".to_string());
+            continue;
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_pvfs_as_group(USER, GROUP, &user_conf, &args);
+        got.push(if out.status.success() {
+            "OK".to_string()
+        } else {
+            errno_named(out.err_line()).to_string()
+        });
+    }
+    compare("CLI", got.clone(), &|op| {
+        cli_command(op, "", "", "").is_none()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// [`run_pvfs_as`] with primary group `gid`.
+fn run_pvfs_as_group(
+    uid: u32,
+    gid: u32,
+    config: &std::path::Path,
+    args: &[&str],
+) -> common::CliOutput {
+    let reuid = format!("--reuid={uid}");
+    let regid = format!("--regid={gid}");
+    let mut full = vec![
+        reuid.as_str(),
+        regid.as_str(),
+        "--clear-groups",
+        common::pvfs_bin(),
+    ];
+    full.extend(args);
+    full.extend(["-c", config.to_str().unwrap()]);
+    common::run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
 }

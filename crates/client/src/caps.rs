@@ -19,8 +19,6 @@ use crate::error::{Error, Result};
 use crate::pool::unexpected;
 use crate::Client;
 
-/// Renew this many seconds before a capability expires.
-const RENEW_MARGIN: u64 = 60;
 /// Most (object, user) pairs remembered; beyond it the expired, then all, go.
 const MAX_ENTRIES: usize = 65536;
 
@@ -29,6 +27,8 @@ const MAX_ENTRIES: usize = 65536;
 #[derive(Clone, Debug)]
 pub(crate) struct Granted {
     pub caps: Vec<Capability>,
+    /// When to renew: three quarters into the capabilities' life as received.
+    renew_at: u64,
 }
 
 impl Granted {
@@ -52,7 +52,17 @@ impl Granted {
     }
 
     fn fresh(&self) -> bool {
-        self.expires() > now_secs() + RENEW_MARGIN
+        now_secs() < self.renew_at
+    }
+
+    /// Capabilities just received.
+    fn new(caps: Vec<Capability>) -> Granted {
+        let now = now_secs();
+        let expires = caps.iter().map(|c| c.expires).min().unwrap_or(0);
+        Granted {
+            caps,
+            renew_at: now + expires.saturating_sub(now) * 3 / 4,
+        }
     }
 }
 
@@ -92,7 +102,7 @@ impl CapCache {
                 m.clear();
             }
         }
-        let new = Granted { caps };
+        let new = Granted::new(caps);
         match m.get(&(handle, uid)) {
             Some(old) if old.fresh() && old.caps.len() > new.caps.len() => {}
             _ => {
@@ -180,7 +190,7 @@ impl Client {
             Response::Attr { caps, .. } => caps,
             other => return Err(unexpected("GetAttr", &other)),
         };
-        let g = Granted { caps };
+        let g = Granted::new(caps);
         if g.rights() & need != need {
             return Err(Error::new(
                 Errno::EACCES,

@@ -42,7 +42,10 @@ impl Client {
         for part in parts {
             match part {
                 Ok(v) => entries.extend(v),
-                Err(e) => missing.push(e),
+                // A server that cannot be reached leaves a gap; any other answer (no
+                // permission to list, say) is the answer for the whole directory.
+                Err(e) if unreachable(e.errno) => missing.push(e),
+                Err(e) => return Err(e.for_path(path)),
             }
         }
         let entries = if attrs {
@@ -74,4 +77,12 @@ impl Client {
         };
         Ok(PartialListing { entries, missing })
     }
+}
+
+/// Whether an errno means the server could not be asked (down, hung, gone).
+fn unreachable(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::EHOSTDOWN | Errno::ETIMEDOUT | Errno::EIO | Errno::ECONNREFUSED | Errno::ECONNRESET
+    )
 }

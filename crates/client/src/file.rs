@@ -234,6 +234,8 @@ impl File {
             self.attr.handle,
             pvfs_proto::SetAttr {
                 mtime: Some(now),
+                // The truncate's own time: a writer may set it, owner or not.
+                now: true,
                 ..Default::default()
             },
         )

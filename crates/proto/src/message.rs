@@ -271,8 +271,12 @@ wire_enum! {
 pub enum RequestClass {
     /// Any authenticated client, within the rights of the user it acts for.
     Client,
-    /// Steps of operations that span servers (precreate, object removal, entry
-    /// linking, shard seals, parent pointers): servers and key-holding nodes.
+    /// Steps of operations that span servers (object removal, entry linking, shard
+    /// seals, parent pointers): from servers and key-holding nodes, or from a user
+    /// with a ticket for that step (a capability the handler checks).
+    Ticket,
+    /// Between servers only (precreate pools, cache invalidation): servers and
+    /// key-holding nodes.
     Peer,
     /// Whole-server scans and repairs (`pvfs fsck`): key-holding nodes only.
     Admin,
@@ -282,13 +286,12 @@ impl Request {
     /// Who may send this request.
     pub fn class(&self) -> RequestClass {
         match self {
-            Request::Precreate { .. }
-            | Request::RemoveObject { .. }
+            Request::RemoveObject { .. }
             | Request::LinkEntry { .. }
             | Request::SealDir { .. }
             | Request::SetParent { .. }
-            | Request::Forget { .. }
-            | Request::RemoveDatafiles { .. } => RequestClass::Peer,
+            | Request::RemoveDatafiles { .. } => RequestClass::Ticket,
+            Request::Precreate { .. } | Request::Forget { .. } => RequestClass::Peer,
             Request::ScanObjects { .. }
             | Request::ScanEntries { .. }
             | Request::ScanDatafiles { .. }

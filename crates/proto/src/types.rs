@@ -435,15 +435,21 @@ wire_struct!(Creds {
 });
 
 impl Creds {
-    /// The credentials of the calling process.
+    /// The credentials of the calling process: effective uid and gid, and its
+    /// supplementary groups.
     pub fn current() -> Creds {
         // SAFETY: geteuid/getegid have no preconditions and cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        Creds {
-            uid,
-            gid,
-            groups: Vec::new(),
+        // SAFETY: getgroups(0, null) returns the count without writing.
+        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+        let mut groups = vec![0 as libc::gid_t; n.max(0) as usize];
+        if n > 0 {
+            // SAFETY: `groups` holds n entries.
+            let got = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
+            groups.truncate(got.max(0) as usize);
         }
+        groups.retain(|&g| g != gid);
+        Creds { uid, gid, groups }
     }
 }
 

@@ -12,8 +12,8 @@ use pvfs_proto::{Attr, Errno, Handle, ObjDetail};
 use crate::error::{OpError, OpResult};
 use crate::session::Caller;
 
-/// Seconds a capability is still accepted after it expired, for clocks that differ
-/// between servers by that much.
+/// Most seconds a capability is still accepted after it expired, for clocks that
+/// differ between servers (a quarter of the lifetime when that is shorter).
 pub const CLOCK_SLACK: u64 = 30;
 
 /// Makes and checks capabilities.
@@ -140,7 +140,8 @@ impl Caps {
                 ),
             ));
         }
-        if !renewing && cap.expires.saturating_add(CLOCK_SLACK) < now_secs() {
+        let slack = CLOCK_SLACK.min(self.lifetime.as_secs() / 4);
+        if !renewing && cap.expires.saturating_add(slack) < now_secs() {
             return Err(OpError::new(
                 Errno::EKEYEXPIRED,
                 format!("the capability for {} has expired", what()),

@@ -407,6 +407,44 @@ pub fn run_pvfs(args: &[&str], env: &[(&str, &str)], env_remove: &[&str]) -> Cli
     run_cmd(pvfs_bin(), args, env, env_remove)
 }
 
+/// Waits for `child` (stdout and stderr piped) at most `deadline`, killing it and
+/// failing the test with `what` past it; returns what it printed.
+pub fn wait_output(mut child: Child, deadline: Duration, what: &str) -> std::process::Output {
+    let start = Instant::now();
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut v);
+        }
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut v);
+        }
+        v
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waitpid failed") {
+            break st;
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::process::Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
 /// Runs `program` with `args` (see [`run_pvfs`]; the deadline is the same).
 pub fn run_cmd(
     program: &str,

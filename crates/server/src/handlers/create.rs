@@ -69,8 +69,15 @@ pub async fn handle(
             "only root may create objects for another user",
         ));
     }
-    let parent_attr = lookup::change(ctx, caller, parent).await?;
+    // As open(2) and mkdir(2): a name that exists is EEXIST whether or not the caller
+    // may write the directory (searching it is enough to see the name).
+    let parent_attr = lookup::search(ctx, caller, parent).await?;
     lookup::check_placement(ctx, &parent_attr, &name)?;
+    if ctx.meta.read()?.get_entry(parent, &name)?.is_some() {
+        return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")));
+    }
+    access::check(&parent_attr, creds, access::MAY_WRITE)
+        .map_err(|e| OpError::new(e, format!("no write permission on directory {parent:#x}")))?;
     let is_dir = matches!(what, CreateWhat::Dir { .. });
     let (gid, mode) = if parent_attr.mode & 0o2000 != 0 {
         access::new_object_group(&parent_attr, creds, mode, is_dir)
