@@ -55,20 +55,25 @@ fn ask(
     s.write_all(&frame).unwrap();
     s.set_read_timeout(Some(common::scaled(Duration::from_secs(10))))
         .unwrap();
-    let mut raw = [0u8; 32];
-    s.read_exact(&mut raw).unwrap();
-    let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
-    assert_eq!(rh.request_id, id);
-    let mut body = vec![0u8; rh.body_len as usize];
-    s.read_exact(&mut body).unwrap();
-    let mut tag = vec![0u8; rh.tag_len as usize];
-    s.read_exact(&mut tag).unwrap();
-    let mut data = vec![0u8; rh.data_len as usize];
-    s.read_exact(&mut data).unwrap();
-    macs.recv
-        .open(&raw, &body, &tag)
-        .expect("the server's answer carries a valid tag");
-    decode(&body).unwrap()
+    // Frames of earlier requests (the rest of a read's stream) may come first: each is
+    // authenticated in turn, and skipped.
+    loop {
+        let mut raw = [0u8; 32];
+        s.read_exact(&mut raw).unwrap();
+        let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
+        let mut body = vec![0u8; rh.body_len as usize];
+        s.read_exact(&mut body).unwrap();
+        let mut tag = vec![0u8; rh.tag_len as usize];
+        s.read_exact(&mut tag).unwrap();
+        let mut data = vec![0u8; rh.data_len as usize];
+        s.read_exact(&mut data).unwrap();
+        macs.recv
+            .open(&raw, &body, &tag)
+            .expect("the server's answer carries a valid tag");
+        if rh.request_id == id && rh.kind == pvfs_proto::FrameKind::Response {
+            return decode(&body).unwrap();
+        }
+    }
 }
 
 fn errno_of(r: &Response) -> Option<Errno> {
@@ -716,4 +721,159 @@ fn run_pvfs_as_group(
     full.extend(args);
     full.extend(["-c", config.to_str().unwrap()]);
     common::run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
+}
+
+#[test]
+fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
+    // Capabilities live 10 s here (the shortest allowed), so one expires in the test.
+    let cluster = Cluster::builder()
+        .set("capability_lifetime", "\"10s\"")
+        .start();
+    let config = cluster.config().clone();
+    let data: Vec<u8> = (0..100u8).collect();
+    let tc = cluster.client();
+    let held = tc.run(Duration::from_secs(30), async |c| {
+        let f = c
+            .create("/f", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, &data).await.unwrap();
+        f
+    });
+    let root = config.root_handle();
+    let shard_server = config.entry_server(root, config.meta_servers().len() as u32, "f");
+    let (mut s, mut macs) = raw_session(&config, shard_server, &key_proof(&config)).unwrap();
+    let (layout, caps) = match ask(
+        &mut s,
+        &mut macs,
+        1,
+        root_creds(),
+        Request::Lookup {
+            dir: root,
+            name: "f".into(),
+            want: pvfs_proto::rights::READ,
+        },
+    ) {
+        Response::Entry {
+            attr: Some(attr),
+            caps,
+            ..
+        } => (attr.layout().unwrap().clone(), caps),
+        other => panic!("lookup: {other:?}"),
+    };
+    assert_eq!(caps.len(), 1 + layout.datafiles.len(), "{caps:?}");
+    let df = layout.datafiles[0];
+    let (mut d, mut dmacs) = raw_session(&config, df.server as usize, &key_proof(&config)).unwrap();
+    let read = |cap: Option<pvfs_proto::Capability>| Request::Read {
+        handle: df.handle,
+        stripe: layout.stripe(),
+        index: 0,
+        regions: pvfs_proto::Regions::contig(0, 10),
+        cap,
+    };
+    let good = caps[1].clone();
+    assert_eq!(good.handle, df.handle);
+    let r = ask(
+        &mut d,
+        &mut dmacs,
+        2,
+        root_creds(),
+        read(Some(good.clone())),
+    );
+    assert!(matches!(r, Response::ReadStart { .. }), "{r:?}");
+    let refused = |r: Response, what: &str| {
+        assert_eq!(errno_of(&r), Some(Errno::EACCES), "{what}: {r:?}");
+    };
+    refused(
+        ask(&mut d, &mut dmacs, 3, root_creds(), read(None)),
+        "no capability",
+    );
+    let mut more = good.clone();
+    more.rights |= pvfs_proto::rights::WRITE;
+    refused(
+        ask(&mut d, &mut dmacs, 4, root_creds(), read(Some(more))),
+        "rights raised",
+    );
+    let mut longer = good.clone();
+    longer.expires += 3600;
+    refused(
+        ask(&mut d, &mut dmacs, 5, root_creds(), read(Some(longer))),
+        "expiry moved",
+    );
+    let mut flipped = good.clone();
+    flipped.mac[0] ^= 1;
+    refused(
+        ask(&mut d, &mut dmacs, 6, root_creds(), read(Some(flipped))),
+        "seal altered",
+    );
+    // A capability for another datafile (of the same file) does not open this one.
+    refused(
+        ask(
+            &mut d,
+            &mut dmacs,
+            7,
+            root_creds(),
+            read(Some(caps[2].clone())),
+        ),
+        "another datafile",
+    );
+    // A read capability does not write.
+    let write = Request::Write {
+        handle: df.handle,
+        stripe: layout.stripe(),
+        index: 0,
+        regions: pvfs_proto::Regions::contig(0, 0),
+        sync: false,
+        cap: Some(good.clone()),
+    };
+    refused(
+        ask(&mut d, &mut dmacs, 8, root_creds(), write),
+        "a read capability",
+    );
+    // A misplaced name is refused: the same Create at a server that does not hold
+    // its shard.
+    let wrong = (0..config.servers.len())
+        .find(|&i| i != shard_server && config.servers[i].roles.contains(pvfs_proto::Roles::META))
+        .unwrap();
+    let (mut w, mut wmacs) = raw_session(&config, wrong, &key_proof(&config)).unwrap();
+    let r = ask(
+        &mut w,
+        &mut wmacs,
+        9,
+        root_creds(),
+        Request::Create {
+            parent: root,
+            name: "f".into(),
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            what: CreateWhat::File {
+                spec: LayoutSpec::default(),
+            },
+        },
+    );
+    assert_eq!(errno_of(&r), Some(Errno::EXDEV), "misplaced create: {r:?}");
+
+    // Expired: refused with EKEYEXPIRED once past its expiry (and the clock slack).
+    let wait_until = good.expires + 3;
+    common::poll(
+        "the capability to expire",
+        common::scaled(Duration::from_secs(60)),
+        || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            (now > wait_until).then_some(())
+        },
+    );
+    let r = ask(&mut d, &mut dmacs, 10, root_creds(), read(Some(good)));
+    assert_eq!(errno_of(&r), Some(Errno::EKEYEXPIRED), "expired: {r:?}");
+    // The client library renews by itself: the file opened before reads on.
+    tc.run(Duration::from_secs(30), async |_c| {
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(held.read_at(0, &mut back).await.unwrap(), data.len());
+        assert_eq!(back, data);
+        held.write_at(0, b"again").await.unwrap();
+    });
 }

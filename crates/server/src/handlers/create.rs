@@ -70,14 +70,12 @@ pub async fn handle(
         ));
     }
     // As open(2) and mkdir(2): a name that exists is EEXIST whether or not the caller
-    // may write the directory (searching it is enough to see the name).
+    // may write the directory (searching it is enough to see the name), so the write
+    // permission is checked in the commit, after the name (and a retry's recorded
+    // answer).
     let parent_attr = lookup::search(ctx, caller, parent).await?;
     lookup::check_placement(ctx, &parent_attr, &name)?;
-    if ctx.meta.read()?.get_entry(parent, &name)?.is_some() {
-        return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")));
-    }
-    access::check(&parent_attr, creds, access::MAY_WRITE)
-        .map_err(|e| OpError::new(e, format!("no write permission on directory {parent:#x}")))?;
+    let may_write = access::check(&parent_attr, creds, access::MAY_WRITE);
     let is_dir = matches!(what, CreateWhat::Dir { .. });
     let (gid, mode) = if parent_attr.mode & 0o2000 != 0 {
         access::new_object_group(&parent_attr, creds, mode, is_dir)
@@ -120,6 +118,9 @@ pub async fn handle(
                 if t.get_entry(parent, &name)?.is_some() {
                     return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")).into());
                 }
+                may_write.map_err(|e| {
+                    OpError::new(e, format!("no write permission on directory {parent:#x}"))
+                })?;
                 let handle = t.alloc_handles(1)?;
                 debug_assert!(range.contains(handle));
                 let now = Timespec::now();
