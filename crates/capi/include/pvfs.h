@@ -62,7 +62,7 @@ typedef struct pvfs_dir PVFS_DIR;
  * of 4096 datafiles); a handle for a file striped over `c` servers takes
  * `85 + 12 * c` bytes.
  */
-#define PVFS_GROUP_HANDLE_MAX 49237
+#define PVFS_GROUP_HANDLE_MAX 229481
 
 /**
  * Servers whose request counts `struct pvfs_stats` reports one by one.
@@ -614,8 +614,8 @@ int pvfs_get_layout(int fd, struct pvfs_layout_hint *hint);
  * suffices; if `handle` is NULL or `*handle_len` is too small, the call fails with
  * ERANGE and sets `*handle_len` to the size needed (the file is opened or created all
  * the same, so call again without O_EXCL). Returns 0, or -1 with errno: as
- * `pvfs_open`, and ERANGE, EISDIR (a directory), EOPNOTSUPP (the configuration has no
- * secret).
+ * `pvfs_open`, and ERANGE, EISDIR (a directory), EACCES (no permission for the access
+ * mode).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `handle_len` is NULL or points to a
@@ -628,11 +628,10 @@ int pvfs_openg(const char *path, void *handle, size_t *handle_len, int flags, in
  * `openfh` of the POSIX extensions paper (Vilayannur et al., 2008): a new descriptor
  * for the file a group handle from `pvfs_openg` names, opened with the handle's access
  * mode (a read-only handle gives a descriptor that cannot write: EBADF) and O_APPEND.
- * Checks the handle's length, checksum, MAC and fsid locally and sends no request at
- * all, whatever the number of processes doing it. Returns the descriptor, or -1 with
- * errno: EBADMSG (a damaged or forged handle, or one made with another secret), EXDEV
- * (another file system), EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration),
- * ENXIO.
+ * Checks the handle's length, checksum and fsid locally and sends no request at all,
+ * whatever the number of processes doing it (the data servers check the capabilities
+ * it carries at each read and write). Returns the descriptor, or -1 with errno:
+ * EBADMSG (a damaged handle), EXDEV (another file system), EFAULT, EMFILE, ENXIO.
  *
  * # Safety
  * `handle` is NULL or readable for `handle_len` bytes.

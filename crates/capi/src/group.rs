@@ -4,9 +4,11 @@
 //! — a distributed `dup`.
 //!
 //! The handle's format is `pvfs_client`'s (crates/client/src/group.rs): little-endian,
-//! with the fsid, the object handle, the open flags, the file's layout, a CRC32C and
-//! an HMAC-SHA256 keyed with the file system's secret, so it can be shipped between
-//! hosts of any byte order and a modified handle is refused (EBADMSG).
+//! with the fsid, the object handle, the open flags, the file's layout, the
+//! capabilities `pvfs_openg`'s caller was granted, and a CRC32C, so it can be shipped
+//! between hosts of any byte order. A damaged handle is refused (EBADMSG); the data
+//! servers check the capabilities, so an altered or forged handle reads and writes
+//! nothing, and one used by another user is refused at its first read or write.
 
 use libc::{c_char, c_int, c_void, size_t};
 
@@ -27,8 +29,8 @@ const CARRIED: c_int = libc::O_ACCMODE | libc::O_APPEND;
 /// suffices; if `handle` is NULL or `*handle_len` is too small, the call fails with
 /// ERANGE and sets `*handle_len` to the size needed (the file is opened or created all
 /// the same, so call again without O_EXCL). Returns 0, or -1 with errno: as
-/// `pvfs_open`, and ERANGE, EISDIR (a directory), EOPNOTSUPP (the configuration has no
-/// secret).
+/// `pvfs_open`, and ERANGE, EISDIR (a directory), EACCES (no permission for the access
+/// mode).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `handle_len` is NULL or points to a
@@ -53,7 +55,7 @@ pub unsafe extern "C" fn pvfs_openg(
             Target::File(f) => f,
             Target::Dir(_) => return Err(fail(libc::EISDIR, "group handles name files")),
         };
-        let token = g.client().group_handle(&file, (flags & CARRIED) as u32)?;
+        let token = g.run(g.client().group_handle(&file, (flags & CARRIED) as u32))?;
         // SAFETY: checked non-NULL; writable by contract.
         unsafe { put(len_ptr, token.len()) };
         if handle.is_null() || room < token.len() {
@@ -72,11 +74,10 @@ pub unsafe extern "C" fn pvfs_openg(
 /// `openfh` of the POSIX extensions paper (Vilayannur et al., 2008): a new descriptor
 /// for the file a group handle from `pvfs_openg` names, opened with the handle's access
 /// mode (a read-only handle gives a descriptor that cannot write: EBADF) and O_APPEND.
-/// Checks the handle's length, checksum, MAC and fsid locally and sends no request at
-/// all, whatever the number of processes doing it. Returns the descriptor, or -1 with
-/// errno: EBADMSG (a damaged or forged handle, or one made with another secret), EXDEV
-/// (another file system), EFAULT, EMFILE, EOPNOTSUPP (no secret in the configuration),
-/// ENXIO.
+/// Checks the handle's length, checksum and fsid locally and sends no request at all,
+/// whatever the number of processes doing it (the data servers check the capabilities
+/// it carries at each read and write). Returns the descriptor, or -1 with errno:
+/// EBADMSG (a damaged handle), EXDEV (another file system), EFAULT, EMFILE, ENXIO.
 ///
 /// # Safety
 /// `handle` is NULL or readable for `handle_len` bytes.

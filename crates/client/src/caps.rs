@@ -61,7 +61,7 @@ impl Granted {
         let expires = caps.iter().map(|c| c.expires).min().unwrap_or(0);
         Granted {
             caps,
-            renew_at: now + expires.saturating_sub(now) * 3 / 4,
+            renew_at: now.saturating_add(expires.saturating_sub(now) / 4 * 3),
         }
     }
 }

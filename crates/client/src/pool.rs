@@ -154,14 +154,6 @@ impl Pool {
         }
     }
 
-    /// The file system's key, when this client holds it.
-    pub fn key_ring(&self) -> Option<&KeyRing> {
-        match &self.auth {
-            Auth::Key(ClientProof::Key(ring)) => Some(ring),
-            _ => None,
-        }
-    }
-
     /// The name of server `server`, or `?` for an index the configuration does not have
     /// (a layout from a server may name one: it gets an error, never a panic).
     pub fn name(&self, server: usize) -> &str {
