@@ -409,19 +409,22 @@ where
 }
 
 /// Accepts a connection as a server. `peer` is the client's address when known (for
-/// root squash). The caller bounds it with a deadline. On a refusal the client has
-/// been told why; the caller logs it and closes.
-pub async fn server<R, W>(
+/// root squash). `admit` decides, once the client is proven and before it is told it
+/// got in, whether the server takes it (a connection slot, say): its error is sent as
+/// the refusal. The caller bounds the whole with a deadline. On a refusal the client
+/// has been told why; the caller logs it and closes.
+pub async fn server<R, W, T>(
     r: &mut R,
     w: &mut W,
     policy: &ServerPolicy,
     peer: Option<IpAddr>,
-) -> Result<ServerSession, HandshakeError>
+    admit: impl FnOnce(&Identity) -> Result<T, (Errno, String)>,
+) -> Result<(ServerSession, T), HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let result = accept(r, w, policy, peer).await;
+    let result = accept(r, w, policy, peer, admit).await;
     if let Err(HandshakeError::Rejected { errno, message }) = &result {
         let _ = send(
             w,
@@ -435,12 +438,13 @@ where
     result
 }
 
-async fn accept<R, W>(
+async fn accept<R, W, T>(
     r: &mut R,
     w: &mut W,
     policy: &ServerPolicy,
     peer: Option<IpAddr>,
-) -> Result<ServerSession, HandshakeError>
+    admit: impl FnOnce(&Identity) -> Result<T, (Errno, String)>,
+) -> Result<(ServerSession, T), HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -566,6 +570,7 @@ where
             "the client failed to prove it holds the file system's key".into(),
         ));
     }
+    let admitted = admit(&identity).map_err(|(errno, message)| reject(errno, message))?;
     let welcome = match identity.acts_as() {
         None => Welcome {
             trusted: true,
@@ -581,11 +586,14 @@ where
         },
     };
     send(w, &HandshakeMsg::Welcome(welcome)).await?;
-    Ok(ServerSession {
-        macs: session(&key, &d, false),
-        identity,
-        client: hello.client,
-    })
+    Ok((
+        ServerSession {
+            macs: session(&key, &d, false),
+            identity,
+            client: hello.client,
+        },
+        admitted,
+    ))
 }
 
 #[cfg(test)]
@@ -617,9 +625,9 @@ mod tests {
         let (mut br, mut bw) = tokio::io::split(b);
         let p = policy(server_keys);
         let s = async move {
-            let r = server(&mut br, &mut bw, &p, None).await;
+            let r = server(&mut br, &mut bw, &p, None, |_| Ok(())).await;
             drop(bw);
-            r
+            r.map(|(s, ())| s)
         };
         let c = async move {
             let r = super::client(&mut ar, &mut aw, &client, fsid, name, "test").await;
@@ -678,7 +686,7 @@ mod tests {
         let (mut ar, mut aw) = tokio::io::split(a);
         let (mut br, mut bw) = tokio::io::split(b);
         let p = policy(&ring);
-        let s = tokio::spawn(async move { server(&mut br, &mut bw, &p, None).await });
+        let s = tokio::spawn(async move { server(&mut br, &mut bw, &p, None, |_| Ok(())).await });
         let hello = Hello {
             version: HANDSHAKE_VERSION,
             fsid: 42,

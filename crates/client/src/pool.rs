@@ -30,6 +30,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 struct Slot {
     conn: tokio::sync::Mutex<Option<Arc<MuxConn>>>,
     down_until: Mutex<Option<(Instant, String)>>,
+    /// When the connection was last used.
+    used: Mutex<Instant>,
 }
 
 /// Requests sent by this client, for tests and `pvfs_stats`, so that the message
@@ -142,6 +144,7 @@ impl Pool {
                 .map(|_| Slot {
                     conn: tokio::sync::Mutex::new(None),
                     down_until: Mutex::new(None),
+                    used: Mutex::new(Instant::now()),
                 })
                 .collect(),
             bufs: BufPool::new(CHUNK, 16),
@@ -173,9 +176,20 @@ impl Pool {
             ));
         };
         let mut guard = slot.conn.lock().await;
+        // A connection unused for half the servers' idle timeout is replaced before the
+        // server closes it, so no request races that close.
+        let now = Instant::now();
+        let stale = slot.used.lock().is_ok_and(|mut used| {
+            let stale = now.duration_since(*used) > self.config.timeouts.idle / 2;
+            *used = now;
+            stale
+        });
         if let Some(c) = guard.as_ref() {
             if c.closed().is_none() {
-                return Ok(c.clone());
+                if !stale || c.in_flight() > 0 {
+                    return Ok(c.clone());
+                }
+                c.shutdown("idle");
             }
         }
         if let Ok(down) = slot.down_until.lock() {

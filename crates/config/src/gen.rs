@@ -281,6 +281,10 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("sync = {}", duration(c.timeouts.sync)),
             "longest wait for an fsync",
         ),
+        note(
+            format!("idle = {}", duration(c.timeouts.idle)),
+            "a connection with nothing to do is closed",
+        ),
         String::new(),
         "[limits]".into(),
         note(
@@ -290,6 +294,13 @@ pub(crate) fn to_toml(c: &Config) -> String {
         note(
             format!("connections = {}", c.limits.connections),
             "client connections per server",
+        ),
+        note(
+            format!(
+                "connections_per_address = {}",
+                c.limits.connections_per_address
+            ),
+            "of them from one client address",
         ),
         note(
             format!("meta_cache = {}", size(c.limits.meta_cache)),

@@ -111,8 +111,13 @@ pub struct Limits {
     /// Bytes of received data a server holds at once (frames queued or being written);
     /// beyond it, it stops reading sockets until data reaches the disk.
     pub buffers: u64,
-    /// Client connections a server serves at once; more are closed at once.
+    /// Client connections a server serves at once; more are closed at once. The
+    /// server also keeps it under its open-file limit (raised at start as far as the
+    /// system allows).
     pub connections: u32,
+    /// Connections one client address may hold at once on one server (so one node,
+    /// misbehaving or hostile, cannot take every slot).
+    pub connections_per_address: u32,
     /// Bytes of metadata store pages a server caches in memory (the rest comes from
     /// the kernel's page cache at the price of a system call).
     pub meta_cache: u64,
@@ -123,6 +128,7 @@ impl Default for Limits {
         Limits {
             buffers: 256 << 20,
             connections: 4096,
+            connections_per_address: 1024,
             meta_cache: 1 << 20,
         }
     }
@@ -137,6 +143,9 @@ pub struct Timeouts {
     pub request: Duration,
     /// Longest wait for an fsync (it may write back much data first).
     pub sync: Duration,
+    /// A connection without a request for this long is closed by the server (clients
+    /// close theirs earlier, after half of it, and reconnect when needed).
+    pub idle: Duration,
 }
 
 impl Default for Timeouts {
@@ -145,6 +154,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(2),
             request: Duration::from_secs(5),
             sync: Duration::from_secs(60),
+            idle: Duration::from_secs(600),
         }
     }
 }

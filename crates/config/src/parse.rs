@@ -56,6 +56,7 @@ struct RawTimeouts {
     connect: Option<Spanned<Value>>,
     request: Option<Spanned<Value>>,
     sync: Option<Spanned<Value>>,
+    idle: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +64,7 @@ struct RawTimeouts {
 struct RawLimits {
     buffers: Option<Spanned<Value>>,
     connections: Option<Spanned<Value>>,
+    connections_per_address: Option<Spanned<Value>>,
     meta_cache: Option<Spanned<Value>>,
 }
 
@@ -362,6 +364,9 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Some(v) = &t.sync {
             timeouts.sync = cx.convert("timeouts.sync", v, duration_value)?;
         }
+        if let Some(v) = &t.idle {
+            timeouts.idle = cx.convert("timeouts.idle", v, duration_value)?;
+        }
     }
 
     let mut limits = Limits::default();
@@ -373,10 +378,15 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Some(v) = &l.meta_cache {
             limits.meta_cache = cx.convert("limits.meta_cache", v, size_value)?;
         }
+        let count_value = |v: &Value| {
+            number_value(v).and_then(|n| u32::try_from(n).map_err(|_| "too large".to_string()))
+        };
         if let Some(v) = &l.connections {
-            limits.connections = cx.convert("limits.connections", v, |v: &Value| {
-                number_value(v).and_then(|n| u32::try_from(n).map_err(|_| "too large".to_string()))
-            })?;
+            limits.connections = cx.convert("limits.connections", v, count_value)?;
+        }
+        if let Some(v) = &l.connections_per_address {
+            limits.connections_per_address =
+                cx.convert("limits.connections_per_address", v, count_value)?;
         }
     }
 
@@ -497,6 +507,19 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
     }
     if c.limits.connections == 0 {
         fail!("limits.connections", "must be greater than zero");
+    }
+    if c.limits.connections_per_address == 0 {
+        fail!(
+            "limits.connections_per_address",
+            "must be greater than zero"
+        );
+    }
+    if c.timeouts.idle < c.timeouts.request {
+        fail!(
+            "timeouts.idle",
+            "must be at least the request timeout ({})",
+            crate::units::format_duration(c.timeouts.request)
+        );
     }
     if c.timeouts.connect.is_zero() {
         fail!("timeouts.connect", "must be greater than zero");

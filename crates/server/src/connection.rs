@@ -5,22 +5,24 @@
 //! malformed header (bad magic, unknown version, oversized lengths) gets an error
 //! answer when a request id can be read, then the connection is closed, because the
 //! frame boundary is lost. Limits: at most [`MAX_INFLIGHT`] requests per connection
-//! and [`STREAM_QUEUE`] queued data frames per request, so a client cannot make the
-//! server buffer without bound.
+//! and [`STREAM_QUEUE`] queued data frames per request, every frame's body and data
+//! counted against the receive-buffer budget before they are read (`crate::limits`),
+//! and a connection with nothing to do closed after `[timeouts] idle`, so no client
+//! can make the server buffer without bound or hold it for nothing.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
 use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
 use pvfs_transport::frames::{check_tag, read_header_within, read_payload};
 use pvfs_transport::{Conn, FrameWriter, PooledBuf, TransportError};
-use tokio::io::BufReader;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::ctx::{Ctx, Inflight, BUDGET_UNIT};
+use crate::ctx::{Ctx, Inflight};
 use crate::dispatch;
+use crate::limits::{self, Admitted, Held};
 use crate::session::Session;
 
 /// Requests handled at once per connection.
@@ -28,40 +30,14 @@ pub const MAX_INFLIGHT: usize = 256;
 /// Data frames queued per streaming request.
 pub const STREAM_QUEUE: usize = 4;
 
-/// Received bulk data, holding its share of the server's buffer budget until dropped
-/// (that is, until the bytes are on disk).
+/// Received bulk data, holding its frame's share of the server's buffer budget until
+/// dropped (that is, until the bytes are on disk, or the request is answered).
 pub struct Data {
     /// The bytes.
     pub buf: PooledBuf,
     /// Whether the frame was the last of its request.
     pub end: bool,
-    budget: Option<(OwnedSemaphorePermit, Arc<Ctx>)>,
-}
-
-impl Drop for Data {
-    fn drop(&mut self) {
-        if let Some((permit, ctx)) = self.budget.take() {
-            drop(permit);
-            ctx.budget_released.fetch_add(1, Ordering::Release);
-        }
-    }
-}
-
-/// Waits for `units` of the receive-buffer budget. Waiting is fine while the server
-/// makes progress (some budget is being released); only a whole request timeout without
-/// any release gives up (None).
-async fn acquire_budget(ctx: &Arc<Ctx>, units: u32) -> Option<OwnedSemaphorePermit> {
-    let wait = ctx.buffers.clone().acquire_many_owned(units);
-    tokio::pin!(wait);
-    loop {
-        let released = ctx.budget_released.load(Ordering::Acquire);
-        match tokio::time::timeout(ctx.config.timeouts.request, &mut wait).await {
-            Ok(Ok(permit)) => return Some(permit),
-            Ok(Err(_)) => return None,
-            Err(_) if ctx.budget_released.load(Ordering::Acquire) != released => continue,
-            Err(_) => return None,
-        }
-    }
+    _budget: Held,
 }
 
 /// Where a handler sends its answer.
@@ -160,23 +136,39 @@ pub async fn serve(
     ctx: Arc<Ctx>,
     conn: Conn,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    (handshake_slot, admitted): (OwnedSemaphorePermit, Admitted),
 ) {
     let peer = conn.peer;
     let fd = conn.fd;
-    let mut r = BufReader::with_capacity(64 * 1024, conn.read);
+    let mut raw_read = conn.read;
     let mut w = conn.write;
-    // Nothing but the handshake is read until it succeeds.
+    // Nothing but the handshake is read until it succeeds, straight from the socket
+    // (it reads exactly its messages), so a connection that never proves itself costs
+    // no read buffer.
     let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+    // A proven client takes one of the server's connection slots before it is let in
+    // (a clear refusal when none is left).
+    let take_slot = |_: &pvfs_auth::Identity| {
+        ctx.connections.clone().try_acquire_owned().map_err(|_| {
+            (
+                Errno::EAGAIN,
+                format!(
+                    "server {} serves its limit of {} connections; try again later",
+                    ctx.info.name,
+                    ctx.connections_total()
+                ),
+            )
+        })
+    };
     let handshake = tokio::time::timeout(
         ctx.config.timeouts.request,
-        pvfs_auth::handshake::server(&mut r, &mut w, &ctx.policy, peer_ip),
+        pvfs_auth::handshake::server(&mut raw_read, &mut w, &ctx.policy, peer_ip, take_slot),
     );
     let opened = tokio::select! {
         opened = handshake => opened,
         _ = stop.changed() => return,
     };
-    let opened = match opened {
+    let (opened, _slot) = match opened {
         Ok(Ok(opened)) => opened,
         Ok(Err(e)) => {
             refused(&ctx, &peer, &e.to_string());
@@ -187,6 +179,7 @@ pub async fn serve(
             return;
         }
     };
+    drop(handshake_slot);
     let session = Arc::new(Session {
         identity: opened.identity,
         peer: peer.clone(),
@@ -195,13 +188,30 @@ pub async fn serve(
     tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");
     let writer = Arc::new(FrameWriter::new(w, fd, Some(opened.macs.send)));
     let mut recv_mac = Some(opened.macs.recv);
+    let mut r = BufReader::with_capacity(64 * 1024, raw_read);
     let mut streams: HashMap<u64, mpsc::Sender<Data>> = HashMap::new();
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     loop {
-        let raw = tokio::select! {
-            raw = read_header_within(&mut r, Some(ctx.config.timeouts.request)) => raw,
-            _ = stop.changed() => break,
+        // Wait for the next frame's first byte (without consuming anything, so the
+        // wait can end at any time); a connection with no request in flight that
+        // stays silent for the idle timeout is closed.
+        let idle = ctx.config.timeouts.idle;
+        let arrived = loop {
+            tokio::select! {
+                ready = r.fill_buf() => break matches!(ready, Ok(b) if !b.is_empty()),
+                _ = tokio::time::sleep(idle) => {
+                    if slots.available_permits() == MAX_INFLIGHT && streams.is_empty() {
+                        tracing::debug!(%peer, "closing a connection idle for {idle:?}");
+                        break false;
+                    }
+                }
+                _ = stop.changed() => break false,
+            }
         };
+        if !arrived {
+            break;
+        }
+        let raw = read_header_within(&mut r, Some(ctx.config.timeouts.request)).await;
         let raw = match raw {
             Ok(Some(raw)) => raw,
             Ok(None) => break,
@@ -213,23 +223,22 @@ pub async fn serve(
         let header = match FrameHeader::decode(&raw) {
             Ok(h) => h,
             Err(e) => {
-                refuse_header(&writer, &raw, &e, &peer).await;
+                refuse_header(&ctx, &writer, &raw, &e, &peer).await;
                 break;
             }
         };
-        // The frame's data waits for its share of the buffer budget (bounded memory
-        // whatever the clients send; TCP pushes back meanwhile).
-        let budget = if header.data_len > 0 {
-            let units = u64::from(header.data_len).div_ceil(BUDGET_UNIT) as u32;
-            match acquire_budget(&ctx, units).await {
-                Some(permit) => Some(permit),
-                None => {
-                    tracing::warn!(%peer, "receive buffers held without progress past the request timeout; closing");
-                    break;
+        // The frame's body and data wait for their share of the buffer budget before
+        // anything is read or allocated (bounded memory whatever the clients send;
+        // TCP pushes back meanwhile).
+        let bytes = u64::from(header.body_len) + u64::from(header.data_len);
+        let budget = match admitted.hold(&ctx, limits::units(bytes.max(1))).await {
+            Some(held) => held,
+            None => {
+                if let Some(dropped) = ctx.log_limit.allow(&format!("budget {}", host_of(&peer))) {
+                    tracing::warn!(%peer, dropped, "receive buffers held without progress past the request timeout; closing");
                 }
+                break;
             }
-        } else {
-            None
         };
         // Once a frame has begun, the rest of it must arrive within the deadline.
         let payload = tokio::time::timeout(
@@ -244,7 +253,9 @@ pub async fn serve(
                 break;
             }
             Err(_) => {
-                tracing::warn!(%peer, "frame payload not received in time; closing");
+                if let Some(dropped) = ctx.log_limit.allow(&format!("payload {}", host_of(&peer))) {
+                    tracing::warn!(%peer, dropped, "frame payload not received in time; closing");
+                }
                 break;
             }
         };
@@ -294,7 +305,7 @@ pub async fn serve(
                     let data = Data {
                         buf: frame.data,
                         end: header.is_end(),
-                        budget: budget.map(|p| (p, ctx.clone())),
+                        _budget: budget,
                     };
                     dispatch::dispatch(&ctx, &reply, &session, body, data, stream).await;
                     drop(permit);
@@ -309,7 +320,7 @@ pub async fn serve(
                     let data = Data {
                         buf: frame.data,
                         end,
-                        budget: budget.map(|p| (p, ctx.clone())),
+                        _budget: budget,
                     };
                     if tx.send(data).await.is_err() || end {
                         streams.remove(&header.request_id);
@@ -317,7 +328,9 @@ pub async fn serve(
                 }
             }
             FrameKind::Response | FrameKind::Handshake => {
-                tracing::warn!(%peer, kind = ?header.kind, "client sent a frame only servers send; closing");
+                if let Some(dropped) = ctx.log_limit.allow(&format!("kind {}", host_of(&peer))) {
+                    tracing::warn!(%peer, kind = ?header.kind, dropped, "client sent a frame only servers send; closing");
+                }
                 break;
             }
         }
@@ -346,12 +359,15 @@ fn host_of(peer: &str) -> &str {
 }
 
 async fn refuse_header(
+    ctx: &Ctx,
     writer: &FrameWriter,
     raw: &[u8; pvfs_proto::frame::HEADER_LEN],
     e: &FrameError,
     peer: &str,
 ) {
-    tracing::warn!(%peer, "refusing frame: {e}");
+    if let Some(dropped) = ctx.log_limit.allow(&format!("frame {}", host_of(peer))) {
+        tracing::warn!(%peer, dropped, "refusing frame: {e}");
+    }
     if matches!(e, FrameError::BadMagic(_)) {
         return; // Not our protocol: nothing sensible to answer.
     }

@@ -49,18 +49,26 @@ pub struct Ctx {
     pub inflight: Inflight,
     /// Injected faults (tests only; empty unless `PVFS_FAULTS` is set).
     pub faults: Faults,
-    /// The budget of received data held at once, in [`BUDGET_UNIT`]s (`[limits]
-    /// buffers`): a connection waits for its share before reading a frame's data.
+    /// The budget of received bytes held at once, in `limits::BUDGET_UNIT`s
+    /// (`[limits] buffers`): a connection waits for its share before reading a
+    /// frame's body and data.
     pub buffers: Arc<tokio::sync::Semaphore>,
-    /// Client connections served at once (`[limits] connections`).
+    /// The size of that budget, in units.
+    pub buffer_units: u64,
+    /// Client connections served at once (`[limits] connections`, under the
+    /// open-file limit).
     pub connections: Arc<tokio::sync::Semaphore>,
+    /// Their number.
+    pub max_connections: u32,
+    /// Connections still in their handshake, at once (at most half the connection
+    /// slots: those who cannot prove themselves never take every slot).
+    pub handshakes: Arc<tokio::sync::Semaphore>,
+    /// What one client address may take (connections, buffers).
+    pub addresses: crate::limits::AddressLimits,
     /// Count of budget releases: a connection waiting for budget keeps waiting while it
     /// moves (the server is making progress).
     pub budget_released: AtomicU64,
 }
-
-/// Granularity of the received-data budget.
-pub const BUDGET_UNIT: u64 = 64 << 10;
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:
 /// a comma-separated list of `drop-reply:OP:N` (do the next N requests of operation OP,
@@ -124,6 +132,11 @@ impl Faults {
 }
 
 impl Ctx {
+    /// Client connections served at once at most.
+    pub fn connections_total(&self) -> u32 {
+        self.max_connections
+    }
+
     /// This server's roles.
     pub fn roles(&self) -> Roles {
         self.info.roles

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod handlers;
+pub mod limits;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
@@ -109,6 +110,15 @@ pub async fn run(
         trusted: config.security.trusted.clone(),
     };
     let mut listener = AutoTransport.listen(&sc.address).await?;
+    let buffer_units = (config.limits.buffers / limits::BUDGET_UNIT).max(1);
+    let max_connections = limits::connection_cap(config.limits.connections);
+    if max_connections < config.limits.connections {
+        tracing::warn!(
+            wanted = config.limits.connections,
+            served = max_connections,
+            "the open-file limit allows fewer client connections than [limits] connections"
+        );
+    }
     let pool = BufPool::new(CHUNK, 64);
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
@@ -130,12 +140,17 @@ pub async fn run(
         next_base: AtomicU64::new(u64::from(std::process::id())),
         inflight: Inflight::default(),
         faults,
-        buffers: Arc::new(tokio::sync::Semaphore::new(
-            (config.limits.buffers / ctx::BUDGET_UNIT).max(1) as usize,
+        buffers: Arc::new(tokio::sync::Semaphore::new(buffer_units as usize)),
+        buffer_units,
+        connections: Arc::new(tokio::sync::Semaphore::new(max_connections as usize)),
+        max_connections,
+        handshakes: Arc::new(tokio::sync::Semaphore::new(
+            (max_connections as usize / 2).max(64),
         )),
-        connections: Arc::new(tokio::sync::Semaphore::new(
-            config.limits.connections as usize,
-        )),
+        addresses: limits::AddressLimits::new(
+            config.limits.connections_per_address,
+            u32::try_from(buffer_units).unwrap_or(u32::MAX),
+        ),
         budget_released: AtomicU64::new(0),
         config,
     });
@@ -155,18 +170,37 @@ pub async fn run(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(conn) => match ctx.connections.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        tokio::spawn(connection::serve(ctx.clone(), conn, stop_rx.clone(), slot));
+                Ok(conn) => {
+                    let ip = conn.peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+                    // Closing a connection at once tells the client more than a full
+                    // backlog would.
+                    match (ctx.handshakes.clone().try_acquire_owned(), ctx.addresses.admit(ip)) {
+                        (Ok(handshake), Some(admitted)) => {
+                            tokio::spawn(connection::serve(
+                                ctx.clone(),
+                                conn,
+                                stop_rx.clone(),
+                                (handshake, admitted),
+                            ));
+                        }
+                        (Err(_), _) => {
+                            if let Some(dropped) = ctx.log_limit.allow("handshake limit") {
+                                tracing::warn!(peer = %conn.peer, dropped, "too many connections in their handshake; closing a new connection");
+                            }
+                        }
+                        (Ok(_), None) => {
+                            let key = format!("address limit {}", ip.map_or("local".into(), |i| i.to_string()));
+                            if let Some(dropped) = ctx.log_limit.allow(&key) {
+                                tracing::warn!(peer = %conn.peer, limit = ctx.config.limits.connections_per_address, dropped, "connection limit of this client address reached; closing a new connection");
+                            }
+                        }
                     }
-                    Err(_) => {
-                        // Closing it at once tells the client more than a full backlog.
-                        tracing::warn!(peer = %conn.peer, limit = ctx.config.limits.connections, "connection limit reached; closing a new connection");
-                    }
-                },
+                }
                 Err(e) => {
                     // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
+                    if let Some(dropped) = ctx.log_limit.allow("accept") {
+                        tracing::warn!(dropped, "accept failed: {e}");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -14,7 +14,7 @@ use crate::error::{OpError, OpResult};
 /// Connections to the other servers of the file system.
 pub struct Peers {
     config: Config,
-    conns: Vec<Mutex<Option<Arc<MuxConn>>>>,
+    conns: Vec<Mutex<Option<(Arc<MuxConn>, std::time::Instant)>>>,
     pool: BufPool,
     proof: pvfs_auth::ClientProof,
     name: String,
@@ -36,9 +36,17 @@ impl Peers {
 
     async fn conn(&self, idx: usize) -> OpResult<Arc<MuxConn>> {
         let mut slot = self.conns[idx].lock().await;
-        if let Some(c) = slot.as_ref() {
+        let now = std::time::Instant::now();
+        if let Some((c, used)) = slot.as_mut() {
+            // Replaced when unused for half the idle timeout, before the other server
+            // closes it (as clients do).
+            let stale = now.duration_since(*used) > self.config.timeouts.idle / 2;
             if c.closed().is_none() {
-                return Ok(c.clone());
+                if !stale || c.in_flight() > 0 {
+                    *used = now;
+                    return Ok(c.clone());
+                }
+                c.shutdown("idle");
             }
         }
         let server = &self.config.servers[idx];
@@ -56,7 +64,7 @@ impl Peers {
             self.pool.clone(),
         )
         .await?;
-        *slot = Some(mux.clone());
+        *slot = Some((mux.clone(), now));
         Ok(mux)
     }
 

@@ -107,6 +107,18 @@ impl MuxConn {
         self.lock().closed.clone()
     }
 
+    /// Requests waiting for (the rest of) their answers.
+    pub fn in_flight(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Closes the connection (the server sees it end at once); requests still waiting
+    /// fail.
+    pub fn shutdown(&self, why: &str) {
+        self.writer.abort();
+        self.close(why.to_string());
+    }
+
     /// Starts a request: sends its first frame (body and optional first data) and
     /// returns the handle on which its answer arrives. With `end` false, more data
     /// frames follow through [`Call::send_data`].

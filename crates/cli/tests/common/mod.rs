@@ -578,13 +578,24 @@ pub fn raw_session(
     server: usize,
     proof: &pvfs_auth::ClientProof,
 ) -> Result<(std::net::TcpStream, pvfs_auth::SessionMacs), pvfs_auth::HandshakeError> {
+    raw_session_from(config, server, proof, None)
+}
+
+/// [`raw_session`] from local address `from` (any 127.x.y.z works on loopback: a
+/// test can play several client hosts).
+pub fn raw_session_from(
+    config: &Config,
+    server: usize,
+    proof: &pvfs_auth::ClientProof,
+    from: Option<std::net::IpAddr>,
+) -> Result<(std::net::TcpStream, pvfs_auth::SessionMacs), pvfs_auth::HandshakeError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let sc = &config.servers[server];
     let (stream, session) = rt.block_on(async {
-        let mut stream = tokio::net::TcpStream::connect(&sc.address).await.unwrap();
+        let mut stream = connect_from(&sc.address, from).await.unwrap();
         stream.set_nodelay(true).unwrap();
         let (mut r, mut w) = stream.split();
         let run =
@@ -719,6 +730,61 @@ pub fn run_pvfs_as(uid: u32, config: &Path, args: &[&str]) -> CliOutput {
     let c = config.to_str().unwrap();
     full.extend(["-c", c]);
     run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
+}
+
+/// Sends a tagged Ping on a raw session and checks its tagged Pong.
+pub fn ping_raw(s: &mut std::net::TcpStream, macs: &mut pvfs_auth::SessionMacs) {
+    use std::io::{Read, Write};
+    let body = pvfs_proto::encode(&pvfs_proto::RequestBody {
+        creds: pvfs_proto::Creds::current(),
+        request: pvfs_proto::Request::Ping {},
+        retry: None,
+    });
+    let h = pvfs_proto::FrameHeader {
+        kind: pvfs_proto::FrameKind::Request,
+        flags: pvfs_proto::frame::FLAG_END,
+        request_id: 7,
+        body_len: body.len() as u32,
+        tag_len: pvfs_auth::TAG_LEN as u16,
+        data_len: 0,
+    }
+    .encode();
+    let tag = macs.send.seal(&h, &body);
+    let mut frame = h.to_vec();
+    frame.extend_from_slice(&body);
+    frame.extend_from_slice(&tag);
+    s.set_read_timeout(Some(scaled(Duration::from_secs(10))))
+        .unwrap();
+    s.write_all(&frame).unwrap();
+    let mut raw = [0u8; 32];
+    s.read_exact(&mut raw).unwrap();
+    let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
+    let mut body = vec![0u8; rh.body_len as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut tag = vec![0u8; rh.tag_len as usize];
+    s.read_exact(&mut tag).unwrap();
+    macs.recv.open(&raw, &body, &tag).expect("the Pong's tag");
+    let r: pvfs_proto::Response = pvfs_proto::decode(&body).unwrap();
+    assert!(matches!(r, pvfs_proto::Response::Pong { .. }), "{r:?}");
+}
+
+/// A TCP connection to `addr`, from local address `from` when given.
+pub async fn connect_from(
+    addr: &str,
+    from: Option<std::net::IpAddr>,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let target: std::net::SocketAddr = addr.parse().map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
+    })?;
+    let socket = if target.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    if let Some(ip) = from {
+        socket.bind(std::net::SocketAddr::new(ip, 0))?;
+    }
+    socket.connect(target).await
 }
 
 /// The file system's key as a client proof (what key-holding nodes use).
