@@ -42,6 +42,8 @@ enum Command {
     Ping(cmd::admin::PingArgs),
     /// Space and objects per server and in total.
     Df(cmd::admin::DfArgs),
+    /// Health of every server: ok, degraded (with the reason) or down; exit 1 unless all are ok.
+    Status(cmd::admin::StatusArgs),
     /// List a directory.
     Ls(cmd::namespace::LsArgs),
     /// Show the attributes of a file, directory or symlink.
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Command::Stop(a) => cmd::server::stop(a),
         Command::Ping(a) => cmd::admin::ping(a),
         Command::Df(a) => cmd::admin::df(a),
+        Command::Status(a) => cmd::admin::status(a),
         Command::Ls(a) => cmd::namespace::ls(a),
         Command::Stat(a) => cmd::namespace::stat(a),
         Command::Mkdir(a) => cmd::namespace::mkdir(a),

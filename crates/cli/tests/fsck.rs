@@ -27,9 +27,10 @@ fn call() -> Duration {
 /// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
 /// fixes it (several names and impossible layouts are only reported: which name or
 /// which server is right cannot be known).
-const KINDS: [(&str, bool); 9] = [
+const KINDS: [(&str, bool); 10] = [
     ("DanglingEntry", true),
     ("OrphanEntry", true),
+    ("MisplacedEntry", true),
     ("OrphanObject", true),
     ("MultipleNames", false),
     ("WrongParent", true),
@@ -166,6 +167,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             .unwrap();
         f.write_at(0, &small).await.unwrap();
         c.symlink("f1", "/a/link").await.unwrap();
+        let f = c
+            .create("/a/moved", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, &small).await.unwrap();
         c.mkdir("/a/sealed", 0o755).await.unwrap();
         let df = c.open("/big").await.unwrap().layout().datafiles[1];
         (df.handle, df.server as usize)
@@ -297,6 +303,61 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         (a, b_dir)
     });
 
+    // MisplacedEntry: /a/moved's entry kept by another metadata server than the one
+    // holding its shard (servers refuse to put it there, so it is done in the stores
+    // of the two servers, stopped).
+    let a_attr = tc.run(call(), async |c| c.stat("/a").await.unwrap());
+    let a_shards = match a_attr.detail {
+        ObjDetail::Dir { shards, .. } => shards,
+        _ => unreachable!("/a is a directory"),
+    };
+    let moved = tc.run(call(), async |c| c.stat("/a/moved").await.unwrap().handle);
+    let right = entry_server(&config, a, a_shards, "moved");
+    let wrong = config
+        .meta_servers()
+        .into_iter()
+        .find(|&s| s != right)
+        .unwrap();
+    let names = cluster.names();
+    for s in [right, wrong] {
+        cluster.stop_clean(&names[s]);
+    }
+    tc.block_on(async {
+        for (s, put) in [(right, false), (wrong, true)] {
+            let sc = &config.servers[s];
+            let store = pvfs_storage::MetaStore::open(
+                &sc.storage,
+                &pvfs_storage::Identity {
+                    fsid: config.fsid,
+                    server: sc.name.clone(),
+                },
+                (sc.handles.first, sc.handles.last),
+            )
+            .unwrap();
+            store
+                .write(move |t| {
+                    if put {
+                        t.put_entry(a, "moved", moved, ObjKind::File);
+                    } else {
+                        t.delete_entry(a, "moved");
+                    }
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            store.close().await;
+        }
+    });
+    for s in [right, wrong] {
+        cluster.restart(&names[s]);
+    }
+    tc.run(call(), async |c| {
+        assert!(
+            c.stat("/a/moved").await.is_err(),
+            "a misplaced name is not seen"
+        );
+    });
+
     // Found: every kind but BadLayout (its own test), in JSON and in words, exit 1.
     let found = fsck_json(&cluster, false);
     for (kind, _) in KINDS.iter().filter(|(k, _)| *k != "BadLayout") {
@@ -376,6 +437,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
     // entries, /a/b records /a as its parent, the rest is byte for byte as written.
     assert!(!cluster.datafile_path(2, stray).exists());
     tc.run(call(), async |c| {
+        // The misplaced name is where lookups find it again, with its data.
+        let f = c.open("/a/moved").await.unwrap();
+        let mut got = vec![0u8; small.len()];
+        assert_eq!(f.read_at(0, &mut got).await.unwrap(), small.len());
+        assert!(got == small, "/a/moved's data after its name moved");
         let f = c.open("/big").await.unwrap();
         let mut got = vec![0u8; big.len()];
         assert_eq!(f.read_at(0, &mut got).await.unwrap(), big.len());

@@ -877,3 +877,183 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         held.write_at(0, b"again").await.unwrap();
     });
 }
+
+/// A TCP relay on 127.0.0.1 to `upstream` that keeps every byte it carries (both
+/// ways); returns its address and what it carried so far.
+fn relay(upstream: String) -> (String, Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                continue;
+            };
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                let keep = keep.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        keep.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn over_tls_nothing_travels_in_the_clear() {
+    let cluster = Cluster::builder().genconfig_arg("--tls").start();
+    let config = cluster.config().clone();
+    assert!(config.security.tls);
+    // A client whose connections to s0 go through a relay that records the bytes.
+    let (relay_addr, seen) = relay(config.servers[0].address.clone());
+    let text = std::fs::read_to_string(cluster.config_path())
+        .unwrap()
+        .replace(&config.servers[0].address, &relay_addr);
+    let relayed_conf = cluster.dir().join("relayed.toml");
+    std::fs::write(&relayed_conf, text).unwrap();
+    let relayed = pvfs_config::Config::load(&relayed_conf).unwrap();
+    let tc = common::TestClient::new(relayed);
+    // A file all of whose data lives on s0, full of a marker.
+    let marker = b"PVFS-MARKER-IN-THE-CLEAR-";
+    let data: Vec<u8> = marker.iter().copied().cycle().take(3 << 20).collect();
+    tc.run(Duration::from_secs(60), async |c| {
+        let f = c
+            .create(
+                "/on-s0",
+                0o644,
+                LayoutSpec {
+                    stripe_size: None,
+                    stripe_count: Some(1),
+                    base: Some(0),
+                },
+                true,
+            )
+            .await
+            .unwrap();
+        assert_eq!(f.layout().datafiles[0].server, 0);
+        f.write_at(0, &data).await.unwrap();
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(f.read_at(0, &mut back).await.unwrap(), data.len());
+        assert!(back == data, "data read back over TLS differs");
+        c.mkdir("/named-PVFS-MARKER-IN-THE-CLEAR-", 0o755)
+            .await
+            .unwrap();
+    });
+    let carried = seen.lock().unwrap().clone();
+    assert!(
+        carried.len() >= 2 * data.len(),
+        "the relay carried {} bytes: the data did not go through it",
+        carried.len()
+    );
+    assert!(
+        !carried.windows(marker.len()).any(|w| w == marker),
+        "the marker crossed the network in the clear"
+    );
+    // Nor does the pvfs handshake: a client that does not speak TLS gets nowhere.
+    let plain = std::fs::read_to_string(cluster.config_path())
+        .unwrap()
+        .replace("tls = true", "tls = false");
+    let plain_conf = cluster.dir().join("plain.toml");
+    std::fs::write(&plain_conf, plain).unwrap();
+    let out = common::run_pvfs(
+        &["ls", "-c", plain_conf.to_str().unwrap(), "/"],
+        &[],
+        &["PVFS_CONFIG"],
+    );
+    out.err_containing("[security] tls = true");
+}
+
+#[test]
+fn a_user_runs_a_file_system_of_its_own_without_root_or_munge() {
+    const TEST: &str = "a_user_runs_a_file_system_of_its_own_without_root_or_munge";
+    if !can_switch_users(TEST) {
+        return;
+    }
+    // The demo, as the user: its servers, keys and client are all the user's.
+    let id = USER.to_string();
+    let (reuid, regid) = (format!("--reuid={id}"), format!("--regid={id}"));
+    let out = common::run_cmd(
+        "setpriv",
+        &[
+            &reuid,
+            &regid,
+            "--clear-groups",
+            "env",
+            "TMPDIR=/tmp",
+            common::pvfs_bin(),
+            "demo",
+        ],
+        &[],
+        &["PVFS_CONFIG"],
+    );
+    assert!(
+        out.status.success(),
+        "the demo as uid {USER}:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(out.stdout.contains("done"), "{}", out.stdout);
+    // A file system the user generates and starts: the key is the user's, no MUNGE.
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(USER), Some(USER)).unwrap();
+    let conf = dir.path().join("mine.toml");
+    let c = conf.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let as_user = |args: &[&str]| {
+        let mut full = vec![
+            reuid.as_str(),
+            regid.as_str(),
+            "--clear-groups",
+            common::pvfs_bin(),
+        ];
+        full.extend(args);
+        common::run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
+    };
+    as_user(&[
+        "genconfig",
+        "--servers",
+        "2",
+        "--dir",
+        d,
+        "--port",
+        "0",
+        "--munge-socket",
+        "/nonexistent/munge.socket",
+        "-o",
+        c,
+    ])
+    .ok();
+    // Whatever happens, the user's servers do not outlive the test.
+    struct Stop<'a>(&'a dyn Fn());
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let stop = || {
+        let _ = as_user(&["stop", "-c", c]);
+    };
+    let _stop = Stop(&stop);
+    as_user(&["start", "-c", c]).ok();
+    as_user(&["mkdir", "-c", c, "/mine"]).ok();
+    let st = as_user(&["stat", "--json", "-c", c, "/mine"]).json();
+    assert_eq!(st["uid"], USER, "{st}");
+}

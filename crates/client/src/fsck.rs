@@ -7,6 +7,8 @@
 //!
 //! - an entry whose object is gone (dangling entry) → the entry is removed;
 //! - an entry in a directory that does not exist → the entry is removed;
+//! - an entry kept on a server that does not hold its shard (invisible to lookups and
+//!   listings) → moved to the right server;
 //! - an object no entry names (an interrupted unlink, a file unlinked while open on a
 //!   mount that died) → the object and its datafiles are removed;
 //! - an object with several names (an interrupted rename) → reported (which name is the
@@ -41,6 +43,8 @@ pub enum ProblemKind {
     DanglingEntry,
     /// An entry lives in a directory that does not exist.
     OrphanEntry,
+    /// An entry kept on another server than its directory's shard for its name.
+    MisplacedEntry,
     /// An object no entry names.
     OrphanObject,
     /// An object with more than one name.
@@ -141,6 +145,20 @@ impl Client {
                     fixed,
                 );
                 continue;
+            }
+            if let Some(ObjDetail::Dir { shards, .. }) = snap.objects.get(dir).map(|a| &a.detail) {
+                let right = self.config().entry_server(*dir, *shards, &e.name);
+                if right != *server {
+                    let fixed = repair && self.move_entry_to(*server, right, *dir, e).await;
+                    add(
+                        ProblemKind::MisplacedEntry,
+                        format!(
+                            "{path}: it belongs on {} (lookups and listings do not see it)",
+                            self.server_name(right)
+                        ),
+                        fixed,
+                    );
+                }
             }
             if !snap.objects.contains_key(&e.handle) {
                 // Confirm: the object may have been created after the object scan.
@@ -440,6 +458,40 @@ impl Client {
             }
         }
         Ok(snap)
+    }
+
+    /// Moves entry `e` of `dir` from server `from` to server `to`: the name is put in
+    /// place there (if it is free, or already names the same object), then removed
+    /// where it was (if it still names the same object).
+    async fn move_entry_to(&self, from: usize, to: usize, dir: Handle, e: &DirEntry) -> bool {
+        let link = Request::LinkEntry {
+            dir,
+            name: e.name.clone(),
+            handle: e.handle,
+            kind: e.kind,
+            replace: None,
+            ticket: None,
+        };
+        let placed = match self.rpc(to, link).await {
+            Ok(_) => true,
+            Err(err) if err.errno == Errno::EEXIST => {
+                // Already there: only if it names the same object.
+                matches!(
+                    self.rpc(
+                        to,
+                        Request::Lookup {
+                            dir,
+                            name: e.name.clone(),
+                            want: 0,
+                        },
+                    )
+                    .await,
+                    Ok(Response::Entry { entry, .. }) if entry.handle == e.handle
+                )
+            }
+            Err(_) => false,
+        };
+        placed && self.remove_entry_if(from, dir, &e.name, e.handle).await
     }
 
     /// Removes entry `name` of `dir` on `server` if it still names `handle`.

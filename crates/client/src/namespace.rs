@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;
-use pvfs_proto::message::{ServerInfo, StatFsReply, UnlinkWant};
+use pvfs_proto::message::{Health, ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
     rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, NodeKind,
     ObjDetail, ObjKind, Request, Response, SetAttr,
@@ -75,6 +75,8 @@ pub struct ServerStat {
     pub address: String,
     /// Its storage figures, or why they are missing.
     pub stat: Result<StatFsReply>,
+    /// How it is doing, as it answered (None when it did not answer).
+    pub health: Option<Health>,
 }
 
 /// The whole file system's space: totals over the servers that answered.
@@ -103,6 +105,9 @@ pub struct PingReport {
     pub address: String,
     /// Round-trip time and identity, or the error.
     pub result: Result<(Duration, ServerInfo)>,
+    /// How it is doing, as it answered (None when it did not answer): an answering
+    /// server may still be degraded.
+    pub health: Option<Health>,
 }
 
 /// Where every stripe of a file lives.
@@ -1273,10 +1278,10 @@ impl Client {
             datafiles: 0,
         };
         for (sc, answer) in servers.iter().zip(answers) {
-            let stat = match answer {
-                Ok(Response::StatFs { stat }) => Ok(stat),
-                Ok(other) => Err(unexpected("StatFs", &other)),
-                Err(e) => Err(e),
+            let (stat, health) = match answer {
+                Ok(Response::StatFs { stat, health }) => (Ok(stat), Some(health)),
+                Ok(other) => (Err(unexpected("StatFs", &other)), None),
+                Err(e) => (Err(e), None),
             };
             if let Ok(s) = &stat {
                 if sc.roles.contains(pvfs_proto::Roles::DATA) {
@@ -1291,6 +1296,7 @@ impl Client {
                 name: sc.name.clone(),
                 address: sc.address.clone(),
                 stat,
+                health,
             });
         }
         fs
@@ -1301,15 +1307,16 @@ impl Client {
         let servers = &self.config().servers;
         join_all(servers.iter().enumerate().map(|(i, sc)| async move {
             let start = Instant::now();
-            let result = match self.rpc(i, Request::Ping {}).await {
-                Ok(Response::Pong { info }) => Ok((start.elapsed(), info)),
-                Ok(other) => Err(unexpected("Ping", &other)),
-                Err(e) => Err(e),
+            let (result, health) = match self.rpc(i, Request::Ping {}).await {
+                Ok(Response::Pong { info, health }) => (Ok((start.elapsed(), info)), Some(health)),
+                Ok(other) => (Err(unexpected("Ping", &other)), None),
+                Err(e) => (Err(e), None),
             };
             PingReport {
                 name: sc.name.clone(),
                 address: sc.address.clone(),
                 result,
+                health,
             }
         }))
         .await

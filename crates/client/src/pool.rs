@@ -122,6 +122,8 @@ fn key_owner(path: &std::path::Path) -> Option<u32> {
 pub(crate) struct Pool {
     config: Config,
     auth: Auth,
+    /// TLS under every connection, or why it cannot be set up (`[security] tls`).
+    tls: Option<std::result::Result<pvfs_transport::tls::TlsClient, String>>,
     name: String,
     slots: Vec<Slot>,
     bufs: BufPool,
@@ -137,6 +139,10 @@ impl Pool {
         Pool {
             config: config.clone(),
             auth: Auth::for_config(config),
+            tls: config.security.tls.then(|| {
+                pvfs_transport::tls::TlsClient::load(&config.security.tls_ca)
+                    .map_err(|e| e.to_string())
+            }),
             name: pvfs_transport::session::client_name(),
             slots: config
                 .servers
@@ -206,6 +212,11 @@ impl Pool {
             Auth::Key(p) | Auth::Munge(p, _) => p,
             Auth::Unavailable(why) => return Err(Error::new(Errno::ENOKEY, why.clone())),
         };
+        let tls = match &self.tls {
+            None => None,
+            Some(Ok(t)) => Some(t),
+            Some(Err(why)) => return Err(Error::new(Errno::EKEYREJECTED, why.clone())),
+        };
         let target = Target {
             addr: &sc.address,
             server: &sc.name,
@@ -214,6 +225,7 @@ impl Pool {
         match connect_mux(
             &target,
             proof,
+            tls,
             &self.name,
             self.config.timeouts.connect,
             self.config.timeouts.request,

@@ -37,8 +37,11 @@ pub struct GenOptions {
     /// File system id; None = random.
     pub fsid: Option<u64>,
     /// Stem of the key files' names: `STEM.key` and `STEM-server.key`, beside the
-    /// configuration (`pvfs genconfig` uses the configuration file's stem).
+    /// configuration (`pvfs genconfig` uses the configuration file's stem), and with
+    /// `tls`, `STEM-tls.pem`, `STEM-tls.key` and `STEM-ca.pem`.
     pub key_stem: String,
+    /// Every connection over TLS 1.3.
+    pub tls: bool,
 }
 
 impl GenOptions {
@@ -56,6 +59,7 @@ impl GenOptions {
             name: "pvfs".into(),
             fsid: None,
             key_stem: "pvfs".into(),
+            tls: false,
         }
     }
 }
@@ -104,6 +108,10 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
         security: Security {
             key: PathBuf::from(format!("{}.key", o.key_stem)),
             server_key: PathBuf::from(format!("{}-server.key", o.key_stem)),
+            tls: o.tls,
+            tls_cert: PathBuf::from(format!("{}-tls.pem", o.key_stem)),
+            tls_key: PathBuf::from(format!("{}-tls.key", o.key_stem)),
+            tls_ca: PathBuf::from(format!("{}-ca.pem", o.key_stem)),
             ..Security::default()
         },
         defaults: Defaults {
@@ -242,6 +250,26 @@ pub(crate) fn to_toml(c: &Config) -> String {
         ),
         "rights granted at open, renewed",
     ));
+    out.push(note(
+        format!("tls = {}", sec.tls),
+        "every connection over TLS 1.3",
+    ));
+    if sec.tls || sec.tls_cert != Security::default().tls_cert {
+        out.extend([
+            note(
+                format!("tls_cert = {}", path(&sec.tls_cert)),
+                "servers' certificate",
+            ),
+            note(
+                format!("tls_key = {}", path(&sec.tls_key)),
+                "its key: servers only",
+            ),
+            note(
+                format!("tls_ca = {}", path(&sec.tls_ca)),
+                "clients check servers with it",
+            ),
+        ]);
+    }
     if let Some(sock) = &sec.munge_socket {
         out.push(note(
             format!("munge_socket = {}", path(sock)),

@@ -71,6 +71,15 @@ pub struct Security {
     /// How long a capability a metadata server grants stays valid (clients renew
     /// them; a permission taken away stops I/O by the next renewal).
     pub capability_lifetime: Duration,
+    /// Run every connection over TLS 1.3 (for networks that are not trusted).
+    pub tls: bool,
+    /// The servers' certificate chain (PEM). Relative as `key`.
+    pub tls_cert: PathBuf,
+    /// The servers' TLS private key (PEM): servers only. Relative as `key`.
+    pub tls_key: PathBuf,
+    /// The CA certificate(s) clients check servers' certificates with (PEM). Relative
+    /// as `key`.
+    pub tls_ca: PathBuf,
 }
 
 impl Default for Security {
@@ -82,6 +91,10 @@ impl Default for Security {
             trusted: Vec::new(),
             munge_socket: None,
             capability_lifetime: Duration::from_secs(600),
+            tls: false,
+            tls_cert: PathBuf::from("pvfs-tls.pem"),
+            tls_key: PathBuf::from("pvfs-tls.key"),
+            tls_ca: PathBuf::from("pvfs-ca.pem"),
         }
     }
 }
@@ -348,7 +361,13 @@ impl Config {
             }
         }
         let sec = &mut config.security;
-        for p in [&mut sec.key, &mut sec.server_key] {
+        for p in [
+            &mut sec.key,
+            &mut sec.server_key,
+            &mut sec.tls_cert,
+            &mut sec.tls_key,
+            &mut sec.tls_ca,
+        ] {
             if p.is_relative() {
                 *p = base.join(&*p);
             }

@@ -39,6 +39,10 @@ struct RawSecurity {
     trusted: Option<Spanned<Vec<Spanned<String>>>>,
     munge_socket: Option<Spanned<String>>,
     capability_lifetime: Option<Spanned<Value>>,
+    tls: Option<bool>,
+    tls_cert: Option<Spanned<String>>,
+    tls_key: Option<Spanned<String>>,
+    tls_ca: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +298,16 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
                 cx.convert("security.capability_lifetime", v, duration_value)?;
         }
         security.root_squash = sec.root_squash.unwrap_or(true);
+        security.tls = sec.tls.unwrap_or(false);
+        if let Some(v) = &sec.tls_cert {
+            security.tls_cert = cx.convert("security.tls_cert", v, non_empty_path)?;
+        }
+        if let Some(v) = &sec.tls_key {
+            security.tls_key = cx.convert("security.tls_key", v, non_empty_path)?;
+        }
+        if let Some(v) = &sec.tls_ca {
+            security.tls_ca = cx.convert("security.tls_ca", v, non_empty_path)?;
+        }
         if let Some(list) = &sec.trusted {
             for a in cx.at("security.trusted", list) {
                 let ip = cx.convert("security.trusted", a, |s: &String| {

@@ -343,6 +343,74 @@ wire_struct!(ServerInfo {
     version: String,
 });
 
+/// Whether a server works fully ([`Health`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HealthState {
+    /// Everything works.
+    #[default]
+    Ok,
+    /// The server answers, but part of it fails (e.g. its metadata store after a full
+    /// disk): requests that need that part fail with `Health::errno`.
+    Degraded,
+}
+
+impl HealthState {
+    /// `"ok"` or `"degraded"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthState::Ok => "ok",
+            HealthState::Degraded => "degraded",
+        }
+    }
+}
+
+impl Wire for HealthState {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(match self {
+            HealthState::Ok => 0,
+            HealthState::Degraded => 1,
+        });
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            0 => Ok(HealthState::Ok),
+            1 => Ok(HealthState::Degraded),
+            t => Err(DecodeError::UnknownTag {
+                what: "health state",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+/// How a server is doing, answered with `Pong` and `StatFs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Ok or degraded.
+    pub state: HealthState,
+    /// The errno requests that need the failed part get (0 when ok).
+    pub errno: u32,
+    /// One line: what fails and what the server does about it, e.g. "metadata store
+    /// failed: No space left on device; retrying" (empty when ok).
+    pub reason: String,
+    /// Seconds since the server became degraded (0 when ok).
+    pub since_secs: u64,
+}
+wire_struct!(Health {
+    state: HealthState,
+    errno: u32,
+    reason: String,
+    since_secs: u64,
+});
+
+impl Health {
+    /// Whether everything works.
+    pub fn is_ok(&self) -> bool {
+        self.state == HealthState::Ok
+    }
+}
+
 /// Space and object counts of one server's storage.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatFsReply {
@@ -401,10 +469,11 @@ wire_enum! {
         1 => Error { errno: u32, message: String },
         /// Done; nothing to return.
         2 => Done {},
-        /// Answer to `Ping`.
-        3 => Pong { info: ServerInfo },
-        /// Answer to `StatFs`.
-        4 => StatFs { stat: StatFsReply },
+        /// Answer to `Ping`: who the server is and how it is doing.
+        3 => Pong { info: ServerInfo, health: Health },
+        /// Answer to `StatFs`: its space and objects, and how it is doing (`objects`
+        /// is 0 while its metadata store is failed).
+        4 => StatFs { stat: StatFsReply, health: Health },
         /// Answer to `Lookup`: the entry, the object's attributes if it lives here, and
         /// the capabilities granted. Capabilities in answers (`Entry`, `Attr`,
         /// `Created`) come in one order: the first is on the object with every right

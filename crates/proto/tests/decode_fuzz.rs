@@ -141,6 +141,12 @@ fn samples() -> Vec<Vec<u8>> {
                 fsid: 1,
                 version: "0.1.0".into(),
             },
+            health: pvfs_proto::message::Health {
+                state: pvfs_proto::message::HealthState::Degraded,
+                errno: 28,
+                reason: "metadata store failed: No space left on device; retrying".into(),
+                since_secs: 3,
+            },
         }),
         encode(&Response::error(pvfs_proto::Errno::ENOENT, "gone")),
     ]

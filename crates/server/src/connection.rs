@@ -138,6 +138,28 @@ pub async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
     (handshake_slot, admitted): (OwnedSemaphorePermit, Admitted),
 ) {
+    // TLS first when the file system runs over it (within the handshake's time).
+    let conn = match &ctx.tls {
+        None => conn,
+        Some(tls) => {
+            let peer = conn.peer.clone();
+            let accepted = tokio::select! {
+                a = tokio::time::timeout(ctx.config.timeouts.request, tls.accept(conn)) => a,
+                _ = stop.changed() => return,
+            };
+            match accepted {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    refused(&ctx, &peer, &e.to_string());
+                    return;
+                }
+                Err(_) => {
+                    refused(&ctx, &peer, "no TLS handshake within the request timeout");
+                    return;
+                }
+            }
+        }
+    };
     let peer = conn.peer;
     let fd = conn.fd;
     let mut raw_read = conn.read;

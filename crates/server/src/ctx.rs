@@ -35,6 +35,8 @@ pub struct Ctx {
     pub peers: Peers,
     /// What the handshake accepts (keys, MUNGE, root squash).
     pub policy: pvfs_auth::ServerPolicy,
+    /// TLS under every connection (`[security] tls`).
+    pub tls: Option<pvfs_transport::tls::TlsServer>,
     /// Makes and checks capabilities (with the servers' own key).
     pub caps: crate::caps::Caps,
     /// Attributes of other servers' objects, for permission checks.
@@ -68,6 +70,8 @@ pub struct Ctx {
     /// Count of budget releases: a connection waiting for budget keeps waiting while it
     /// moves (the server is making progress).
     pub budget_released: AtomicU64,
+    /// What the supervisor of the metadata store is doing (`crate::health`).
+    pub health: crate::health::Health,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod handlers;
+pub mod health;
 pub mod limits;
 pub mod peer;
 pub mod perms;
@@ -61,6 +62,9 @@ pub enum ServerError {
     /// A key file could not be used.
     #[error("{0} (pvfs keygen makes one; docs/security.md)")]
     Key(#[from] pvfs_auth::KeyError),
+    /// TLS is asked for and its files cannot be used.
+    #[error("{0} (pvfs genconfig --tls makes them; docs/security.md)")]
+    Tls(#[from] pvfs_transport::tls::TlsError),
 }
 
 /// Runs server `name` of `config` until `shutdown` completes, then stops cleanly:
@@ -101,6 +105,18 @@ pub async fn run(
     if let Err(why) = &munge {
         tracing::info!("MUNGE credentials cannot be checked here ({why}): clients without the key will be refused");
     }
+    let (tls, tls_client) = if config.security.tls {
+        let sec = &config.security;
+        (
+            Some(pvfs_transport::tls::TlsServer::load(
+                &sec.tls_cert,
+                &sec.tls_key,
+            )?),
+            Some(pvfs_transport::tls::TlsClient::load(&sec.tls_ca)?),
+        )
+    } else {
+        (None, None)
+    };
     let policy = pvfs_auth::ServerPolicy {
         fsid: config.fsid,
         server: sc.name.clone(),
@@ -130,8 +146,9 @@ pub async fn run(
         me,
         meta,
         data,
-        peers: Peers::new(&config, pool.clone(), keys),
+        peers: Peers::new(&config, pool.clone(), keys, tls_client),
         policy,
+        tls,
         caps: caps::Caps::new(cap_keys, config.fsid, config.security.capability_lifetime),
         attr_cache: perms::AttrCache::default(),
         log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
@@ -152,6 +169,7 @@ pub async fn run(
             u32::try_from(buffer_units).unwrap_or(u32::MAX),
         ),
         budget_released: AtomicU64::new(0),
+        health: health::Health::default(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -165,8 +183,11 @@ pub async fn run(
     let expiry = tokio::spawn(replay::expire_loop(ctx.clone()));
     let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
     let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
+    let supervisor = tokio::spawn(health::supervise(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
+    // Set when the metadata store failed beyond healing: the server stops with it.
+    let mut fatal = None;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -205,6 +226,10 @@ pub async fn run(
                 }
             },
             _ = &mut shutdown => break,
+            e = ctx.health.fatal() => {
+                fatal = Some(e);
+                break;
+            }
         }
     }
     tracing::info!(server = %sc.name, inflight = ctx.inflight.count(), "stopping");
@@ -219,7 +244,11 @@ pub async fn run(
     expiry.abort();
     warm_up.abort();
     trimmer.abort();
+    supervisor.abort();
     ctx.meta.close().await;
+    if let Some(source) = fatal {
+        return Err(storage_err(source));
+    }
     tracing::info!(server = %sc.name, "stopped");
     Ok(())
 }

@@ -11,12 +11,16 @@ use tokio::sync::Mutex;
 
 use crate::error::{OpError, OpResult};
 
+/// A connection to a peer and when it was last used.
+type Used = (Arc<MuxConn>, std::time::Instant);
+
 /// Connections to the other servers of the file system.
 pub struct Peers {
     config: Config,
-    conns: Vec<Mutex<Option<(Arc<MuxConn>, std::time::Instant)>>>,
+    conns: Vec<Mutex<Option<Used>>>,
     pool: BufPool,
     proof: pvfs_auth::ClientProof,
+    tls: Option<pvfs_transport::tls::TlsClient>,
     name: String,
 }
 
@@ -24,12 +28,18 @@ impl Peers {
     /// No connections yet; they are made on first use.
     /// No connections yet; they are made on first use and prove themselves with
     /// `keys`, the file system's node key.
-    pub fn new(config: &Config, pool: BufPool, keys: Arc<pvfs_auth::KeyRing>) -> Peers {
+    pub fn new(
+        config: &Config,
+        pool: BufPool,
+        keys: Arc<pvfs_auth::KeyRing>,
+        tls: Option<pvfs_transport::tls::TlsClient>,
+    ) -> Peers {
         Peers {
             config: config.clone(),
             conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
             pool,
             proof: pvfs_auth::ClientProof::Key(keys),
+            tls,
             name: format!("pvfs-server@{}", pvfs_transport::session::client_name()),
         }
     }
@@ -58,6 +68,7 @@ impl Peers {
         let (mux, _) = connect_mux(
             &target,
             &self.proof,
+            self.tls.as_ref(),
             &self.name,
             self.config.timeouts.connect,
             self.config.timeouts.request,

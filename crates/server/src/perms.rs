@@ -3,9 +3,9 @@
 //! server than the directory. A local object comes from the store; another server's
 //! from a cache filled by asking the owner, kept for at most [`TTL`], and dropped at
 //! once when the owner says the object's permissions changed (`Forget`, sent by
-//! `SetAttr` before it answers). If the owner cannot be reached, what is cached is
-//! used whatever its age: the owner cannot change it while it is down (path walks
-//! do not depend on the root's owner, `docs/reliability.md`).
+//! `SetAttr` before it answers). If the owner cannot be reached, or its store failed,
+//! what is cached is used whatever its age: the owner cannot change it meanwhile
+//! (path walks do not depend on the root's owner, `docs/reliability.md`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -99,7 +99,14 @@ pub async fn attrs_of(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Attr> {
             Errno::EPROTO,
             format!("unexpected answer {} to GetAttr", other.op_name()),
         )),
-        Err(e) if matches!(e.errno, Errno::EHOSTDOWN | Errno::ETIMEDOUT | Errno::EIO) => {
+        // The owner is down, hung, or its store failed (it answers ENOSPC or EIO until
+        // it heals): what is cached cannot have changed meanwhile.
+        Err(e)
+            if matches!(
+                e.errno,
+                Errno::EHOSTDOWN | Errno::ETIMEDOUT | Errno::EIO | Errno::ENOSPC
+            ) =>
+        {
             match cached {
                 Some((attr, _)) => {
                     tracing::debug!(handle, "owner unreachable ({e}); using cached attributes");

@@ -54,6 +54,17 @@ pub enum StorageError {
     /// The metadata writer has stopped.
     #[error("metadata store is closed")]
     Closed,
+    /// The metadata store failed: an error it cannot undo (an I/O error in a commit, a
+    /// full disk, after which redb refuses every transaction) left it refusing every
+    /// operation until it is reopened (`MetaStore::reopen`). `errno` is that of the
+    /// error that failed it (ENOSPC stays ENOSPC).
+    #[error("metadata store failed: {cause}")]
+    Failed {
+        /// The errno operations report.
+        errno: Errno,
+        /// What failed it, one line (e.g. "No space left on device").
+        cause: String,
+    },
 }
 
 impl StorageError {
@@ -65,13 +76,82 @@ impl StorageError {
                 redb::Error::Io(io) => Errno::from_io(io),
                 _ => Errno::EIO,
             },
+            StorageError::Failed { errno, .. } => *errno,
             _ => Errno::EIO,
+        }
+    }
+
+    /// Whether this error leaves the metadata store unusable until it is reopened: an
+    /// I/O error (after one, redb answers every later transaction with "previous I/O
+    /// error"), that answer itself, or a lock poisoned by a panic inside redb. A
+    /// corrupt record or a logical failure is not: the store still works.
+    pub fn fails_store(&self) -> bool {
+        match self {
+            StorageError::Io(_) => true,
+            StorageError::Db(e) => matches!(
+                &**e,
+                redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::LockPoisoned(_)
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether this error says the store itself is damaged, of another format, or not
+    /// this server's: reopening it again cannot help (an administrator must act).
+    pub fn is_damage(&self) -> bool {
+        let io_damage = |e: &std::io::Error| e.kind() == std::io::ErrorKind::InvalidData;
+        match self {
+            StorageError::Corrupt { .. }
+            | StorageError::Format(_)
+            | StorageError::WrongFs { .. }
+            | StorageError::WrongServer { .. }
+            | StorageError::WrongRange { .. } => true,
+            StorageError::Io(e) => io_damage(e),
+            StorageError::Db(e) => match &**e {
+                redb::Error::Corrupted(_) | redb::Error::UpgradeRequired(_) => true,
+                redb::Error::Io(io) => io_damage(io),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// [`StorageError::Failed`] for a store that `self` failed: the same errno, and a
+    /// short cause (the system's text for an OS error, e.g. "No space left on device").
+    pub fn to_failed(&self) -> StorageError {
+        if let StorageError::Failed { .. } = self {
+            return self.clone();
+        }
+        let os_text = |e: &std::io::Error| match e.raw_os_error() {
+            Some(code) => without_os_error(&std::io::Error::from_raw_os_error(code).to_string()),
+            None => e.to_string(),
+        };
+        let cause = match self {
+            StorageError::Io(e) => os_text(e),
+            StorageError::Db(e) => match &**e {
+                redb::Error::Io(io) => os_text(io),
+                redb::Error::PreviousIo => "an earlier I/O error".to_string(),
+                other => other.to_string(),
+            },
+            other => other.to_string(),
+        };
+        StorageError::Failed {
+            errno: self.errno(),
+            cause,
         }
     }
 
     /// A corruption error about `what`.
     pub(crate) fn corrupt(what: impl Into<String>) -> StorageError {
         StorageError::Corrupt { what: what.into() }
+    }
+}
+
+/// `text` without the " (os error N)" that `std::io::Error` appends.
+fn without_os_error(text: &str) -> String {
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text.to_string(),
     }
 }
 

@@ -23,7 +23,7 @@ mod txn;
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
 pub use error::{MetaError, StorageError};
 pub use meta::{
-    Identity, MetaStore, ReadView, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX,
-    RESERVED_HANDLES,
+    Identity, MetaStore, OpenDisks, ReadView, StoreFailure, StoreHealth, Superblock, BATCH_MAX,
+    FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
 };
 pub use txn::MetaTxn;

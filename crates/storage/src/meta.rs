@@ -8,9 +8,18 @@
 //! write overlay ([`MetaTxn`]), so a job that fails or panics leaves no trace while its
 //! neighbours still commit. Reads never wait for the writer: [`MetaStore::read`] opens
 //! an MVCC snapshot on the caller's thread.
+//!
+//! **Failure and reopening.** After an I/O error (a full disk when the redo log has to
+//! checkpoint, EIO) redb refuses every later transaction until the database is opened
+//! again. The store then *fails* ([`StoreHealth::Failed`]): the writer answers what is
+//! queued and stops, and every read and write fails at once with
+//! [`StorageError::Failed`], which carries the errno of the error that failed it.
+//! [`MetaStore::reopen`] closes that database and opens the files again exactly as a
+//! restart does (the redo log's records are redone first), so nothing acknowledged
+//! is lost; the server decides when to call it (`pvfs-server`'s `health` module).
 
 use crate::error::{MetaError, StorageError};
-use crate::redo::LoggedFile;
+use crate::redo::{Disk, LoggedFile, OsDisk, LOG_CAPACITY};
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind};
@@ -19,8 +28,10 @@ use redb::{ReadableTableMetadata, WriteTransaction};
 use std::cell::OnceCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Version of the on-disk format written in the superblock.
@@ -34,6 +45,15 @@ pub const BATCH_MAX: usize = 256;
 /// redb page cache size of [`MetaStore::open`]; servers pass their `[limits] meta_cache`
 /// to [`MetaStore::open_with_cache`].
 const CACHE_BYTES: usize = 1 << 20;
+/// How long [`MetaStore::reopen`] waits for reads in flight to let go of the failed
+/// database (each holds it for one request) before opening the files again.
+const READERS_GRACE: Duration = Duration::from_secs(2);
+
+/// Opens the two files of a store: the database (locked against other processes, as
+/// [`OsDisk::open_locked`] does) and its redo log. The default opens local files; this
+/// is the seam where tests put disks that fail ([`MetaStore::open_on`]).
+pub type OpenDisks =
+    Arc<dyn Fn(&Path, &Path) -> std::io::Result<(Box<dyn Disk>, Box<dyn Disk>)> + Send + Sync>;
 
 /// Which file system and server a store belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,16 +79,83 @@ pub struct Superblock {
     pub next_handle: Handle,
 }
 
+/// How the store is doing ([`MetaStore::health`]).
+#[derive(Clone, Debug)]
+pub enum StoreHealth {
+    /// Open and working.
+    Ok,
+    /// Failed; every operation fails with [`StoreFailure::error`] until
+    /// [`MetaStore::reopen`] succeeds.
+    Failed(StoreFailure),
+    /// Closed ([`MetaStore::close`]).
+    Closed,
+}
+
+/// What a failed store knows of its failure.
+#[derive(Clone, Debug)]
+pub struct StoreFailure {
+    /// What operations get meanwhile: [`StorageError::Failed`], with the errno and the
+    /// cause of the error that failed the store.
+    pub error: StorageError,
+    /// That error as it happened (e.g. redb's I/O error), for logs.
+    pub original: StorageError,
+    /// When the store failed.
+    pub since: Instant,
+    /// Reopen attempts that failed since.
+    pub attempts: u32,
+    /// Why the last of them failed.
+    pub last_attempt: Option<StorageError>,
+}
+
 /// The metadata store of one server; cheap to clone (shared inside).
 #[derive(Clone)]
 pub struct MetaStore {
-    inner: Arc<Inner>,
+    inner: Arc<Shared>,
 }
 
-struct Inner {
-    db: Arc<Database>,
+/// What every clone shares: how to open the files, and the open database if any.
+struct Shared {
+    dir: PathBuf,
     path: PathBuf,
+    id: Identity,
     range: (Handle, Handle),
+    cache_bytes: usize,
+    disks: OpenDisks,
+    state: RwLock<State>,
+    /// Changes with the state (for [`MetaStore::wait_failed`]).
+    status: watch::Sender<Status>,
+    /// Serializes reopen attempts.
+    reopening: Mutex<()>,
+    /// Number of the next generation (one per open of the files).
+    next_gen: AtomicU64,
+}
+
+enum State {
+    Open(Arc<Gen>),
+    /// The failed generation is kept until a reopen (or close) retires it: dropping it
+    /// joins its writer and closes its database, which is not done on whatever thread
+    /// noticed the failure.
+    Failed {
+        gen: Option<Arc<Gen>>,
+        failure: StoreFailure,
+    },
+    /// Writes refused; reads still work on a database that was open (not failed).
+    Closed {
+        gen: Option<Arc<Gen>>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Ok,
+    Failed,
+    Closed,
+}
+
+/// One open of the files: the database and its writer thread.
+struct Gen {
+    id: u64,
+    db: Arc<Database>,
     tx: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
     done: watch::Receiver<bool>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -76,6 +163,14 @@ struct Inner {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 type WriteTables<'t> = Tables<redb::Table<'t, &'static [u8], &'static [u8]>>;
@@ -119,6 +214,15 @@ fn read_superblock(r: &dyn Raw) -> Result<Option<Superblock>, StorageError> {
     }))
 }
 
+/// The local files of a store.
+fn os_disks() -> OpenDisks {
+    Arc::new(|db: &Path, log: &Path| {
+        let db: Box<dyn Disk> = Box::new(OsDisk::open_locked(db)?);
+        let log: Box<dyn Disk> = Box::new(OsDisk::open(log)?);
+        Ok((db, log))
+    })
+}
+
 impl MetaStore {
     /// Opens or creates `<dir>/meta.redb` for server `id` with handle range `range`
     /// (first and last, inclusive); refuses a store of another file system, server,
@@ -139,6 +243,18 @@ impl MetaStore {
         range: (Handle, Handle),
         cache_bytes: usize,
     ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_on(dir, id, range, cache_bytes, os_disks())
+    }
+
+    /// [`MetaStore::open_with_cache`] on the disks `disks` opens (every time the store
+    /// is opened, including by [`MetaStore::reopen`]).
+    pub fn open_on(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        cache_bytes: usize,
+        disks: OpenDisks,
+    ) -> Result<MetaStore, StorageError> {
         let (first, last) = range;
         if first == 0 || first > last {
             return Err(StorageError::Format(format!(
@@ -146,8 +262,176 @@ impl MetaStore {
             )));
         }
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("meta.redb");
-        let (file, recovery) = LoggedFile::open_files(&path, &dir.join("meta.redo"))?;
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            path: dir.join("meta.redb"),
+            id: id.clone(),
+            range,
+            cache_bytes,
+            disks,
+            state: RwLock::new(State::Closed { gen: None }),
+            status: watch::Sender::new(Status::Ok),
+            reopening: Mutex::new(()),
+            next_gen: AtomicU64::new(1),
+        });
+        let gen = shared.open_gen()?;
+        *write_lock(&shared.state) = State::Open(gen);
+        Ok(MetaStore { inner: shared })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// This server's handle range (first, last inclusive).
+    pub fn range(&self) -> (Handle, Handle) {
+        self.inner.range
+    }
+
+    /// A consistent read snapshot; runs on the caller's thread. Tables are opened
+    /// as they are first read (a lookup reads one or two of the seven).
+    pub fn read(&self) -> Result<ReadView, StorageError> {
+        let (db, gen) = match &*read_lock(&self.inner.state) {
+            State::Open(g) | State::Closed { gen: Some(g) } => (g.db.clone(), g.id),
+            State::Failed { failure, .. } => return Err(failure.error.clone()),
+            State::Closed { gen: None } => return Err(StorageError::Closed),
+        };
+        let watch = Watch {
+            shared: Arc::downgrade(&self.inner),
+            gen,
+        };
+        let tx = db.begin_read().map_err(|e| watch.seen(e.into()))?;
+        Ok(ReadView {
+            t: LazyTables {
+                open: Default::default(),
+                tx,
+            },
+            watch,
+            _db: db,
+        })
+    }
+
+    /// Runs `f` in the group-commit writer and returns once its effects are durable.
+    /// If `f` returns `Err` (or panics, reported as EIO) none of its writes happen.
+    /// On a failed store it fails at once with [`StorageError::Failed`].
+    ///
+    /// `f` runs on the writer thread while its batch waits: keep it to reads and writes
+    /// of the store. Dropping the returned future does not cancel a queued mutation.
+    pub async fn write<R, F>(&self, f: F) -> Result<R, MetaError>
+    where
+        F: FnOnce(&mut MetaTxn<'_>) -> Result<R, MetaError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let tx = self.inner.sender()?;
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Pending {
+            f: Some(f),
+            res: None,
+            reply,
+        });
+        // The writer stops on a failure, answering what it had taken: a job it never
+        // took gets the store's state.
+        if tx.send(job).await.is_err() {
+            return Err(self.inner.why_not().into());
+        }
+        drop(tx);
+        match answer.await {
+            Ok(r) => r,
+            Err(_) => Err(self.inner.why_not().into()),
+        }
+    }
+
+    /// Stops the writer after it has committed everything queued; later writes fail
+    /// with [`StorageError::Closed`]. Reads keep working while a clone is alive
+    /// (unless the store had failed). A failed store is not reopened any more.
+    pub async fn close(&self) {
+        let gen = {
+            let _reopen = lock(&self.inner.reopening);
+            let mut st = write_lock(&self.inner.state);
+            let (keep, gen) = match std::mem::replace(&mut *st, State::Closed { gen: None }) {
+                State::Open(g) => (Some(g.clone()), Some(g)),
+                State::Failed { gen, .. } => (None, gen),
+                State::Closed { gen } => (gen, None),
+            };
+            *st = State::Closed { gen: keep };
+            gen
+        };
+        self.inner.status.send_replace(Status::Closed);
+        if let Some(g) = gen {
+            lock(&g.tx).take();
+            let mut done = g.done.clone();
+            // An error means the writer is gone, which is what we wait for.
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// How the store is doing.
+    pub fn health(&self) -> StoreHealth {
+        match &*read_lock(&self.inner.state) {
+            State::Open(_) => StoreHealth::Ok,
+            State::Failed { failure, .. } => StoreHealth::Failed(failure.clone()),
+            State::Closed { .. } => StoreHealth::Closed,
+        }
+    }
+
+    /// Waits until the store has failed (true) or is closed (false); returns at once
+    /// if it is so already.
+    pub async fn wait_failed(&self) -> bool {
+        let mut rx = self.inner.status.subscribe();
+        let failed = match rx.wait_for(|s| *s != Status::Ok).await {
+            Ok(s) => *s == Status::Failed,
+            Err(_) => false,
+        };
+        failed
+    }
+
+    /// Reopens a failed store: retires the failed database (its writer stopped, reads
+    /// in flight given up to two seconds to finish) and opens the files again exactly as
+    /// a restart does: the redo log's records are redone into the database file, then
+    /// redb opens it (and repairs its allocator state). On success the store works
+    /// again; on failure it stays failed, the attempt counted in its
+    /// [`StoreFailure`]. A store that works is left alone; a closed one is not
+    /// reopened ([`StorageError::Closed`]).
+    ///
+    /// Blocking (file I/O, proportional to what the log holds): call it from a thread
+    /// that may block.
+    pub fn reopen(&self) -> Result<(), StorageError> {
+        let _one = lock(&self.inner.reopening);
+        let old = match &mut *write_lock(&self.inner.state) {
+            State::Failed { gen, .. } => gen.take(),
+            State::Open(_) => return Ok(()),
+            State::Closed { .. } => return Err(StorageError::Closed),
+        };
+        if let Some(old) = old {
+            old.retire();
+        }
+        let opened = self.inner.open_gen();
+        let mut st = write_lock(&self.inner.state);
+        match (&mut *st, opened) {
+            (State::Failed { .. }, Ok(gen)) => {
+                *st = State::Open(gen);
+                drop(st);
+                self.inner.status.send_replace(Status::Ok);
+                Ok(())
+            }
+            (State::Failed { failure, .. }, Err(e)) => {
+                failure.attempts += 1;
+                failure.last_attempt = Some(e.clone());
+                Err(e)
+            }
+            (_, Ok(_gen)) => Err(StorageError::Closed),
+            (_, Err(e)) => Err(e),
+        }
+    }
+}
+
+impl Shared {
+    /// Opens the files (redoing the log), checks or writes the superblock, starts a
+    /// writer: one generation of the store.
+    fn open_gen(self: &Arc<Shared>) -> Result<Arc<Gen>, StorageError> {
+        let (db_disk, log_disk) = (self.disks)(&self.path, &self.dir.join("meta.redo"))?;
+        let (file, recovery) = LoggedFile::open(db_disk, log_disk, LOG_CAPACITY)?;
         if recovery.replayed > 0 {
             tracing::info!(
                 "metadata store: redid {} commits from the redo log",
@@ -155,8 +439,10 @@ impl MetaStore {
             );
         }
         let db = Database::builder()
-            .set_cache_size(cache_bytes)
+            .set_cache_size(self.cache_bytes)
             .create_with_backend(file)?;
+        let (first, last) = self.range;
+        let id = &self.id;
         let tx = db.begin_write()?;
         let created = {
             let mut t = open_write(&tx)?;
@@ -173,10 +459,10 @@ impl MetaStore {
                         expected: id.server.clone(),
                     })
                 }
-                Some(sb) if sb.range != range => {
+                Some(sb) if sb.range != self.range => {
                     return Err(StorageError::WrongRange {
                         found: sb.range,
-                        expected: range,
+                        expected: self.range,
                     })
                 }
                 Some(_) => false,
@@ -203,79 +489,96 @@ impl MetaStore {
             tx.abort()?;
         }
         let db = Arc::new(db);
+        let gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(QUEUE_MAX);
         let (done_tx, done) = watch::channel(false);
         let wdb = db.clone();
+        let watch = Watch {
+            shared: Arc::downgrade(self),
+            gen,
+        };
         let thread = std::thread::Builder::new()
             .name("pvfs-meta-writer".into())
-            .spawn(move || writer(&wdb, rx, last, &done_tx))?;
-        Ok(MetaStore {
-            inner: Arc::new(Inner {
-                db,
-                path,
-                range,
-                tx: Mutex::new(Some(tx)),
-                done,
-                thread: Mutex::new(Some(thread)),
-            }),
-        })
+            .spawn(move || writer(&wdb, rx, last, &done_tx, &watch))?;
+        Ok(Arc::new(Gen {
+            id: gen,
+            db,
+            tx: Mutex::new(Some(tx)),
+            done,
+            thread: Mutex::new(Some(thread)),
+        }))
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// The writer's queue, or why there is none.
+    fn sender(&self) -> Result<mpsc::Sender<Box<dyn Job>>, StorageError> {
+        match &*read_lock(&self.state) {
+            State::Open(g) => lock(&g.tx).clone().ok_or(StorageError::Closed),
+            State::Failed { failure, .. } => Err(failure.error.clone()),
+            State::Closed { .. } => Err(StorageError::Closed),
+        }
     }
 
-    /// This server's handle range (first, last inclusive).
-    pub fn range(&self) -> (Handle, Handle) {
-        self.inner.range
+    /// Why a write cannot be done now: the failure, or closed.
+    fn why_not(&self) -> StorageError {
+        match &*read_lock(&self.state) {
+            State::Failed { failure, .. } => failure.error.clone(),
+            _ => StorageError::Closed,
+        }
     }
 
-    /// A consistent read snapshot; runs on the caller's thread. Tables are opened
-    /// as they are first read (a lookup reads one or two of the seven).
-    pub fn read(&self) -> Result<ReadView, StorageError> {
-        Ok(ReadView {
-            t: LazyTables {
-                open: Default::default(),
-                tx: self.inner.db.begin_read()?,
-            },
-            _db: self.inner.db.clone(),
-        })
-    }
-
-    /// Runs `f` in the group-commit writer and returns once its effects are durable.
-    /// If `f` returns `Err` (or panics, reported as EIO) none of its writes happen.
-    ///
-    /// `f` runs on the writer thread while its batch waits: keep it to reads and writes
-    /// of the store. Dropping the returned future does not cancel a queued mutation.
-    pub async fn write<R, F>(&self, f: F) -> Result<R, MetaError>
-    where
-        F: FnOnce(&mut MetaTxn<'_>) -> Result<R, MetaError> + Send + 'static,
-        R: Send + 'static,
-    {
-        let tx = lock(&self.inner.tx).clone().ok_or(StorageError::Closed)?;
-        let (reply, answer) = oneshot::channel();
-        let job = Box::new(Pending {
-            f: Some(f),
-            res: None,
-            reply,
-        });
-        tx.send(job).await.map_err(|_| StorageError::Closed)?;
-        drop(tx);
-        answer.await.map_err(|_| StorageError::Closed)?
-    }
-
-    /// Stops the writer after it has committed everything queued; later writes fail
-    /// with [`StorageError::Closed`]. Reads keep working while a clone is alive.
-    pub async fn close(&self) {
-        lock(&self.inner.tx).take();
-        let mut done = self.inner.done.clone();
-        // An error means the writer is gone, which is what we wait for.
-        let _ = done.wait_for(|d| *d).await;
+    /// Marks generation `gen` failed by `e` (unless it is no longer the open one) and
+    /// returns what operations get now.
+    fn fail(&self, gen: u64, e: &StorageError) -> StorageError {
+        let mut st = write_lock(&self.state);
+        match &*st {
+            State::Open(g) if g.id == gen => {
+                let failure = StoreFailure {
+                    error: e.to_failed(),
+                    original: e.clone(),
+                    since: Instant::now(),
+                    attempts: 0,
+                    last_attempt: None,
+                };
+                let error = failure.error.clone();
+                *st = State::Failed {
+                    gen: Some(g.clone()),
+                    failure,
+                };
+                drop(st);
+                tracing::error!(
+                    "metadata store {}: {e}: every metadata operation fails ({}) until it is reopened",
+                    self.path.display(),
+                    error.errno().name()
+                );
+                self.status.send_replace(Status::Failed);
+                error
+            }
+            State::Failed { failure, .. } => failure.error.clone(),
+            _ => e.to_failed(),
+        }
     }
 }
 
-impl Drop for Inner {
+impl Gen {
+    /// Stops the writer (it has stopped already if the store failed), waits briefly
+    /// for reads in flight, and closes the database, releasing its file lock.
+    fn retire(self: Arc<Gen>) {
+        lock(&self.tx).take();
+        let thread = lock(&self.thread).take();
+        if let Some(t) = thread {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+        let deadline = Instant::now() + READERS_GRACE;
+        while Arc::strong_count(&self.db) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Dropping the last reference closes the database (what it can still write).
+    }
+}
+
+impl Drop for Gen {
     fn drop(&mut self) {
         self.tx
             .get_mut()
@@ -294,10 +597,33 @@ impl Drop for Inner {
     }
 }
 
+/// Who to tell when an operation on generation `gen` meets an error that fails the
+/// store (the writer, and every read view).
+struct Watch {
+    shared: Weak<Shared>,
+    gen: u64,
+}
+
+impl Watch {
+    /// Passes `e` on, failing the store first if `e` is an error that fails it; a
+    /// failed store's operations all answer its failure.
+    fn seen(&self, e: StorageError) -> StorageError {
+        if !e.fails_store() {
+            return e;
+        }
+        match self.shared.upgrade() {
+            Some(s) => s.fail(self.gen, &e),
+            None => e.to_failed(),
+        }
+    }
+}
+
 /// A queued mutation, type-erased for the writer.
 trait Job: Send {
     /// Runs the mutation against the batch so far; its overlay if it succeeded.
     fn run(&mut self, base: &dyn Raw, last: Handle) -> Option<Overlay>;
+    /// The storage error the mutation met, if it is one that fails the store.
+    fn store_failure(&self) -> Option<StorageError>;
     /// Answers the caller once the batch's commit result is known.
     fn answer(self: Box<Self>, commit: &Result<(), StorageError>);
 }
@@ -328,6 +654,13 @@ where
         ov
     }
 
+    fn store_failure(&self) -> Option<StorageError> {
+        match &self.res {
+            Some(Err(MetaError::Storage(e))) if e.fails_store() => Some(e.clone()),
+            _ => None,
+        }
+    }
+
     fn answer(self: Box<Self>, commit: &Result<(), StorageError>) {
         let r = match (self.res, commit) {
             (Some(Err(e)), _) => Err(e),
@@ -340,12 +673,15 @@ where
     }
 }
 
-/// The writer thread: batches queued jobs into one durable commit each.
+/// The writer thread: batches queued jobs into one durable commit each. An error that
+/// fails the store (an I/O error in a job or in the commit) fails it: the batch and
+/// every job still queued are answered with the failure, and the writer stops.
 fn writer(
     db: &Database,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     last: Handle,
     done: &watch::Sender<bool>,
+    watch: &Watch,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(BATCH_MAX);
     while let Some(job) = rx.blocking_recv() {
@@ -357,9 +693,32 @@ fn writer(
             }
         }
         let res = commit_batch(db, &mut batch, last);
+        // The first error that fails the store: a job's (a read that failed) comes
+        // before the commit's, which is then only redb's "previous I/O error".
+        let job_failure = batch.iter().find_map(|j| j.store_failure());
+        let failure = match (&res, job_failure) {
+            (_, Some(e)) => Some(e),
+            (Err(e), None) if e.fails_store() => Some(e.clone()),
+            _ => None,
+        };
+        let Some(failure) = failure else {
+            for job in batch.drain(..) {
+                job.answer(&res);
+            }
+            continue;
+        };
+        let error = watch.seen(failure);
+        // A batch that committed is durable: its jobs get their own results.
+        let res = res.map_err(|_| error.clone());
         for job in batch.drain(..) {
             job.answer(&res);
         }
+        rx.close();
+        let failed = Err(error);
+        while let Some(job) = rx.blocking_recv() {
+            job.answer(&failed);
+        }
+        break;
     }
     done.send_replace(true);
 }
@@ -394,6 +753,8 @@ fn commit_batch(
 /// A consistent read-only snapshot of the store.
 pub struct ReadView {
     t: LazyTables,
+    /// Fails the store when a read meets an error that fails it.
+    watch: Watch,
     /// Keeps the database open while the view lives: its tables are opened lazily,
     /// and redb refuses that once the database is closed (the store dropped).
     /// Declared after the tables, so it is dropped last.
@@ -436,9 +797,14 @@ impl Raw for LazyTables {
 }
 
 impl ReadView {
+    /// `r`, failing the store first if it is an error that fails it.
+    fn seen<T>(&self, r: Result<T, StorageError>) -> Result<T, StorageError> {
+        r.map_err(|e| self.watch.seen(e))
+    }
+
     /// The attributes of object `h`.
     pub fn get_object(&self, h: Handle) -> Result<Option<Attr>, StorageError> {
-        txn::get_object(&self.t, h)
+        self.seen(txn::get_object(&self.t, h))
     }
 
     /// The handle and kind that `name` in `dir` names.
@@ -447,7 +813,7 @@ impl ReadView {
         dir: Handle,
         name: &str,
     ) -> Result<Option<(Handle, ObjKind)>, StorageError> {
-        txn::get_entry(&self.t, dir, name)
+        self.seen(txn::get_entry(&self.t, dir, name))
     }
 
     /// Entries of `dir` with names strictly after `after` (byte order), at most `max`,
@@ -458,32 +824,32 @@ impl ReadView {
         after: Option<&str>,
         max: usize,
     ) -> Result<(Vec<DirEntry>, bool), StorageError> {
-        txn::list_entries(&self.t, dir, after, max)
+        self.seen(txn::list_entries(&self.t, dir, after, max))
     }
 
     /// Whether `dir` has no entry here.
     pub fn dir_is_empty(&self, dir: Handle) -> Result<bool, StorageError> {
-        txn::dir_is_empty(&self.t, dir)
+        self.seen(txn::dir_is_empty(&self.t, dir))
     }
 
     /// Whether `dir`'s shard is sealed.
     pub fn is_sealed(&self, dir: Handle) -> Result<bool, StorageError> {
-        txn::is_sealed(&self.t, dir)
+        self.seen(txn::is_sealed(&self.t, dir))
     }
 
     /// The value of extended attribute `name` of object `h`.
     pub fn get_xattr(&self, h: Handle, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        txn::get_xattr(&self.t, h, name)
+        self.seen(txn::get_xattr(&self.t, h, name))
     }
 
     /// The names of the extended attributes of object `h`, sorted.
     pub fn list_xattrs(&self, h: Handle) -> Result<Vec<String>, StorageError> {
-        txn::list_xattrs(&self.t, h)
+        self.seen(txn::list_xattrs(&self.t, h))
     }
 
     /// Number of objects stored.
     pub fn count_objects(&self) -> Result<u64, StorageError> {
-        Ok(self.t.table(Tab::Objects)?.len()?)
+        self.seen(self.t.table(Tab::Objects).and_then(|t| Ok(t.len()?)))
     }
 
     /// Number of handles in data server `server`'s pool.
@@ -493,7 +859,7 @@ impl ReadView {
 
     /// The pool ranges (first handle, count) held for `server`, in handle order.
     pub fn pool_ranges(&self, server: u32) -> Result<Vec<(Handle, u64)>, StorageError> {
-        txn::pool_ranges(&self.t, server)
+        self.seen(txn::pool_ranges(&self.t, server))
     }
 
     /// Objects with handles strictly after `after`, at most `max` (a page of a full scan).
@@ -502,7 +868,7 @@ impl ReadView {
         after: Option<Handle>,
         max: usize,
     ) -> Result<Vec<Attr>, StorageError> {
-        txn::objects_after(&self.t, after, max)
+        self.seen(txn::objects_after(&self.t, after, max))
     }
 
     /// Entries of all directories after `(dir, name)` in key order, at most `max`, as
@@ -512,16 +878,17 @@ impl ReadView {
         after: Option<(Handle, &str)>,
         max: usize,
     ) -> Result<Vec<(Handle, DirEntry)>, StorageError> {
-        txn::entries_after(&self.t, after, max)
+        self.seen(txn::entries_after(&self.t, after, max))
     }
 
     /// Every directory whose shard here is sealed (by rmdir; fsck looks for stale ones).
     pub fn seals(&self) -> Result<Vec<Handle>, StorageError> {
-        txn::seals(&self.t)
+        self.seen(txn::seals(&self.t))
     }
 
     /// The superblock.
     pub fn superblock(&self) -> Result<Superblock, StorageError> {
-        read_superblock(&self.t)?.ok_or_else(|| StorageError::corrupt("superblock missing"))
+        self.seen(read_superblock(&self.t))?
+            .ok_or_else(|| StorageError::corrupt("superblock missing"))
     }
 }

@@ -112,6 +112,25 @@ impl Disk for OsDisk {
     }
 }
 
+/// Any disk, chosen at run time (`MetaStore::open_on` takes disks this way).
+impl Disk for Box<dyn Disk> {
+    fn len(&self) -> io::Result<u64> {
+        (**self).len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        (**self).set_len(len)
+    }
+    fn sync(&self) -> io::Result<()> {
+        (**self).sync()
+    }
+}
+
 /// One change to the database file.
 #[derive(Debug)]
 enum Op {

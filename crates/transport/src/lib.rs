@@ -4,7 +4,9 @@
 //! - [`frames`]: reading and writing whole frames with bounded, aligned buffers;
 //! - [`mux`]: a client connection carrying many requests at once;
 //! - [`buf`]: page-aligned buffers and their pool;
-//! - [`session`]: opening a client connection (connect, handshake, multiplexing).
+//! - [`session`]: opening a client connection (connect, TLS when asked, handshake,
+//!   multiplexing);
+//! - [`tls`]: TLS 1.3 for networks that are not trusted.
 
 pub mod buf;
 pub mod frames;
@@ -12,6 +14,7 @@ pub mod mux;
 mod sendfile;
 pub mod session;
 pub mod stream;
+pub mod tls;
 
 pub use buf::{AlignedBuf, BufPool, PooledBuf};
 pub use frames::{BlockingFrames, Frame, FrameWriter};

@@ -11,6 +11,7 @@ use pvfs_proto::handshake::Welcome;
 use crate::buf::BufPool;
 use crate::mux::MuxConn;
 use crate::stream::{AutoTransport, Conn, Transport};
+use crate::tls::TlsClient;
 use crate::TransportError;
 
 /// What a client needs to open a connection to one server.
@@ -55,19 +56,34 @@ pub async fn handshake(
     }
 }
 
-/// Connects to `target`, runs the handshake, and starts a multiplexed connection whose
-/// frames carry the session's MACs. `connect_timeout` bounds the connect and the
-/// handshake; `io_timeout` every later wait.
+/// Connects to `target` (over TLS when `tls` is given, except on a local socket), runs
+/// the handshake, and starts a multiplexed connection whose frames carry the session's
+/// MACs. `connect_timeout` bounds the connect, TLS and the handshake each;
+/// `io_timeout` every later wait.
 pub async fn connect_mux(
     target: &Target<'_>,
     proof: &ClientProof,
+    tls: Option<&TlsClient>,
     client_name: &str,
     connect_timeout: Duration,
     io_timeout: Duration,
     pool: BufPool,
 ) -> Result<(Arc<MuxConn>, Welcome), TransportError> {
     let mut conn = AutoTransport.connect(target.addr, connect_timeout).await?;
-    let session = handshake(&mut conn, proof, target, client_name, connect_timeout).await?;
+    if let (Some(tls), false) = (tls, target.addr.starts_with("unix:")) {
+        conn = tls.connect(conn, target.addr, connect_timeout).await?;
+    }
+    let session = match handshake(&mut conn, proof, target, client_name, connect_timeout).await {
+        Err(TransportError::Closed(why))
+            if tls.is_none() && why.contains("closed the connection") =>
+        {
+            // A server that runs over TLS closes a client that does not.
+            return Err(TransportError::Closed(format!(
+                "{why} (if the servers run over TLS, the client needs [security] tls = true)"
+            )));
+        }
+        other => other?,
+    };
     let mux = MuxConn::start(conn, pool, io_timeout, Some(session.macs));
     Ok((mux, session.welcome))
 }

@@ -1,9 +1,15 @@
-//! `pvfs ping` and `pvfs df`: is every server there, and how full is it.
+//! `pvfs ping`, `pvfs df` and `pvfs status`: is every server there and healthy, and
+//! how full is it.
+//!
+//! A server that answers may still be degraded (its metadata store failed, e.g. on a
+//! full disk: docs/reliability.md): all three report it as such, with the reason, and
+//! exit 1 while any server is down or degraded.
 
 use std::process::ExitCode;
 
 use clap::Args;
 use pvfs_config::format_size;
+use pvfs_proto::message::Health;
 
 use crate::cmd::with_client;
 use crate::ConfigArg;
@@ -28,7 +34,54 @@ pub struct DfArgs {
     json: bool,
 }
 
-/// Pings every server; fails if any is down.
+/// Options of `pvfs status`.
+#[derive(Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A degraded server's health (None when it is healthy or did not answer).
+fn degraded(health: Option<&Health>) -> Option<&Health> {
+    health.filter(|h| !h.is_ok())
+}
+
+/// The JSON fields of a degraded server: state, errno, reason, for how long.
+fn degraded_json(h: &Health) -> serde_json::Value {
+    serde_json::json!({
+        "state": "degraded",
+        "errno": pvfs_proto::Errno(h.errno).name(),
+        "reason": h.reason,
+        "since_secs": h.since_secs,
+    })
+}
+
+/// Adds the fields of `extra` (an object) to `v` (an object).
+fn merge(mut v: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+        v.extend(extra);
+    }
+    v
+}
+
+/// Fails, naming how many servers are down and degraded, unless all are healthy.
+fn all_healthy(total: usize, down: usize, degraded: &[&str]) -> anyhow::Result<()> {
+    let (d, g) = (down, degraded.len());
+    match (d, g) {
+        (0, 0) => Ok(()),
+        (_, 0) => anyhow::bail!("{d} of {total} servers not answering"),
+        (0, _) => anyhow::bail!("{g} of {total} servers degraded ({})", degraded.join(", ")),
+        _ => anyhow::bail!(
+            "{d} of {total} servers not answering, {g} degraded ({})",
+            degraded.join(", ")
+        ),
+    }
+}
+
+/// Pings every server; fails if any is down or degraded.
 pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
@@ -40,18 +93,30 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.roles.describe())
             .collect();
         let down = reports.iter().filter(|r| r.result.is_err()).count();
+        let sick: Vec<&str> = reports
+            .iter()
+            .filter(|r| r.result.is_ok() && degraded(r.health.as_ref()).is_some())
+            .map(|r| r.name.as_str())
+            .collect();
         if a.json {
             let v: Vec<_> = reports
                 .iter()
                 .zip(&roles)
-                .map(|(r, roles)| match &r.result {
-                    Ok((rtt, info)) => serde_json::json!({
+                .map(|(r, roles)| match (&r.result, degraded(r.health.as_ref())) {
+                    (Ok((rtt, info)), None) => serde_json::json!({
                         "name": r.name, "address": r.address, "roles": roles, "ok": true,
-                        "rtt_us": rtt.as_micros() as u64, "version": info.version,
+                        "state": "ok", "rtt_us": rtt.as_micros() as u64, "version": info.version,
                     }),
-                    Err(e) => serde_json::json!({
+                    (Ok((rtt, info)), Some(h)) => merge(
+                        serde_json::json!({
+                            "name": r.name, "address": r.address, "roles": roles, "ok": false,
+                            "rtt_us": rtt.as_micros() as u64, "version": info.version,
+                        }),
+                        degraded_json(h),
+                    ),
+                    (Err(e), _) => serde_json::json!({
                         "name": r.name, "address": r.address, "roles": roles, "ok": false,
-                        "error": e.message, "errno": e.errno.name(),
+                        "state": "down", "error": e.message, "errno": e.errno.name(),
                     }),
                 })
                 .collect();
@@ -60,11 +125,15 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
             for (r, roles) in reports.iter().zip(&roles) {
                 match &r.result {
                     Ok((rtt, _)) => println!(
-                        "{:<8} {:<22} {:<10} {:>8.0} us  ok",
+                        "{:<8} {:<22} {:<10} {:>8.0} us  {}",
                         r.name,
                         r.address,
                         roles,
-                        rtt.as_secs_f64() * 1e6
+                        rtt.as_secs_f64() * 1e6,
+                        match degraded(r.health.as_ref()) {
+                            None => "ok".to_string(),
+                            Some(h) => format!("degraded: {}", h.reason),
+                        }
                     ),
                     Err(e) => println!(
                         "{:<8} {:<22} {:<10} {:>11}  {}",
@@ -73,14 +142,107 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        if down > 0 {
-            anyhow::bail!("{down} of {} servers not answering", reports.len());
-        }
+        all_healthy(reports.len(), down, &sick)?;
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// Space per server and in total; servers that do not answer are reported, not waited for.
+/// One line per server: ok, degraded (with the reason) or down (with the error), its
+/// round trip and space; fails unless every server is healthy.
+pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        let (reports, fs) = tokio::join!(client.ping(), client.statfs());
+        let servers = &client.config().servers;
+        let mut down = 0;
+        let mut sick = Vec::new();
+        let mut rows = Vec::new();
+        for ((sc, r), s) in servers.iter().zip(&reports).zip(&fs.servers) {
+            // The ping's health, else the statfs's (the later of two answers).
+            let health = r.health.as_ref().or(s.health.as_ref());
+            let space = s.stat.as_ref().ok();
+            let (state, detail, extra) = match (&r.result, degraded(health)) {
+                (Err(e), _) => {
+                    down += 1;
+                    let extra = serde_json::json!({
+                        "state": "down", "error": e.message, "errno": e.errno.name(),
+                    });
+                    ("down", e.message.clone(), extra)
+                }
+                (Ok(_), Some(h)) => {
+                    sick.push(r.name.as_str());
+                    let detail = format!("{}; degraded for {} s", h.reason, h.since_secs);
+                    ("degraded", detail, degraded_json(h))
+                }
+                (Ok(_), None) => {
+                    let detail = match space {
+                        Some(st) => {
+                            let used = st.total_bytes.saturating_sub(st.free_bytes);
+                            format!(
+                                "{} available, {}% used",
+                                format_size(st.avail_bytes),
+                                percent(used, st.total_bytes)
+                            )
+                        }
+                        None => String::new(),
+                    };
+                    ("ok", detail, serde_json::json!({"state": "ok"}))
+                }
+            };
+            let rtt = r.result.as_ref().ok().map(|(rtt, _)| rtt);
+            let mut v = serde_json::json!({
+                "name": r.name, "address": r.address, "roles": sc.roles.describe(),
+                "ok": state == "ok",
+            });
+            if let Some(rtt) = rtt {
+                v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
+            }
+            if let Some(st) = space {
+                v = merge(
+                    v,
+                    serde_json::json!({
+                        "total_bytes": st.total_bytes, "avail_bytes": st.avail_bytes,
+                    }),
+                );
+            }
+            rows.push((
+                r,
+                sc.roles.describe(),
+                state,
+                rtt.copied(),
+                detail,
+                merge(v, extra),
+            ));
+        }
+        if a.json {
+            let v = serde_json::json!({
+                "healthy": down == 0 && sick.is_empty(),
+                "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!(
+                "{:<8} {:<22} {:<10} {:<9} {:>11}  detail",
+                "server", "address", "roles", "state", "rtt"
+            );
+            for (r, roles, state, rtt, detail, _) in &rows {
+                let rtt = match rtt {
+                    Some(d) => format!("{:.0} us", d.as_secs_f64() * 1e6),
+                    None => "-".to_string(),
+                };
+                println!(
+                    "{:<8} {:<22} {:<10} {:<9} {:>11}  {detail}",
+                    r.name, r.address, roles, state, rtt
+                );
+            }
+        }
+        all_healthy(reports.len(), down, &sick)?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Space per server and in total; servers that do not answer are reported, not waited
+/// for, and degraded ones with the reason; fails if any is down or degraded.
 pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
@@ -89,13 +251,22 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
             let servers: Vec<_> = fs
                 .servers
                 .iter()
-                .map(|s| match &s.stat {
-                    Ok(st) => serde_json::json!({
-                        "name": s.name, "address": s.address, "ok": true,
+                .map(|s| match (&s.stat, degraded(s.health.as_ref())) {
+                    (Ok(st), None) => serde_json::json!({
+                        "name": s.name, "address": s.address, "ok": true, "state": "ok",
                         "total_bytes": st.total_bytes, "free_bytes": st.free_bytes,
                         "avail_bytes": st.avail_bytes, "objects": st.objects, "datafiles": st.datafiles,
                     }),
-                    Err(e) => serde_json::json!({"name": s.name, "address": s.address, "ok": false, "error": e.message}),
+                    // A degraded server's objects are unknown (its metadata store failed).
+                    (Ok(st), Some(h)) => merge(
+                        serde_json::json!({
+                            "name": s.name, "address": s.address, "ok": false,
+                            "total_bytes": st.total_bytes, "free_bytes": st.free_bytes,
+                            "avail_bytes": st.avail_bytes, "objects": null, "datafiles": st.datafiles,
+                        }),
+                        degraded_json(h),
+                    ),
+                    (Err(e), _) => serde_json::json!({"name": s.name, "address": s.address, "ok": false, "state": "down", "error": e.message}),
                 })
                 .collect();
             let v = serde_json::json!({
@@ -114,15 +285,24 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                 match &s.stat {
                     Ok(st) => {
                         let used = st.total_bytes.saturating_sub(st.free_bytes);
+                        let sick = degraded(s.health.as_ref());
+                        let objects = match sick {
+                            Some(_) => "?".to_string(),
+                            None => st.objects.to_string(),
+                        };
+                        let note = match sick {
+                            Some(h) => format!("  degraded: {}", h.reason),
+                            None => String::new(),
+                        };
                         println!(
-                            "{:<8} {:<22} {:>9} {:>9} {:>9} {:>4}% {:>9} {:>9}",
+                            "{:<8} {:<22} {:>9} {:>9} {:>9} {:>4}% {:>9} {:>9}{note}",
                             s.name,
                             s.address,
                             format_size(st.total_bytes),
                             format_size(used),
                             format_size(st.avail_bytes),
                             percent(used, st.total_bytes),
-                            st.objects,
+                            objects,
                             st.datafiles
                         );
                     }
@@ -143,9 +323,13 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let down = fs.servers.iter().filter(|s| s.stat.is_err()).count();
-        if down > 0 {
-            anyhow::bail!("{down} of {} servers not answering", fs.servers.len());
-        }
+        let sick: Vec<&str> = fs
+            .servers
+            .iter()
+            .filter(|s| s.stat.is_ok() && degraded(s.health.as_ref()).is_some())
+            .map(|s| s.name.as_str())
+            .collect();
+        all_healthy(fs.servers.len(), down, &sick)?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -43,6 +43,11 @@ pub struct GenconfigArgs {
     /// prove their user with them (default: libmunge's, /run/munge/munge.socket.2).
     #[arg(long, value_name = "PATH")]
     munge_socket: Option<PathBuf>,
+    /// Run every connection over TLS 1.3 (for networks that are not trusted): writes a
+    /// CA (STEM-ca.pem, for every node) and the servers' certificate and key
+    /// (STEM-tls.pem, STEM-tls.key: servers only) beside the configuration.
+    #[arg(long)]
+    tls: bool,
     /// Where to write the configuration ("-" for standard output). Its key files are
     /// written beside it (STEM.key, STEM-server.key); all are readable by their owner
     /// only.
@@ -80,6 +85,7 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
         dir_shards: a.dir_shards,
         name: a.name,
         key_stem,
+        tls: a.tls,
         ..GenOptions::new(a.servers, dir)
     };
     let mut config = Config::generate(&opts)?;

@@ -91,6 +91,26 @@ fn write_key(ring: &KeyRing, path: &Path, what: &str, force: bool) -> anyhow::Re
     }
 }
 
+/// Writes a certificate (public: every user may read it), replacing an existing file
+/// only with `force`.
+fn write_public(path: &Path, pem: &str, force: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).mode(0o644);
+    if force {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    let mut f = opts
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), io_text(&e)))?;
+    f.write_all(pem.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), io_text(&e)))
+}
+
 /// Writes a new file system's key files and configuration (`pvfs genconfig`, `pvfs
 /// demo`), keys first so that no configuration names a key that is not there; without
 /// `force` nothing that exists is replaced. Returns the configuration as it loads from
@@ -104,10 +124,17 @@ pub fn write_new_file_system(config: &Config, path: &Path, force: bool) -> anyho
             p.to_path_buf()
         }
     };
-    let (key, server_key) = (
-        resolve(&config.security.key),
-        resolve(&config.security.server_key),
-    );
+    let sec = &config.security;
+    let (key, server_key) = (resolve(&sec.key), resolve(&sec.server_key));
+    let tls_files = if sec.tls {
+        vec![
+            resolve(&sec.tls_ca),
+            resolve(&sec.tls_cert),
+            resolve(&sec.tls_key),
+        ]
+    } else {
+        Vec::new()
+    };
     // The directory must take files before any key is written.
     let dir = if base.as_os_str().is_empty() {
         Path::new(".")
@@ -131,7 +158,7 @@ pub fn write_new_file_system(config: &Config, path: &Path, force: bool) -> anyho
                 path.display()
             );
         }
-        for k in [&key, &server_key] {
+        for k in [&key, &server_key].into_iter().chain(&tls_files) {
             if k.exists() {
                 bail!(
                     "{} already exists (the key of another file system?): --force replaces it",
@@ -142,6 +169,27 @@ pub fn write_new_file_system(config: &Config, path: &Path, force: bool) -> anyho
     }
     write_key(&KeyRing::generate()?, &key, NODE_KEY, force)?;
     write_key(&KeyRing::generate()?, &server_key, SERVER_KEY, force)?;
+    if let [ca, cert, tls_key] = tls_files.as_slice() {
+        // One certificate names every server's host; the CA's key is not kept (a
+        // new server means new certificates: pvfs genconfig --tls again, or the site's).
+        let mut hosts: Vec<String> = Vec::new();
+        for s in &config.servers {
+            let host = s
+                .address
+                .rsplit_once(':')
+                .map_or(s.address.as_str(), |(h, _)| h)
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
+        }
+        let (ca_pem, cert_pem, key_pem) = pvfs_transport::tls::generate(&hosts)?;
+        write_public(ca, &ca_pem, force)?;
+        write_public(cert, &cert_pem, force)?;
+        pvfs_auth::key::write_private(tls_key, key_pem.as_bytes(), force)?;
+    }
     config.write(path, force)?;
     Ok(Config::load(path)?)
 }

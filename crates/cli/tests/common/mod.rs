@@ -556,9 +556,14 @@ pub async fn raw_mux(config: &Config, server: usize) -> std::sync::Arc<pvfs_tran
         server: &sc.name,
         fsid: config.fsid,
     };
+    let tls = config
+        .security
+        .tls
+        .then(|| pvfs_transport::tls::TlsClient::load(&config.security.tls_ca).unwrap());
     let (mux, _) = pvfs_transport::connect_mux(
         &target,
         &pvfs_auth::ClientProof::Key(std::sync::Arc::new(ring)),
+        tls.as_ref(),
         "pvfs-test",
         scaled(Duration::from_secs(5)),
         scaled(Duration::from_secs(10)),
