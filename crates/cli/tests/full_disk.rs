@@ -8,56 +8,10 @@
 
 mod common;
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::time::Duration;
 
 use common::{Cluster, Rng};
 use pvfs_client::{Errno, LayoutSpec};
-
-/// Mounts a tmpfs of `size` on `dir`, visible only to this thread and the processes
-/// it starts from now on: the thread moves to a private mount namespace first, so the
-/// host's mount table never changes, and the tmpfs goes away with the namespace when
-/// the test ends, however it ends (even killed). `Err` says why it cannot be done here.
-fn private_tmpfs(dir: &Path, size: &str) -> Result<(), String> {
-    let c = |s: &str| CString::new(s).unwrap();
-    let os_err = || std::io::Error::last_os_error();
-    // SAFETY: plain system calls on valid C strings; unshare affects this thread only.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(format!("unshare(CLONE_NEWNS): {}", os_err()));
-        }
-        let root = c("/");
-        let flags = libc::MS_REC | libc::MS_PRIVATE;
-        if libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(format!(
-                "making / private in the new namespace: {}",
-                os_err()
-            ));
-        }
-        let target = CString::new(dir.as_os_str().as_bytes()).unwrap();
-        let (fstype, opts) = (c("tmpfs"), c(&format!("size={size},mode=700")));
-        if libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            opts.as_ptr().cast(),
-        ) != 0
-        {
-            return Err(format!("mount -t tmpfs on {}: {}", dir.display(), os_err()));
-        }
-    }
-    Ok(())
-}
 
 #[test]
 fn a_full_data_server_gives_enospc_and_recovers() {
@@ -76,7 +30,7 @@ fn a_full_data_server_gives_enospc_and_recovers() {
         .configure();
     let s3 = cluster.storage("s3");
     std::fs::create_dir_all(&s3).unwrap();
-    if let Err(e) = private_tmpfs(&s3, "40m") {
+    if let Err(e) = common::private_tmpfs(&s3, "40m") {
         common::skip(TEST, &format!("cannot mount a private tmpfs: {e}"));
         return;
     }

@@ -16,12 +16,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use common::{assert_bytes_eq, scaled, Cluster, Rng};
 use pvfs_client::ObjKind;
@@ -46,44 +45,11 @@ fn preload_lib() -> &'static Path {
 /// Runs `cmd` to completion (stdin empty, output captured unless the caller set it),
 /// killing it and failing the test past [`deadline`].
 fn run(mut cmd: Command, what: &str) -> Output {
-    let start = Instant::now();
-    let deadline = deadline();
     cmd.stdin(Stdio::null());
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(o) = out.as_mut() {
-            let _ = o.read_to_end(&mut v);
-        }
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.read_to_end(&mut v);
-        }
-        v
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Output {
-        status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    }
+    common::wait_output(child, deadline(), what)
 }
 
 /// Programs with the library preloaded on one cluster, under one prefix.

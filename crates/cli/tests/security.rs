@@ -20,12 +20,12 @@ use std::time::Duration;
 use common::{key_proof, raw_session, run_pvfs_as, Cluster, Munged};
 use pvfs_auth::{ClientProof, HandshakeError, KeyRing, Munge};
 use pvfs_client::Errno;
-use pvfs_proto::{decode, encode, CreateWhat, Creds, LayoutSpec, Request, RequestBody, Response};
+use pvfs_proto::{encode, CreateWhat, Creds, LayoutSpec, Request, RequestBody, Response};
 
 /// uid and gid of the unprivileged user the tests act as (nobody/nogroup).
 const USER: u32 = 65534;
 
-/// Sends one request on a raw session (`raw_session`) and returns the answer.
+/// Sends one request on a raw session and returns the answer.
 fn ask(
     s: &mut std::net::TcpStream,
     macs: &mut pvfs_auth::SessionMacs,
@@ -33,47 +33,7 @@ fn ask(
     creds: Creds,
     request: Request,
 ) -> Response {
-    use std::io::{Read, Write};
-    let body = encode(&RequestBody {
-        creds,
-        request,
-        retry: None,
-    });
-    let h = pvfs_proto::FrameHeader {
-        kind: pvfs_proto::FrameKind::Request,
-        flags: pvfs_proto::frame::FLAG_END,
-        request_id: id,
-        body_len: body.len() as u32,
-        tag_len: pvfs_auth::TAG_LEN as u16,
-        data_len: 0,
-    }
-    .encode();
-    let tag = macs.send.seal(&h, &body);
-    let mut frame = h.to_vec();
-    frame.extend_from_slice(&body);
-    frame.extend_from_slice(&tag);
-    s.write_all(&frame).unwrap();
-    s.set_read_timeout(Some(common::scaled(Duration::from_secs(10))))
-        .unwrap();
-    // Frames of earlier requests (the rest of a read's stream) may come first: each is
-    // authenticated in turn, and skipped.
-    loop {
-        let mut raw = [0u8; 32];
-        s.read_exact(&mut raw).unwrap();
-        let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
-        let mut body = vec![0u8; rh.body_len as usize];
-        s.read_exact(&mut body).unwrap();
-        let mut tag = vec![0u8; rh.tag_len as usize];
-        s.read_exact(&mut tag).unwrap();
-        let mut data = vec![0u8; rh.data_len as usize];
-        s.read_exact(&mut data).unwrap();
-        macs.recv
-            .open(&raw, &body, &tag)
-            .expect("the server's answer carries a valid tag");
-        if rh.request_id == id && rh.kind == pvfs_proto::FrameKind::Response {
-            return decode(&body).unwrap();
-        }
-    }
+    common::raw_ask(s, macs, id, creds, request)
 }
 
 fn errno_of(r: &Response) -> Option<Errno> {

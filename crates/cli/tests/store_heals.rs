@@ -25,47 +25,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Size of each extended attribute written to fill the store's redo log.
 const VALUE_LEN: usize = 60 << 10;
 
-/// Mounts a tmpfs of `size` on `dir`, visible only to this thread and the processes
-/// it starts from now on (see `full_disk.rs`). `Err` says why it cannot be done here.
-fn private_tmpfs(dir: &Path, size: &str) -> Result<(), String> {
-    let c = |s: &str| CString::new(s).unwrap();
-    let os_err = || std::io::Error::last_os_error();
-    // SAFETY: plain system calls on valid C strings; unshare affects this thread only.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(format!("unshare(CLONE_NEWNS): {}", os_err()));
-        }
-        let root = c("/");
-        let flags = libc::MS_REC | libc::MS_PRIVATE;
-        if libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(format!(
-                "making / private in the new namespace: {}",
-                os_err()
-            ));
-        }
-        let target = CString::new(dir.as_os_str().as_bytes()).unwrap();
-        let (fstype, opts) = (c("tmpfs"), c(&format!("size={size},mode=700")));
-        if libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            opts.as_ptr().cast(),
-        ) != 0
-        {
-            return Err(format!("mount -t tmpfs on {}: {}", dir.display(), os_err()));
-        }
-    }
-    Ok(())
-}
-
 /// Remounts the tmpfs on `dir` read-only (`rw == false`) or read-write; `Err` with the
 /// OS error (EBUSY while a file on it is open for writing).
 fn remount(dir: &Path, rw: bool) -> std::io::Result<()> {
@@ -118,7 +77,7 @@ fn cluster_with_small_s0(test: &str, size: &str) -> Option<(Cluster, Detach)> {
         .configure();
     let s0 = cluster.storage("s0");
     std::fs::create_dir_all(&s0).unwrap();
-    if let Err(e) = private_tmpfs(&s0, size) {
+    if let Err(e) = common::private_tmpfs(&s0, size) {
         common::skip(test, &format!("cannot mount a private tmpfs: {e}"));
         return None;
     }

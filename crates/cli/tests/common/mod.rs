@@ -615,6 +615,53 @@ pub fn raw_session_from(
     Ok((stream, session.macs))
 }
 
+// ----- private mounts ---------------------------------------------------------------
+
+/// Mounts a tmpfs of `size` on `dir`, visible only to this thread and the processes
+/// it starts from now on: the thread moves to a private mount namespace first, so the
+/// host's mount table never changes, and the tmpfs goes away with the namespace when
+/// the test ends, however it ends (even killed). `Err` says why it cannot be done here.
+pub fn private_tmpfs(dir: &Path, size: &str) -> Result<(), String> {
+    let c = |s: &str| std::ffi::CString::new(s).unwrap();
+    let os_err = || std::io::Error::last_os_error();
+    // SAFETY: plain system calls on valid C strings; unshare affects this thread only.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(format!("unshare(CLONE_NEWNS): {}", os_err()));
+        }
+        let root = c("/");
+        let flags = libc::MS_REC | libc::MS_PRIVATE;
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(format!(
+                "making / private in the new namespace: {}",
+                os_err()
+            ));
+        }
+        let target =
+            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+                .unwrap();
+        let (fstype, opts) = (c("tmpfs"), c(&format!("size={size},mode=700")));
+        if libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            opts.as_ptr().cast(),
+        ) != 0
+        {
+            return Err(format!("mount -t tmpfs on {}: {}", dir.display(), os_err()));
+        }
+    }
+    Ok(())
+}
+
 // ----- MUNGE ----------------------------------------------------------------------------
 
 /// A private MUNGE daemon for one test: its own key, socket, pid file, seed and log in
@@ -737,18 +784,25 @@ pub fn run_pvfs_as(uid: u32, config: &Path, args: &[&str]) -> CliOutput {
     run_cmd("setpriv", &full, &[], &["PVFS_CONFIG"])
 }
 
-/// Sends a tagged Ping on a raw session and checks its tagged Pong.
-pub fn ping_raw(s: &mut std::net::TcpStream, macs: &mut pvfs_auth::SessionMacs) {
+/// Sends one request on a raw session ([`raw_session`]) with a tagged frame and returns
+/// the answer, whose tag must verify.
+pub fn raw_ask(
+    s: &mut std::net::TcpStream,
+    macs: &mut pvfs_auth::SessionMacs,
+    id: u64,
+    creds: pvfs_proto::Creds,
+    request: pvfs_proto::Request,
+) -> pvfs_proto::Response {
     use std::io::{Read, Write};
     let body = pvfs_proto::encode(&pvfs_proto::RequestBody {
-        creds: pvfs_proto::Creds::current(),
-        request: pvfs_proto::Request::Ping {},
+        creds,
+        request,
         retry: None,
     });
     let h = pvfs_proto::FrameHeader {
         kind: pvfs_proto::FrameKind::Request,
         flags: pvfs_proto::frame::FLAG_END,
-        request_id: 7,
+        request_id: id,
         body_len: body.len() as u32,
         tag_len: pvfs_auth::TAG_LEN as u16,
         data_len: 0,
@@ -758,18 +812,39 @@ pub fn ping_raw(s: &mut std::net::TcpStream, macs: &mut pvfs_auth::SessionMacs) 
     let mut frame = h.to_vec();
     frame.extend_from_slice(&body);
     frame.extend_from_slice(&tag);
+    s.write_all(&frame).unwrap();
     s.set_read_timeout(Some(scaled(Duration::from_secs(10))))
         .unwrap();
-    s.write_all(&frame).unwrap();
-    let mut raw = [0u8; 32];
-    s.read_exact(&mut raw).unwrap();
-    let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
-    let mut body = vec![0u8; rh.body_len as usize];
-    s.read_exact(&mut body).unwrap();
-    let mut tag = vec![0u8; rh.tag_len as usize];
-    s.read_exact(&mut tag).unwrap();
-    macs.recv.open(&raw, &body, &tag).expect("the Pong's tag");
-    let r: pvfs_proto::Response = pvfs_proto::decode(&body).unwrap();
+    // Frames of earlier requests (the rest of a read's stream) may come first: each is
+    // authenticated in turn, and skipped.
+    loop {
+        let mut raw = [0u8; 32];
+        s.read_exact(&mut raw).unwrap();
+        let rh = pvfs_proto::FrameHeader::decode(&raw).unwrap();
+        let mut body = vec![0u8; rh.body_len as usize];
+        s.read_exact(&mut body).unwrap();
+        let mut tag = vec![0u8; rh.tag_len as usize];
+        s.read_exact(&mut tag).unwrap();
+        let mut data = vec![0u8; rh.data_len as usize];
+        s.read_exact(&mut data).unwrap();
+        macs.recv
+            .open(&raw, &body, &tag)
+            .expect("the server's answer carries a valid tag");
+        if rh.request_id == id && rh.kind == pvfs_proto::FrameKind::Response {
+            return pvfs_proto::decode(&body).unwrap();
+        }
+    }
+}
+
+/// Sends a tagged Ping on a raw session and checks its tagged Pong.
+pub fn ping_raw(s: &mut std::net::TcpStream, macs: &mut pvfs_auth::SessionMacs) {
+    let r = raw_ask(
+        s,
+        macs,
+        7,
+        pvfs_proto::Creds::current(),
+        pvfs_proto::Request::Ping {},
+    );
     assert!(matches!(r, pvfs_proto::Response::Pong { .. }), "{r:?}");
 }
 
