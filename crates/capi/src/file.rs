@@ -75,8 +75,9 @@ pub(crate) fn open_target(
         if flags & libc::O_DIRECTORY != 0 {
             return Err(fail(libc::EINVAL, "O_CREAT with O_DIRECTORY"));
         }
-        let mode = mode & 0o7777 & !g.umask;
-        match g.run(c.create(path, mode, layout, true)) {
+        // The servers apply the umask, unless a default ACL decides.
+        let c = c.with_umask(g.umask);
+        match g.run(c.create(path, mode & 0o7777, layout, true)) {
             Ok(f) => return Ok(Target::File(Box::new(f))),
             Err(e) if e.errno == Errno::EEXIST && flags & libc::O_EXCL == 0 => {}
             Err(e) => return Err(e.into()),

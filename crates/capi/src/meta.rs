@@ -187,8 +187,7 @@ pub unsafe extern "C" fn pvfs_mkdir(path: *const c_char, mode: mode_t) -> c_int 
         // SAFETY: by contract.
         let p = unsafe { self::path(path) }?;
         let g = global()?;
-        let mode = mode & 0o7777 & !g.umask;
-        g.run(g.client().mkdir(p, mode))?;
+        g.run(g.client().with_umask(g.umask).mkdir(p, mode & 0o7777))?;
         Ok(0)
     })
 }

@@ -8,6 +8,9 @@
 //!   host's `/dev/fuse` and mount table are left alone);
 //! - ordinary tools (`dd`, `cmp`, `cp -a`, `diff -r`, `ls -l`, `find`, `du`, `df`,
 //!   `rm -rf`) on the mount, with the data compared;
+//! - POSIX ACLs with `setfacl` and `getfacl`: named users and groups, the mask,
+//!   default ACLs inherited by new files and directories (the umask then does not
+//!   apply), enforced for another user, and seen by another client;
 //! - a directory of 100k entries listed through the mount;
 //! - the mount's life: background mount and `pvfs umount`, SIGTERM/SIGINT
 //!   unmounting cleanly, `pvfs umount` of a mount whose daemon was killed or
@@ -174,6 +177,143 @@ fn semantics_on(test: &str, opts: &[&str]) {
     // The fixtures the user could not touch are intact.
     assert_eq!(std::fs::read(fx.join("sticky/victim")).unwrap(), b"v");
     assert_eq!(std::fs::read(fx.join("rootfile_ro")).unwrap(), b"ro");
+}
+
+/// Runs `script` with `sh` as uid 65534; returns its exit status and output.
+fn as_nobody(script: &str) -> (bool, String) {
+    let out = run_for(
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(script),
+        cmd_deadline(),
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn posix_acls_with_setfacl_and_getfacl() {
+    const TEST: &str = "posix_acls_with_setfacl_and_getfacl";
+    if !common::is_root() {
+        common::skip(TEST, "checking ACLs as another user needs root");
+        return;
+    }
+    for tool in ["setfacl", "getfacl", "setpriv"] {
+        if !common::have_command(tool) {
+            common::skip(
+                TEST,
+                &format!("`{tool}` is not installed (scripts/install-deps)"),
+            );
+            return;
+        }
+    }
+    let cluster = Cluster::start();
+    let m = Mount::start(&cluster, &["--allow-other"]);
+    let d = m.join("acl");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = d.to_str().unwrap().to_string();
+    let getfacl = |p: &str| sh(&format!("getfacl -n --omit-header -E {p}"), cmd_deadline());
+
+    // A named user and the mask on a file only root could read.
+    sh(
+        &format!("cd {d} && echo secret > f && chmod 600 f && setfacl -m u:65534:r,g::-,m::r f"),
+        cmd_deadline(),
+    );
+    assert_eq!(
+        getfacl(&format!("{d}/f")),
+        "user::rw-\nuser:65534:r--\ngroup::---\nmask::r--\nother::---\n\n"
+    );
+    let ls = sh(&format!("ls -l {d}/f"), cmd_deadline());
+    assert!(
+        ls.starts_with("-rw-r-----+ "),
+        "the mask shows as the group bits: {ls}"
+    );
+    let (ok, out) = as_nobody(&format!("cat {d}/f"));
+    assert!(ok && out == "secret\n", "the named user reads: {out}");
+    let (ok, _) = as_nobody(&format!("echo x >> {d}/f"));
+    assert!(!ok, "the named user may not write");
+    // chmod moves the mask: the named user's read goes with it.
+    sh(&format!("chmod g-r {d}/f"), cmd_deadline());
+    assert!(getfacl(&format!("{d}/f")).contains("mask::---"));
+    let (ok, _) = as_nobody(&format!("cat {d}/f"));
+    assert!(!ok, "the mask takes the named user's read away");
+    // Only the owner sets ACLs; another client sees them.
+    let (ok, out) = as_nobody(&format!("setfacl -m u:65534:rw {d}/f"));
+    assert!(!ok && out.contains("Operation not permitted"), "{out}");
+    let value = tc_getxattr(&cluster, "/acl/f", pvfs_proto::acl::XATTR_ACCESS);
+    let entries = pvfs_proto::acl::from_xattr(&value).unwrap();
+    assert!(entries
+        .iter()
+        .any(|e| e.tag == pvfs_proto::acl::USER && e.id == 65534));
+    // setfacl -b leaves the permission bits only.
+    sh(&format!("setfacl -b {d}/f"), cmd_deadline());
+    assert_eq!(
+        getfacl(&format!("{d}/f")),
+        "user::rw-\ngroup::---\nother::---\n\n"
+    );
+
+    // A default ACL: inherited by new files and directories, whatever the umask.
+    sh(
+        &format!("cd {d} && mkdir dd && setfacl -d -m u:65534:rw,g::r,o::- dd"),
+        cmd_deadline(),
+    );
+    sh(
+        &format!("cd {d}/dd && umask 077 && echo new > new && mkdir sub"),
+        cmd_deadline(),
+    );
+    let ls = sh(&format!("ls -ld {d}/dd/new {d}/dd/sub"), cmd_deadline());
+    assert!(
+        ls.contains("-rw-rw----+ ") && ls.contains("drwxrw----+ "),
+        "{ls}"
+    );
+    assert_eq!(
+        getfacl(&format!("{d}/dd/new")),
+        "user::rw-\nuser:65534:rw-\ngroup::r--\nmask::rw-\nother::---\n\n"
+    );
+    let sub = getfacl(&format!("{d}/dd/sub"));
+    assert!(
+        sub.contains("default:user:65534:rw-"),
+        "a new directory inherits the default ACL: {sub}"
+    );
+    let (ok, out) = as_nobody(&format!("echo mine > {d}/dd/new && cat {d}/dd/new"));
+    assert!(
+        ok && out == "mine\n",
+        "the inherited ACL lets the user write: {out}"
+    );
+    // Without a default ACL the umask applies as usual.
+    sh(
+        &format!("cd {d} && umask 027 && echo p > plain"),
+        cmd_deadline(),
+    );
+    let ls = sh(&format!("ls -l {d}/plain"), cmd_deadline());
+    assert!(ls.starts_with("-rw-r----- "), "{ls}");
+    // A directory's own ACL decides who may create in it.
+    sh(
+        &format!("cd {d} && mkdir w && setfacl -m u:65534:rwx w"),
+        cmd_deadline(),
+    );
+    let (ok, out) = as_nobody(&format!("touch {d}/w/made && rm {d}/w/made"));
+    assert!(
+        ok,
+        "a named user with write permission on the directory creates: {out}"
+    );
+}
+
+/// Extended attribute `name` of pvfs path `path`, read by another client.
+fn tc_getxattr(cluster: &Cluster, path: &str, name: &str) -> Vec<u8> {
+    let (path, name) = (path.to_string(), name.to_string());
+    cluster.client().run(cmd_deadline(), async move |c| {
+        let h = c.lstat(&path).await.unwrap().handle;
+        c.getxattr(h, &name).await.unwrap()
+    })
 }
 
 #[test]

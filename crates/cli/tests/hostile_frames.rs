@@ -146,6 +146,7 @@ fn create_symlink(config: &Config, name: &str) -> (usize, Request) {
         parent: config.root_handle(),
         name: name.to_string(),
         mode: 0o777,
+        umask: 0,
         uid: creds.uid,
         gid: creds.gid,
         what: CreateWhat::Symlink {

@@ -877,6 +877,55 @@ fn cp_a_keeps_modes_times_symlinks_and_hard_links() {
 }
 
 #[test]
+fn setfacl_getfacl_and_default_acls() {
+    if !have("setfacl_getfacl_and_default_acls", "setfacl") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "acl");
+    pl.ok("mkdir", &[&pl.at("/acl")]);
+    pl.ok("touch", &[&pl.at("/acl/f")]);
+    pl.ok("chmod", &["0644", &pl.at("/acl/f")]);
+    // A named user and a mask: the group bits become the mask, as on Linux.
+    pl.ok_in_pvfs("setfacl", &["-m", "u:4242:rw,m::r", &pl.at("/acl/f")]);
+    let acl = pl.ok("getfacl", &["-n", "--omit-header", &pl.at("/acl/f")]);
+    for line in [
+        "user::rw-",
+        "user:4242:rw-\t#effective:r--",
+        "mask::r--",
+        "other::r--",
+    ] {
+        assert!(acl.contains(line), "getfacl lacks {line:?}:\n{acl}");
+    }
+    assert!(!pl.xattr("/acl/f", "system.posix_acl_access").is_empty());
+    // chmod moves the mask, not the owning group's entry.
+    pl.ok("chmod", &["0664", &pl.at("/acl/f")]);
+    let acl = pl.ok("getfacl", &["-n", "--omit-header", &pl.at("/acl/f")]);
+    assert!(acl.contains("mask::rw-"), "chmod 0664 left:\n{acl}");
+    // A default ACL decides the modes of what is created in the directory (the
+    // umask does not apply), and a new directory takes it as its own default.
+    pl.ok_in_pvfs("setfacl", &["-d", "-m", "u::rwx,g::-,o::-", &pl.at("/acl")]);
+    pl.ok("touch", &[&pl.at("/acl/new")]);
+    pl.ok("mkdir", &[&pl.at("/acl/sub")]);
+    let mode = |p: &str| pl.ok("stat", &["-c", "%a", &pl.at(p)]).trim().to_string();
+    assert_eq!(mode("/acl/new"), "600");
+    assert_eq!(mode("/acl/sub"), "700");
+    let sub = pl.ok(
+        "getfacl",
+        &["-n", "-d", "--omit-header", &pl.at("/acl/sub")],
+    );
+    assert!(
+        sub.contains("default:group::---") || sub.contains("group::---"),
+        "{sub}"
+    );
+    // Removing every ACL leaves the bits; getfacl then shows only them.
+    pl.ok("setfacl", &["-b", &pl.at("/acl/f")]);
+    let acl = pl.ok("getfacl", &["-n", "--omit-header", &pl.at("/acl/f")]);
+    assert!(!acl.contains("4242"), "setfacl -b left:\n{acl}");
+    pl.assert_nothing_local();
+}
+
+#[test]
 fn tar_extracts_into_pvfs_relative_to_its_directory_descriptor() {
     let test = "tar_extracts_into_pvfs_relative_to_its_directory_descriptor";
     if !have(test, "tar") {

@@ -273,6 +273,7 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
             parent: root,
             name: "made-by-squashed-root".into(),
             mode: 0o644,
+            umask: 0,
             uid: 0,
             gid: 0,
             what: CreateWhat::File {
@@ -369,7 +370,102 @@ const TREE: &[(&str, char, u32, u32, u32)] = &[
     ("home", 'd', 0o755, USER, GROUP),
     ("home/f", 'f', 0o644, USER, GROUP),
     ("setuid", 'f', 0o4755, USER, GROUP),
+    ("aclread", 'f', 0o600, 0, 0),
+    ("acldeny", 'f', 0o644, 0, 0),
+    ("aclgroup", 'f', 0o600, 0, 0),
+    ("aclmask", 'f', 0o600, 0, 0),
+    ("acldir", 'd', 0o755, 0, 0),
 ];
+
+/// One entry of an ACL in [`ACLS`]: tag, permissions, id.
+type AclRow = (char, u16, u32);
+
+/// POSIX ACLs root sets on the tree: (path, default ACL rather than access ACL,
+/// entries as (tag, permissions, id) — `u`/`g` the owner and owning group, `U`/`G` a
+/// named user or group, `m` the mask, `o` other).
+const ACLS: &[(&str, bool, &[AclRow])] = &[
+    // The user may read through a named entry, not write.
+    (
+        "aclread",
+        false,
+        &[
+            ('u', 6, 0),
+            ('U', 4, USER),
+            ('g', 0, 0),
+            ('m', 4, 0),
+            ('o', 0, 0),
+        ],
+    ),
+    // A named entry without rights shuts the user out though others may read.
+    (
+        "acldeny",
+        false,
+        &[
+            ('u', 6, 0),
+            ('U', 0, USER),
+            ('g', 4, 0),
+            ('m', 4, 0),
+            ('o', 4, 0),
+        ],
+    ),
+    // The user's group may write.
+    (
+        "aclgroup",
+        false,
+        &[
+            ('u', 6, 0),
+            ('g', 0, 0),
+            ('G', 6, GROUP),
+            ('m', 6, 0),
+            ('o', 0, 0),
+        ],
+    ),
+    // The mask takes write away from the named user.
+    (
+        "aclmask",
+        false,
+        &[
+            ('u', 6, 0),
+            ('U', 6, USER),
+            ('g', 0, 0),
+            ('m', 4, 0),
+            ('o', 0, 0),
+        ],
+    ),
+    // The user may create in the directory, and what it creates is its owner's only.
+    (
+        "acldir",
+        false,
+        &[
+            ('u', 7, 0),
+            ('U', 7, USER),
+            ('g', 5, 0),
+            ('m', 7, 0),
+            ('o', 5, 0),
+        ],
+    ),
+    ("acldir", true, &[('u', 7, 0), ('g', 0, 0), ('o', 0, 0)]),
+];
+
+/// An ACL of [`ACLS`] as its extended attribute value.
+fn acl_value(entries: &[AclRow]) -> Vec<u8> {
+    use pvfs_proto::acl;
+    let e: Vec<acl::AclEntry> = entries
+        .iter()
+        .map(|&(t, perm, id)| {
+            let (tag, id) = match t {
+                'u' => (acl::USER_OBJ, acl::UNDEFINED_ID),
+                'U' => (acl::USER, id),
+                'g' => (acl::GROUP_OBJ, acl::UNDEFINED_ID),
+                'G' => (acl::GROUP, id),
+                'm' => (acl::MASK, acl::UNDEFINED_ID),
+                _ => (acl::OTHER, acl::UNDEFINED_ID),
+            };
+            acl::AclEntry { tag, perm, id }
+        })
+        .collect();
+    acl::to_xattr(&e)
+}
 
 /// (operation, path, argument, expected answer), in order (later steps see what the
 /// earlier ones did). The answers are what Linux gives the user on a local file system;
@@ -410,6 +506,16 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("read", "home/f", "", "OK"),
     ("write", "setuid", "", "OK"),
     ("mode", "setuid", "", "0755 OK"),
+    ("read", "aclread", "", "OK"),
+    ("write", "aclread", "", "EACCES"),
+    ("read", "acldeny", "", "EACCES"),
+    ("write", "aclgroup", "", "OK"),
+    ("read", "aclmask", "", "OK"),
+    ("write", "aclmask", "", "EACCES"),
+    ("create", "acldir/new", "", "OK"),
+    ("mode", "acldir/new", "", "0600 OK"),
+    ("mkdir", "acldir/sub", "", "OK"),
+    ("mode", "acldir/sub", "", "0700 OK"),
 ];
 
 /// Which matrix operations the CLI has a command for.
@@ -585,6 +691,15 @@ fn every_interface_gives_a_user_what_the_kernel_gives() {
                 ] {
                     c.setattr(p, set).await.unwrap();
                 }
+            }
+            for (path, default, entries) in ACLS {
+                let h = c.stat(&format!("/{i}/{path}")).await.unwrap().handle;
+                let name = if *default {
+                    pvfs_proto::acl::XATTR_DEFAULT
+                } else {
+                    pvfs_proto::acl::XATTR_ACCESS
+                };
+                c.setxattr(h, name, &acl_value(entries), 0).await.unwrap();
             }
         }
     });
@@ -805,6 +920,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
             parent: root,
             name: "f".into(),
             mode: 0o644,
+            umask: 0,
             uid: 0,
             gid: 0,
             what: CreateWhat::File {

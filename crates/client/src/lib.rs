@@ -55,6 +55,8 @@ pub(crate) struct Inner {
 pub struct Client {
     inner: Arc<Inner>,
     creds: Creds,
+    /// The umask creates carry (0: modes are given as meant).
+    umask: u32,
 }
 
 impl Client {
@@ -70,6 +72,7 @@ impl Client {
                 config,
             }),
             creds: Creds::current(),
+            umask: 0,
         }
     }
 
@@ -78,6 +81,18 @@ impl Client {
         Client {
             inner: self.inner.clone(),
             creds,
+            umask: self.umask,
+        }
+    }
+
+    /// The same client, its creates carrying `umask` (the caller's process umask):
+    /// servers apply it to new objects' modes unless the parent directory has a
+    /// default ACL, which then decides, as a local file system does.
+    pub fn with_umask(&self, umask: u32) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            creds: self.creds.clone(),
+            umask: umask & 0o777,
         }
     }
 

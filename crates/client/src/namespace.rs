@@ -492,6 +492,7 @@ impl Client {
             parent: parent.handle,
             name: name.to_string(),
             mode,
+            umask: self.umask,
             uid: self.creds.uid,
             gid: self.creds.gid,
             what,

@@ -147,7 +147,7 @@ pub(crate) const MAY_WRITE: u32 = pvfs_proto::access::MAY_WRITE;
 /// (`pvfs_proto::access`). Used where the kernel could not check: an `O_CREAT` open
 /// that found the file created meanwhile by someone else.
 pub(crate) fn may_access(attr: &Attr, creds: &Creds, want: u32) -> bool {
-    pvfs_proto::access::permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), creds, want)
+    pvfs_proto::access::allows(attr, creds, want)
 }
 
 #[cfg(test)]

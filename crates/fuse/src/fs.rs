@@ -192,7 +192,12 @@ impl Filesystem for PvfsFs {
             | InitFlags::FUSE_MAX_PAGES
             | InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ASYNC_READ
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // The kernel checks POSIX ACLs (asking for their extended attributes)
+            // and leaves the umask to the servers, which skip it under a default
+            // ACL.
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_DONT_MASK;
         let supported = config.capabilities();
         self.inner.direct_mmap.store(
             supported.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP),
@@ -295,7 +300,7 @@ impl Filesystem for PvfsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -305,7 +310,7 @@ impl Filesystem for PvfsFs {
         let name = name.to_owned();
         self.entry_op(reply, async move {
             let creds = inner.creds.creds(uid, gid, pid);
-            inner.mknod(creds, parent, &name, mode, rdev).await
+            inner.mknod(creds, parent, &name, (mode, umask), rdev).await
         });
     }
 
@@ -315,7 +320,7 @@ impl Filesystem for PvfsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
@@ -324,7 +329,7 @@ impl Filesystem for PvfsFs {
         let name = name.to_owned();
         self.entry_op(reply, async move {
             let creds = inner.creds.creds(uid, gid, pid);
-            inner.mkdir(creds, parent, &name, mode).await
+            inner.mkdir(creds, parent, &name, (mode, umask)).await
         });
     }
 
@@ -666,7 +671,7 @@ impl Filesystem for PvfsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        if !name.as_encoded_bytes().starts_with(b"user.") {
+        if !name.to_str().is_some_and(crate::xattr::passed_on) {
             reply.error(Errno::EOPNOTSUPP);
             return;
         }
@@ -686,7 +691,7 @@ impl Filesystem for PvfsFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if !name.as_encoded_bytes().starts_with(b"user.") {
+        if !name.to_str().is_some_and(crate::xattr::passed_on) {
             // security.capability is asked on every write: answer it here.
             reply.error(Errno::EOPNOTSUPP);
             return;
@@ -720,7 +725,7 @@ impl Filesystem for PvfsFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if !name.as_encoded_bytes().starts_with(b"user.") {
+        if !name.to_str().is_some_and(crate::xattr::passed_on) {
             reply.error(Errno::EOPNOTSUPP);
             return;
         }
@@ -744,7 +749,7 @@ impl Filesystem for PvfsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
@@ -761,7 +766,9 @@ impl Filesystem for PvfsFs {
             reply,
             async move {
                 let creds = inner.creds.creds(uid, gid, pid);
-                inner.create(creds, parent, &name, mode, flags).await
+                inner
+                    .create(creds, parent, &name, (mode, umask), flags)
+                    .await
             },
             move |r, (attr, fh, how)| r.created(&ttl, &attr, Generation(0), FileHandle(fh), how),
         );

@@ -439,7 +439,7 @@ impl Inner {
         creds: Creds,
         parent: Handle,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         rdev: u32,
     ) -> OpResult<FileAttr> {
         let name = new_name(name)?;
@@ -450,6 +450,7 @@ impl Inner {
             let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
             let attr = self
                 .caller(&c)
+                .with_umask(umask)
                 .mknod_under(&pattr, name, kind, mode, u64::from(rdev))
                 .await
                 .map_err(errno)?;
@@ -464,6 +465,7 @@ impl Inner {
         let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
         let file = self
             .caller(&c)
+            .with_umask(umask)
             .create_under(&pattr, name, mode, LayoutSpec::default())
             .await
             .map_err(errno)?;
@@ -479,13 +481,14 @@ impl Inner {
         creds: Creds,
         parent: Handle,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
     ) -> OpResult<FileAttr> {
         let name = new_name(name)?;
         let pattr = self.dir_attr(parent).await?;
         let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, true);
         let attr = self
             .caller(&c)
+            .with_umask(umask)
             .mkdir_under(&pattr, name, mode)
             .await
             .map_err(errno)?;
@@ -524,7 +527,7 @@ impl Inner {
         creds: Creds,
         parent: Handle,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         flags: i32,
     ) -> OpResult<(FileAttr, u64, FopenFlags)> {
         let name = new_name(name)?;
@@ -532,6 +535,7 @@ impl Inner {
         let (c, mode) = Self::inherit(&creds, &pattr, mode & 0o7777, false);
         match self
             .caller(&c)
+            .with_umask(umask)
             .create_under(&pattr, name, mode, LayoutSpec::default())
             .await
         {
@@ -1144,7 +1148,7 @@ impl Inner {
                 _ => Err(Errno::ENODATA),
             };
         }
-        if !name.starts_with("user.") {
+        if !xattr::passed_on(name) {
             return Err(Errno::EOPNOTSUPP);
         }
         self.caller(&creds)
@@ -1179,7 +1183,7 @@ impl Inner {
             })?;
             return self.set_layout(creds, handle, spec).await;
         }
-        if !name.starts_with("user.") {
+        if !xattr::passed_on(name) {
             return Err(Errno::EOPNOTSUPP);
         }
         let flags = u32::try_from(flags).map_err(|_| Errno::EINVAL)?;
@@ -1189,6 +1193,8 @@ impl Inner {
             .await
             .map_err(errno)?;
         self.restore_mtime(handle, keep).await;
+        // An ACL may change the mode: asked again when needed.
+        self.tables.forget_dir(handle);
         Ok(())
     }
 
@@ -1202,7 +1208,7 @@ impl Inner {
         if name == LAYOUT_XATTR {
             return self.set_layout(creds, handle, None).await;
         }
-        if !name.starts_with("user.") {
+        if !xattr::passed_on(name) {
             return Err(Errno::EOPNOTSUPP);
         }
         let keep = self.mtime_to_keep(handle).await?;
@@ -1211,6 +1217,7 @@ impl Inner {
             .await
             .map_err(errno)?;
         self.restore_mtime(handle, keep).await;
+        self.tables.forget_dir(handle);
         Ok(())
     }
 
@@ -1369,6 +1376,7 @@ mod tests {
                     }],
                 },
             },
+            acl: None,
         }
     }
 

@@ -15,6 +15,15 @@ use pvfs_proto::layout::Layout;
 /// Name of the virtual layout attribute.
 pub const LAYOUT_XATTR: &str = "user.pvfs.layout";
 
+/// Whether extended attribute `name` is passed on to the servers: `user.` ones and
+/// the POSIX ACLs (others are EOPNOTSUPP at once: `security.capability` is asked on
+/// every write).
+pub(crate) fn passed_on(name: &str) -> bool {
+    name.starts_with("user.")
+        || name == pvfs_proto::acl::XATTR_ACCESS
+        || name == pvfs_proto::acl::XATTR_DEFAULT
+}
+
 /// A file's layout as text, naming each datafile's server.
 pub(crate) fn format_file_layout(layout: &Layout, config: &Config) -> String {
     let dfs: Vec<String> = layout

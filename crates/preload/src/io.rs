@@ -65,8 +65,9 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         if flags & libc::O_DIRECTORY != 0 {
             return Err(libc::EINVAL);
         }
-        let perm = mode & 0o7777 & !proc::current_umask();
-        match pr.run(c.create(path, perm, LayoutSpec::default(), true)) {
+        // The servers apply the umask, unless a default ACL decides.
+        let c = c.with_umask(proc::current_umask());
+        match pr.run(c.create(path, mode & 0o7777, LayoutSpec::default(), true)) {
             Ok(f) => created = Some(f),
             Err(e) if e.errno == PErrno::EEXIST && flags & libc::O_EXCL == 0 => {}
             Err(e) if e.errno == PErrno::EBUSY => return Err(libc::EISDIR),

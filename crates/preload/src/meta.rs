@@ -357,8 +357,8 @@ unsafe extern "C" fn readlinkat(
 pub(crate) fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
     crate::cache::changed();
     let pr = proc::get()?;
-    let perm = mode & 0o7777 & !proc::current_umask();
-    match pr.run(pr.client().mkdir(p, perm)) {
+    let c = pr.client().with_umask(proc::current_umask());
+    match pr.run(c.mkdir(p, mode & 0o7777)) {
         Ok(_) => Ok(0),
         // mkdir of the root (the prefix itself).
         Err(e) if e.errno == PErrno::EBUSY => Err(libc::EEXIST),
@@ -726,16 +726,17 @@ unsafe extern "C" fn linkat(
 fn mknod_pvfs(p: &str, mode: mode_t, dev: libc::dev_t) -> R<c_int> {
     crate::cache::changed();
     let pr = proc::get()?;
-    let perm = mode & 0o7777 & !proc::current_umask();
+    let perm = mode & 0o7777;
+    let c = pr.client().with_umask(proc::current_umask());
     if let Some(kind) = pvfs_client::NodeKind::from_mode(mode) {
         let rdev = pvfs_client::NodeKind::encode_device(libc::major(dev), libc::minor(dev));
-        pr.call(pr.client().mknod(p, kind, perm, rdev))?;
+        pr.call(c.mknod(p, kind, perm, rdev))?;
         return Ok(0);
     }
     if mode & libc::S_IFMT != 0 && mode & libc::S_IFMT != libc::S_IFREG {
         return Err(libc::EINVAL);
     }
-    pr.call(pr.client().create(p, perm, LayoutSpec::default(), true))?;
+    pr.call(c.create(p, perm, LayoutSpec::default(), true))?;
     Ok(0)
 }
 

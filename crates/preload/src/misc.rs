@@ -156,19 +156,36 @@ fn give(data: &[u8], buf: *mut c_void, size: size_t) -> R<ssize_t> {
     Ok(data.len() as ssize_t)
 }
 
-/// getxattr on object `h`. POSIX ACL names are answered ENODATA at once (pvfs keeps
-/// no ACLs; `ls -l` asks for every file).
-fn getx(h: pvfs_proto::Handle, name: &str, buf: *mut c_void, size: size_t) -> R<ssize_t> {
-    if name.starts_with("system.posix_acl_") {
-        return Err(libc::ENODATA);
+/// Whether `name` is a POSIX ACL's attribute (`system.posix_acl_*`).
+fn is_acl(name: &str) -> bool {
+    name.starts_with("system.posix_acl_")
+}
+
+/// getxattr of a POSIX ACL of `o`, answered from its attributes, which carry its
+/// ACLs (and come from the listing cache for a path: `ls -l` asks for every file).
+fn get_acl(o: &fds::Obj, follow: bool, name: &str, buf: *mut c_void, size: size_t) -> R<ssize_t> {
+    let pr = proc::get()?;
+    let attr = crate::meta::attr_obj(pr, o, follow)?;
+    let acl = attr.acl.as_deref();
+    let entries = match name {
+        pvfs_proto::acl::XATTR_ACCESS => acl.map(|a| &a.access),
+        pvfs_proto::acl::XATTR_DEFAULT => acl.map(|a| &a.default),
+        _ => return Err(libc::EOPNOTSUPP),
+    };
+    match entries.filter(|e| !e.is_empty()) {
+        Some(e) => give(&pvfs_proto::acl::to_xattr(e), buf, size),
+        None => Err(libc::ENODATA),
     }
+}
+
+/// getxattr on object `h`.
+fn getx(h: pvfs_proto::Handle, name: &str, buf: *mut c_void, size: size_t) -> R<ssize_t> {
     let pr = proc::get()?;
     let v = pr.call(pr.client().getxattr(h, name))?;
     give(&v, buf, size)
 }
 
-/// setxattr on object `h`. POSIX ACLs are not supported (EOPNOTSUPP, so `cp -a` and
-/// friends fall back to chmod instead of believing an ACL set the mode).
+/// setxattr on object `h` (a POSIX ACL too, which may change its mode).
 fn setx(
     h: pvfs_proto::Handle,
     name: &str,
@@ -176,9 +193,7 @@ fn setx(
     size: size_t,
     flags: c_int,
 ) -> R<c_int> {
-    if name.starts_with("system.posix_acl_") {
-        return Err(libc::EOPNOTSUPP);
-    }
+    crate::cache::changed();
     if size > 0 && value.is_null() {
         return Err(libc::EFAULT);
     }
@@ -207,9 +222,7 @@ fn listx(h: pvfs_proto::Handle, buf: *mut c_char, size: size_t) -> R<ssize_t> {
 
 /// removexattr on object `h`.
 fn removex(h: pvfs_proto::Handle, name: &str) -> R<c_int> {
-    if name.starts_with("system.posix_acl_") {
-        return Err(libc::ENODATA);
-    }
+    crate::cache::changed();
     let pr = proc::get()?;
     pr.call(pr.client().removexattr(h, name))?;
     Ok(0)
@@ -232,8 +245,8 @@ macro_rules! xattr_path_hooks {
                     |_, path| real::$get(path, name, value, size),
                     |p| {
                         let name = xname(name)?;
-                        if name.starts_with("system.posix_acl_") {
-                            return Err(libc::ENODATA);
+                        if is_acl(name) {
+                            return get_acl(&fds::Obj::Path(p), $follow, name, value, size);
                         }
                         getx(handle_of(&p, $follow)?, name, value, size)
                     },
@@ -306,8 +319,14 @@ unsafe extern "C" fn fgetxattr(
         fd,
         // SAFETY: the hook's arguments, passed on.
         || unsafe { real::fgetxattr(fd, name, value, size) },
-        // SAFETY: name is the caller's attribute name.
-        |d| getx(d.handle, unsafe { xname(name)? }, value, size),
+        |d| {
+            // SAFETY: name is the caller's attribute name.
+            let name = unsafe { xname(name)? };
+            if is_acl(name) {
+                return get_acl(&fds::Obj::Fd(d), false, name, value, size);
+            }
+            getx(d.handle, name, value, size)
+        },
     )
 }
 

@@ -160,7 +160,7 @@ impl Proc {
             gid: self.gid,
             groups: self.groups.clone(),
         };
-        pvfs_proto::access::permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), &creds, want)
+        pvfs_proto::access::allows(attr, &creds, want)
     }
 }
 

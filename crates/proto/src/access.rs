@@ -42,9 +42,26 @@ pub fn permitted(mode: u32, uid: u32, gid: u32, is_dir: bool, creds: &Creds, wan
     bits & want == want
 }
 
-/// [`permitted`] for an object's attributes; EACCES when not.
+/// Whether `creds` may do `want` to an object with attributes `attr`: [`permitted`],
+/// or with an access ACL the POSIX ACL rules (`crate::acl::permits`; root's rules
+/// stay root's).
+pub fn allows(attr: &Attr, creds: &Creds, want: u32) -> bool {
+    let acl = attr
+        .acl
+        .as_deref()
+        .map(|a| a.access.as_slice())
+        .filter(|a| !a.is_empty());
+    match acl {
+        Some(entries) if creds.uid != 0 => {
+            crate::acl::permits(entries, attr.uid, attr.gid, creds, want)
+        }
+        _ => permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), creds, want),
+    }
+}
+
+/// [`allows`], as a result; EACCES when not.
 pub fn check(attr: &Attr, creds: &Creds, want: u32) -> Result<(), Errno> {
-    if permitted(attr.mode, attr.uid, attr.gid, attr.is_dir(), creds, want) {
+    if allows(attr, creds, want) {
         Ok(())
     } else {
         Err(Errno::EACCES)
@@ -209,6 +226,7 @@ mod tests {
             } else {
                 ObjDetail::Symlink { target: "x".into() }
             },
+            acl: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! The byte-level format is documented in `docs/wire-protocol.md`.
 
 pub mod access;
+pub mod acl;
 pub mod cap;
 pub mod codec;
 pub mod errno;

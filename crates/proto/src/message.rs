@@ -282,8 +282,9 @@ wire_enum! {
         12 => ListAttr { handles: Vec<Handle> },
         /// Changes mode, owner, group or times.
         13 => SetAttr { handle: Handle, set: SetAttr },
-        /// Creates an object and its entry `name` in `parent` atomically.
-        14 => Create { parent: Handle, name: String, mode: u32, uid: u32, gid: u32, what: CreateWhat },
+        /// Creates an object and its entry `name` in `parent` atomically. `umask`
+        /// applies to `mode` unless `parent` has a default ACL (which then decides).
+        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat },
         /// Removes entry `name` of `dir`; `fate` says what the object loses (in the
         /// same commit when it lives here, otherwise this server asks its owner).
         /// `expect` guards against a concurrent change of the entry.
@@ -735,6 +736,7 @@ mod tests {
                 parent: 1,
                 name: "d".into(),
                 mode: 0o755,
+                umask: 0,
                 uid: 0,
                 gid: 0,
                 what: CreateWhat::Dir {

@@ -332,6 +332,8 @@ pub struct Attr {
     pub ctime: Timespec,
     /// Kind-specific attributes.
     pub detail: ObjDetail,
+    /// POSIX ACLs beyond the permission bits (`crate::acl`); none for most objects.
+    pub acl: Option<Box<crate::acl::Acl>>,
 }
 wire_struct!(Attr {
     handle: Handle,
@@ -344,6 +346,7 @@ wire_struct!(Attr {
     mtime: Timespec,
     ctime: Timespec,
     detail: ObjDetail,
+    acl: Option<Box<crate::acl::Acl>>,
 });
 
 impl Attr {
@@ -587,6 +590,7 @@ mod tests {
                 }),
                 mtime_set: Timespec { secs: 3, nsecs: 4 },
             },
+            acl: None,
         };
         assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
         assert_eq!(a.st_mode(), 0o040755);
@@ -629,6 +633,7 @@ mod tests {
                 default_layout: None,
                 mtime_set: t(set),
             },
+            acl: None,
         };
         let s = |changed, subdirs| ShardStat {
             changed: t(changed),
@@ -671,6 +676,7 @@ mod tests {
                 mtime: Timespec::default(),
                 ctime: Timespec::default(),
                 detail: ObjDetail::Node { kind, rdev },
+                acl: None,
             };
             assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
             assert_eq!(a.st_mode(), bits | 0o640);

@@ -39,6 +39,7 @@ fn samples() -> Vec<Vec<u8>> {
                 ],
             },
         },
+        acl: None,
     };
     let cap = pvfs_proto::Capability {
         handle: 9,
@@ -81,6 +82,7 @@ fn samples() -> Vec<Vec<u8>> {
             parent: 1,
             name: "f".into(),
             mode: 0o644,
+            umask: 0,
             uid: 0,
             gid: 0,
             what: CreateWhat::File {

@@ -283,6 +283,7 @@ mod tests {
                         ],
                     },
                 },
+                acl: None,
             },
             rights::READ | rights::MOVE,
             1000,

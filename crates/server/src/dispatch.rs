@@ -63,10 +63,11 @@ pub async fn dispatch(
             parent,
             name,
             mode,
+            umask,
             uid,
             gid,
             what,
-        } => create::handle(ctx, c, parent, name, mode, uid, gid, what, retry).await,
+        } => create::handle(ctx, c, parent, name, (mode, umask), (uid, gid), what, retry).await,
         Request::Unlink {
             dir,
             name,

@@ -292,6 +292,7 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
             default_layout: None,
             mtime_set: Timespec::default(),
         },
+        acl: None,
     };
     ctx.meta
         .write(move |t| {

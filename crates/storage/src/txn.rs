@@ -44,6 +44,9 @@ pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
 
 /// Version byte in front of object and entry records.
 const RECORD_V1: u8 = 1;
+/// Version byte of object records since attributes carry ACLs (a trailing optional
+/// field): version 1 records decode as without one.
+const OBJECT_V2: u8 = 2;
 /// Superblock key of the next unallocated handle.
 pub(crate) const SB_NEXT: &[u8] = b"next_handle";
 
@@ -209,24 +212,30 @@ pub(crate) fn le_u64(v: &[u8], what: &str) -> Result<u64, StorageError> {
 
 /// The record of an object: version byte, then the wire encoding of its attributes.
 fn object_record(a: &Attr) -> Vec<u8> {
-    let mut v = vec![RECORD_V1];
+    let mut v = vec![OBJECT_V2];
     v.extend_from_slice(&encode(a));
     v
 }
 
 fn decode_object(h: Handle, v: &[u8]) -> Result<Attr, StorageError> {
     let bad = |why: String| StorageError::corrupt(format!("object {h:#x}: {why}"));
-    match v.split_first() {
+    let body = match v.split_first() {
+        Some((&OBJECT_V2, body)) => std::borrow::Cow::Borrowed(body),
+        // Written before ACLs: the attributes without the trailing field, which
+        // decodes as "none" (an absent option is one zero byte).
         Some((&RECORD_V1, body)) => {
-            let a: Attr = decode(body).map_err(|e| bad(e.to_string()))?;
-            if a.handle != h {
-                return Err(bad(format!("record names handle {:#x}", a.handle)));
-            }
-            Ok(a)
+            let mut b = body.to_vec();
+            b.push(0);
+            std::borrow::Cow::Owned(b)
         }
-        Some((ver, _)) => Err(bad(format!("unknown record version {ver}"))),
-        None => Err(bad("empty record".into())),
+        Some((ver, _)) => return Err(bad(format!("unknown record version {ver}"))),
+        None => return Err(bad("empty record".into())),
+    };
+    let a: Attr = decode(&body).map_err(|e| bad(e.to_string()))?;
+    if a.handle != h {
+        return Err(bad(format!("record names handle {:#x}", a.handle)));
     }
+    Ok(a)
 }
 
 /// The record of an entry: version byte, handle little-endian, kind byte.

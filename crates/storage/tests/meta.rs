@@ -39,6 +39,7 @@ fn attr(h: Handle, mode: u32) -> Attr {
         mtime: Timespec { secs: 5, nsecs: 6 },
         ctime: Timespec::default(),
         detail: ObjDetail::Symlink { target: "t".into() },
+        acl: None,
     }
 }
 
@@ -675,4 +676,45 @@ fn a_format_1_store_is_upgraded_with_its_subdirectories_counted() {
     assert_eq!((st.changed, st.subdirs), (Timespec::default(), 2));
     assert_eq!(r.shard_stat(3).unwrap().subdirs, 0);
     assert_eq!(r.get_entry(1, "c").unwrap(), Some((12, ObjKind::File)));
+}
+
+#[test]
+fn object_records_of_version_1_read_without_acls_and_new_ones_keep_them() {
+    let d = tempfile::tempdir().unwrap();
+    let with_acl = Attr {
+        acl: Some(Box::new(pvfs_proto::acl::Acl {
+            access: Vec::new(),
+            default: pvfs_proto::acl::from_mode(0o750),
+        })),
+        ..attr(RANGE.0 + 100, 0o755)
+    };
+    rt().block_on(async {
+        let s = open(d.path());
+        let a = with_acl.clone();
+        s.write(move |t| {
+            t.put_object(&a);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        s.close().await;
+    });
+    // A record as a build without ACLs wrote it: version 1, no trailing field.
+    let old = attr(RANGE.0 + 101, 0o644);
+    let mut record = vec![1u8];
+    let body = pvfs_proto::encode(&old);
+    record.extend_from_slice(&body[..body.len() - 1]);
+    let db = redb::Database::create(d.path().join("meta.redb")).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("objects");
+        let mut t = tx.open_table(def).unwrap();
+        t.insert(&old.handle.to_be_bytes()[..], record.as_slice())
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let r = open(d.path()).read().unwrap();
+    assert_eq!(r.get_object(old.handle).unwrap(), Some(old));
+    assert_eq!(r.get_object(with_acl.handle).unwrap(), Some(with_acl));
 }

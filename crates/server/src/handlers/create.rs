@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use pvfs_proto::access;
+use pvfs_proto::acl::{self, Acl};
 use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
 use pvfs_proto::types::{check_name, PATH_MAX};
 use pvfs_proto::{
@@ -45,7 +46,9 @@ enum Plan {
 /// Creates an object and its entry `name` in `parent` (the caller needs write and
 /// search permission on `parent`). The object belongs to `uid` (only root may name
 /// another user) and group `gid` (one of the caller's, unless root), except in a
-/// set-group-ID directory, whose group it takes (a directory also takes the bit). A
+/// set-group-ID directory, whose group it takes (a directory also takes the bit). Its
+/// mode is `mode` without `umask`, or, when `parent` has a default ACL, `mode`
+/// narrowed by that ACL, which it inherits (a directory also as its default ACL). A
 /// regular file's creator gets read and write capabilities, whatever the new mode
 /// (as open(2) with O_CREAT).
 #[allow(clippy::too_many_arguments)]
@@ -54,9 +57,8 @@ pub async fn handle(
     caller: &Caller,
     parent: Handle,
     name: String,
-    mode: u32,
-    uid: u32,
-    gid: u32,
+    (mode, umask): (u32, u32),
+    (uid, gid): (u32, u32),
     what: CreateWhat,
     retry: Option<RetryKey>,
 ) -> OpResult<Response> {
@@ -88,6 +90,7 @@ pub async fn handle(
         }
         (gid, mode)
     };
+    let (mode, acl) = inherited_acl(&parent_attr, mode, umask, is_dir);
     let plan = plan(ctx, creds, what)?;
     if let Plan::File { servers, .. } = &plan {
         for &s in servers {
@@ -99,6 +102,7 @@ pub async fn handle(
     let created = loop {
         attempts += 1;
         let attempt_plan = plan.clone();
+        let acl = acl.clone();
         let name = name.clone();
         let minter = ctx.clone();
         let creator = creds.uid;
@@ -184,6 +188,7 @@ pub async fn handle(
                     mtime: now,
                     ctime: now,
                     detail,
+                    acl,
                 };
                 let kind = attr.kind();
                 t.put_object(&attr);
@@ -219,6 +224,27 @@ pub async fn handle(
         }
     }
     Ok(created)
+}
+
+/// The mode and ACLs of an object created with `mode` in directory `parent`: without
+/// a default ACL there, `mode` less `umask`; with one, the access ACL and mode it
+/// gives (`pvfs_proto::acl::inherit`; the umask does not apply), and for a directory
+/// the same default ACL.
+fn inherited_acl(parent: &Attr, mode: u32, umask: u32, is_dir: bool) -> (u32, Option<Box<Acl>>) {
+    let default = parent
+        .acl
+        .as_deref()
+        .map(|a| &a.default)
+        .filter(|d| !d.is_empty());
+    let Some(default) = default else {
+        return (mode & !(umask & 0o777), None);
+    };
+    let (access, mode) = acl::inherit(default, mode);
+    let acl = Acl {
+        access,
+        default: if is_dir { default.clone() } else { Vec::new() },
+    };
+    (mode, (!acl.is_empty()).then(|| Box::new(acl)))
 }
 
 fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {

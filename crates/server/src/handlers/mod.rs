@@ -1,6 +1,7 @@
 //! One module per operation (a few closely related data operations share
 //! `datafiles`). Each exposes `handle(...) -> OpResult<Response>`.
 
+pub mod acl;
 pub mod add_link;
 pub mod create;
 pub mod datafiles;

@@ -36,6 +36,10 @@ pub async fn handle(
                 )
             })?;
             attr.mode = access::mode_after_setattr(&attr, &set, &creds);
+            if set.mode.is_some() {
+                let mode = attr.mode;
+                crate::handlers::acl::chmod(&mut attr, mode);
+            }
             if let Some(uid) = set.uid {
                 attr.uid = uid;
             }

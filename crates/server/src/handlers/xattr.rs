@@ -3,7 +3,8 @@
 //! use which namespace: `user.` needs read (write) permission on a file or directory
 //! (ENODATA to read, EPERM to write on other kinds; in a sticky directory only its
 //! owner writes), `trusted.` is root's (hidden from others), `security.` is read by
-//! anyone and written by root, anything else is EOPNOTSUPP.
+//! anyone and written by root, the POSIX ACLs of `system.` are kept with the object
+//! (`acl`), anything else is EOPNOTSUPP.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use pvfs_proto::{Attr, Creds, Errno, Handle, ObjDetail, Response, RetryKey, Time
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::no_object;
+use crate::handlers::{acl, no_object};
 use crate::replay::{remember, replayed};
 use crate::session::Caller;
 
@@ -38,6 +39,9 @@ pub fn get(ctx: &Ctx, caller: &Caller, handle: Handle, name: &str) -> OpResult<R
     check_name(name)?;
     let view = ctx.meta.read()?;
     let attr = view.get_object(handle)?.ok_or_else(|| no_object(handle))?;
+    if acl::is_acl(name) {
+        return acl::get(&attr, name);
+    }
     may_use(&attr, &caller.creds, name, false)?;
     let value = view.get_xattr(handle, name)?.ok_or_else(|| no_attr(name))?;
     Ok(Response::Xattr { value })
@@ -48,10 +52,9 @@ pub fn list(ctx: &Ctx, caller: &Caller, handle: Handle) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
     let view = ctx.meta.read()?;
-    if view.get_object(handle)?.is_none() {
-        return Err(no_object(handle));
-    }
-    let mut names = view.list_xattrs(handle)?;
+    let attr = view.get_object(handle)?.ok_or_else(|| no_object(handle))?;
+    let mut names = acl::names(&attr);
+    names.extend(view.list_xattrs(handle)?);
     if caller.creds.uid != 0 {
         names.retain(|n| !n.starts_with("trusted."));
     }
@@ -123,6 +126,9 @@ pub async fn set(
             format!("bad setxattr flags {flags:#x}"),
         ));
     }
+    if acl::is_acl(&name) {
+        return acl::set(ctx, caller, handle, name, Some(value), flags, retry).await;
+    }
     let creds = caller.creds.clone();
     ctx.meta
         .write(move |t| {
@@ -161,6 +167,9 @@ pub async fn remove(
     ctx.require_meta()?;
     ctx.require_local(handle)?;
     check_name(&name)?;
+    if acl::is_acl(&name) {
+        return acl::set(ctx, caller, handle, name, None, 0, retry).await;
+    }
     let creds = caller.creds.clone();
     ctx.meta
         .write(move |t| {
