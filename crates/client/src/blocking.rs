@@ -40,10 +40,11 @@ impl BlockingClient {
             let _guard = rt.enter();
             Client::new(config)
         };
-        Ok(BlockingClient {
-            rt: Arc::new(rt),
-            client,
-        })
+        let rt = Arc::new(rt);
+        // A runtime driven by its callers runs nothing by itself: lock leases are
+        // renewed by a thread that drives it for each renewal.
+        client.inner.locks.set_runner(Arc::downgrade(&rt));
+        Ok(BlockingClient { rt, client })
     }
 
     /// The async client underneath.

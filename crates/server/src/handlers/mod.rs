@@ -1,12 +1,14 @@
 //! One module per operation (a few closely related data operations share
 //! `datafiles`). Each exposes `handle(...) -> OpResult<Response>`.
 
+pub mod cancel_lock;
 pub mod create;
 pub mod datafiles;
 pub mod forget;
 pub mod getattr;
 pub mod grant;
 pub mod link_entry;
+pub mod lock;
 pub mod lookup;
 pub mod ping;
 pub mod precreate;
@@ -14,13 +16,17 @@ pub mod read;
 pub mod readdir;
 pub mod remove_object;
 pub mod rename;
+pub mod renew_lease;
 pub mod scan;
 pub mod seal_dir;
 pub mod set_dir_layout;
 pub mod set_parent;
 pub mod setattr;
 pub mod statfs;
+pub mod test_lock;
 pub mod unlink;
+pub mod unlock;
+pub mod wait_for;
 pub mod write;
 pub mod xattr;
 
