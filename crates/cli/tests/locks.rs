@@ -191,3 +191,244 @@ fn a_waiter_on_one_mount_is_woken_when_the_other_unlocks() {
     a.finish();
     b.finish();
 }
+
+#[test]
+fn a_killed_mounts_locks_go_after_the_lease() {
+    if !can_mount("a_killed_mounts_locks_go_after_the_lease") {
+        return;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    let mut a = on(&ma, "A");
+    let mut b = on(&mb, "B");
+    a.expect("open 0 f rw", "ok");
+    b.expect("open 0 f rw", "ok");
+    a.expect("lk 0 setlk w 0 0", "ok");
+    // Let the holder's lease be renewed at least once.
+    std::thread::sleep(Duration::from_millis(800));
+    ma.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    b.expect("lk 0 setlk w 0 0", "err EAGAIN");
+    b.send("lk 0 setlkw w 0 0");
+    let answer = b.answer();
+    let waited = killed.elapsed();
+    assert_eq!(answer, "ok");
+    // Released by the lease's end (2 s after the last renewal, at most 2/3 of it
+    // before the kill), not before.
+    assert!(
+        waited >= Duration::from_millis(1000) && waited < scaled(Duration::from_secs(15)),
+        "the lock came free {waited:?} after the holder's mount was killed"
+    );
+    drop(a);
+    drop(ma);
+    b.finish();
+}
+
+/// Names of files in the mount's root whose objects live on different metadata
+/// servers (handles of server i are in `(i+1) << 40 ..`).
+fn files_on_two_servers(m: &Mount) -> (String, String) {
+    use std::os::unix::fs::MetadataExt;
+    let mut by_server: [Option<String>; 2] = [None, None];
+    for i in 0..64 {
+        let name = format!("d{i}");
+        std::fs::write(m.join(&name), b"x").unwrap();
+        let ino = std::fs::metadata(m.join(&name)).unwrap().ino();
+        let server = (ino >> 40) as usize;
+        if (1..=2).contains(&server) && by_server[server - 1].is_none() {
+            by_server[server - 1] = Some(name);
+        }
+        if let [Some(a), Some(b)] = &by_server {
+            return (a.clone(), b.clone());
+        }
+    }
+    panic!("no two files on two servers among 64 names");
+}
+
+#[test]
+fn a_deadlock_of_two_clients_over_two_servers_is_edeadlk() {
+    if !can_mount("a_deadlock_of_two_clients_over_two_servers_is_edeadlk") {
+        return;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    let (f1, f2) = files_on_two_servers(&ma);
+    let mut a = on(&ma, "A");
+    let mut b = on(&mb, "B");
+    a.expect(&format!("open 1 {f1} rw"), "ok");
+    a.expect(&format!("open 2 {f2} rw"), "ok");
+    b.expect(&format!("open 1 {f1} rw"), "ok");
+    b.expect(&format!("open 2 {f2} rw"), "ok");
+    a.expect("lk 1 setlk w 0 0", "ok");
+    b.expect("lk 2 setlk w 0 0", "ok");
+    // A waits for B's lock on the second server...
+    a.send("lk 2 setlkw w 0 0");
+    assert_eq!(a.answer_within(Duration::from_millis(500)), None);
+    // ...and B waiting for A's on the first would close the cycle.
+    let t = Instant::now();
+    b.expect("lk 1 setlkw w 0 0", "err EDEADLK");
+    assert!(t.elapsed() < scaled(Duration::from_secs(5)));
+    // Not a deadlock once B lets go: A gets it.
+    b.expect("lk 2 setlk u 0 0", "ok");
+    assert_eq!(a.answer(), "ok");
+    a.expect("lk 1 setlk u 0 0", "ok");
+    a.expect("lk 2 setlk u 0 0", "ok");
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn a_process_waiting_in_setlkw_can_be_interrupted_and_killed() {
+    if !can_mount("a_process_waiting_in_setlkw_can_be_interrupted_and_killed") {
+        return;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    let mut a = on(&ma, "A");
+    let mut b = on(&mb, "B");
+    a.expect("open 0 f rw", "ok");
+    b.expect("open 0 f rw", "ok");
+    a.expect("lk 0 setlk w 0 0", "ok");
+
+    // A handler without SA_RESTART: the wait fails with EINTR.
+    b.send("lk 0 setlkw w 0 0");
+    assert_eq!(b.answer_within(Duration::from_millis(500)), None);
+    let t = Instant::now();
+    b.signal(libc::SIGUSR1);
+    assert_eq!(b.answer(), "err EINTR");
+    assert!(
+        t.elapsed() < scaled(Duration::from_secs(2)),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // With SA_RESTART the call goes on waiting after the handler ran.
+    b.send("lk 0 setlkw w 0 0");
+    assert_eq!(b.answer_within(Duration::from_millis(500)), None);
+    b.signal(libc::SIGUSR2);
+    assert_eq!(b.answer_within(Duration::from_millis(700)), None);
+
+    // SIGKILL ends the waiting process (FUSE would wait for the answer forever).
+    b.signal(libc::SIGKILL);
+    let dead = b.wait_exit(Duration::from_secs(5));
+    assert!(dead.is_some(), "the killed waiter did not exit");
+    // Its wait was withdrawn: nothing is kept for it once A unlocks.
+    let mut c2 = on(&mb, "C");
+    c2.expect("open 0 f rw", "ok");
+    c2.expect("lk 0 setlk w 0 0", "err EAGAIN");
+    a.expect("lk 0 setlk u 0 0", "ok");
+    c2.expect("lk 0 setlk w 0 0", "ok");
+    a.finish();
+    c2.finish();
+}
+
+#[test]
+fn a_restarted_server_gives_locks_back_to_their_holders() {
+    if !can_mount("a_restarted_server_gives_locks_back_to_their_holders") {
+        return;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    let (f1, _) = files_on_two_servers(&ma);
+    let mut a = on(&ma, "A");
+    let mut b = on(&mb, "B");
+    a.expect(&format!("open 0 {f1} rw"), "ok");
+    b.expect(&format!("open 0 {f1} rw"), "ok");
+    a.expect("lk 0 setlk w 10 10", "ok");
+    // The lock table of the server that owns the file is lost with it...
+    c.kill("s0", libc::SIGKILL);
+    c.restart("s0");
+    // ...and in its grace period A reclaims the lock: B, asking meanwhile, waits
+    // out the grace period and then finds A's lock.
+    let t = Instant::now();
+    b.expect("lk 0 setlk w 15 1", "err EAGAIN");
+    assert!(t.elapsed() < scaled(Duration::from_secs(15)));
+    b.expect("lk 0 getlk w 0 0", "lock w 10 10 0");
+    b.expect("lk 0 setlk w 0 10", "ok");
+    a.expect("lk 0 setlk u 0 0", "ok");
+    b.expect("lk 0 setlk w 15 1", "ok");
+    assert!(
+        c.log("s0").contains("grace period"),
+        "no grace period in the log:\n{}",
+        c.log_tail("s0")
+    );
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn romio_data_sieving_writes_from_two_mounts_leave_the_file_right() {
+    let test = "romio_data_sieving_writes_from_two_mounts_leave_the_file_right";
+    for tool in ["mpicc", "mpiexec"] {
+        if !common::have_command(tool) {
+            skip(
+                test,
+                &format!("{tool} is not installed (scripts/install-deps installs mpich)"),
+            );
+            return;
+        }
+    }
+    if !can_mount(test) {
+        return;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    let local = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/sieve.c");
+    let exe = local.path().join("sieve");
+    let out = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (block, blocks, per_call) = (4096u64, 256u64, 8u64);
+    let mut cmd = Command::new("mpiexec");
+    cmd.args(["-n", "2"])
+        .arg(&exe)
+        .arg(format!("ufs:{}", ma.join("sieved").display()))
+        .arg(format!("ufs:{}", mb.join("sieved").display()))
+        .args([block, blocks, per_call].map(|v| v.to_string()));
+    let out = mount::run_for(&mut cmd, Duration::from_secs(180));
+    assert!(
+        out.status.success(),
+        "MPI run failed: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = c.client().run(Duration::from_secs(60), async |cl| {
+        let f = cl.open("/sieved").await.unwrap();
+        let mut buf = vec![0u8; (2 * block * blocks + 1) as usize];
+        let n = f.read_at(0, &mut buf).await.unwrap();
+        buf.truncate(n);
+        buf
+    });
+    assert_eq!(got.len() as u64, 2 * block * blocks, "file size");
+    let mut wrong = 0;
+    for (off, &byte) in got.iter().enumerate() {
+        let off = off as u64;
+        let g = off / block;
+        let (rank, b, i) = (g % 2, g / 2, off % block);
+        let want = ((rank * 131 + b * 17 + i * 7) & 0xff) as u8;
+        if byte != want {
+            if wrong == 0 {
+                eprintln!("first wrong byte at {off}: rank {rank}'s block {b}");
+            }
+            wrong += 1;
+        }
+    }
+    assert_eq!(
+        wrong, 0,
+        "{wrong} bytes lost to unlocked read-modify-writes"
+    );
+}
