@@ -58,6 +58,36 @@ fn cluster() -> Cluster {
         .start()
 }
 
+/// A file system with two mounts, as on two nodes.
+struct Two {
+    c: Cluster,
+    ma: Mount,
+    mb: Mount,
+}
+
+/// [`Two`], or None (the test skipped) where mounting is not possible.
+fn two_mounts(test: &str) -> Option<Two> {
+    if !can_mount(test) {
+        return None;
+    }
+    let c = cluster();
+    let ma = Mount::start(&c, &[]);
+    let mb = Mount::start(&c, &[]);
+    Some(Two { c, ma, mb })
+}
+
+impl Two {
+    /// A client on each mount ("A", "B"), each with `file` open read-write in slot
+    /// `slot`.
+    fn pair(&self, file: &str, slot: u32) -> (Proc, Proc) {
+        let mut a = on(&self.ma, "A");
+        let mut b = on(&self.mb, "B");
+        a.expect(&format!("open {slot} {file} rw"), "ok");
+        b.expect(&format!("open {slot} {file} rw"), "ok");
+        (a, b)
+    }
+}
+
 /// A lock client on `m` named `name`, working in the mount's directory.
 fn on(m: &Mount, name: &str) -> Proc {
     let mut cmd = Command::new(lockprog());
@@ -67,18 +97,12 @@ fn on(m: &Mount, name: &str) -> Proc {
 
 #[test]
 fn fcntl_ofd_and_flock_exclude_each_other_across_two_mounts() {
-    if !can_mount("fcntl_ofd_and_flock_exclude_each_other_across_two_mounts") {
+    let Some(t) = two_mounts("fcntl_ofd_and_flock_exclude_each_other_across_two_mounts") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let mut a = on(&ma, "A");
-    let mut a2 = on(&ma, "A2");
-    let mut b = on(&mb, "B");
-    a.expect("open 0 f rw", "ok");
+    };
+    let (mut a, mut b) = t.pair("f", 0);
+    let mut a2 = on(&t.ma, "A2");
     a2.expect("open 0 f rw", "ok");
-    b.expect("open 0 f rw", "ok");
 
     // Exclusive against everything, shared with shared.
     a.expect("lk 0 setlk w 0 100", "ok");
@@ -154,16 +178,10 @@ fn fcntl_ofd_and_flock_exclude_each_other_across_two_mounts() {
 
 #[test]
 fn a_waiter_on_one_mount_is_woken_when_the_other_unlocks() {
-    if !can_mount("a_waiter_on_one_mount_is_woken_when_the_other_unlocks") {
+    let Some(t) = two_mounts("a_waiter_on_one_mount_is_woken_when_the_other_unlocks") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let mut a = on(&ma, "A");
-    let mut b = on(&mb, "B");
-    a.expect("open 0 f rw", "ok");
-    b.expect("open 0 f rw", "ok");
+    };
+    let (mut a, mut b) = t.pair("f", 0);
     a.expect("lk 0 setlk w 0 0", "ok");
     a.expect("pwrite 0 0 before", "ok");
     b.send("lk 0 setlkw w 0 0");
@@ -175,10 +193,10 @@ fn a_waiter_on_one_mount_is_woken_when_the_other_unlocks() {
         "B got the lock"
     );
     a.expect("pwrite 0 0 after!", "ok");
-    let t = Instant::now();
+    let unlocked = Instant::now();
     a.expect("lk 0 setlk u 0 0", "ok");
     let answer = b.answer();
-    let woken = t.elapsed();
+    let woken = unlocked.elapsed();
     assert_eq!(answer, "ok");
     // Woken by the unlock, not by a poll (the request would be re-sent only every
     // 1.7 s); generous for a loaded machine.
@@ -194,20 +212,15 @@ fn a_waiter_on_one_mount_is_woken_when_the_other_unlocks() {
 
 #[test]
 fn a_killed_mounts_locks_go_after_the_lease() {
-    if !can_mount("a_killed_mounts_locks_go_after_the_lease") {
+    let Some(t) = two_mounts("a_killed_mounts_locks_go_after_the_lease") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let mut a = on(&ma, "A");
-    let mut b = on(&mb, "B");
-    a.expect("open 0 f rw", "ok");
-    b.expect("open 0 f rw", "ok");
+    };
+    let (a, mut b) = t.pair("f", 0);
+    let mut a = a;
     a.expect("lk 0 setlk w 0 0", "ok");
     // Let the holder's lease be renewed at least once.
     std::thread::sleep(Duration::from_millis(800));
-    ma.signal(libc::SIGKILL);
+    t.ma.signal(libc::SIGKILL);
     let killed = Instant::now();
     b.expect("lk 0 setlk w 0 0", "err EAGAIN");
     b.send("lk 0 setlkw w 0 0");
@@ -221,7 +234,6 @@ fn a_killed_mounts_locks_go_after_the_lease() {
         "the lock came free {waited:?} after the holder's mount was killed"
     );
     drop(a);
-    drop(ma);
     b.finish();
 }
 
@@ -247,18 +259,12 @@ fn files_on_two_servers(m: &Mount) -> (String, String) {
 
 #[test]
 fn a_deadlock_of_two_clients_over_two_servers_is_edeadlk() {
-    if !can_mount("a_deadlock_of_two_clients_over_two_servers_is_edeadlk") {
+    let Some(t) = two_mounts("a_deadlock_of_two_clients_over_two_servers_is_edeadlk") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let (f1, f2) = files_on_two_servers(&ma);
-    let mut a = on(&ma, "A");
-    let mut b = on(&mb, "B");
-    a.expect(&format!("open 1 {f1} rw"), "ok");
+    };
+    let (f1, f2) = files_on_two_servers(&t.ma);
+    let (mut a, mut b) = t.pair(&f1, 1);
     a.expect(&format!("open 2 {f2} rw"), "ok");
-    b.expect(&format!("open 1 {f1} rw"), "ok");
     b.expect(&format!("open 2 {f2} rw"), "ok");
     a.expect("lk 1 setlk w 0 0", "ok");
     b.expect("lk 2 setlk w 0 0", "ok");
@@ -266,9 +272,9 @@ fn a_deadlock_of_two_clients_over_two_servers_is_edeadlk() {
     a.send("lk 2 setlkw w 0 0");
     assert_eq!(a.answer_within(Duration::from_millis(500)), None);
     // ...and B waiting for A's on the first would close the cycle.
-    let t = Instant::now();
+    let asked = Instant::now();
     b.expect("lk 1 setlkw w 0 0", "err EDEADLK");
-    assert!(t.elapsed() < scaled(Duration::from_secs(5)));
+    assert!(asked.elapsed() < scaled(Duration::from_secs(5)));
     // Not a deadlock once B lets go: A gets it.
     b.expect("lk 2 setlk u 0 0", "ok");
     assert_eq!(a.answer(), "ok");
@@ -280,29 +286,20 @@ fn a_deadlock_of_two_clients_over_two_servers_is_edeadlk() {
 
 #[test]
 fn a_process_waiting_in_setlkw_can_be_interrupted_and_killed() {
-    if !can_mount("a_process_waiting_in_setlkw_can_be_interrupted_and_killed") {
+    let Some(t) = two_mounts("a_process_waiting_in_setlkw_can_be_interrupted_and_killed") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let mut a = on(&ma, "A");
-    let mut b = on(&mb, "B");
-    a.expect("open 0 f rw", "ok");
-    b.expect("open 0 f rw", "ok");
+    };
+    let (mut a, mut b) = t.pair("f", 0);
     a.expect("lk 0 setlk w 0 0", "ok");
 
     // A handler without SA_RESTART: the wait fails with EINTR.
     b.send("lk 0 setlkw w 0 0");
     assert_eq!(b.answer_within(Duration::from_millis(500)), None);
-    let t = Instant::now();
+    let sent = Instant::now();
     b.signal(libc::SIGUSR1);
     assert_eq!(b.answer(), "err EINTR");
-    assert!(
-        t.elapsed() < scaled(Duration::from_secs(2)),
-        "{:?}",
-        t.elapsed()
-    );
+    let took = sent.elapsed();
+    assert!(took < scaled(Duration::from_secs(2)), "{took:?}");
 
     // With SA_RESTART the call goes on waiting after the handler ran.
     b.send("lk 0 setlkw w 0 0");
@@ -315,7 +312,7 @@ fn a_process_waiting_in_setlkw_can_be_interrupted_and_killed() {
     let dead = b.wait_exit(Duration::from_secs(5));
     assert!(dead.is_some(), "the killed waiter did not exit");
     // Its wait was withdrawn: nothing is kept for it once A unlocks.
-    let mut c2 = on(&mb, "C");
+    let mut c2 = on(&t.mb, "C");
     c2.expect("open 0 f rw", "ok");
     c2.expect("lk 0 setlk w 0 0", "err EAGAIN");
     a.expect("lk 0 setlk u 0 0", "ok");
@@ -326,26 +323,21 @@ fn a_process_waiting_in_setlkw_can_be_interrupted_and_killed() {
 
 #[test]
 fn a_restarted_server_gives_locks_back_to_their_holders() {
-    if !can_mount("a_restarted_server_gives_locks_back_to_their_holders") {
+    let Some(t) = two_mounts("a_restarted_server_gives_locks_back_to_their_holders") else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
-    let (f1, _) = files_on_two_servers(&ma);
-    let mut a = on(&ma, "A");
-    let mut b = on(&mb, "B");
-    a.expect(&format!("open 0 {f1} rw"), "ok");
-    b.expect(&format!("open 0 {f1} rw"), "ok");
+    };
+    let c = &t.c;
+    let (f1, _) = files_on_two_servers(&t.ma);
+    let (mut a, mut b) = t.pair(&f1, 0);
     a.expect("lk 0 setlk w 10 10", "ok");
     // The lock table of the server that owns the file is lost with it...
     c.kill("s0", libc::SIGKILL);
     c.restart("s0");
     // ...and in its grace period A reclaims the lock: B, asking meanwhile, waits
     // out the grace period and then finds A's lock.
-    let t = Instant::now();
+    let asked = Instant::now();
     b.expect("lk 0 setlk w 15 1", "err EAGAIN");
-    assert!(t.elapsed() < scaled(Duration::from_secs(15)));
+    assert!(asked.elapsed() < scaled(Duration::from_secs(15)));
     b.expect("lk 0 getlk w 0 0", "lock w 10 10 0");
     b.expect("lk 0 setlk w 0 10", "ok");
     a.expect("lk 0 setlk u 0 0", "ok");
@@ -371,26 +363,11 @@ fn romio_data_sieving_writes_from_two_mounts_leave_the_file_right() {
             return;
         }
     }
-    if !can_mount(test) {
+    let Some(Two { c, ma, mb }) = two_mounts(test) else {
         return;
-    }
-    let c = cluster();
-    let ma = Mount::start(&c, &[]);
-    let mb = Mount::start(&c, &[]);
+    };
     let local = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/sieve.c");
-    let exe = local.path().join("sieve");
-    let out = Command::new("mpicc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cannot run mpicc");
-    assert!(
-        out.status.success(),
-        "mpicc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = common::mpicc(local.path(), "sieve");
     let (block, blocks, per_call) = (4096u64, 256u64, 8u64);
     let mut cmd = Command::new("mpiexec");
     cmd.args(["-n", "2"])
