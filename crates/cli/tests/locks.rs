@@ -20,26 +20,15 @@ mod driver;
 #[path = "fuse/mount.rs"]
 mod mount;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{profile_dir, scaled, skip, Cluster};
+use common::{scaled, skip, Cluster};
 use driver::Proc;
 use mount::Mount;
 
 /// The lease the tests configure: short, so a dead client's locks go soon.
 const LEASE: &str = "2s";
-
-fn lockprog() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let dir = profile_dir().join("lock-tests");
-        std::fs::create_dir_all(&dir).unwrap();
-        driver::compile(&dir, "lockprog", &[])
-    })
-}
 
 /// Whether this machine can run the mount tests (root and /dev/fuse); says why not.
 fn can_mount(test: &str) -> bool {
@@ -90,7 +79,7 @@ impl Two {
 
 /// A lock client on `m` named `name`, working in the mount's directory.
 fn on(m: &Mount, name: &str) -> Proc {
-    let mut cmd = Command::new(lockprog());
+    let mut cmd = Command::new(driver::lockprog());
     cmd.current_dir(m.path());
     Proc::start(name, cmd)
 }
@@ -269,15 +258,13 @@ fn a_deadlock_of_two_clients_over_two_servers_is_edeadlk() {
     a.expect("lk 1 setlk w 0 0", "ok");
     b.expect("lk 2 setlk w 0 0", "ok");
     // A waits for B's lock on the second server...
-    a.send("lk 2 setlkw w 0 0");
-    assert_eq!(a.answer_within(Duration::from_millis(500)), None);
+    a.blocks("lk 2 setlkw w 0 0");
     // ...and B waiting for A's on the first would close the cycle.
     let asked = Instant::now();
     b.expect("lk 1 setlkw w 0 0", "err EDEADLK");
     assert!(asked.elapsed() < scaled(Duration::from_secs(5)));
     // Not a deadlock once B lets go: A gets it.
-    b.expect("lk 2 setlk u 0 0", "ok");
-    assert_eq!(a.answer(), "ok");
+    a.woken_by(&mut b, "lk 2 setlk u 0 0", "ok");
     a.expect("lk 1 setlk u 0 0", "ok");
     a.expect("lk 2 setlk u 0 0", "ok");
     a.finish();
@@ -293,11 +280,9 @@ fn a_process_waiting_in_setlkw_can_be_interrupted_and_killed() {
     a.expect("lk 0 setlk w 0 0", "ok");
 
     // A handler without SA_RESTART: the wait fails with EINTR.
-    b.send("lk 0 setlkw w 0 0");
-    assert_eq!(b.answer_within(Duration::from_millis(500)), None);
+    b.blocks("lk 0 setlkw w 0 0");
     let sent = Instant::now();
-    b.signal(libc::SIGUSR1);
-    assert_eq!(b.answer(), "err EINTR");
+    b.interrupted_by(libc::SIGUSR1);
     let took = sent.elapsed();
     assert!(took < scaled(Duration::from_secs(2)), "{took:?}");
 

@@ -346,6 +346,209 @@ impl Drop for SignalWatch {
     }
 }
 
+/// What a C interface (the C and preload libraries) knows of a descriptor for its
+/// lock calls ([`fcntl_lock`], [`flock`], [`lockf`]).
+#[derive(Clone, Copy, Debug)]
+pub struct DescLocks {
+    /// The object open.
+    pub handle: Handle,
+    /// The owner of the process's POSIX record locks.
+    pub posix_owner: u64,
+    /// The owner of the open file description's OFD locks and `flock`.
+    pub ofd_owner: u64,
+    /// Open for reading (a read lock needs it: EBADF).
+    pub readable: bool,
+    /// Open for writing (a write lock needs it: EBADF).
+    pub writable: bool,
+    /// The descriptor's offset (SEEK_CUR, `lockf`).
+    pub pos: u64,
+    /// The calling process.
+    pub pid: u32,
+}
+
+/// `fcntl(fd, cmd, lk)` for the lock commands (F_GETLK, F_SETLK, F_SETLKW and their
+/// F_OFD_ forms) on a pvfs descriptor, as Linux answers them: EBADF for a lock the
+/// descriptor's mode does not allow, EINVAL for a bad type, range or an OFD request
+/// with `l_pid` set, EAGAIN, EDEADLK, EINTR (a signal whose handler does not restart
+/// calls arrived while waiting), ENOLCK (a lock of this owner was lost). F_GETLK
+/// fills `lk` with the lock in the way or sets `l_type` to F_UNLCK.
+pub async fn fcntl_lock(
+    client: &Client,
+    d: &DescLocks,
+    cmd: i32,
+    lk: &mut libc::flock,
+) -> Result<()> {
+    let (kind, wait, test) = match cmd {
+        libc::F_GETLK => (LockKind::Posix, false, true),
+        libc::F_SETLK => (LockKind::Posix, false, false),
+        libc::F_SETLKW => (LockKind::Posix, true, false),
+        libc::F_OFD_GETLK => (LockKind::Ofd, false, true),
+        libc::F_OFD_SETLK => (LockKind::Ofd, false, false),
+        libc::F_OFD_SETLKW => (LockKind::Ofd, true, false),
+        _ => {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("not a lock command: {cmd}"),
+            ))
+        }
+    };
+    if kind == LockKind::Ofd && lk.l_pid != 0 {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "an OFD lock request with l_pid set",
+        ));
+    }
+    let owner = match kind {
+        LockKind::Posix => d.posix_owner,
+        LockKind::Ofd => d.ofd_owner,
+    };
+    let typ = match i32::from(lk.l_type) {
+        libc::F_RDLCK => Some(LockType::Read),
+        libc::F_WRLCK => Some(LockType::Write),
+        libc::F_UNLCK if !test => None,
+        t => return Err(Error::new(Errno::EINVAL, format!("bad lock type {t}"))),
+    };
+    let whence = i32::from(lk.l_whence);
+    // SEEK_END: the size is asked of the servers.
+    let size = if whence == libc::SEEK_END {
+        Some(client.open_handle(d.handle).await?.size().await?)
+    } else {
+        None
+    };
+    let (start, end) = flock_range(whence, lk.l_start, lk.l_len, d.pos, || {
+        size.ok_or_else(|| Error::new(Errno::EINVAL, "no size"))
+    })?;
+    if test {
+        let typ = typ.ok_or_else(|| Error::new(Errno::EINVAL, "F_GETLK of F_UNLCK"))?;
+        match client.test_lock(d.handle, owner, typ, start, end).await? {
+            None => lk.l_type = libc::F_UNLCK as libc::c_short,
+            Some(c) => {
+                let (s, l) = flock_start_len(c.start, c.end);
+                lk.l_type = c.typ.to_fcntl() as libc::c_short;
+                lk.l_whence = libc::SEEK_SET as libc::c_short;
+                lk.l_start = s;
+                lk.l_len = l;
+                lk.l_pid = conflict_pid(&c);
+            }
+        }
+        return Ok(());
+    }
+    set_lock(client, d, kind, owner, typ, (start, end), wait).await
+}
+
+/// Takes (`typ`) or releases (None) a lock of `owner` for a C interface, waiting
+/// with the calling thread's signals watched ([`SignalWatch`]).
+async fn set_lock(
+    client: &Client,
+    d: &DescLocks,
+    kind: LockKind,
+    owner: u64,
+    typ: Option<LockType>,
+    (start, end): (u64, u64),
+    wait: bool,
+) -> Result<()> {
+    let Some(typ) = typ else {
+        return client.unlock(d.handle, owner, start, end).await;
+    };
+    let allowed = match typ {
+        LockType::Read => d.readable,
+        LockType::Write => d.writable,
+    };
+    if !allowed {
+        return Err(Error::new(
+            Errno::EBADF,
+            "the descriptor is not open for the access this lock needs",
+        ));
+    }
+    let req = LockRequest {
+        handle: d.handle,
+        owner,
+        kind,
+        typ,
+        start,
+        end,
+        pid: d.pid,
+        wait,
+    };
+    if !wait {
+        return client.lock(&req, &mut || false).await;
+    }
+    let mut watch = SignalWatch::block();
+    client.lock(&req, &mut || watch.interrupted()).await
+}
+
+/// `flock(fd, op)` on a pvfs descriptor: a whole-file lock of the open file
+/// description (LOCK_SH, LOCK_EX, LOCK_UN, with LOCK_NB not to wait: EWOULDBLOCK).
+/// pvfs keeps it as a byte-range lock over the whole file, so it conflicts with
+/// `fcntl` locks on the file (as on NFS; `docs/locks.md`).
+pub async fn flock(client: &Client, d: &DescLocks, op: i32) -> Result<()> {
+    let wait = op & libc::LOCK_NB == 0;
+    let typ = match op & !libc::LOCK_NB {
+        libc::LOCK_SH => Some(LockType::Read),
+        libc::LOCK_EX => Some(LockType::Write),
+        libc::LOCK_UN => None,
+        _ => {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("bad flock operation {op}"),
+            ))
+        }
+    };
+    // flock needs no access mode (the servers still check the caller's permission).
+    let d = DescLocks {
+        readable: true,
+        writable: true,
+        ..*d
+    };
+    set_lock(
+        client,
+        &d,
+        LockKind::Ofd,
+        d.ofd_owner,
+        typ,
+        (0, TO_EOF),
+        wait,
+    )
+    .await
+}
+
+/// `lockf(fd, cmd, len)` on a pvfs descriptor: a POSIX write lock of `len` bytes
+/// from the offset (0: to the end of the file, negative: before it), as glibc makes
+/// it of `fcntl`: F_LOCK waits, F_TLOCK does not (EAGAIN), F_ULOCK unlocks, F_TEST
+/// fails with EACCES if another process holds a lock there.
+pub async fn lockf(client: &Client, d: &DescLocks, cmd: i32, len: i64) -> Result<()> {
+    let (start, end) = flock_range(libc::SEEK_CUR, 0, len, d.pos, || Ok(0))?;
+    let owner = d.posix_owner;
+    match cmd {
+        libc::F_TEST => match client
+            .test_lock(d.handle, owner, LockType::Write, start, end)
+            .await?
+        {
+            None => Ok(()),
+            Some(_) => Err(Error::new(Errno::EACCES, "locked by another process")),
+        },
+        libc::F_LOCK | libc::F_TLOCK => {
+            let wait = cmd == libc::F_LOCK;
+            let range = (start, end);
+            set_lock(
+                client,
+                d,
+                LockKind::Posix,
+                owner,
+                Some(LockType::Write),
+                range,
+                wait,
+            )
+            .await
+        }
+        libc::F_ULOCK => client.unlock(d.handle, owner, start, end).await,
+        _ => Err(Error::new(
+            Errno::EINVAL,
+            format!("bad lockf command {cmd}"),
+        )),
+    }
+}
+
 fn lease_period(client: &Client) -> Duration {
     (client.config().locks.lease / 3).max(Duration::from_millis(100))
 }
@@ -819,11 +1022,14 @@ impl Client {
         };
         let spawned = std::thread::Builder::new()
             .name("pvfs-lease".into())
-            .spawn(move || loop {
-                std::thread::sleep(period);
-                let Some(rt) = rt.upgrade() else { return };
-                if !rt.block_on(renew_once(&weak, &creds)) {
-                    return;
+            .spawn(move || {
+                crate::blocking::block_signals();
+                loop {
+                    std::thread::sleep(period);
+                    let Some(rt) = rt.upgrade() else { return };
+                    if !rt.block_on(renew_once(&weak, &creds)) {
+                        return;
+                    }
                 }
             });
         if let Err(e) = spawned {

@@ -10,7 +10,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::common::{die_with_parent, scaled};
+use std::sync::OnceLock;
+
+use crate::common::{artifact, die_with_parent, profile_dir, scaled, Cluster};
 
 /// How long one command may take to answer when it should not wait (scaled).
 pub const ANSWER: Duration = Duration::from_secs(30);
@@ -32,6 +34,44 @@ pub fn compile(dir: &Path, name: &str, extra: &[String]) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     exe
+}
+
+/// `lockprog.c` built plainly (for a mount or the preload library), once per run.
+pub fn lockprog() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = profile_dir().join("lock-tests");
+        std::fs::create_dir_all(&dir).expect("create the lock-tests directory");
+        compile(&dir, "lockprog", &[])
+    })
+}
+
+/// A lock client built on libpvfs (`-DPVFS_CAPI`: `pvfs_fcntl_lock`, `pvfs_flock`)
+/// for `cluster`, as a process of its own: a client of its own, as on another node.
+pub fn capi_locker(cluster: &Cluster, name: &str) -> Proc {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    let exe = EXE.get_or_init(|| {
+        let dir = profile_dir().join("lock-tests");
+        std::fs::create_dir_all(&dir).expect("create the lock-tests directory");
+        let so = artifact("libpvfs.so");
+        let libdir = so.parent().expect("library directory");
+        let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../capi/include");
+        let args = [
+            "-DPVFS_CAPI".to_string(),
+            format!("-I{}", include.display()),
+            format!("-L{}", libdir.display()),
+            "-lpvfs".to_string(),
+            format!("-Wl,-rpath,{}", libdir.display()),
+            "-lpthread".to_string(),
+        ];
+        compile(&dir, "lockprog-capi", &args)
+    });
+    let mut cmd = Command::new(exe);
+    cmd.env("PVFS_CONFIG", cluster.config_str())
+        .env_remove("PVFS_LOG")
+        // cargo test's LD_LIBRARY_PATH may hold an older libpvfs.so than the RUNPATH.
+        .env_remove("LD_LIBRARY_PATH");
+    Proc::start(name, cmd)
 }
 
 /// One running lock client.
@@ -72,8 +112,9 @@ impl Proc {
     /// Sends one command without waiting for its answer.
     pub fn send(&mut self, cmd: &str) {
         let stdin = self.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{cmd}").unwrap_or_else(|e| panic!("{}: {cmd}: {e}", self.name));
-        stdin.flush().unwrap();
+        writeln!(stdin, "{cmd}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("{}: {cmd}: {e}", self.name));
     }
 
     /// The next answer within `within` (scaled), or None.
@@ -106,6 +147,40 @@ impl Proc {
     pub fn expect(&mut self, cmd: &str, want: &str) {
         let got = self.ask(cmd);
         assert_eq!(got, want, "{}: `{cmd}`", self.name);
+    }
+
+    /// Sends `cmd`, which must wait (no answer within a moment): a lock request
+    /// blocked by another owner.
+    #[track_caller]
+    pub fn blocks(&mut self, cmd: &str) {
+        self.send(cmd);
+        let early = self.answer_within(Duration::from_millis(300));
+        assert_eq!(early, None, "{}: `{cmd}` did not wait", self.name);
+    }
+
+    /// After [`Proc::blocks`]: `other` sends `cmd` (an unlock), and this waiter's
+    /// answer must be `want`, promptly (woken, not found by a poll).
+    #[track_caller]
+    pub fn woken_by(&mut self, other: &mut Proc, cmd: &str, want: &str) {
+        let t = Instant::now();
+        other.expect(cmd, "ok");
+        let got = self.answer();
+        let took = t.elapsed();
+        assert_eq!(got, want, "{}: the waiting request", self.name);
+        assert!(
+            took < scaled(Duration::from_millis(700)),
+            "{}: answered {took:?} after `{cmd}`",
+            self.name
+        );
+    }
+
+    /// After [`Proc::blocks`]: a signal ends the wait, whose answer must be
+    /// `err EINTR` (a handler without SA_RESTART).
+    #[track_caller]
+    pub fn interrupted_by(&mut self, sig: i32) {
+        self.signal(sig);
+        let got = self.answer();
+        assert_eq!(got, "err EINTR", "{}: the interrupted wait", self.name);
     }
 
     /// Sends `cmd` until its answer is `want` (within [`ANSWER`], scaled): for what
