@@ -102,6 +102,67 @@ fn cap(rng: &mut Rng, h: Handle) -> Option<pvfs_proto::Capability> {
     })
 }
 
+/// A lock request on `h` by one of a few owners, with any range, type and flags (a
+/// waiting one rarely: each may wait a third of the request timeout).
+fn lock_request(rng: &mut Rng, h: Handle) -> Request {
+    use pvfs_proto::locks::{LockKey, LockOwner, LockType, LOCK_WAIT};
+    let owner = LockOwner {
+        client: rng.range(0, 3),
+        owner: rng.range(0, 3),
+    };
+    let typ = pick(rng, &[LockType::Read, LockType::Write]);
+    let (start, end) = (num(rng), num(rng));
+    match rng.range(0, 6) {
+        0 => Request::Lock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+            pid: rng.next_u64() as u32,
+            flags: if rng.chance(0.05) {
+                rng.next_u64() as u32
+            } else {
+                rng.next_u64() as u32 & !LOCK_WAIT
+            },
+            proof: cap(rng, h),
+        },
+        1 => Request::Unlock {
+            handle: h,
+            owner,
+            start,
+            end,
+        },
+        2 => Request::TestLock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+            proof: cap(rng, h),
+        },
+        3 => Request::CancelLock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+        },
+        4 => Request::RenewLease {
+            client: owner.client,
+            release: rng.chance(0.5),
+        },
+        _ => Request::WaitFor {
+            waiter: LockKey::new(rng.range(0, 2), owner),
+            blockers: (0..rng.range(0, 4))
+                .map(|_| LockKey::new(rng.range(0, 2), owner))
+                .collect(),
+            server: rng.range(0, 4) as u32,
+            handle: h,
+        },
+    }
+}
+
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     let h = handle(rng, real);
     let dir = handle(rng, real);
@@ -111,7 +172,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
-    match rng.range(0, 32) {
+    match rng.range(0, 39) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -279,6 +340,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         30 => Request::Forget {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
         },
+        31..=37 => lock_request(rng, h),
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
         },
@@ -409,7 +471,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     );
     assert_eq!(ok + err, count, "answers counted");
     assert_eq!(err, errors);
-    assert_eq!(tally.len(), 30, "request kinds sent: {:?}", tally.keys());
+    assert_eq!(tally.len(), 36, "request kinds sent: {:?}", tally.keys());
     assert!(
         errors > 0 && errors < count,
         "{errors} of {count} requests answered with an error: junk must draw errors, \
