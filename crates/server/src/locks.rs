@@ -13,7 +13,7 @@
 //!   reclaims of locks held before: clients that held locks ask for them again
 //!   (the model of NFSv4). Others wait, as for a held lock.
 //! - **Waiters.** A blocking request registers a waiter and is answered the moment
-//!   its lock can be granted ([`LockTable::wake`] on every release). A waiter is
+//!   its lock can be granted (every release wakes the file's waiters). A waiter is
 //!   answered "still waiting" after a bounded time; the client sends the request
 //!   again at once and finds its waiter, and its place, kept for a short while. A
 //!   lock that frees while the waiter's client is between two sends is reserved for
@@ -37,15 +37,18 @@ use crate::error::{OpError, OpResult};
 pub const MAX_SEGMENTS: usize = 1 << 20;
 /// Most locks one client holds on one server.
 pub const MAX_CLIENT_SEGMENTS: usize = 1 << 16;
-/// Most waiting requests one client has on one server.
-pub const MAX_CLIENT_WAITERS: usize = 1 << 12;
+/// Most locks on one file (every request scans them).
+pub const MAX_FILE_SEGMENTS: usize = 1 << 16;
+/// Most waiting requests on one file.
+pub const MAX_FILE_WAITERS: usize = 1 << 12;
 
 /// Where a waiting request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitState {
-    /// Blocked by another owner's lock (or the grace period).
+    /// Blocked by another owner's lock (or reservation).
     Waiting,
-    /// Grantable, reserved for it while its client is between two sends.
+    /// Grantable and reserved for it (its client is between two sends, or the grant
+    /// waits for the storage's mark).
     Ready,
     /// Granted: the lock is in the table.
     Granted,
@@ -53,7 +56,7 @@ pub enum WaitState {
     Cancelled,
 }
 
-/// What a waiting request wants.
+/// What a lock request wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Want {
     /// Who asks.
@@ -76,6 +79,14 @@ impl Want {
             && self.typ == other.typ
             && self.start == other.start
             && self.end == other.end
+    }
+
+    /// Whether a lock or reservation of `key` on `start ..= end` of `typ` stands in
+    /// this request's way.
+    fn hindered_by(&self, key: &LockKey, typ: LockType, start: u64, end: u64) -> bool {
+        *key != self.key
+            && typ.conflicts(self.typ)
+            && locks::overlaps((start, end), (self.start, self.end))
     }
 }
 
@@ -102,8 +113,7 @@ impl FileLocks {
         self.held.is_empty() && self.waiters.is_empty()
     }
 
-    /// The reservations (of waiters between two sends) of other owners that keep
-    /// `want` from being granted, but for waiter `skip`.
+    /// The reservations of other owners in `want`'s way, but waiter `skip`'s.
     fn reservations<'a>(
         &'a self,
         want: &'a Want,
@@ -112,9 +122,7 @@ impl FileLocks {
         self.waiters.iter().filter(move |w| {
             Some(w.id) != skip
                 && w.state == WaitState::Ready
-                && w.want.key != want.key
-                && w.want.typ.conflicts(want.typ)
-                && locks::overlaps((w.want.start, w.want.end), (want.start, want.end))
+                && want.hindered_by(&w.want.key, w.want.typ, w.want.start, w.want.end)
         })
     }
 
@@ -131,11 +139,7 @@ impl FileLocks {
         let mut out: Vec<LockKey> = self
             .held
             .iter()
-            .filter(|s| {
-                s.owner != want.key
-                    && s.typ.conflicts(want.typ)
-                    && locks::overlaps((s.start, s.end), (want.start, want.end))
-            })
+            .filter(|s| want.hindered_by(&s.owner, s.typ, s.start, s.end))
             .map(|s| s.owner)
             .chain(self.reservations(want, skip).map(|w| w.want.key))
             .collect();
@@ -144,7 +148,10 @@ impl FileLocks {
         out
     }
 
-    fn apply(&mut self, want: &Want) {
+    /// Grants `want` (nothing may block it): the change in the number of locks,
+    /// all of them `want`'s owner's.
+    fn apply(&mut self, want: &Want) -> isize {
+        let before = self.held.len();
         locks::set(
             &mut self.held,
             &want.key,
@@ -154,6 +161,39 @@ impl FileLocks {
             want.pid,
             want.posix,
         );
+        self.held.len() as isize - before as isize
+    }
+
+    /// Grants, in queue order, the waiting requests nothing blocks any more: at once
+    /// for those a request waits on (if `marked`: the storage says locks may be
+    /// held), as a reservation for the others, whose requests are woken to take it.
+    /// Returns the changes in locks, by owner.
+    fn wake(&mut self, marked: bool) -> Vec<(LockKey, isize)> {
+        let mut changes = Vec::new();
+        for i in 0..self.waiters.len() {
+            let (id, want, state, attached) = {
+                let w = &self.waiters[i];
+                (w.id, w.want, w.state, w.attached)
+            };
+            if !matches!(state, WaitState::Waiting | WaitState::Ready) {
+                continue;
+            }
+            let free = self.blocker(&want, Some(id)).is_none();
+            let grant = free && attached > 0 && marked;
+            if grant {
+                changes.push((want.key, self.apply(&want)));
+            }
+            let w = &mut self.waiters[i];
+            w.state = match (free, grant) {
+                (true, true) => WaitState::Granted,
+                (true, false) => WaitState::Ready,
+                (false, _) => WaitState::Waiting,
+            };
+            if free && attached > 0 {
+                w.notify.notify_waiters();
+            }
+        }
+        changes
     }
 }
 
@@ -161,6 +201,8 @@ impl FileLocks {
 struct Lease {
     id: u64,
     expires: Instant,
+    /// Locks the client holds here.
+    segments: usize,
 }
 
 #[derive(Default)]
@@ -169,29 +211,76 @@ struct State {
     /// By (who, client id).
     leases: HashMap<(u64, u64), Lease>,
     next_waiter: u64,
-    /// Whether the storage's mark says locks may be held (set before any grant).
+    /// Whether the storage's mark says locks may be held (a grant needs it).
     marked: bool,
+    /// Locks held here.
+    total: usize,
 }
 
 impl State {
-    fn segments(&self) -> usize {
-        self.files.values().map(|f| f.held.len()).sum()
+    /// Counts a change of `delta` locks of `key`'s client.
+    fn count(&mut self, key: &LockKey, delta: isize) {
+        self.total = self.total.saturating_add_signed(delta);
+        if let Some(l) = self.leases.get_mut(&(key.who, key.client)) {
+            l.segments = l.segments.saturating_add_signed(delta);
+        }
     }
 
-    fn client_counts(&self, who: u64, client: u64) -> (usize, usize) {
-        let mine = |k: &LockKey| k.who == who && k.client == client;
-        self.files.values().fold((0, 0), |(s, w), f| {
-            (
-                s + f.held.iter().filter(|x| mine(&x.owner)).count(),
-                w + f.waiters.iter().filter(|x| mine(&x.want.key)).count(),
-            )
-        })
+    /// Counts what [`FileLocks::wake`] granted.
+    fn count_all(&mut self, changes: Vec<(LockKey, isize)>) {
+        for (k, d) in changes {
+            self.count(&k, d);
+        }
+    }
+
+    /// Fails if a new lock of `key` on `handle` would pass a limit.
+    fn check_limits(&self, handle: Handle, key: &LockKey) -> OpResult<()> {
+        let mine = self
+            .leases
+            .get(&(key.who, key.client))
+            .map_or(0, |l| l.segments);
+        let here = self.files.get(&handle).map_or(0, |f| f.held.len());
+        if self.total >= MAX_SEGMENTS || mine >= MAX_CLIENT_SEGMENTS || here >= MAX_FILE_SEGMENTS {
+            return Err(OpError::new(
+                Errno::ENOLCK,
+                format!(
+                    "lock table full: {} locks on this server (limit {MAX_SEGMENTS}), {mine} of \
+                     this client (limit {MAX_CLIENT_SEGMENTS}), {here} on this file (limit \
+                     {MAX_FILE_SEGMENTS})",
+                    self.total
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Wakes the waiters of `handle` after a change, counts what that granted, and
+    /// forgets the file if nothing is left of it.
+    fn settle(&mut self, handle: Handle) {
+        let marked = self.marked;
+        let Some(f) = self.files.get_mut(&handle) else {
+            return;
+        };
+        let changes = f.wake(marked);
+        let empty = f.is_empty();
+        self.count_all(changes);
+        if empty {
+            self.files.remove(&handle);
+        }
     }
 }
 
-/// The answer of [`LockTable::try_lock`] when the lock cannot be granted now.
+/// What [`LockTable::try_lock`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Blocked(pub LockKey);
+pub enum TryLock {
+    /// Granted; the client's lease id.
+    Granted(u64),
+    /// Another owner's lock (or reservation) is in the way.
+    Blocked(LockKey),
+    /// Grantable, but the storage must first say that locks may be held
+    /// ([`ensure_marked`]).
+    NeedMark,
+}
 
 /// The lock table (see the module's documentation).
 pub struct LockTable {
@@ -287,6 +376,7 @@ impl LockTable {
         let lease = st.leases.entry((who, client)).or_insert_with(|| Lease {
             id: self.next_lease.fetch_add(2, Ordering::Relaxed),
             expires,
+            segments: 0,
         });
         lease.expires = expires;
         lease.id
@@ -312,118 +402,100 @@ impl LockTable {
     }
 
     /// Clears the record of the mark if no lock is held (the caller then writes the
-    /// mark clear, holding `mark_io`); whether it did.
+    /// mark clear, holding `mark_io`); whether it did. A grant needs the record set,
+    /// checked under the same lock, so none can slip in between.
     pub fn clear_marked_if_empty(&self) -> bool {
         let mut st = lock(&self.state);
-        if st.marked && st.files.values().all(|f| f.held.is_empty()) {
+        if st.marked && st.total == 0 {
             st.marked = false;
             return true;
         }
         false
     }
 
-    fn check_limits(st: &State, key: &LockKey, waiter: bool) -> OpResult<()> {
-        let (segs, waits) = st.client_counts(key.who, key.client);
-        if segs >= MAX_CLIENT_SEGMENTS || (waiter && waits >= MAX_CLIENT_WAITERS) {
-            return Err(OpError::new(
-                Errno::ENOLCK,
-                format!(
-                    "the client holds {segs} locks and {waits} waiting requests here (limits {MAX_CLIENT_SEGMENTS} and {MAX_CLIENT_WAITERS})"
-                ),
-            ));
-        }
-        if st.segments() >= MAX_SEGMENTS {
-            return Err(OpError::new(
-                Errno::ENOLCK,
-                format!("this server's lock table is full ({MAX_SEGMENTS} locks)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Grants `want` at once if nothing stands in the way (and renews the lease):
-    /// Ok(lease id), or who blocks it.
-    pub fn try_lock(&self, handle: Handle, want: &Want) -> OpResult<Result<u64, Blocked>> {
+    /// Grants `want` at once if nothing stands in the way (and renews the lease).
+    pub fn try_lock(&self, handle: Handle, want: &Want) -> OpResult<TryLock> {
         let mut st = lock(&self.state);
         let lease = self.touch_locked(&mut st, want.key.who, want.key.client);
+        if let Some(b) = st.files.get(&handle).and_then(|f| f.blocker(want, None)) {
+            return Ok(TryLock::Blocked(b));
+        }
+        if !st.marked {
+            return Ok(TryLock::NeedMark);
+        }
+        st.check_limits(handle, &want.key)?;
+        let delta = st.files.entry(handle).or_default().apply(want);
+        st.count(&want.key, delta);
+        Ok(TryLock::Granted(lease))
+    }
+
+    /// Registers a waiting request for `want` (or finds the one sent before, keeping
+    /// its place) and returns its id and what to wait on; [`LockTable::poll`] then
+    /// grants it when it can be.
+    pub fn wait(&self, handle: Handle, want: &Want) -> OpResult<(u64, Arc<Notify>)> {
+        let mut st = lock(&self.state);
+        self.touch_locked(&mut st, want.key.who, want.key.client);
         let f = st.files.entry(handle).or_default();
-        if let Some(b) = f.blocker(want, None) {
+        if let Some(w) = f
+            .waiters
+            .iter_mut()
+            .find(|w| w.want.same_request(want) && w.state != WaitState::Cancelled)
+        {
+            w.attached += 1;
+            w.detached_until = None;
+            w.want.pid = want.pid;
+            return Ok((w.id, w.notify.clone()));
+        }
+        if f.waiters.len() >= MAX_FILE_WAITERS {
+            let msg = format!("{MAX_FILE_WAITERS} requests wait for locks on this file already");
             if f.is_empty() {
                 st.files.remove(&handle);
             }
-            return Ok(Err(Blocked(b)));
+            return Err(OpError::new(Errno::ENOLCK, msg));
         }
-        Self::check_limits(&st, &want.key, false)?;
-        st.files.entry(handle).or_default().apply(want);
-        Ok(Ok(lease))
-    }
-
-    /// Registers a waiting request for `want` (or finds the one it sent before,
-    /// keeping its place), grants it if it can be, and returns its id, its state and
-    /// what to wait on.
-    pub fn wait(&self, handle: Handle, want: &Want) -> OpResult<(u64, WaitState, Arc<Notify>)> {
-        let mut st = lock(&self.state);
-        self.touch_locked(&mut st, want.key.who, want.key.client);
-        let existing = st.files.get(&handle).and_then(|f| {
-            f.waiters
-                .iter()
-                .position(|w| w.want.same_request(want) && w.state != WaitState::Cancelled)
+        st.next_waiter += 1;
+        let id = st.next_waiter;
+        let notify = Arc::new(Notify::new());
+        st.files.entry(handle).or_default().waiters.push(Waiter {
+            id,
+            want: *want,
+            attached: 1,
+            detached_until: None,
+            state: WaitState::Waiting,
+            notify: notify.clone(),
         });
-        let id = match existing {
-            Some(i) => {
-                let f = st.files.get_mut(&handle).ok_or_else(internal)?;
-                let w = &mut f.waiters[i];
-                w.attached += 1;
-                w.detached_until = None;
-                w.want.pid = want.pid;
-                w.id
-            }
-            None => {
-                Self::check_limits(&st, &want.key, true)?;
-                st.next_waiter += 1;
-                let id = st.next_waiter;
-                st.files.entry(handle).or_default().waiters.push(Waiter {
-                    id,
-                    want: *want,
-                    attached: 1,
-                    detached_until: None,
-                    state: WaitState::Waiting,
-                    notify: Arc::new(Notify::new()),
-                });
-                id
-            }
-        };
-        let f = st.files.get_mut(&handle).ok_or_else(internal)?;
-        let i = f
-            .waiters
-            .iter()
-            .position(|w| w.id == id)
-            .ok_or_else(internal)?;
-        let w = &f.waiters[i];
-        let (state, want, notify) = (w.state, w.want, w.notify.clone());
-        if matches!(state, WaitState::Waiting | WaitState::Ready)
-            && f.blocker(&want, Some(id)).is_none()
-        {
-            f.apply(&want);
-            f.waiters[i].state = WaitState::Granted;
-            return Ok((id, WaitState::Granted, notify));
-        }
-        Ok((id, state, notify))
+        Ok((id, notify))
     }
 
-    /// Where waiter `id` stands, and who blocks it (when it waits).
-    pub fn waiter(&self, handle: Handle, id: u64) -> (WaitState, Vec<LockKey>) {
-        let st = lock(&self.state);
-        let Some(f) = st.files.get(&handle) else {
-            return (WaitState::Cancelled, Vec::new());
+    /// Where waiter `id` stands, granting it first if nothing blocks it any more:
+    /// its state, who blocks it (when it waits), and whether the grant waits for the
+    /// storage's mark ([`ensure_marked`]).
+    pub fn poll(&self, handle: Handle, id: u64) -> (WaitState, Vec<LockKey>, bool) {
+        let mut st = lock(&self.state);
+        let marked = st.marked;
+        let Some(f) = st.files.get_mut(&handle) else {
+            return (WaitState::Cancelled, Vec::new(), false);
         };
-        match f.waiters.iter().find(|w| w.id == id) {
-            None => (WaitState::Cancelled, Vec::new()),
-            Some(w) if w.state == WaitState::Waiting || w.state == WaitState::Ready => {
-                (w.state, f.blockers(&w.want, Some(id)))
-            }
-            Some(w) => (w.state, Vec::new()),
+        let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
+            return (WaitState::Cancelled, Vec::new(), false);
+        };
+        let (state, want) = (f.waiters[i].state, f.waiters[i].want);
+        if !matches!(state, WaitState::Waiting | WaitState::Ready) {
+            return (state, Vec::new(), false);
         }
+        let blockers = f.blockers(&want, Some(id));
+        if !blockers.is_empty() {
+            f.waiters[i].state = WaitState::Waiting;
+            return (WaitState::Waiting, blockers, false);
+        }
+        if !marked {
+            f.waiters[i].state = WaitState::Ready;
+            return (WaitState::Ready, Vec::new(), true);
+        }
+        let delta = f.apply(&want);
+        f.waiters[i].state = WaitState::Granted;
+        st.count(&want.key, delta);
+        (WaitState::Granted, Vec::new(), false)
     }
 
     /// A request waiting on `id` stops waiting (answered, or its time is up): the
@@ -468,8 +540,8 @@ impl LockTable {
                 w.state = WaitState::Cancelled;
                 w.notify.notify_waiters();
             }
-            Self::wake_file(f);
         }
+        st.settle(handle);
     }
 
     /// Withdraws the waiting request of `want` (its type and range): requests
@@ -486,11 +558,8 @@ impl LockTable {
             }
             f.waiters
                 .retain(|w| !(w.state == WaitState::Cancelled && w.attached == 0));
-            Self::wake_file(f);
-            if f.is_empty() {
-                st.files.remove(&handle);
-            }
         }
+        st.settle(handle);
     }
 
     /// Releases what `key` holds on `start ..= end` of `handle`, and grants what
@@ -498,13 +567,14 @@ impl LockTable {
     pub fn unlock(&self, handle: Handle, key: &LockKey, start: u64, end: u64) {
         let mut st = lock(&self.state);
         self.touch_locked(&mut st, key.who, key.client);
-        if let Some(f) = st.files.get_mut(&handle) {
-            locks::set(&mut f.held, key, None, start, end, 0, false);
-            Self::wake_file(f);
-            if f.is_empty() {
-                st.files.remove(&handle);
-            }
-        }
+        let Some(f) = st.files.get_mut(&handle) else {
+            return;
+        };
+        let before = f.held.len();
+        locks::set(&mut f.held, key, None, start, end, 0, false);
+        let delta = f.held.len() as isize - before as isize;
+        st.count(key, delta);
+        st.settle(handle);
     }
 
     /// The first lock or reservation of another owner keeping `key` from `typ` on
@@ -519,15 +589,16 @@ impl LockTable {
     ) -> Option<LockConflict> {
         let st = lock(&self.state);
         let f = st.files.get(&handle)?;
+        let conflict = |owner: &LockKey, typ, start, end, pid, posix| LockConflict {
+            typ,
+            start,
+            end,
+            pid,
+            posix,
+            same_client: owner.who == key.who && owner.client == key.client,
+        };
         if let Some(s) = locks::conflict(&f.held, key, typ, start, end) {
-            return Some(LockConflict {
-                typ: s.typ,
-                start: s.start,
-                end: s.end,
-                pid: s.pid,
-                posix: s.posix,
-                same_client: s.owner.who == key.who && s.owner.client == key.client,
-            });
+            return Some(conflict(&s.owner, s.typ, s.start, s.end, s.pid, s.posix));
         }
         let want = Want {
             key: *key,
@@ -537,13 +608,9 @@ impl LockTable {
             pid: 0,
             posix: true,
         };
-        let found = f.reservations(&want, None).next().map(|w| LockConflict {
-            typ: w.want.typ,
-            start: w.want.start,
-            end: w.want.end,
-            pid: w.want.pid,
-            posix: w.want.posix,
-            same_client: w.want.key.who == key.who && w.want.key.client == key.client,
+        let found = f.reservations(&want, None).next().map(|w| {
+            let x = &w.want;
+            conflict(&x.key, x.typ, x.start, x.end, x.pid, x.posix)
         });
         found
     }
@@ -552,15 +619,19 @@ impl LockTable {
     /// lease.
     pub fn release_client(&self, who: u64, client: u64) {
         let mut st = lock(&self.state);
-        st.leases.remove(&(who, client));
         Self::drop_client(&mut st, who, client);
+        st.leases.remove(&(who, client));
     }
 
     fn drop_client(st: &mut State, who: u64, client: u64) {
         let mine = |k: &LockKey| k.who == who && k.client == client;
+        let marked = st.marked;
+        let mut changes = Vec::new();
+        let mut dropped = 0;
         st.files.retain(|_, f| {
             let before = (f.held.len(), f.waiters.len());
             f.held.retain(|s| !mine(&s.owner));
+            dropped += before.0 - f.held.len();
             for w in f.waiters.iter_mut().filter(|w| mine(&w.want.key)) {
                 w.state = WaitState::Cancelled;
                 w.notify.notify_waiters();
@@ -568,75 +639,64 @@ impl LockTable {
             f.waiters
                 .retain(|w| !(w.state == WaitState::Cancelled && w.attached == 0));
             if (f.held.len(), f.waiters.len()) != before {
-                Self::wake_file(f);
+                changes.extend(f.wake(marked));
             }
             !f.is_empty()
         });
+        st.total = st.total.saturating_sub(dropped);
+        if let Some(l) = st.leases.get_mut(&(who, client)) {
+            l.segments = 0;
+        }
+        st.count_all(changes);
     }
 
     /// Ends leases not renewed in time (dropping their clients' locks) and waiters
-    /// not asked for again in time. Returns the clients whose leases ended.
+    /// not asked for again in time. A client with a request waiting here now is
+    /// alive: its lease is renewed instead. Returns the clients whose leases ended.
     pub fn expire(&self) -> Vec<(u64, u64)> {
         let now = Instant::now();
         let mut st = lock(&self.state);
+        let waiting: std::collections::HashSet<(u64, u64)> = st
+            .files
+            .values()
+            .flat_map(|f| f.waiters.iter())
+            .filter(|w| w.attached > 0)
+            .map(|w| (w.want.key.who, w.want.key.client))
+            .collect();
+        let lease = self.lease;
         let ended: Vec<(u64, u64)> = st
             .leases
-            .iter()
-            .filter(|(_, l)| l.expires <= now)
-            .map(|(k, _)| *k)
+            .iter_mut()
+            .filter_map(|(k, l)| {
+                if waiting.contains(k) {
+                    l.expires = now + lease;
+                }
+                (l.expires <= now).then_some(*k)
+            })
             .collect();
         for &(who, client) in &ended {
-            st.leases.remove(&(who, client));
             Self::drop_client(&mut st, who, client);
+            st.leases.remove(&(who, client));
         }
+        let marked = st.marked;
+        let mut changes = Vec::new();
         st.files.retain(|_, f| {
             let before = f.waiters.len();
             f.waiters
                 .retain(|w| w.attached > 0 || w.detached_until.is_none_or(|t| t > now));
             if f.waiters.len() != before {
-                Self::wake_file(f);
+                changes.extend(f.wake(marked));
             }
             !f.is_empty()
         });
+        st.count_all(changes);
         ended
     }
 
-    /// Grants, in queue order, the waiting requests that nothing blocks any more:
-    /// at once for those a request waits on, as a reservation for those between two
-    /// sends.
-    fn wake_file(f: &mut FileLocks) {
-        for i in 0..f.waiters.len() {
-            let (id, want, state, attached) = {
-                let w = &f.waiters[i];
-                (w.id, w.want, w.state, w.attached)
-            };
-            if !matches!(state, WaitState::Waiting | WaitState::Ready) {
-                continue;
-            }
-            let free = f.blocker(&want, Some(id)).is_none();
-            if free && attached > 0 {
-                f.apply(&want);
-            }
-            let w = &mut f.waiters[i];
-            w.state = match (free, attached > 0) {
-                (true, true) => {
-                    w.notify.notify_waiters();
-                    WaitState::Granted
-                }
-                (true, false) => WaitState::Ready,
-                (false, _) => WaitState::Waiting,
-            };
-        }
-    }
-
-    /// Locks held now (for the status of tests and logs).
+    /// Locks held now.
     pub fn held_count(&self) -> usize {
-        lock(&self.state).segments()
+        lock(&self.state).total
     }
-}
-
-fn internal() -> OpError {
-    OpError::new(Errno::EIO, "lock table inconsistent (a bug)")
 }
 
 /// Ends expired leases and forgotten waiters every tenth of a lease, and clears the
@@ -722,6 +782,8 @@ pub async fn ensure_marked(ctx: &Arc<crate::ctx::Ctx>) -> OpResult<()> {
 mod tests {
     use super::*;
 
+    const TO: u64 = pvfs_proto::locks::TO_EOF;
+
     fn key(c: u64) -> LockKey {
         LockKey {
             who: 0,
@@ -742,69 +804,88 @@ mod tests {
     }
 
     fn table() -> LockTable {
-        LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None)
+        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        t.set_marked();
+        t
     }
 
     #[test]
     fn waiter_granted_on_unlock_and_reserved_while_detached() {
         let t = table();
         let w = want(1, LockType::Write, 0, 9);
-        assert!(t.try_lock(5, &w).unwrap().is_ok());
+        assert!(matches!(t.try_lock(5, &w).unwrap(), TryLock::Granted(_)));
         let r = want(2, LockType::Read, 5, 5);
-        assert_eq!(t.try_lock(5, &r).unwrap(), Err(Blocked(key(1))));
-        let (id, state, _) = t.wait(5, &r).unwrap();
-        assert_eq!(state, WaitState::Waiting);
-        assert_eq!(t.waiter(5, id).1, vec![key(1)]);
+        assert_eq!(t.try_lock(5, &r).unwrap(), TryLock::Blocked(key(1)));
+        let (id, _) = t.wait(5, &r).unwrap();
+        assert_eq!(t.poll(5, id), (WaitState::Waiting, vec![key(1)], false));
         // Detached (between two sends), then the holder unlocks: reserved.
         assert_eq!(t.detach(5, id), WaitState::Waiting);
         t.unlock(5, &key(1), 0, TO);
-        assert_eq!(t.waiter(5, id).0, WaitState::Ready);
         // A third client cannot take the reserved bytes meanwhile.
         let x = want(3, LockType::Write, 0, 100);
-        assert_eq!(t.try_lock(5, &x).unwrap(), Err(Blocked(key(2))));
+        assert_eq!(t.try_lock(5, &x).unwrap(), TryLock::Blocked(key(2)));
         assert_eq!(t.test(5, &key(3), LockType::Write, 0, 0), None);
         assert!(t.test(5, &key(3), LockType::Write, 5, 5).is_some());
-        // The request comes back: granted at once, same place.
-        let (id2, state, _) = t.wait(5, &r).unwrap();
-        assert_eq!((id2, state), (id, WaitState::Granted));
+        // The request comes back: same waiter, granted at once.
+        let (id2, _) = t.wait(5, &r).unwrap();
+        assert_eq!(id2, id);
+        assert_eq!(t.poll(5, id).0, WaitState::Granted);
         assert_eq!(t.detach(5, id), WaitState::Granted);
         assert_eq!(t.test(5, &key(3), LockType::Read, 5, 5), None);
         let c = t.test(5, &key(3), LockType::Write, 5, 5).unwrap();
         assert_eq!((c.typ, c.start, c.end, c.pid), (LockType::Read, 5, 5, 7));
+        assert_eq!(t.held_count(), 1);
     }
-
-    const TO: u64 = pvfs_proto::locks::TO_EOF;
 
     #[test]
     fn cancel_and_client_release_wake_others() {
         let t = table();
-        assert!(t
-            .try_lock(1, &want(1, LockType::Write, 0, TO))
-            .unwrap()
-            .is_ok());
-        let (a, _, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
-        let (b, _, _) = t.wait(1, &want(3, LockType::Read, 0, 0)).unwrap();
+        assert!(matches!(
+            t.try_lock(1, &want(1, LockType::Write, 0, TO)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        let (a, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
+        let (b, _) = t.wait(1, &want(3, LockType::Read, 0, 0)).unwrap();
         t.cancel(1, &want(2, LockType::Write, 0, 0));
-        assert_eq!(t.waiter(1, a).0, WaitState::Cancelled);
+        assert_eq!(t.poll(1, a).0, WaitState::Cancelled);
         t.release_client(0, 1);
-        assert_eq!(t.waiter(1, b).0, WaitState::Granted);
+        assert_eq!(t.poll(1, b).0, WaitState::Granted);
         assert_eq!(t.detach(1, a), WaitState::Cancelled);
         assert_eq!(t.detach(1, b), WaitState::Granted);
         assert_eq!(t.held_count(), 1);
     }
 
     #[test]
-    fn leases_expire_with_their_locks() {
-        let t = LockTable::new(Duration::from_millis(1), Duration::from_secs(5), None);
-        let id = t
-            .try_lock(1, &want(1, LockType::Write, 0, 0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(t.renew(0, 1), Some(id));
-        std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(t.expire(), vec![(0, 1)]);
+    fn no_grant_without_the_mark_and_no_clear_while_held() {
+        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        let w = want(1, LockType::Write, 0, 0);
+        assert_eq!(t.try_lock(1, &w).unwrap(), TryLock::NeedMark);
+        t.set_marked();
+        assert!(matches!(t.try_lock(1, &w).unwrap(), TryLock::Granted(_)));
+        assert!(!t.clear_marked_if_empty());
+        t.unlock(1, &key(1), 0, TO);
+        assert!(t.clear_marked_if_empty());
+        // A waiter freed while the mark is clear is reserved, not granted.
+        let (id, _) = t.wait(1, &w).unwrap();
+        assert_eq!(t.poll(1, id), (WaitState::Ready, vec![], true));
         assert_eq!(t.held_count(), 0);
+    }
+
+    #[test]
+    fn leases_expire_with_their_locks_unless_a_request_waits() {
+        let t = LockTable::new(Duration::from_millis(1), Duration::from_secs(5), None);
+        t.set_marked();
+        let TryLock::Granted(id) = t.try_lock(1, &want(1, LockType::Write, 0, 0)).unwrap() else {
+            panic!("not granted")
+        };
+        assert_eq!(t.renew(0, 1), Some(id));
+        let (_, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(t.expire(), vec![(0, 1)], "the waiting client stays");
+        // ...and gets the lock the other one lost.
+        assert_eq!(t.held_count(), 1);
         assert_eq!(t.renew(0, 1), None);
+        assert!(t.renew(0, 2).is_some());
         let id2 = t.touch(&key(1));
         assert_ne!(id, id2, "a new lease has a new id");
     }

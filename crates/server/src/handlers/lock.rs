@@ -13,7 +13,7 @@ use pvfs_proto::{rights, Capability, Errno, Handle, LockKey, Request, Response};
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::no_object;
-use crate::locks::{ensure_marked, WaitState, Want};
+use crate::locks::{ensure_marked, TryLock, WaitState, Want};
 use crate::session::Caller;
 
 /// What one `Lock` asks.
@@ -187,8 +187,7 @@ pub async fn handle(
                 "a reclaim outside the grace period: the lock was lost",
             ));
         }
-        ensure_marked(ctx).await?;
-        return match table.try_lock(a.handle, &want)? {
+        return match grant_now(ctx, a.handle, &want).await? {
             Ok(lease) => Ok(Response::Locked { lease }),
             Err(_) => Err(OpError::new(
                 Errno::ENOLCK,
@@ -207,9 +206,8 @@ pub async fn handle(
         }
         tokio::time::sleep_until(end).await;
     }
-    ensure_marked(ctx).await?;
     if a.flags & LOCK_WAIT == 0 {
-        return match table.try_lock(a.handle, &want)? {
+        return match grant_now(ctx, a.handle, &want).await? {
             Ok(lease) => Ok(Response::Locked { lease }),
             Err(_) => Err(OpError::new(
                 Errno::EAGAIN,
@@ -220,6 +218,18 @@ pub async fn handle(
     wait(ctx, a.handle, &want, answer_at).await
 }
 
+/// Grants `want` now if nothing is in the way (first recording in the storage that
+/// locks may be held, if it says otherwise): the lease id, or who is in the way.
+async fn grant_now(ctx: &Arc<Ctx>, handle: Handle, want: &Want) -> OpResult<Result<u64, LockKey>> {
+    loop {
+        match ctx.locks.try_lock(handle, want)? {
+            TryLock::Granted(lease) => return Ok(Ok(lease)),
+            TryLock::Blocked(by) => return Ok(Err(by)),
+            TryLock::NeedMark => ensure_marked(ctx).await?,
+        }
+    }
+}
+
 /// A waiting request: granted, or "still waiting" at `answer_at`.
 async fn wait(
     ctx: &Arc<Ctx>,
@@ -228,18 +238,14 @@ async fn wait(
     answer_at: tokio::time::Instant,
 ) -> OpResult<Response> {
     let table = &ctx.locks;
-    let (id, mut state, notify) = table.wait(handle, want)?;
+    let (id, notify) = table.wait(handle, want)?;
     // Blockers last told to the coordinator (POSIX waits only).
     let mut told: Option<Vec<LockKey>> = None;
     let outcome = loop {
         let notified = notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let blockers;
-        (state, blockers) = match state {
-            WaitState::Granted | WaitState::Cancelled => (state, Vec::new()),
-            _ => table.waiter(handle, id),
-        };
+        let (state, blockers, need_mark) = table.poll(handle, id);
         match state {
             WaitState::Granted => break Ok(()),
             WaitState::Cancelled => {
@@ -250,7 +256,14 @@ async fn wait(
             }
             WaitState::Waiting | WaitState::Ready => {}
         }
-        if want.posix && told.as_ref() != Some(&blockers) && !blockers.is_empty() {
+        if need_mark {
+            if let Err(e) = ensure_marked(ctx).await {
+                table.cancel_id(handle, id);
+                break Err(e);
+            }
+            continue;
+        }
+        if want.posix && !blockers.is_empty() && told.as_ref() != Some(&blockers) {
             let checked = wait_for(ctx, want.key, blockers.clone(), handle).await;
             told = Some(blockers);
             if let Err(e) = checked {
@@ -261,13 +274,10 @@ async fn wait(
             continue;
         }
         tokio::select! {
-            () = &mut notified => {
-                state = WaitState::Waiting;
-            }
+            () = &mut notified => {}
             () = tokio::time::sleep_until(answer_at) => {
-                let now = table.detach(handle, id);
                 // The waiter (and what the coordinator knows) stays for the next send.
-                return match now {
+                return match table.detach(handle, id) {
                     WaitState::Granted => {
                         stop_waiting(ctx, want, &told, handle).await;
                         Ok(Response::Locked { lease: table.touch(&want.key) })
