@@ -7,6 +7,7 @@
 //!   for a remote lock, split/merge/upgrade, `flock` against `fcntl`, release at
 //!   close;
 //! - a waiter on one mount woken promptly when the holder on the other unlocks;
+//! - a file's hard links reach the same locks, also after the locked name is gone;
 //! - a killed mount's locks released after the lease;
 //! - EDEADLK for a cycle of two clients over files on two servers;
 //! - a process waiting in F_SETLKW killed, or interrupted by a signal;
@@ -195,6 +196,33 @@ fn a_waiter_on_one_mount_is_woken_when_the_other_unlocks() {
     );
     // Coherence: what A wrote under the lock is what B reads under it.
     b.expect("pread 0 0 6", "data after!");
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn a_files_hard_links_reach_the_same_locks() {
+    let Some(t) = two_mounts("a_files_hard_links_reach_the_same_locks") else {
+        return;
+    };
+    std::fs::write(t.ma.join("f"), b"x").unwrap();
+    std::fs::create_dir(t.ma.join("sub")).unwrap();
+    std::fs::hard_link(t.ma.join("f"), t.ma.join("sub/g")).unwrap();
+    let mut a = on(&t.ma, "A");
+    let mut b = on(&t.mb, "B");
+    a.expect("open 0 f rw", "ok");
+    b.expect("open 0 sub/g rw", "ok");
+    a.expect("lk 0 setlk w 0 0", "ok");
+    b.expect("lk 0 setlk r 0 1", "err EAGAIN");
+    b.expect("flock 0 ex nb", "err EAGAIN");
+    // The locked name goes; the lock stays with the object the other name reaches.
+    std::fs::remove_file(t.mb.join("f")).unwrap();
+    b.expect("lk 0 setlk w 0 0", "err EAGAIN");
+    b.blocks("lk 0 setlkw w 0 0");
+    b.woken_by(&mut a, "lk 0 setlk u 0 0", "ok");
+    a.expect("lk 0 setlk r 0 1", "err EAGAIN");
+    b.expect("lk 0 setlk u 0 0", "ok");
+    a.expect("lk 0 setlk w 0 0", "ok");
     a.finish();
     b.finish();
 }

@@ -33,11 +33,11 @@ pub use file::{File, Partition};
 pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
 pub use locks::{LockKind, LockRequest};
-pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
+pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Unlinked};
 pub use pool::Stats;
 pub use pvfs_proto::{
-    Attr, DirEntry, Errno, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind, Regions, SetAttr,
-    Timespec,
+    Attr, DirEntry, Errno, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind, Regions, Remains,
+    SetAttr, Timespec,
 };
 
 use placement::Placement;
