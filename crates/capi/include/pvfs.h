@@ -13,8 +13,10 @@
 /* Generated from crates/capi by cbindgen: do not edit (PVFS_UPDATE_HEADER=1 cargo test -p pvfs-capi --test header). */
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -436,7 +438,9 @@ int pvfs_creat(const char *path, mode_t mode);
 /**
  * Closes a pvfs descriptor. If it wrote, the file's modification time on the
  * metadata server is brought up to date (one request; its failure is not reported,
- * as PVFS2 flushes timestamps lazily). Returns 0, or -1 with errno EBADF.
+ * as PVFS2 flushes timestamps lazily). The process's record locks on the file and
+ * the descriptor's OFD locks and flocks are released (a request only if it holds
+ * any). Returns 0, or -1 with errno EBADF.
  */
 int pvfs_close(int fd);
 
@@ -656,8 +660,8 @@ int pvfs_init(const char *config_path);
 
 /**
  * Undoes one `pvfs_init`. The last one closes every pvfs descriptor still open
- * (without the mtime update of `pvfs_close`), drops the connections and stops the
- * client's threads. Returns 0, or -1 with errno ENXIO if the library is not
+ * (without the mtime update of `pvfs_close`), releases every lock still held, drops
+ * the connections and stops the client's threads. Returns 0, or -1 with errno ENXIO if the library is not
  * initialized.
  */
 int pvfs_finalize(void);
@@ -668,6 +672,44 @@ int pvfs_finalize(void);
  * thread's next failing call.
  */
 const char *pvfs_last_error(void);
+
+/**
+ * Takes, tests or releases an advisory byte-range lock on pvfs descriptor `fd`, as
+ * `fcntl(fd, cmd, lock)` does on Linux; the lock holds across every client of the
+ * file system. `cmd`: F_GETLK, F_SETLK, F_SETLKW (record locks, owned by the
+ * process; released when the process closes any pvfs descriptor of the file) or
+ * F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW (owned by the descriptor; released by its
+ * `pvfs_close`). `lock->l_whence` may be SEEK_SET, SEEK_CUR or SEEK_END (one request
+ * per data server for the size). F_SETLKW waits until the lock is granted; a
+ * signal whose handler lacks SA_RESTART ends the wait with EINTR (signals are held
+ * back on the calling thread meanwhile and delivered when it ends). F_GETLK stores
+ * the lock in the way (with `l_pid` its process when another process of this
+ * client holds it, 0 for another client's, -1 for an OFD lock or flock), or sets
+ * `l_type` to F_UNLCK. Returns 0, or -1 with errno: EBADF (not a pvfs descriptor, or
+ * a read lock on a descriptor not open for reading, a write lock on one not open
+ * for writing), EINVAL (bad command, type or range; `l_pid` not 0 for F_OFD_*),
+ * EFAULT (NULL `lock`), EAGAIN (F_SETLK: another owner's lock is in the way),
+ * EDEADLK (F_SETLKW would deadlock, possibly through other clients), EINTR,
+ * EACCES (no read, resp. write, permission on the file), ENOLCK (a lock of this
+ * owner on the file was lost: its server restarted and it could not be reclaimed,
+ * or this client could not renew its lease; reported once), EHOSTDOWN/ETIMEDOUT/EIO.
+ *
+ * # Safety
+ * `lock` is NULL or points to a `struct flock`.
+ */
+int pvfs_fcntl_lock(int fd, int cmd, struct flock *lock);
+
+/**
+ * `flock(2)` on pvfs descriptor `fd`: LOCK_SH, LOCK_EX or LOCK_UN, with LOCK_NB not
+ * to wait. A whole-file lock owned by the descriptor (released by its
+ * `pvfs_close`), held across every client of the file system. pvfs keeps it as a
+ * byte-range lock over the whole file, so it conflicts with `fcntl` locks on the
+ * file (as NFS does; docs/locks.md). Returns 0, or -1 with errno: EBADF, EINVAL,
+ * EWOULDBLOCK (LOCK_NB and another owner's lock is in the way), EINTR, EACCES (no
+ * read, for LOCK_SH, or write, for LOCK_EX, permission on the file), ENOLCK,
+ * EHOSTDOWN/ETIMEDOUT/EIO.
+ */
+int pvfs_flock(int fd, int op);
 
 /**
  * `stat(2)`: attributes of what `path` names (a final symlink followed), with a

@@ -212,7 +212,9 @@ pub unsafe extern "C" fn pvfs_creat(path: *const libc::c_char, mode: mode_t) -> 
 
 /// Closes a pvfs descriptor. If it wrote, the file's modification time on the
 /// metadata server is brought up to date (one request; its failure is not reported,
-/// as PVFS2 flushes timestamps lazily). Returns 0, or -1 with errno EBADF.
+/// as PVFS2 flushes timestamps lazily). The process's record locks on the file and
+/// the descriptor's OFD locks and flocks are released (a request only if it holds
+/// any). Returns 0, or -1 with errno EBADF.
 #[no_mangle]
 pub extern "C" fn pvfs_close(fd: c_int) -> c_int {
     ffi(-1, || {
@@ -222,6 +224,7 @@ pub extern "C" fn pvfs_close(fd: c_int) -> c_int {
                 let _ = flush_mtime(&o.g, f);
             }
         }
+        crate::locks::release_at_close(&o.g, &o);
         Ok(0)
     })
 }

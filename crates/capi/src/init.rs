@@ -134,8 +134,8 @@ pub unsafe extern "C" fn pvfs_init(config_path: *const c_char) -> c_int {
 }
 
 /// Undoes one `pvfs_init`. The last one closes every pvfs descriptor still open
-/// (without the mtime update of `pvfs_close`), drops the connections and stops the
-/// client's threads. Returns 0, or -1 with errno ENXIO if the library is not
+/// (without the mtime update of `pvfs_close`), releases every lock still held, drops
+/// the connections and stops the client's threads. Returns 0, or -1 with errno ENXIO if the library is not
 /// initialized.
 #[no_mangle]
 pub extern "C" fn pvfs_finalize() -> c_int {
@@ -156,6 +156,10 @@ pub extern "C" fn pvfs_finalize() -> c_int {
             }
         };
         drop(close_all());
+        if let Some(g) = &global {
+            // Locks still held go now rather than at the end of the lease.
+            g.run(g.client().release_all_locks());
+        }
         // The runtime stops when the last reference (maybe held by a call still
         // running in another thread) goes away.
         drop(global);

@@ -8,7 +8,8 @@
 //! (`pvfs_statlite`/`pvfs_lstatlite`/`pvfs_fstatlite`), noncontiguous I/O
 //! (`pvfs_readx`/`pvfs_writex`) and bulk metadata
 //! (`pvfs_getdents_plus`/`pvfs_getdents_plus_lite`), plus request counters so programs
-//! can see what each call costs (`pvfs_stats`).
+//! can see what each call costs (`pvfs_stats`), and advisory locks that hold across
+//! every client (`pvfs_fcntl_lock`, `pvfs_flock`).
 //!
 //! Everything goes through `pvfs-client` (no interface re-implements client logic;
 //! ARCHITECTURE.md): one blocking client per process, shared by all threads. Functions
@@ -21,6 +22,7 @@ mod dir;
 mod file;
 mod group;
 mod init;
+mod locks;
 mod meta;
 mod state;
 mod stats;
@@ -30,6 +32,7 @@ pub use dir::*;
 pub use file::*;
 pub use group::*;
 pub use init::*;
+pub use locks::*;
 pub use meta::*;
 pub use stats::*;
 pub use types::*;

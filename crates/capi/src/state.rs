@@ -212,6 +212,8 @@ pub(crate) struct OpenFd {
     /// Access mode and O_APPEND.
     pub flags: c_int,
     pub obj: Obj,
+    /// Unique per descriptor opened: names its OFD locks and `flock`s.
+    pub serial: u64,
 }
 
 impl OpenFd {
@@ -269,6 +271,7 @@ pub(crate) fn new_fd(g: &Arc<Global>, flags: c_int, obj: Obj) -> CResult<c_int> 
         g: g.clone(),
         flags: flags & (libc::O_ACCMODE | libc::O_APPEND),
         obj,
+        serial: crate::locks::next_serial(),
     });
     lock(&FDS)
         .get_or_insert_with(HashMap::new)

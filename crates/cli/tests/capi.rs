@@ -10,6 +10,8 @@
 //! shared and against the static library.
 
 mod common;
+#[path = "locks/driver.rs"]
+mod driver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -67,20 +69,25 @@ fn compile_with(src: &Path, out: &Path, flags: &[String]) {
     );
 }
 
+/// Link arguments for the shared library, with its directory as the RUNPATH.
+fn shared_link() -> Vec<String> {
+    let so = artifact("libpvfs.so");
+    let libdir = so.parent().expect("library directory").to_path_buf();
+    vec![
+        format!("-L{}", libdir.display()),
+        "-lpvfs".to_string(),
+        format!("-Wl,-rpath,{}", libdir.display()),
+        "-lpthread".to_string(),
+    ]
+}
+
 /// Directory of the compiled programs (compiled once per test run).
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = profile_dir().join("capi-tests");
         std::fs::create_dir_all(&out).expect("create capi-tests directory");
-        let so = artifact("libpvfs.so");
-        let libdir = so.parent().expect("library directory").to_path_buf();
-        let shared = vec![
-            format!("-L{}", libdir.display()),
-            "-lpvfs".to_string(),
-            format!("-Wl,-rpath,{}", libdir.display()),
-            "-lpthread".to_string(),
-        ];
+        let shared = shared_link();
         let src = manifest_dir().join("tests/capi");
         for p in PROGRAMS {
             compile(&src.join(format!("{p}.c")), &out.join(p), &shared);
@@ -208,6 +215,73 @@ fn threads() {
 
 /// Names of the sections of the ELF file at `path` (64-bit little-endian, as built
 /// here), read from its section header table.
+/// `pvfs_fcntl_lock` and `pvfs_flock` between two processes (two clients of the file
+/// system, as on two nodes): exclusion, F_GETLK, a waiter woken at the unlock, a wait
+/// interrupted by a signal, EDEADLK for POSIX waits and none for OFD waits (as
+/// Linux), the descriptor's mode, release at close and at `pvfs_finalize`.
+#[test]
+fn advisory_locks_between_two_processes() {
+    let cluster = Cluster::builder().set("lease", "\"2s\"").start();
+    let mut a = driver::capi_locker(&cluster, "A");
+    let mut b = driver::capi_locker(&cluster, "B");
+    for p in [&mut a, &mut b] {
+        p.expect("open 0 /f rw", "ok");
+        p.expect("open 1 /g rw", "ok");
+    }
+    a.expect("lk 0 setlk w 0 100", "ok");
+    b.expect("lk 0 setlk w 50 1", "err EAGAIN");
+    b.expect("lk 0 getlk w 0 0", "lock w 0 100 0");
+    b.expect("lk 0 ofd-getlk r 99 1", "lock w 0 100 0");
+    b.expect("flock 0 ex nb", "err EAGAIN");
+    b.expect("lk 0 setlk r 100 10", "ok");
+    // A read-only descriptor cannot take a write lock (EBADF, as the kernel).
+    b.expect("open 2 /f r", "ok");
+    b.expect("lk 2 setlk w 500 1", "err EBADF");
+    b.expect("lk 2 setlk r 500 1", "ok");
+    // A waiter is woken by the unlock.
+    b.blocks("lk 0 setlkw w 0 10");
+    b.woken_by(&mut a, "lk 0 setlk u 0 0", "ok");
+    // A signal without SA_RESTART ends a wait with EINTR.
+    a.blocks("lk 0 setlkw r 5 1");
+    a.interrupted_by(libc::SIGUSR1);
+    // A POSIX cycle is EDEADLK; OFD waits are not checked (as Linux).
+    a.expect("lk 1 setlk w 0 0", "ok");
+    a.blocks("lk 0 setlkw w 0 10");
+    b.expect("lk 1 setlkw w 0 0", "err EDEADLK");
+    a.woken_by(&mut b, "lk 0 setlk u 0 0", "ok");
+    a.expect("lk 0 setlk u 0 0", "ok");
+    a.expect("lk 1 setlk u 0 0", "ok");
+    a.expect("lk 0 ofd-setlk w 0 0", "ok");
+    b.expect("lk 1 ofd-setlk w 0 0", "ok");
+    a.blocks("lk 1 ofd-setlkw w 0 0");
+    b.blocks("lk 0 ofd-setlkw w 0 0");
+    a.interrupted_by(libc::SIGUSR1);
+    b.woken_by(&mut a, "lk 0 ofd-setlk u 0 0", "ok");
+    // An OFD lock and a record lock of one process conflict (as Linux).
+    b.expect("lk 2 setlk r 700 1", "err EAGAIN");
+    b.expect("lk 0 ofd-setlk u 0 0", "ok");
+    // pvfs_close of any descriptor ends the process's record locks on the file (here
+    // one taken through another descriptor), and the descriptor's OFD locks.
+    b.expect("lk 2 setlk r 700 1", "ok");
+    b.expect("lk 1 ofd-setlk w 0 0", "ok");
+    b.expect("close 0", "ok");
+    a.expect("lk 0 setlk w 0 0", "ok");
+    a.expect("flock 1 ex nb", "err EAGAIN");
+    b.expect("close 1", "ok");
+    a.expect("flock 1 ex nb", "ok");
+    // A lock held longer than the lease stays (the library renews the lease).
+    std::thread::sleep(Duration::from_secs(3));
+    b.expect("lk 2 setlk r 0 1", "err EAGAIN");
+    // pvfs_finalize (at exit) releases the rest.
+    a.finish();
+    b.expect("open 0 /f rw", "ok");
+    b.expect("lk 0 setlk w 0 0", "ok");
+    b.expect("flock 1 ex nb", "err EBADF");
+    b.expect("open 1 /g rw", "ok");
+    b.expect("flock 1 ex nb", "ok");
+    b.finish();
+}
+
 fn elf_sections(path: &Path) -> Vec<String> {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     assert!(

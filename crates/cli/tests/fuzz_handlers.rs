@@ -106,9 +106,72 @@ fn cap(rng: &mut Rng, h: Handle) -> Option<pvfs_proto::Capability> {
     })
 }
 
-/// How many distinct request kinds `request` makes (Write and Read take two arms each).
-const KINDS: usize = 35;
+/// A lock request on `h` by one of a few owners, with any range, type and flags (a
+/// waiting one rarely: each may wait a third of the request timeout).
+fn lock_request(rng: &mut Rng, h: Handle) -> Request {
+    use pvfs_proto::locks::{LockKey, LockOwner, LockType, LOCK_WAIT};
+    let owner = LockOwner {
+        client: rng.range(0, 3),
+        owner: rng.range(0, 3),
+    };
+    let typ = pick(rng, &[LockType::Read, LockType::Write]);
+    let (start, end) = (num(rng), num(rng));
+    match rng.range(0, 6) {
+        0 => Request::Lock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+            pid: rng.next_u64() as u32,
+            flags: if rng.chance(0.05) {
+                rng.next_u64() as u32
+            } else {
+                rng.next_u64() as u32 & !LOCK_WAIT
+            },
+            proof: cap(rng, h),
+        },
+        1 => Request::Unlock {
+            handle: h,
+            owner,
+            start,
+            end,
+        },
+        2 => Request::TestLock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+            proof: cap(rng, h),
+        },
+        3 => Request::CancelLock {
+            handle: h,
+            owner,
+            typ,
+            start,
+            end,
+        },
+        4 => Request::RenewLease {
+            client: owner.client,
+            release: rng.chance(0.5),
+        },
+        _ => Request::WaitFor {
+            waiter: LockKey::new(rng.range(0, 2), owner),
+            blockers: (0..rng.range(0, 4))
+                .map(|_| LockKey::new(rng.range(0, 2), owner))
+                .collect(),
+            server: rng.range(0, 4) as u32,
+            handle: h,
+        },
+    }
+}
 
+/// The number of distinct request kinds [`request`] makes: one per arm of its match
+/// (Write and Read take two slots each), six from [`lock_request`].
+const KINDS: usize = 41;
+
+/// One random request of any kind [`KINDS`] counts.
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     let h = handle(rng, real);
     let dir = handle(rng, real);
@@ -118,7 +181,8 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
-    match rng.range(0, 37) {
+    // KINDS (above) counts the distinct kinds this match makes.
+    match rng.range(0, 44) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -308,6 +372,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         35 => Request::DirStats {
             dirs: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
         },
+        36..=42 => lock_request(rng, h),
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
         },

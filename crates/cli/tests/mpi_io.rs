@@ -31,26 +31,6 @@ fn pattern(rank: u64, b: u64, i: u64) -> u8 {
     ((rank * 131 + b * 17 + i * 7) & 0xff) as u8
 }
 
-/// Builds stripes.c with mpicc into `dir`.
-fn build(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/stripes.c");
-    let exe = dir.join("stripes");
-    // No deadline: compiling is not what the test is about.
-    let out = Command::new("mpicc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cannot run mpicc");
-    assert!(
-        out.status.success(),
-        "mpicc failed (run scripts/install-deps for mpich and libmpich-dev): {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 /// Runs stripes under mpiexec with `RANKS` ranks; returns its summary line.
 fn run(exe: &Path, file: &Path, block: u64, blocks: u64, hints: Option<&Path>) -> String {
     let mut cmd = Command::new("mpiexec");
@@ -87,7 +67,7 @@ fn mpi_io_strided_collective_writes_and_reads_on_the_mount() {
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
     let local = tempfile::tempdir().unwrap();
-    let exe = build(local.path());
+    let exe = common::mpicc(local.path(), "stripes");
     let hints = local.path().join("romio-hints");
     std::fs::write(
         &hints,

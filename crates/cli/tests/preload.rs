@@ -14,6 +14,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "locks/driver.rs"]
+mod driver;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -1052,4 +1054,68 @@ fn rsync_copies_and_updates_a_tree_in_pvfs() {
         got["run.sh"].0,
         Node::File(b"#!/bin/sh\necho hi\n".to_vec(), 0o755)
     );
+}
+
+/// `fcntl` record and OFD locks, `flock` and `lockf` through the library against
+/// locks held by another client (a process on libpvfs, as another node would hold
+/// them): exclusion, F_GETLK, a waiter woken at the unlock, a wait interrupted by a
+/// signal, release at any close (record locks), at the last close (flock) and at
+/// exit.
+#[test]
+fn advisory_locks_against_another_client() {
+    let cluster = Cluster::builder().set("lease", "\"2s\"").start();
+    let pre = Preload::new(&cluster, "locks");
+    let exe = driver::lockprog();
+    let preloaded = |name: &str| {
+        let mut cmd = pre.cmd(exe.to_str().unwrap(), &[]);
+        cmd.stdout(Stdio::piped());
+        driver::Proc::start(name, cmd)
+    };
+    let mut h = driver::capi_locker(&cluster, "holder");
+    let mut p = preloaded("preloaded");
+    let f = pre.at("/f");
+    h.expect("open 0 /f rw", "ok");
+    p.expect(&format!("open 0 {f} rw"), "ok");
+    h.expect("lk 0 setlk w 0 100", "ok");
+    p.expect("lk 0 setlk w 50 1", "err EAGAIN");
+    p.expect("lk 0 getlk r 0 0", "lock w 0 100 0");
+    p.expect("lk 0 ofd-setlk r 99 5", "err EAGAIN");
+    p.expect("flock 0 sh nb", "err EAGAIN");
+    p.expect("lockf 0 test 10", "err EACCES");
+    p.expect("lockf 0 tlock 10", "err EAGAIN");
+    // A waiter woken by the other client's unlock.
+    p.blocks("lk 0 setlkw w 0 10");
+    p.woken_by(&mut h, "lk 0 setlk u 0 0", "ok");
+    h.expect("lk 0 setlk w 5 1", "err EAGAIN");
+    // lockf from the offset: unlock to the end of the file.
+    p.expect("seek 0 3", "ok");
+    p.expect("lockf 0 ulock 0", "ok");
+    h.expect("lk 0 setlk w 2 1", "err EAGAIN");
+    h.expect("lk 0 setlk w 5 1", "ok");
+    // Closing any descriptor of the file ends the process's record locks.
+    p.expect("lk 0 setlk w 200 1", "ok");
+    p.expect(&format!("open 1 {f} r"), "ok");
+    p.expect("close 1", "ok");
+    h.expect("lk 0 setlk w 0 0", "ok");
+    // A wait interrupted by a signal without SA_RESTART: EINTR.
+    p.blocks("lk 0 setlkw r 7 1");
+    p.interrupted_by(libc::SIGUSR1);
+    h.expect("lk 0 setlk u 0 0", "ok");
+    // flock ends with the description's last close.
+    p.expect("flock 0 ex", "ok");
+    h.expect("flock 0 ex nb", "err EAGAIN");
+    p.expect("close 0", "ok");
+    h.expect("flock 0 ex nb", "ok");
+    h.expect("flock 0 un", "ok");
+    // A lock held longer than the lease stays (the library renews its lease from a
+    // thread of its own while the program does nothing)...
+    p.expect(&format!("open 0 {f} rw"), "ok");
+    p.expect("lk 0 setlk w 0 0", "ok");
+    std::thread::sleep(Duration::from_secs(3));
+    h.expect("lk 0 setlk r 0 1", "err EAGAIN");
+    // ...and what a process holds when it exits goes with it (not after the lease).
+    p.finish();
+    h.expect("lk 0 setlk r 0 1", "ok");
+    h.finish();
+    pre.assert_nothing_local();
 }

@@ -1133,3 +1133,165 @@ fn a_user_runs_a_file_system_of_its_own_without_root_or_munge() {
     let st = as_user(&["stat", "--json", "-c", c, "/mine"]).json();
     assert_eq!(st["uid"], USER, "{st}");
 }
+
+/// Lock requests act on the caller's own locks only: a lock owner is keyed by the
+/// connection's proven identity, so a MUNGE-proven user naming another client's
+/// owner or lease reaches nothing of it; a user needs a capability on the object
+/// (from a lookup) and read, resp. write, permission for a read, resp. write, lock;
+/// the wait-for graph is for servers only.
+#[test]
+fn lock_requests_reach_only_the_callers_own_locks() {
+    use pvfs_proto::locks::{LockOwner, LockType, TO_EOF};
+    const TEST: &str = "lock_requests_reach_only_the_callers_own_locks";
+    if !can_switch_users(TEST) {
+        return;
+    }
+    let Some(munged) = Munged::start(TEST) else {
+        return;
+    };
+    let cluster = Cluster::builder().munge(&munged).start();
+    let config = cluster.config().clone();
+    let tc = cluster.client();
+    // A root-owned file, readable by all.
+    let f = tc.run(Duration::from_secs(20), async |c| {
+        let file = c
+            .create("/locked", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        file.attr().handle
+    });
+    let server = config.owner_of(f).unwrap();
+    let root = config.root_handle();
+    let (mut k, mut kmacs) = raw_session(&config, server, &key_proof(&config)).unwrap();
+    let munge = Munge::open(Some(&munged.socket)).unwrap();
+    let user_proof = ClientProof::Munge {
+        munge,
+        decoder_uid: None,
+    };
+    let (mut u, mut umacs) = raw_session(&config, server, &user_proof).unwrap();
+    // This (root) process's credential: squashed, it acts as nobody.
+    let nobody = root_creds;
+    let owner = LockOwner {
+        client: 7,
+        owner: 1,
+    };
+    let lock = |typ, owner, proof| Request::Lock {
+        handle: f,
+        owner,
+        typ,
+        start: 0,
+        end: TO_EOF,
+        pid: 1,
+        flags: 0,
+        proof,
+    };
+    let unlock = || Request::Unlock {
+        handle: f,
+        owner,
+        start: 0,
+        end: TO_EOF,
+    };
+    let renew = |release| Request::RenewLease {
+        client: owner.client,
+        release,
+    };
+    let test = |proof| Request::TestLock {
+        handle: f,
+        owner: LockOwner {
+            client: 8,
+            owner: 1,
+        },
+        typ: LockType::Read,
+        start: 0,
+        end: 0,
+        proof,
+    };
+    let r = ask(
+        &mut k,
+        &mut kmacs,
+        1,
+        root_creds(),
+        lock(LockType::Write, owner, None),
+    );
+    assert!(matches!(r, Response::Locked { .. }), "{r:?}");
+    // The user, knowing only the handle: no capability, no lock.
+    let r = ask(
+        &mut u,
+        &mut umacs,
+        1,
+        nobody(),
+        lock(LockType::Read, owner, None),
+    );
+    assert_eq!(errno_of(&r), Some(Errno::EACCES), "{r:?}");
+    // With the capability a lookup of the name grants.
+    let r = ask(
+        &mut u,
+        &mut umacs,
+        2,
+        nobody(),
+        Request::Lookup {
+            dir: root,
+            name: "locked".into(),
+            want: pvfs_proto::rights::READ,
+        },
+    );
+    let Response::Entry { caps, .. } = r else {
+        panic!("lookup: {r:?}")
+    };
+    let proof = caps.first().cloned();
+    assert!(proof.is_some(), "no capability granted");
+    // Read permission: the read lock is refused only by root's write lock.
+    let mine = LockOwner {
+        client: 9,
+        owner: 1,
+    };
+    let r = ask(
+        &mut u,
+        &mut umacs,
+        3,
+        nobody(),
+        lock(LockType::Read, mine, proof.clone()),
+    );
+    assert_eq!(errno_of(&r), Some(Errno::EAGAIN), "{r:?}");
+    // No write permission: no write lock.
+    let r = ask(
+        &mut u,
+        &mut umacs,
+        4,
+        nobody(),
+        lock(LockType::Write, mine, proof.clone()),
+    );
+    assert_eq!(errno_of(&r), Some(Errno::EACCES), "{r:?}");
+    // Naming root's owner and lease reaches nothing: the lock stays.
+    let r = ask(&mut u, &mut umacs, 5, nobody(), unlock());
+    assert!(matches!(r, Response::Done {}), "{r:?}");
+    let r = ask(&mut u, &mut umacs, 6, nobody(), renew(true));
+    assert!(matches!(r, Response::Done {}), "{r:?}");
+    let r = ask(&mut u, &mut umacs, 7, nobody(), test(proof.clone()));
+    assert!(
+        matches!(r, Response::LockTest { conflict: Some(c) } if c.typ == LockType::Write && !c.same_client),
+        "{r:?}"
+    );
+    // Neither can the user renew root's lease: it is not the user's.
+    let r = ask(&mut u, &mut umacs, 8, nobody(), renew(false));
+    assert!(matches!(r, Response::Lease { lease: 0, .. }), "{r:?}");
+    // The wait-for graph is the servers' own.
+    let r = ask(
+        &mut u,
+        &mut umacs,
+        9,
+        nobody(),
+        Request::WaitFor {
+            waiter: pvfs_proto::LockKey::new(0, owner),
+            blockers: vec![],
+            server: 0,
+            handle: f,
+        },
+    );
+    assert_eq!(errno_of(&r), Some(Errno::EPERM), "{r:?}");
+    // Root's own unlock works.
+    let r = ask(&mut k, &mut kmacs, 2, root_creds(), unlock());
+    assert!(matches!(r, Response::Done {}), "{r:?}");
+    let r = ask(&mut u, &mut umacs, 10, nobody(), test(proof));
+    assert!(matches!(r, Response::LockTest { conflict: None }), "{r:?}");
+}

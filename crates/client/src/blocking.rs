@@ -11,6 +11,18 @@ use pvfs_proto::{Attr, DirEntry, LayoutSpec, Regions, SetAttr};
 use crate::error::Result;
 use crate::{Client, File, FsStat};
 
+/// Blocks every signal on a thread of the library's own (runtime workers, blocking
+/// pool): the program's signals go to the program's threads, where a wait for a
+/// lock can see them (`locks::SignalWatch`) and handlers run where programs expect.
+pub(crate) fn block_signals() {
+    // SAFETY: sigset_t is plain data; pthread_sigmask gets valid pointers.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
 /// A [`Client`] whose methods block.
 #[derive(Clone)]
 pub struct BlockingClient {
@@ -27,12 +39,14 @@ impl BlockingClient {
     pub fn new(config: Config, threads: usize) -> std::io::Result<BlockingClient> {
         let rt = if threads == 0 {
             tokio::runtime::Builder::new_current_thread()
+                .on_thread_start(block_signals)
                 .enable_all()
                 .build()?
         } else {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads)
                 .thread_name("pvfs-client")
+                .on_thread_start(block_signals)
                 .enable_all()
                 .build()?
         };
@@ -40,10 +54,11 @@ impl BlockingClient {
             let _guard = rt.enter();
             Client::new(config)
         };
-        Ok(BlockingClient {
-            rt: Arc::new(rt),
-            client,
-        })
+        let rt = Arc::new(rt);
+        // A runtime driven by its callers runs nothing by itself: lock leases are
+        // renewed by a thread that drives it for each renewal.
+        client.inner.locks.set_runner(Arc::downgrade(&rt));
+        Ok(BlockingClient { rt, client })
     }
 
     /// The async client underneath.

@@ -84,7 +84,7 @@ impl CapCache {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get(&self, handle: Handle, uid: u32) -> Option<Granted> {
+    pub(crate) fn get(&self, handle: Handle, uid: u32) -> Option<Granted> {
         self.lock().get(&(handle, uid)).cloned()
     }
 

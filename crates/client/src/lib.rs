@@ -4,6 +4,7 @@
 //! resolves paths through the sharded directories ([`namespace`]), creates and opens
 //! files, and [`File`] does striped I/O ([`io`]): one request per involved data server
 //! per call, data streamed in bounded chunks. The metadata servers never see file data.
+//! [`locks`] holds byte-range locks on the servers (leases, reclaims, waits).
 //! [`blocking`] wraps it all for callers without an async runtime.
 
 mod at;
@@ -15,6 +16,7 @@ mod file;
 mod fsck;
 mod group;
 mod io;
+pub mod locks;
 mod namespace;
 mod placement;
 mod pool;
@@ -30,10 +32,12 @@ pub use error::{Error, Result};
 pub use file::{File, Partition};
 pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
+pub use locks::{LockKind, LockRequest};
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Unlinked};
 pub use pool::Stats;
 pub use pvfs_proto::{
-    Attr, DirEntry, Errno, LayoutSpec, NodeKind, ObjKind, Regions, Remains, SetAttr, Timespec,
+    Attr, DirEntry, Errno, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind, Regions, Remains,
+    SetAttr, Timespec,
 };
 
 use placement::Placement;
@@ -48,6 +52,8 @@ pub(crate) struct Inner {
     dir_shards: std::sync::Mutex<std::collections::HashMap<Handle, u32>>,
     /// Capabilities granted, per object and user.
     caps: caps::CapCache,
+    /// Locks held, leases, lost locks (`locks`).
+    locks: locks::LockState,
 }
 
 /// A connection to one pvfs file system. Cheap to clone; clones share connections.
@@ -69,6 +75,7 @@ impl Client {
                 place: Placement::new(&config),
                 dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
                 caps: caps::CapCache::default(),
+                locks: locks::LockState::default(),
                 config,
             }),
             creds: Creds::current(),

@@ -175,6 +175,11 @@ impl Pool {
         }
     }
 
+    /// This client's random id (retry keys, lock owners and leases).
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+
     /// The name of server `server`, or `?` for an index the configuration does not have
     /// (a layout from a server may name one: it gets an error, never a panic).
     pub fn name(&self, server: usize) -> &str {

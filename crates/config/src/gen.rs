@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Roles, Security, ServerConfig, Timeouts,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Roles, Security, ServerConfig,
+    Timeouts,
 };
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
@@ -122,6 +123,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
         },
         timeouts: Timeouts::default(),
         limits: Limits::default(),
+        locks: Locks::default(),
         servers,
     };
     check(&config).map_err(|(key, message)| ConfigError::Invalid {
@@ -333,6 +335,12 @@ pub(crate) fn to_toml(c: &Config) -> String {
         note(
             format!("meta_cache = {}", size(c.limits.meta_cache)),
             "metadata store pages a server caches",
+        ),
+        String::new(),
+        "[locks]".into(),
+        note(
+            format!("lease = {}", duration(c.locks.lease)),
+            "a dead client's locks go after this",
         ),
     ]);
     for s in &c.servers {

@@ -48,6 +48,8 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Per-server resource limits.
     pub limits: Limits,
+    /// Cluster-wide file locks (the `[locks]` table).
+    pub locks: Locks,
     /// The servers, in file order; indices into this list identify servers everywhere.
     pub servers: Vec<ServerConfig>,
 }
@@ -143,6 +145,23 @@ impl Default for Limits {
             connections: 4096,
             connections_per_address: 1024,
             meta_cache: 1 << 20,
+        }
+    }
+}
+
+/// Cluster-wide file locks (the `[locks]` table; `docs/locks.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Locks {
+    /// How long a server keeps the locks of a client that stopped renewing its lease
+    /// (a dead or cut-off client), and how long a restarted server accepts only
+    /// reclaims of locks held before (its grace period).
+    pub lease: Duration,
+}
+
+impl Default for Locks {
+    fn default() -> Locks {
+        Locks {
+            lease: Duration::from_secs(30),
         }
     }
 }

@@ -11,7 +11,8 @@ use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Roles, Security, ServerConfig, Timeouts,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Roles, Security, ServerConfig,
+    Timeouts,
 };
 
 /// Stripe size when `[defaults]` does not give one.
@@ -27,6 +28,7 @@ struct RawConfig {
     defaults: Option<Spanned<RawDefaults>>,
     timeouts: Option<Spanned<RawTimeouts>>,
     limits: Option<Spanned<RawLimits>>,
+    locks: Option<Spanned<RawLocks>>,
     servers: Spanned<Vec<RawServer>>,
 }
 
@@ -70,6 +72,12 @@ struct RawLimits {
     connections: Option<Spanned<Value>>,
     connections_per_address: Option<Spanned<Value>>,
     meta_cache: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocks {
+    lease: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -404,6 +412,14 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         }
     }
 
+    let mut locks = Locks::default();
+    if let Some(l) = &raw.locks {
+        let l = cx.at("locks", l);
+        if let Some(v) = &l.lease {
+            locks.lease = cx.convert("locks.lease", v, duration_value)?;
+        }
+    }
+
     let config = Config {
         fsid,
         name,
@@ -411,6 +427,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         defaults,
         timeouts,
         limits,
+        locks,
         servers,
     };
     check(&config).map_err(|(key, message)| cx.error(cx.line_of(&key), &key, message))?;
@@ -543,6 +560,18 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
     }
     if c.timeouts.request.is_zero() {
         fail!("timeouts.request", "must be greater than zero");
+    }
+    if c.locks.lease < std::time::Duration::from_millis(500) {
+        fail!(
+            "locks.lease",
+            "must be at least 500ms (clients renew their leases three times per lease)"
+        );
+    }
+    if c.locks.lease > std::time::Duration::from_secs(3600) {
+        fail!(
+            "locks.lease",
+            "must be at most 1h (a dead client's locks are held that long)"
+        );
     }
     if c.security.capability_lifetime < std::time::Duration::from_secs(10) {
         fail!(

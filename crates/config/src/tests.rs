@@ -441,6 +441,42 @@ fn limits_parse_default_and_fail_with_the_line() {
 }
 
 #[test]
+fn locks_parse_default_and_fail_with_the_line() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.locks, Locks::default());
+    assert_eq!(c.locks.lease, Duration::from_secs(30));
+    let text = format!("{BASE}\n[locks]\nlease = \"2s\"\n");
+    assert_eq!(
+        Config::parse(&text, "f.toml").unwrap().locks.lease,
+        Duration::from_secs(2)
+    );
+    let n = text.lines().count();
+    for (bad, why) in [
+        ("\"100ms\"", "at least 500ms"),
+        ("\"2h\"", "at most 1h"),
+        ("\"soon\"", "locks.lease"),
+        ("-1", "locks.lease"),
+    ] {
+        let text = format!("{BASE}\n[locks]\nlease = {bad}\n");
+        let msg = Config::parse(&text, "f.toml").unwrap_err().to_string();
+        assert!(
+            msg.contains("locks.lease") && msg.contains(why) && msg.contains(&format!(":{n}:")),
+            "{bad}: {msg}"
+        );
+    }
+    let text = format!("{BASE}\n[locks]\nleese = \"2s\"\n");
+    let msg = Config::parse(&text, "f.toml").unwrap_err().to_string();
+    assert!(msg.contains("locks.leese"), "{msg}");
+    let mut round = Config::generate(&GenOptions::new(2, "/tmp/x")).unwrap();
+    round.locks.lease = Duration::from_millis(1500);
+    assert!(round.to_toml().contains("[locks]"));
+    assert_eq!(
+        Config::parse(&round.to_toml(), "g.toml").unwrap().locks,
+        round.locks
+    );
+}
+
+#[test]
 fn write_is_private_exclusive_and_replaces_only_when_asked() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //! FUSE thread stays free. Each request runs under a watchdog: if it has not
 //! finished long after the client's own deadlines should have ended it, the kernel
 //! gets ETIMEDOUT anyway.
-//! Requests that need no server (flush, link, unsupported xattr namespaces, opening
+//! Requests that need no server (a flush with nothing to release, link, unsupported xattr namespaces, opening
 //! and closing directory streams) are answered on the FUSE thread.
 
 use std::ffi::OsStr;
@@ -20,9 +20,11 @@ use fuser::{
     BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags,
     PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyPoll,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen,
+    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+
+use crate::locks::KernelLock;
 
 use crate::ops::{Inner, OpResult, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
 
@@ -52,7 +54,8 @@ fail_by_error!(
     ReplyStatfs,
     ReplyXattr,
     ReplyDirectory,
-    ReplyDirectoryPlus
+    ReplyDirectoryPlus,
+    ReplyLock
 );
 
 /// The mount's `Filesystem`.
@@ -152,13 +155,32 @@ impl PvfsFs {
         T: Send + 'static,
         F: Future<Output = OpResult<T>> + Send + 'static,
     {
-        let watchdog = self.watchdog;
+        self.run_within(Some(self.watchdog), reply, op, done);
+    }
+
+    /// [`PvfsFs::run`] with the watchdog `limit`, or none: a lock wait may last as
+    /// long as the lock is held (every network wait in it has its own deadline).
+    fn run_within<R, T, F>(
+        &self,
+        limit: Option<Duration>,
+        reply: R,
+        op: F,
+        done: impl FnOnce(R, T) + Send + 'static,
+    ) where
+        R: Fail,
+        T: Send + 'static,
+        F: Future<Output = OpResult<T>> + Send + 'static,
+    {
         self.rt.spawn(async move {
-            match tokio::time::timeout(watchdog, op).await {
+            let finished = match limit {
+                Some(watchdog) => tokio::time::timeout(watchdog, op).await,
+                None => Ok(op.await),
+            };
+            match finished {
                 Ok(Ok(v)) => done(reply, v),
                 Ok(Err(e)) => reply.fail(e),
                 Err(_) => {
-                    tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
+                    tracing::warn!("a request took longer than {limit:?}; answering ETIMEDOUT");
                     reply.fail(Errno::ETIMEDOUT)
                 }
             }
@@ -193,6 +215,8 @@ impl Filesystem for PvfsFs {
             | InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ASYNC_READ
             | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            | InitFlags::FUSE_POSIX_LOCKS
+            | InitFlags::FUSE_FLOCK_LOCKS
             // The kernel checks POSIX ACLs (asking for their extended attributes)
             // and leaves the umask to the servers, which skip it under a default
             // ACL.
@@ -518,29 +542,34 @@ impl Filesystem for PvfsFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if !self.inner.opts.write_behind {
-            // Nothing is buffered here; ENOSYS tells the kernel to stop asking.
-            return reply.error(Errno::ENOSYS);
+        // A close. Answered here when there is nothing to do (no background writes,
+        // no locks of the closing process on the file); the kernel keeps asking at
+        // every close, since a process's locks end at any close of the file.
+        if !self.inner.opts.write_behind && !self.inner.close_releases(ino, lock_owner.0) {
+            return reply.ok();
         }
-        // A close: the file's background writes end here, and their errors show.
+        // The file's background writes end here, and their errors show; the closing
+        // process's locks on the file go.
         let inner = self.inner.clone();
-        self.run(reply, async move { inner.flush(fh.0).await }, |r, ()| {
-            r.ok()
-        });
+        self.run(
+            reply,
+            async move { inner.flush(fh.0, ino, lock_owner.0).await },
+            |r, ()| r.ok(),
+        );
     }
 
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
@@ -548,8 +577,66 @@ impl Filesystem for PvfsFs {
         self.run(
             reply,
             async move {
+                // The last close of the open file: its OFD locks and flocks end.
+                inner
+                    .release_fh_locks(ino, fh.0, lock_owner.map(|o| o.0))
+                    .await;
                 inner.release(fh.0).await;
                 Ok(())
+            },
+            |r, ()| r.ok(),
+        );
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, tid) = ids(req);
+        let k = KernelLock::new(req, ino, fh, lock_owner, (start, end), typ, pid);
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, tid);
+                inner.getlk(creds, k).await
+            },
+            |r, (start, end, typ, pid)| r.locked(start, end, typ, pid),
+        );
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let inner = self.inner.clone();
+        let (uid, gid, tid) = ids(req);
+        let k = KernelLock::new(req, ino, fh, lock_owner, (start, end), typ, pid);
+        // A waiting lock may be held back for as long as its holder keeps it.
+        let limit = (!sleep).then_some(self.watchdog);
+        self.run_within(
+            limit,
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, tid);
+                inner.setlk(creds, k, sleep).await
             },
             |r, ()| r.ok(),
         );
@@ -624,12 +711,25 @@ impl Filesystem for PvfsFs {
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         self.inner.tables.close_dir(fh.0);
+        if self.inner.tables.has_lock_owners(fh.0) {
+            // Locks taken through the directory stream end with it (the kernel sends
+            // no flush for directories).
+            let inner = self.inner.clone();
+            return self.run(
+                reply,
+                async move {
+                    inner.release_fh_locks(ino, fh.0, None).await;
+                    Ok(())
+                },
+                |r, ()| r.ok(),
+            );
+        }
         reply.ok();
     }
 

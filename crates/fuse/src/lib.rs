@@ -17,11 +17,13 @@
 //! Inode numbers are pvfs handles (the root directory is FUSE's inode 1); handles
 //! are never reused, so the kernel's inode cache never names the wrong object.
 //! Open files, files unlinked while open, and directory streams are tracked in
-//! [`state`]. Semantics and limits are documented in `docs/fuse.md`.
+//! [`state`]. File locks go to the servers ([`locks`], `docs/locks.md`). Semantics
+//! and limits are documented in `docs/fuse.md`.
 
 mod attr;
 mod creds;
 mod fs;
+mod locks;
 mod mount;
 mod ops;
 mod readahead;

@@ -246,6 +246,7 @@ pub fn serve(
         let fd = fusermount(&mountpoint, &fcfg).map_err(mount_err)?;
         fuser::Session::from_fd(fs, fd, fcfg.acl, fcfg.clone()).map_err(mount_err)?
     };
+    let _ = inner.notifier.set(session.notifier());
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("fuse-session".into())

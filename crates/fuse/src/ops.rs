@@ -163,6 +163,9 @@ pub(crate) struct Inner {
     pub direct_mmap: AtomicBool,
     /// Deletions of unlinked objects running in the background (a bound on them).
     removals: Arc<tokio::sync::Semaphore>,
+    /// Sends the kernel invalidations (set once the session exists): a granted lock
+    /// drops the file's cached pages (`locks.rs`).
+    pub notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// Most deletions of unlinked objects running in the background at once; an unlink
@@ -186,6 +189,7 @@ impl Inner {
             tables: Arc::new(Tables::new()),
             creds: CredCache::default(),
             removals: Arc::new(tokio::sync::Semaphore::new(REMOVALS as usize)),
+            notifier: std::sync::OnceLock::new(),
         }
     }
 
@@ -285,6 +289,8 @@ impl Inner {
     /// Waits (up to `limit`) for background deletions, then deletes the objects of
     /// files unlinked while open that are still open (when the mount ends).
     pub(crate) async fn finish(&self, limit: Duration) {
+        // Locks still held (files open on a detached mount) go with the mount.
+        let _ = tokio::time::timeout(limit, self.client.release_all_locks()).await;
         let _ = tokio::time::timeout(limit, self.removals.acquire_many(REMOVALS)).await;
         let _ = tokio::time::timeout(limit, self.remove_orphans()).await;
     }
@@ -942,7 +948,7 @@ impl Inner {
 
     /// Waits for the background writes of `handle` (`--write-behind`) and reports a
     /// failure among them not reported yet.
-    async fn settle(&self, handle: Handle) -> OpResult<()> {
+    pub(crate) async fn settle(&self, handle: Handle) -> OpResult<()> {
         if !self.opts.write_behind {
             return Ok(());
         }
@@ -951,10 +957,13 @@ impl Inner {
         pending.take_error().map_or(Ok(()), Err)
     }
 
-    /// A `close` of an open file (FUSE's flush, asked for with `--write-behind`).
-    pub(crate) async fn flush(&self, fh: u64) -> OpResult<()> {
+    /// A `close` of an open file (FUSE's flush): with `--write-behind` the file's
+    /// background writes end here; the closing process's locks on it are released
+    /// (POSIX: any close of the file by a process ends its locks).
+    pub(crate) async fn flush(&self, fh: u64, ino: INodeNo, owner: u64) -> OpResult<()> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        self.settle(of.handle).await
+        self.settle(of.handle).await?;
+        self.release_owner(ino, owner).await
     }
 
     pub(crate) async fn release(&self, fh: u64) {

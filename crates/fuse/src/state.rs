@@ -90,6 +90,9 @@ pub(crate) struct Tables {
     /// The size of each file as last told to the kernel: how an open is served
     /// depends on it, and opening asks for no size.
     sizes: Mutex<HashMap<Handle, u64>>,
+    /// Lock owners that took locks through each file handle (released at its
+    /// release: OFD locks and `flock`s end at the last close of an open file).
+    lock_owners: Mutex<HashMap<u64, Vec<u64>>>,
     next_fh: AtomicU64,
 }
 
@@ -111,6 +114,7 @@ impl Tables {
             layouts: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             sizes: Mutex::new(HashMap::new()),
+            lock_owners: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -266,6 +270,25 @@ impl Tables {
         lock(&self.inodes)
             .get(&handle)
             .and_then(|i| i.pending.clone())
+    }
+
+    /// Records that lock owner `owner` took a lock through file handle `fh`.
+    pub(crate) fn note_lock_owner(&self, fh: u64, owner: u64) {
+        let mut m = lock(&self.lock_owners);
+        let v = m.entry(fh).or_default();
+        if !v.contains(&owner) {
+            v.push(owner);
+        }
+    }
+
+    /// Whether any lock owner took a lock through file handle `fh`.
+    pub(crate) fn has_lock_owners(&self, fh: u64) -> bool {
+        lock(&self.lock_owners).contains_key(&fh)
+    }
+
+    /// The lock owners that took locks through file handle `fh` (forgotten here).
+    pub(crate) fn take_lock_owners(&self, fh: u64) -> Vec<u64> {
+        lock(&self.lock_owners).remove(&fh).unwrap_or_default()
     }
 
     /// The write count of open file `handle` (see [`Tables::note_write`]).

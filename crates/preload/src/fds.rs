@@ -77,6 +77,8 @@ pub(crate) struct Desc {
     cache: Locked<Cache>,
     /// Device and inode of the placeholder, to recognize it.
     ident: (u64, u64),
+    /// Unique per description: names its OFD locks and `flock`s.
+    pub(crate) id: u64,
 }
 
 impl Desc {
@@ -105,6 +107,7 @@ impl Desc {
                 listing: None,
             }),
             ident,
+            id: crate::locks::next_desc_id(),
         }
     }
 
@@ -190,6 +193,8 @@ impl Desc {
 
 impl Drop for Desc {
     fn drop(&mut self) {
+        // The description's last descriptor is gone: its OFD locks and flocks end.
+        crate::locks::description_gone(self.handle, self.id);
         if self.kind == Kind::File {
             crate::meta::released(self.handle);
         }

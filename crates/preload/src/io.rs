@@ -345,6 +345,7 @@ pub(crate) unsafe fn close_hook(fd: c_int) -> c_int {
         let rc = unsafe { real::close(fd) };
         if let Some(d) = old {
             let e = crate::errno();
+            crate::locks::closed(&d);
             drop(d);
             set_errno(e);
             // The placeholder is gone either way; a pvfs close itself cannot fail.
@@ -368,6 +369,7 @@ unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c
         // SAFETY: no memory preconditions.
         let rc = unsafe { real::close_range(first, last, flags) };
         let e = crate::errno();
+        gone.iter().for_each(|d| crate::locks::closed(d));
         drop(gone);
         set_errno(e);
         rc
@@ -380,6 +382,7 @@ unsafe extern "C" fn closefrom(low: c_int) {
         let gone = fds::remove_range(low.max(0), i32::MAX);
         // SAFETY: no memory preconditions.
         unsafe { real::closefrom(low) };
+        gone.iter().for_each(|d| crate::locks::closed(d));
         drop(gone);
     })
 }
@@ -792,6 +795,10 @@ fn dup_to(fd: c_int, to: c_int, real_dup: impl FnOnce() -> c_int) -> c_int {
             };
             (rc, e, old)
         });
+        if let Some(d) = &old {
+            // `to` was a pvfs descriptor: replacing it closed it.
+            crate::locks::closed(d);
+        }
         drop(old);
         set_errno(e);
         rc
@@ -811,8 +818,8 @@ unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
 }
 
 /// fcntl on a pvfs description. The kernel keeps the descriptor flags (`FD_CLOEXEC`)
-/// on the placeholder; the status flags live in the description. Record locks are
-/// accepted and ignored: pvfs has no locks (documented).
+/// on the placeholder; the status flags live in the description. Record and OFD
+/// locks go to the servers (`crate::locks`).
 fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
     match cmd {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
@@ -845,16 +852,12 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
         {
             Err(libc::EBADF)
         }
-        libc::F_GETLK | libc::F_OFD_GETLK => {
-            let lk = arg as *mut libc::flock;
-            if lk.is_null() {
-                return Err(libc::EFAULT);
-            }
-            // SAFETY: F_GETLK's argument points to a struct flock.
-            unsafe { (*lk).l_type = libc::F_UNLCK as libc::c_short };
-            Ok(0)
-        }
-        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => Ok(0),
+        libc::F_GETLK
+        | libc::F_OFD_GETLK
+        | libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW => crate::locks::fcntl_lock(&d, cmd, arg),
         // SAFETY: the caller's argument, passed on (descriptor flags and the rest).
         _ => Ok(unsafe { real::fcntl(fd, cmd, arg) }),
     }

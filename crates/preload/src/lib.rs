@@ -18,6 +18,8 @@
 //!   a table maps placeholder → shared open-file state (offset, flags, handle).
 //! - [`cache`]: attributes read with a directory listing, kept a moment for `ls -l`.
 //! - [`cwd`]: a working directory inside pvfs (chdir, getcwd).
+//! - [`locks`]: advisory locks (fcntl, flock, lockf) on the servers, released at
+//!   close and exit as the kernel would.
 //! - [`io`], [`meta`], [`dirs`], [`misc`]: the hooks (open/read/write/…, stat/mkdir/
 //!   rename/…, opendir/readdir/getdents, statfs/xattr/mmap/…). `src/shim.c` holds the
 //!   variadic hooks and the stdio (`fopencookie`) streams.
@@ -31,6 +33,7 @@ mod dirs;
 mod fds;
 mod io;
 mod lock;
+mod locks;
 mod meta;
 mod misc;
 mod proc;
@@ -173,6 +176,8 @@ extern "C" fn init() {
         fds::own();
         settings::get();
         proc::register_fork_handlers();
+        // SAFETY: registers a plain function that catches its own panics.
+        unsafe { libc::atexit(locks::release_at_exit) };
     });
 }
 

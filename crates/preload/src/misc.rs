@@ -6,8 +6,8 @@
 //! - `mmap` of a pvfs file gives a private snapshot: anonymous memory filled with the
 //!   file's bytes. A shared writable mapping is refused (ENODEV): it could never write
 //!   back. Changes to the file after the call are not seen through the mapping.
-//! - Advisory locks (`flock`, `lockf`, `fcntl` record locks) are accepted and ignored:
-//!   pvfs has no locks.
+//! - Advisory locks (`flock`, `lockf`) go to the servers (`crate::locks`), as `fcntl`
+//!   record locks do.
 
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
 
@@ -650,12 +650,20 @@ export!(fallocate, fallocate64 => fallocate_hook(fd: c_int, mode: c_int, off: of
 #[no_mangle]
 unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_open_fd(fd, || unsafe { real::flock(fd, op) }, |_| Ok(0))
+    on_open_fd(
+        fd,
+        || unsafe { real::flock(fd, op) },
+        |d| crate::locks::flock(&d, op),
+    )
 }
 
 unsafe fn lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int {
     // SAFETY: no memory preconditions.
-    on_open_fd(fd, || unsafe { real::lockf64(fd, cmd, len) }, |_| Ok(0))
+    on_open_fd(
+        fd,
+        || unsafe { real::lockf64(fd, cmd, len) },
+        |d| crate::locks::lockf(&d, cmd, len),
+    )
 }
 
 export!(lockf, lockf64 => lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int);

@@ -47,6 +47,13 @@ pub(crate) fn generation() -> u64 {
     GEN.load(Ordering::Acquire)
 }
 
+/// The client of the current generation if one was made (never makes one).
+pub(crate) fn current() -> Option<&'static Proc> {
+    let p = PROC.load(Ordering::Acquire);
+    // SAFETY: PROC only ever holds pointers from Box::leak, never freed.
+    unsafe { p.as_ref() }.filter(|p| p.gen == generation())
+}
+
 /// The client of the current generation, made on first use. Fails with EIO (and one
 /// line on stderr) if the configuration cannot be loaded.
 pub(crate) fn get() -> R<&'static Proc> {

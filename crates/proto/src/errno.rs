@@ -27,6 +27,7 @@ macro_rules! errnos {
 errnos! {
     EPERM = 1, "operation not permitted";
     ENOENT = 2, "no such file or directory";
+    EINTR = 4, "interrupted system call";
     EIO = 5, "input/output error";
     ENXIO = 6, "no such device or address";
     E2BIG = 7, "argument list too long";
@@ -45,7 +46,9 @@ errnos! {
     EROFS = 30, "read-only file system";
     EMLINK = 31, "too many links";
     ERANGE = 34, "result out of range";
+    EDEADLK = 35, "resource deadlock avoided";
     ENAMETOOLONG = 36, "file name too long";
+    ENOLCK = 37, "no locks available";
     ENOSYS = 38, "function not supported";
     ENOTEMPTY = 39, "directory not empty";
     ELOOP = 40, "too many levels of symbolic links";

@@ -5,6 +5,7 @@
 //! - [`cap`]: capabilities, the rights servers grant on one object for a while;
 //! - [`codec`]: the little-endian, bounds-checked encoding of bodies and records;
 //! - [`handshake`]: the messages that open every connection;
+//! - [`locks`]: byte-range lock types and the range arithmetic of lock tables;
 //! - [`message`]: one [`Request`] enum and one [`Response`] enum;
 //! - [`types`], [`layout`], [`regions`]: handles, attributes, layouts, region lists,
 //!   and the stripe arithmetic that maps file bytes to datafiles.
@@ -19,6 +20,7 @@ pub mod errno;
 pub mod frame;
 pub mod handshake;
 pub mod layout;
+pub mod locks;
 pub mod message;
 pub mod regions;
 pub mod types;
@@ -28,6 +30,7 @@ pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::Errno;
 pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
+pub use locks::{LockConflict, LockKey, LockOwner, LockType};
 pub use message::{
     CreateWhat, LinkDrop, Remains, Request, RequestBody, RequestClass, Response, RetryKey,
     UnlinkWant,

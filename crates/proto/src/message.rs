@@ -7,6 +7,7 @@
 use crate::cap::Capability;
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::layout::{LayoutSpec, Stripe};
+use crate::locks::{LockConflict, LockKey, LockOwner, LockType};
 use crate::regions::Regions;
 use crate::types::{
     Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr, ShardStat,
@@ -375,6 +376,32 @@ wire_enum! {
         53 => ScanSeals {},
         /// Creates missing datafiles, empty (fsck's repair of lost ones).
         54 => CreateDatafiles { handles: Vec<Handle> },
+        /// Takes, upgrades or downgrades a byte-range lock on an object of this
+        /// metadata server (`end` inclusive, `TO_EOF` to the end of the file).
+        /// `flags`: `LOCK_WAIT` (answer `Locked` once granted, or `LockWaiting`
+        /// after a bounded time: send it again at once, the place in the queue is
+        /// kept), `LOCK_RECLAIM` (in the grace period after a restart: a lock held
+        /// before), `LOCK_POSIX` (a record lock, whose waits are checked for
+        /// deadlocks). The caller needs read permission for a read lock and write
+        /// permission for a write lock; `proof`: a capability on the object (one
+        /// granting the right counts even if the mode no longer does).
+        60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> },
+        /// Releases what the owner holds on `start ..= end` of the object (splitting
+        /// locks that reach beyond it).
+        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64 },
+        /// The first lock of another owner that keeps `owner` from taking `typ` on
+        /// the range (F_GETLK). The caller needs read or write permission.
+        62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> },
+        /// Withdraws the owner's waiting `Lock` of exactly this type and range: a
+        /// request waiting for it is answered EINTR.
+        63 => CancelLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64 },
+        /// Keeps the lease of `client` (the caller's own) on this server; with
+        /// `release`, drops every lock and wait of the client here instead.
+        64 => RenewLease { client: u64, release: bool },
+        /// To the coordinating metadata server: `waiter` (a POSIX lock owner) waits,
+        /// at `server` for object `handle`, for locks of `blockers` (none: it no
+        /// longer waits there). EDEADLK if that closes a cycle of waits.
+        65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle },
     }
 }
 
@@ -406,7 +433,8 @@ impl Request {
             Request::Precreate { .. }
             | Request::Forget { .. }
             | Request::AddLink { .. }
-            | Request::DropLink { .. } => RequestClass::Peer,
+            | Request::DropLink { .. }
+            | Request::WaitFor { .. } => RequestClass::Peer,
             Request::ScanObjects { .. }
             | Request::ScanEntries { .. }
             | Request::ScanDatafiles { .. }
@@ -437,6 +465,11 @@ impl Request {
                 | Request::ScanEntries { .. }
                 | Request::ScanDatafiles { .. }
                 | Request::ScanSeals {}
+                | Request::Lock { .. }
+                | Request::Unlock { .. }
+                | Request::TestLock { .. }
+                | Request::CancelLock { .. }
+                | Request::RenewLease { .. }
         )
     }
 }
@@ -646,6 +679,21 @@ wire_enum! {
         51 => Entries { entries: Vec<(Handle, DirEntry)>, more: bool },
         /// Answer to `ScanDatafiles` and `ScanSeals`: handles, and whether more follow.
         52 => HandleList { handles: Vec<Handle>, more: bool },
+        /// Answer to `Lock`: granted. `lease`: the id of the client's lease here
+        /// (random per lease: a new id means the server forgot the client's earlier
+        /// locks, after a restart or a lease that ended).
+        60 => Locked { lease: u64 },
+        /// Answer to a waiting `Lock` (or a `TestLock` in the grace period) after
+        /// the server's bounded wait: not granted yet; send it again at once.
+        /// `grace`: the server is in its grace period after a restart (only reclaims
+        /// are granted).
+        61 => LockWaiting { lease: u64, grace: bool },
+        /// Answer to `TestLock`: the lock in the way, if any.
+        62 => LockTest { conflict: Option<LockConflict> },
+        /// Answer to `RenewLease`: the id of the client's lease, renewed (0: the
+        /// server does not know it: restarted, or the lease ended), and whether the
+        /// server is in its grace period (an unknown lease then means: reclaim).
+        63 => Lease { lease: u64, grace: bool },
     }
 }
 

@@ -72,6 +72,11 @@ pub struct Ctx {
     pub budget_released: AtomicU64,
     /// What the supervisor of the metadata store is doing (`crate::health`).
     pub health: crate::health::Health,
+    /// Byte-range locks on this server's objects, waiters and leases (`crate::locks`).
+    pub locks: crate::locks::LockTable,
+    /// The wait-for graph of POSIX lock waits, on the coordinating metadata server
+    /// (`crate::waitfor`).
+    pub wait_graph: crate::waitfor::WaitGraph,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -225,6 +225,55 @@ pub async fn dispatch(
         Request::ScanDatafiles { after, max } => scan::datafiles(ctx, after, max).await,
         Request::ScanSeals {} => scan::seals(ctx),
         Request::CreateDatafiles { handles } => scan::create_datafiles(ctx, handles).await,
+        Request::Lock {
+            handle,
+            owner,
+            typ,
+            start,
+            end,
+            pid,
+            flags,
+            proof,
+        } => {
+            let args = lock::LockArgs {
+                handle,
+                owner,
+                typ,
+                start,
+                end,
+                pid,
+                flags,
+            };
+            lock::handle(ctx, c, args, proof.as_ref()).await
+        }
+        Request::Unlock {
+            handle,
+            owner,
+            start,
+            end,
+        } => unlock::handle(ctx, c, handle, owner, start, end),
+        Request::TestLock {
+            handle,
+            owner,
+            typ,
+            start,
+            end,
+            proof,
+        } => test_lock::handle(ctx, c, handle, owner, typ, (start, end), proof.as_ref()).await,
+        Request::CancelLock {
+            handle,
+            owner,
+            typ,
+            start,
+            end,
+        } => cancel_lock::handle(ctx, c, handle, owner, typ, (start, end)),
+        Request::RenewLease { client, release } => renew_lease::handle(ctx, c, client, release),
+        Request::WaitFor {
+            waiter,
+            blockers,
+            server,
+            handle,
+        } => wait_for::handle(ctx, waiter, &blockers, server, handle),
     };
     if ctx.faults.drop_reply(op) {
         tracing::warn!(op, "fault injection: dropping the reply");

@@ -4,6 +4,8 @@
 //! frames → [`dispatch::dispatch`] matches the request → one module of [`handlers`]
 //! does the work over `pvfs-storage` (metadata in a group-committed redb store, data
 //! in one local file per datafile) → the answer goes back on the same connection.
+//! Byte-range locks live in memory, in [`locks`] (with leases and a grace period after
+//! a restart); POSIX lock waits are checked for deadlocks by [`waitfor`].
 
 pub mod caps;
 pub mod connection;
@@ -14,12 +16,14 @@ pub mod handlers;
 pub mod health;
 pub mod lifetime;
 pub mod limits;
+pub mod locks;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
 pub mod ratelimit;
 pub mod replay;
 pub mod session;
+pub mod waitfor;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -136,6 +140,11 @@ pub async fn run(
             "the open-file limit allows fewer client connections than [limits] connections"
         );
     }
+    let lock_mark = if sc.roles.contains(pvfs_proto::Roles::META) {
+        Some(pvfs_storage::LockMark::open(&sc.storage).map_err(storage_err)?)
+    } else {
+        None
+    };
     let pool = BufPool::new(CHUNK, 64);
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
@@ -171,6 +180,8 @@ pub async fn run(
         ),
         budget_released: AtomicU64::new(0),
         health: health::Health::default(),
+        locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
+        wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -185,6 +196,7 @@ pub async fn run(
     let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
     let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
     let supervisor = tokio::spawn(health::supervise(ctx.clone()));
+    let lock_expiry = tokio::spawn(locks::expire_loop(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -246,6 +258,7 @@ pub async fn run(
     warm_up.abort();
     trimmer.abort();
     supervisor.abort();
+    lock_expiry.abort();
     ctx.meta.close().await;
     if let Some(source) = fatal {
         return Err(storage_err(source));

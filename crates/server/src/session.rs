@@ -81,6 +81,17 @@ impl Session {
 }
 
 impl Caller {
+    /// Who this caller is for the lock table: every node holding the key is one
+    /// identity (it may act for anyone), a MUNGE-proven user is its uid. Lock owners
+    /// and leases are keyed by it, so no user reaches another's locks.
+    pub fn lock_who(&self) -> u64 {
+        if self.trusted {
+            pvfs_proto::LockKey::TRUSTED
+        } else {
+            pvfs_proto::LockKey::user(self.creds.uid)
+        }
+    }
+
     /// Fails unless this caller may send a request of `class`: requests between
     /// servers and admin scans only from key-holding nodes (a step with a ticket from
     /// anyone: its handler checks the ticket).

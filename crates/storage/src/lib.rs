@@ -11,17 +11,22 @@
 //!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
 //!   tests inject faults ([`fault::FaultyData`]).
 //!
+//! - [`LockMark`]: whether clients may have held locks when the server stopped (the
+//!   lock table is in memory; a restart then waits for reclaims).
+//!
 //! The on-disk format is documented in `docs/storage-format.md`.
 
 mod data;
 mod error;
 pub mod fault;
+mod lockmark;
 mod meta;
 pub mod redo;
 mod txn;
 
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
 pub use error::{MetaError, StorageError};
+pub use lockmark::{LockMark, LOCK_MARK_FILE};
 pub use meta::{
     Identity, MetaStore, OpenDisks, ReadView, StoreFailure, StoreHealth, Superblock, BATCH_MAX,
     FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,

@@ -269,6 +269,26 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds `tests/mpi/NAME.c` with MPICH's `mpicc` into `dir` (no deadline:
+/// compiling is not what a test is about).
+pub fn mpicc(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+    let exe = dir.join(name);
+    let out = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc failed (run scripts/install-deps for mpich and libmpich-dev): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 /// A library or program the workspace builds (`libpvfs.so`, `libpvfs_preload.so`,
 /// `examples/memfs`), built by `scripts/test` before `cargo test` and never by a test.
 /// The newest of `PROFILE/NAME` and `PROFILE/deps/NAME` (a library is left in `deps/`

@@ -3,6 +3,7 @@
 
 pub mod acl;
 pub mod add_link;
+pub mod cancel_lock;
 pub mod create;
 pub mod datafiles;
 pub mod dir_stats;
@@ -12,6 +13,7 @@ pub mod getattr;
 pub mod grant;
 pub mod link;
 pub mod link_entry;
+pub mod lock;
 pub mod lookup;
 pub mod ping;
 pub mod precreate;
@@ -19,13 +21,17 @@ pub mod read;
 pub mod readdir;
 pub mod remove_object;
 pub mod rename;
+pub mod renew_lease;
 pub mod scan;
 pub mod seal_dir;
 pub mod set_dir_layout;
 pub mod set_parent;
 pub mod setattr;
 pub mod statfs;
+pub mod test_lock;
 pub mod unlink;
+pub mod unlock;
+pub mod wait_for;
 pub mod write;
 pub mod xattr;
 

@@ -1,0 +1,310 @@
+//! `Lock`: takes, upgrades or downgrades a byte-range lock on an object this metadata
+//! server owns (`crate::locks`, `docs/locks.md`). A waiting request is answered the
+//! moment its lock is granted, or "still waiting" after a bounded time (the client
+//! sends it again at once and keeps its place); a POSIX request that must block is
+//! first checked for deadlocks at the coordinating server (`crate::waitfor`).
+
+use std::sync::Arc;
+
+use pvfs_proto::access::{self, MAY_READ, MAY_WRITE};
+use pvfs_proto::locks::{LockOwner, LockType, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
+use pvfs_proto::{rights, Capability, Errno, Handle, LockKey, Request, Response};
+
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+use crate::handlers::no_object;
+use crate::locks::{ensure_marked, TryLock, WaitState, Want};
+use crate::session::Caller;
+
+/// What one `Lock` asks.
+pub struct LockArgs {
+    /// The object.
+    pub handle: Handle,
+    /// Its owner, as the client names it.
+    pub owner: LockOwner,
+    /// Shared or exclusive.
+    pub typ: LockType,
+    /// First byte.
+    pub start: u64,
+    /// Last byte (inclusive).
+    pub end: u64,
+    /// The process asking.
+    pub pid: u32,
+    /// `LOCK_WAIT`, `LOCK_RECLAIM`, `LOCK_POSIX`.
+    pub flags: u32,
+}
+
+/// Fails unless `start ..= end` is a range.
+pub(crate) fn check_range(start: u64, end: u64) -> OpResult<()> {
+    if start > end {
+        return Err(OpError::new(
+            Errno::EINVAL,
+            format!("lock range {start}..={end} ends before it starts"),
+        ));
+    }
+    Ok(())
+}
+
+/// Fails unless `caller` may lock `handle` for `want` (`MAY_READ`, `MAY_WRITE`, or
+/// both for either): the object must live here; the mode must grant it, or `proof`
+/// (a capability on the object granted to the caller) must carry the right. A
+/// caller that does not hold the key must show a capability on the object in any
+/// case (expired ones count), as for `GetAttr`: knowing a handle is not enough.
+pub(crate) fn may_lock(
+    ctx: &Ctx,
+    caller: &Caller,
+    handle: Handle,
+    want: u32,
+    proof: Option<&Capability>,
+) -> OpResult<()> {
+    ctx.require_meta()?;
+    ctx.require_local(handle)?;
+    let attr = ctx
+        .meta
+        .read()?
+        .get_object(handle)?
+        .ok_or_else(|| no_object(handle))?;
+    if !caller.trusted {
+        ctx.caps.check(proof, handle, 0, caller, true)?;
+    }
+    let by_mode = |w| {
+        access::permitted(
+            attr.mode,
+            attr.uid,
+            attr.gid,
+            attr.is_dir(),
+            &caller.creds,
+            w,
+        )
+    };
+    let by_cap = |r| ctx.caps.check(proof, handle, r, caller, false).is_ok();
+    let ok = match want {
+        MAY_READ => by_mode(MAY_READ) || by_cap(rights::READ),
+        MAY_WRITE => by_mode(MAY_WRITE) || by_cap(rights::WRITE),
+        _ => {
+            by_mode(MAY_READ) || by_mode(MAY_WRITE) || by_cap(rights::READ) || by_cap(rights::WRITE)
+        }
+    };
+    if ok {
+        return Ok(());
+    }
+    let what = match want {
+        MAY_READ => "read",
+        MAY_WRITE => "write",
+        _ => "read or write",
+    };
+    Err(OpError::new(
+        Errno::EACCES,
+        format!(
+            "uid {} may not {what} {handle:#x}, which a lock of that kind needs",
+            caller.creds.uid
+        ),
+    ))
+}
+
+/// Tells the coordinating metadata server that `waiter` waits for `blockers` here
+/// (none: it stopped). EDEADLK if that closes a cycle of waits. A coordinator that
+/// cannot be reached leaves the wait unchecked (logged), rather than failing locks.
+pub(crate) async fn wait_for(
+    ctx: &Arc<Ctx>,
+    waiter: LockKey,
+    blockers: Vec<LockKey>,
+    handle: Handle,
+) -> OpResult<()> {
+    let Some(&coordinator) = ctx.config.meta_servers().first() else {
+        return Ok(());
+    };
+    let me = u32::try_from(ctx.me).unwrap_or(u32::MAX);
+    if coordinator == ctx.me {
+        return ctx.wait_graph.wait_for(waiter, &blockers, me, handle);
+    }
+    let request = Request::WaitFor {
+        waiter,
+        blockers,
+        server: me,
+        handle,
+    };
+    match tokio::time::timeout(
+        ctx.config.timeouts.request,
+        ctx.peers.call(coordinator, request),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.errno == Errno::EDEADLK => Err(e),
+        Ok(Err(e)) => {
+            unchecked(ctx, &e.to_string());
+            Ok(())
+        }
+        Err(_) => {
+            unchecked(ctx, "no answer");
+            Ok(())
+        }
+    }
+}
+
+fn unchecked(ctx: &Ctx, why: &str) {
+    if let Some(dropped) = ctx.log_limit.allow("deadlock coordinator") {
+        tracing::warn!(
+            dropped,
+            "the deadlock coordinator could not be asked ({why}); a lock wait goes unchecked"
+        );
+    }
+}
+
+/// Handles `Lock`.
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    caller: &Caller,
+    a: LockArgs,
+    proof: Option<&Capability>,
+) -> OpResult<Response> {
+    if a.flags & !LOCK_FLAGS != 0 {
+        return Err(OpError::new(
+            Errno::EINVAL,
+            format!("unknown lock flags {:#x}", a.flags & !LOCK_FLAGS),
+        ));
+    }
+    check_range(a.start, a.end)?;
+    let need = match a.typ {
+        LockType::Read => MAY_READ,
+        LockType::Write => MAY_WRITE,
+    };
+    may_lock(ctx, caller, a.handle, need, proof)?;
+    let want = Want {
+        key: LockKey::new(caller.lock_who(), a.owner),
+        typ: a.typ,
+        start: a.start,
+        end: a.end,
+        pid: a.pid,
+        posix: a.flags & LOCK_POSIX != 0,
+    };
+    let table = &ctx.locks;
+    if a.flags & LOCK_RECLAIM != 0 {
+        if table.grace_end().is_none() {
+            return Err(OpError::new(
+                Errno::ENOLCK,
+                "a reclaim outside the grace period: the lock was lost",
+            ));
+        }
+        return match grant_now(ctx, a.handle, &want).await? {
+            Ok(lease) => Ok(Response::Locked { lease }),
+            Err(_) => Err(OpError::new(
+                Errno::ENOLCK,
+                "a reclaim conflicts with a lock reclaimed by another owner",
+            )),
+        };
+    }
+    let answer_at = tokio::time::Instant::now() + table.answer_after;
+    if let Some(end) = table.grace_end() {
+        // Only reclaims until the grace period ends: wait for it (bounded).
+        let end = tokio::time::Instant::from_std(end);
+        if end > answer_at {
+            tokio::time::sleep_until(answer_at).await;
+            let lease = table.touch(&want.key);
+            return Ok(Response::LockWaiting { lease, grace: true });
+        }
+        tokio::time::sleep_until(end).await;
+    }
+    if a.flags & LOCK_WAIT == 0 {
+        return match grant_now(ctx, a.handle, &want).await? {
+            Ok(lease) => Ok(Response::Locked { lease }),
+            Err(_) => Err(OpError::new(
+                Errno::EAGAIN,
+                "the range is locked by another owner",
+            )),
+        };
+    }
+    wait(ctx, a.handle, &want, answer_at).await
+}
+
+/// Grants `want` now if nothing is in the way (first recording in the storage that
+/// locks may be held, if it says otherwise): the lease id, or who is in the way.
+async fn grant_now(ctx: &Arc<Ctx>, handle: Handle, want: &Want) -> OpResult<Result<u64, LockKey>> {
+    loop {
+        match ctx.locks.try_lock(handle, want)? {
+            TryLock::Granted(lease) => return Ok(Ok(lease)),
+            TryLock::Blocked(by) => return Ok(Err(by)),
+            TryLock::NeedMark => ensure_marked(ctx).await?,
+        }
+    }
+}
+
+/// A waiting request: granted, or "still waiting" at `answer_at`.
+async fn wait(
+    ctx: &Arc<Ctx>,
+    handle: Handle,
+    want: &Want,
+    answer_at: tokio::time::Instant,
+) -> OpResult<Response> {
+    let table = &ctx.locks;
+    let (id, notify) = table.wait(handle, want)?;
+    // Blockers last told to the coordinator (POSIX waits only).
+    let mut told: Option<Vec<LockKey>> = None;
+    let outcome = loop {
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (state, blockers, need_mark) = table.poll(handle, id);
+        match state {
+            WaitState::Granted => break Ok(()),
+            WaitState::Cancelled => {
+                break Err(OpError::new(
+                    Errno::EINTR,
+                    "the waiting lock request was withdrawn",
+                ))
+            }
+            WaitState::Waiting | WaitState::Ready => {}
+        }
+        if need_mark {
+            if let Err(e) = ensure_marked(ctx).await {
+                table.cancel_id(handle, id);
+                break Err(e);
+            }
+            continue;
+        }
+        if want.posix && !blockers.is_empty() && told.as_ref() != Some(&blockers) {
+            let checked = wait_for(ctx, want.key, blockers.clone(), handle).await;
+            told = Some(blockers);
+            if let Err(e) = checked {
+                table.cancel_id(handle, id);
+                told = None;
+                break Err(e);
+            }
+            continue;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(answer_at) => {
+                // The waiter (and what the coordinator knows) stays for the next send.
+                return match table.detach(handle, id) {
+                    WaitState::Granted => {
+                        stop_waiting(ctx, want, &told, handle).await;
+                        Ok(Response::Locked { lease: table.touch(&want.key) })
+                    }
+                    WaitState::Cancelled => {
+                        stop_waiting(ctx, want, &told, handle).await;
+                        Err(OpError::new(Errno::EINTR, "the waiting lock request was withdrawn"))
+                    }
+                    WaitState::Waiting | WaitState::Ready => Ok(Response::LockWaiting {
+                        lease: table.touch(&want.key),
+                        grace: false,
+                    }),
+                };
+            }
+        }
+    };
+    table.detach(handle, id);
+    stop_waiting(ctx, want, &told, handle).await;
+    outcome.map(|()| Response::Locked {
+        lease: table.touch(&want.key),
+    })
+}
+
+/// Removes the waiter's edges at the coordinator (before the answer, so no later
+/// wait of another owner finds a wait that is over).
+async fn stop_waiting(ctx: &Arc<Ctx>, want: &Want, told: &Option<Vec<LockKey>>, handle: Handle) {
+    if told.is_some() {
+        let _ = wait_for(ctx, want.key, Vec::new(), handle).await;
+    }
+}

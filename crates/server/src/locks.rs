@@ -1,0 +1,892 @@
+//! The lock table of one metadata server: the byte-range locks (POSIX record locks,
+//! OFD locks, `flock`) clients hold on the objects this server owns, the requests
+//! waiting for them, and the clients' leases. It lives in memory only
+//! (`docs/locks.md`):
+//!
+//! - **Leases.** Every lock request of a client (one `LockKey::who` and client id)
+//!   renews its lease, as does `RenewLease`; a client that stops renewing for
+//!   `[locks] lease` loses its locks and waits here ([`LockTable::expire`]). Each
+//!   lease has an id, random per lease, answered with every grant, so a client sees
+//!   when the server forgot it (a restart, or an expiry while it was cut off).
+//! - **Grace.** A server that may have had locks when it stopped (its storage's
+//!   [`LockMark`]) starts in a grace period of one lease, in which it grants only
+//!   reclaims of locks held before: clients that held locks ask for them again
+//!   (the model of NFSv4). Others wait, as for a held lock.
+//! - **Waiters.** A blocking request registers a waiter and is answered the moment
+//!   its lock can be granted (every release wakes the file's waiters). A waiter is
+//!   answered "still waiting" after a bounded time; the client sends the request
+//!   again at once and finds its waiter, and its place, kept for a short while. A
+//!   lock that frees while the waiter's client is between two sends is reserved for
+//!   it (no one else takes it) until it comes back or that while ends.
+//!
+//! Everything here is synchronous under one mutex; the handlers do the waiting.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pvfs_proto::locks::{self, LockConflict, LockKey, LockType, Segment};
+use pvfs_proto::{Errno, Handle};
+use pvfs_storage::LockMark;
+use tokio::sync::Notify;
+
+use crate::error::{OpError, OpResult};
+
+/// Most locks (segments) one server holds; beyond it requests get ENOLCK.
+pub const MAX_SEGMENTS: usize = 1 << 20;
+/// Most locks one client holds on one server.
+pub const MAX_CLIENT_SEGMENTS: usize = 1 << 16;
+/// Most locks on one file (every request scans them).
+pub const MAX_FILE_SEGMENTS: usize = 1 << 16;
+/// Most waiting requests on one file.
+pub const MAX_FILE_WAITERS: usize = 1 << 12;
+
+/// Where a waiting request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitState {
+    /// Blocked by another owner's lock (or reservation).
+    Waiting,
+    /// Grantable and reserved for it (its client is between two sends, or the grant
+    /// waits for the storage's mark).
+    Ready,
+    /// Granted: the lock is in the table.
+    Granted,
+    /// Withdrawn (`CancelLock`, a deadlock, its client's lease ended).
+    Cancelled,
+}
+
+/// What a lock request wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Want {
+    /// Who asks.
+    pub key: LockKey,
+    /// Shared or exclusive.
+    pub typ: LockType,
+    /// First byte.
+    pub start: u64,
+    /// Last byte (inclusive).
+    pub end: u64,
+    /// The process asking (for F_GETLK).
+    pub pid: u32,
+    /// A POSIX record lock (else OFD or `flock`).
+    pub posix: bool,
+}
+
+impl Want {
+    fn same_request(&self, other: &Want) -> bool {
+        self.key == other.key
+            && self.typ == other.typ
+            && self.start == other.start
+            && self.end == other.end
+    }
+
+    /// Whether a lock or reservation of `key` on `start ..= end` of `typ` stands in
+    /// this request's way.
+    fn hindered_by(&self, key: &LockKey, typ: LockType, start: u64, end: u64) -> bool {
+        *key != self.key
+            && typ.conflicts(self.typ)
+            && locks::overlaps((start, end), (self.start, self.end))
+    }
+}
+
+struct Waiter {
+    /// Queue order (increasing), also its id.
+    id: u64,
+    want: Want,
+    /// Requests of the client waiting on it now.
+    attached: u32,
+    /// With none attached: when it is forgotten.
+    detached_until: Option<Instant>,
+    state: WaitState,
+    notify: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct FileLocks {
+    held: Vec<Segment<LockKey>>,
+    waiters: Vec<Waiter>,
+}
+
+impl FileLocks {
+    fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.waiters.is_empty()
+    }
+
+    /// The reservations of other owners in `want`'s way, but waiter `skip`'s.
+    fn reservations<'a>(
+        &'a self,
+        want: &'a Want,
+        skip: Option<u64>,
+    ) -> impl Iterator<Item = &'a Waiter> + 'a {
+        self.waiters.iter().filter(move |w| {
+            Some(w.id) != skip
+                && w.state == WaitState::Ready
+                && want.hindered_by(&w.want.key, w.want.typ, w.want.start, w.want.end)
+        })
+    }
+
+    /// The lock or reservation keeping `want` from being granted.
+    fn blocker(&self, want: &Want, skip: Option<u64>) -> Option<LockKey> {
+        if let Some(s) = locks::conflict(&self.held, &want.key, want.typ, want.start, want.end) {
+            return Some(s.owner);
+        }
+        self.reservations(want, skip).next().map(|w| w.want.key)
+    }
+
+    /// Every owner whose lock or reservation keeps `want` from being granted.
+    fn blockers(&self, want: &Want, skip: Option<u64>) -> Vec<LockKey> {
+        let mut out: Vec<LockKey> = self
+            .held
+            .iter()
+            .filter(|s| want.hindered_by(&s.owner, s.typ, s.start, s.end))
+            .map(|s| s.owner)
+            .chain(self.reservations(want, skip).map(|w| w.want.key))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Grants `want` (nothing may block it): the change in the number of locks,
+    /// all of them `want`'s owner's.
+    fn apply(&mut self, want: &Want) -> isize {
+        let before = self.held.len();
+        locks::set(
+            &mut self.held,
+            &want.key,
+            Some(want.typ),
+            want.start,
+            want.end,
+            want.pid,
+            want.posix,
+        );
+        self.held.len() as isize - before as isize
+    }
+
+    /// Grants, in queue order, the waiting requests nothing blocks any more: at once
+    /// for those a request waits on (if `marked`: the storage says locks may be
+    /// held), as a reservation for the others, whose requests are woken to take it.
+    /// Returns the changes in locks, by owner.
+    fn wake(&mut self, marked: bool) -> Vec<(LockKey, isize)> {
+        let mut changes = Vec::new();
+        for i in 0..self.waiters.len() {
+            let (id, want, state, attached) = {
+                let w = &self.waiters[i];
+                (w.id, w.want, w.state, w.attached)
+            };
+            if !matches!(state, WaitState::Waiting | WaitState::Ready) {
+                continue;
+            }
+            let free = self.blocker(&want, Some(id)).is_none();
+            let grant = free && attached > 0 && marked;
+            if grant {
+                changes.push((want.key, self.apply(&want)));
+            }
+            let w = &mut self.waiters[i];
+            w.state = match (free, grant) {
+                (true, true) => WaitState::Granted,
+                (true, false) => WaitState::Ready,
+                (false, _) => WaitState::Waiting,
+            };
+            if free && attached > 0 {
+                w.notify.notify_waiters();
+            }
+        }
+        changes
+    }
+}
+
+/// A client's lease.
+struct Lease {
+    id: u64,
+    expires: Instant,
+    /// Locks the client holds here.
+    segments: usize,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<Handle, FileLocks>,
+    /// By (who, client id).
+    leases: HashMap<(u64, u64), Lease>,
+    next_waiter: u64,
+    /// Whether the storage's mark says locks may be held (a grant needs it).
+    marked: bool,
+    /// Locks held here.
+    total: usize,
+}
+
+impl State {
+    /// Counts a change of `delta` locks of `key`'s client.
+    fn count(&mut self, key: &LockKey, delta: isize) {
+        self.total = self.total.saturating_add_signed(delta);
+        if let Some(l) = self.leases.get_mut(&(key.who, key.client)) {
+            l.segments = l.segments.saturating_add_signed(delta);
+        }
+    }
+
+    /// Counts what [`FileLocks::wake`] granted.
+    fn count_all(&mut self, changes: Vec<(LockKey, isize)>) {
+        for (k, d) in changes {
+            self.count(&k, d);
+        }
+    }
+
+    /// Fails if a new lock of `key` on `handle` would pass a limit.
+    fn check_limits(&self, handle: Handle, key: &LockKey) -> OpResult<()> {
+        let mine = self
+            .leases
+            .get(&(key.who, key.client))
+            .map_or(0, |l| l.segments);
+        let here = self.files.get(&handle).map_or(0, |f| f.held.len());
+        if self.total >= MAX_SEGMENTS || mine >= MAX_CLIENT_SEGMENTS || here >= MAX_FILE_SEGMENTS {
+            return Err(OpError::new(
+                Errno::ENOLCK,
+                format!(
+                    "lock table full: {} locks on this server (limit {MAX_SEGMENTS}), {mine} of \
+                     this client (limit {MAX_CLIENT_SEGMENTS}), {here} on this file (limit \
+                     {MAX_FILE_SEGMENTS})",
+                    self.total
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Wakes the waiters of `handle` after a change, counts what that granted, and
+    /// forgets the file if nothing is left of it.
+    fn settle(&mut self, handle: Handle) {
+        let marked = self.marked;
+        let Some(f) = self.files.get_mut(&handle) else {
+            return;
+        };
+        let changes = f.wake(marked);
+        let empty = f.is_empty();
+        self.count_all(changes);
+        if empty {
+            self.files.remove(&handle);
+        }
+    }
+}
+
+/// What [`LockTable::try_lock`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TryLock {
+    /// Granted; the client's lease id.
+    Granted(u64),
+    /// Another owner's lock (or reservation) is in the way.
+    Blocked(LockKey),
+    /// Grantable, but the storage must first say that locks may be held
+    /// ([`ensure_marked`]).
+    NeedMark,
+}
+
+/// The lock table (see the module's documentation).
+pub struct LockTable {
+    state: Mutex<State>,
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// End of the grace period after start, if there is one.
+    grace_until: Option<Instant>,
+    /// How long one waiting request is held before "still waiting".
+    pub answer_after: Duration,
+    /// How long a waiter is kept between two sends of its request.
+    pub keep_detached: Duration,
+    /// Source of lease ids (random start; never 0).
+    next_lease: AtomicU64,
+    /// Serializes writes of the storage's mark.
+    pub mark_io: tokio::sync::Mutex<Option<LockMark>>,
+    /// Set once the grace period has been seen to end (saves a clock read).
+    grace_over: AtomicBool,
+}
+
+/// Locks a mutex, recovering the data if a holder panicked.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A random 64-bit number from the kernel (else from the clock and pid).
+fn random_u64() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ u64::from(std::process::id()) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+impl LockTable {
+    /// An empty table. `mark`: the storage's mark (None on a server without the
+    /// metadata role); when it says locks may have been held, the table starts in a
+    /// grace period of one lease. `request`: the request timeout, which bounds a
+    /// waiting request's answer (a third of it) and how long a waiter is kept
+    /// between two sends (all of it).
+    pub fn new(lease: Duration, request: Duration, mark: Option<LockMark>) -> LockTable {
+        let held_before = mark.as_ref().is_some_and(|m| m.held());
+        let grace_until = held_before.then(|| Instant::now() + lease);
+        if held_before {
+            tracing::info!(
+                "clients may have held locks here before this start: only reclaims for {lease:?} (grace period)"
+            );
+        }
+        LockTable {
+            state: Mutex::new(State {
+                marked: held_before,
+                ..State::default()
+            }),
+            lease,
+            grace_until,
+            answer_after: (request / 3).max(Duration::from_millis(50)),
+            keep_detached: request.max(Duration::from_millis(500)),
+            next_lease: AtomicU64::new(random_u64() | 1),
+            mark_io: tokio::sync::Mutex::new(mark),
+            grace_over: AtomicBool::new(grace_until.is_none()),
+        }
+    }
+
+    /// When the grace period ends, if the server is in it.
+    pub fn grace_end(&self) -> Option<Instant> {
+        if self.grace_over.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.grace_until {
+            Some(t) if Instant::now() < t => Some(t),
+            _ => {
+                self.grace_over.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Renews (or starts) the lease of `key`'s client; its id.
+    pub fn touch(&self, key: &LockKey) -> u64 {
+        let mut st = lock(&self.state);
+        self.touch_locked(&mut st, key.who, key.client)
+    }
+
+    fn touch_locked(&self, st: &mut State, who: u64, client: u64) -> u64 {
+        let expires = Instant::now() + self.lease;
+        let lease = st.leases.entry((who, client)).or_insert_with(|| Lease {
+            id: self.next_lease.fetch_add(2, Ordering::Relaxed),
+            expires,
+            segments: 0,
+        });
+        lease.expires = expires;
+        lease.id
+    }
+
+    /// Renews the lease of client `client` of `who` if the server knows it: its id,
+    /// or None.
+    pub fn renew(&self, who: u64, client: u64) -> Option<u64> {
+        let mut st = lock(&self.state);
+        let lease = st.leases.get_mut(&(who, client))?;
+        lease.expires = Instant::now() + self.lease;
+        Some(lease.id)
+    }
+
+    /// Whether the storage's mark says locks may be held (a grant needs it).
+    pub fn marked(&self) -> bool {
+        lock(&self.state).marked
+    }
+
+    /// Records that the mark is set (after it was written durably).
+    pub fn set_marked(&self) {
+        lock(&self.state).marked = true;
+    }
+
+    /// Clears the record of the mark if no lock is held (the caller then writes the
+    /// mark clear, holding `mark_io`); whether it did. A grant needs the record set,
+    /// checked under the same lock, so none can slip in between.
+    pub fn clear_marked_if_empty(&self) -> bool {
+        let mut st = lock(&self.state);
+        if st.marked && st.total == 0 {
+            st.marked = false;
+            return true;
+        }
+        false
+    }
+
+    /// Grants `want` at once if nothing stands in the way (and renews the lease).
+    pub fn try_lock(&self, handle: Handle, want: &Want) -> OpResult<TryLock> {
+        let mut st = lock(&self.state);
+        let lease = self.touch_locked(&mut st, want.key.who, want.key.client);
+        if let Some(b) = st.files.get(&handle).and_then(|f| f.blocker(want, None)) {
+            return Ok(TryLock::Blocked(b));
+        }
+        if !st.marked {
+            return Ok(TryLock::NeedMark);
+        }
+        st.check_limits(handle, &want.key)?;
+        let delta = st.files.entry(handle).or_default().apply(want);
+        st.count(&want.key, delta);
+        Ok(TryLock::Granted(lease))
+    }
+
+    /// Registers a waiting request for `want` (or finds the one sent before, keeping
+    /// its place) and returns its id and what to wait on; [`LockTable::poll`] then
+    /// grants it when it can be.
+    pub fn wait(&self, handle: Handle, want: &Want) -> OpResult<(u64, Arc<Notify>)> {
+        let mut st = lock(&self.state);
+        self.touch_locked(&mut st, want.key.who, want.key.client);
+        let f = st.files.entry(handle).or_default();
+        if let Some(w) = f
+            .waiters
+            .iter_mut()
+            .find(|w| w.want.same_request(want) && w.state != WaitState::Cancelled)
+        {
+            w.attached += 1;
+            w.detached_until = None;
+            w.want.pid = want.pid;
+            return Ok((w.id, w.notify.clone()));
+        }
+        if f.waiters.len() >= MAX_FILE_WAITERS {
+            let msg = format!("{MAX_FILE_WAITERS} requests wait for locks on this file already");
+            if f.is_empty() {
+                st.files.remove(&handle);
+            }
+            return Err(OpError::new(Errno::ENOLCK, msg));
+        }
+        st.next_waiter += 1;
+        let id = st.next_waiter;
+        let notify = Arc::new(Notify::new());
+        st.files.entry(handle).or_default().waiters.push(Waiter {
+            id,
+            want: *want,
+            attached: 1,
+            detached_until: None,
+            state: WaitState::Waiting,
+            notify: notify.clone(),
+        });
+        Ok((id, notify))
+    }
+
+    /// Where waiter `id` stands, granting it first if nothing blocks it any more:
+    /// its state, who blocks it (when it waits), and whether the grant waits for the
+    /// storage's mark ([`ensure_marked`]).
+    pub fn poll(&self, handle: Handle, id: u64) -> (WaitState, Vec<LockKey>, bool) {
+        let mut st = lock(&self.state);
+        let marked = st.marked;
+        let Some(f) = st.files.get_mut(&handle) else {
+            return (WaitState::Cancelled, Vec::new(), false);
+        };
+        let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
+            return (WaitState::Cancelled, Vec::new(), false);
+        };
+        let (state, want) = (f.waiters[i].state, f.waiters[i].want);
+        if !matches!(state, WaitState::Waiting | WaitState::Ready) {
+            return (state, Vec::new(), false);
+        }
+        let blockers = f.blockers(&want, Some(id));
+        if !blockers.is_empty() {
+            f.waiters[i].state = WaitState::Waiting;
+            return (WaitState::Waiting, blockers, false);
+        }
+        if !marked {
+            f.waiters[i].state = WaitState::Ready;
+            return (WaitState::Ready, Vec::new(), true);
+        }
+        let delta = f.apply(&want);
+        f.waiters[i].state = WaitState::Granted;
+        st.count(&want.key, delta);
+        (WaitState::Granted, Vec::new(), false)
+    }
+
+    /// A request waiting on `id` stops waiting (answered, or its time is up): the
+    /// waiter's state then. A granted or withdrawn waiter is forgotten once no request
+    /// waits on it; a waiting one is kept for [`LockTable::keep_detached`].
+    pub fn detach(&self, handle: Handle, id: u64) -> WaitState {
+        let mut st = lock(&self.state);
+        let Some(f) = st.files.get_mut(&handle) else {
+            return WaitState::Cancelled;
+        };
+        let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
+            return WaitState::Cancelled;
+        };
+        let w = &mut f.waiters[i];
+        w.attached = w.attached.saturating_sub(1);
+        let state = w.state;
+        if w.attached == 0 {
+            match state {
+                WaitState::Granted | WaitState::Cancelled => {
+                    f.waiters.remove(i);
+                    if f.is_empty() {
+                        st.files.remove(&handle);
+                    }
+                }
+                WaitState::Waiting | WaitState::Ready => {
+                    w.detached_until = Some(Instant::now() + self.keep_detached);
+                }
+            }
+        }
+        state
+    }
+
+    /// Withdraws waiter `id` (a deadlock): requests waiting on it see it cancelled.
+    pub fn cancel_id(&self, handle: Handle, id: u64) {
+        let mut st = lock(&self.state);
+        if let Some(f) = st.files.get_mut(&handle) {
+            if let Some(w) = f
+                .waiters
+                .iter_mut()
+                .find(|w| w.id == id && w.state != WaitState::Granted)
+            {
+                w.state = WaitState::Cancelled;
+                w.notify.notify_waiters();
+            }
+        }
+        st.settle(handle);
+    }
+
+    /// Withdraws the waiting request of `want` (its type and range): requests
+    /// waiting on it are answered EINTR. One already granted stays granted.
+    pub fn cancel(&self, handle: Handle, want: &Want) {
+        let mut st = lock(&self.state);
+        if let Some(f) = st.files.get_mut(&handle) {
+            for w in f.waiters.iter_mut().filter(|w| {
+                w.want.same_request(want)
+                    && matches!(w.state, WaitState::Waiting | WaitState::Ready)
+            }) {
+                w.state = WaitState::Cancelled;
+                w.notify.notify_waiters();
+            }
+            f.waiters
+                .retain(|w| !(w.state == WaitState::Cancelled && w.attached == 0));
+        }
+        st.settle(handle);
+    }
+
+    /// Releases what `key` holds on `start ..= end` of `handle`, and grants what
+    /// waits for it.
+    pub fn unlock(&self, handle: Handle, key: &LockKey, start: u64, end: u64) {
+        let mut st = lock(&self.state);
+        self.touch_locked(&mut st, key.who, key.client);
+        let Some(f) = st.files.get_mut(&handle) else {
+            return;
+        };
+        let before = f.held.len();
+        locks::set(&mut f.held, key, None, start, end, 0, false);
+        let delta = f.held.len() as isize - before as isize;
+        st.count(key, delta);
+        st.settle(handle);
+    }
+
+    /// The first lock or reservation of another owner keeping `key` from `typ` on
+    /// the range.
+    pub fn test(
+        &self,
+        handle: Handle,
+        key: &LockKey,
+        typ: LockType,
+        start: u64,
+        end: u64,
+    ) -> Option<LockConflict> {
+        let st = lock(&self.state);
+        let f = st.files.get(&handle)?;
+        let conflict = |owner: &LockKey, typ, start, end, pid, posix| LockConflict {
+            typ,
+            start,
+            end,
+            pid,
+            posix,
+            same_client: owner.who == key.who && owner.client == key.client,
+        };
+        if let Some(s) = locks::conflict(&f.held, key, typ, start, end) {
+            return Some(conflict(&s.owner, s.typ, s.start, s.end, s.pid, s.posix));
+        }
+        let want = Want {
+            key: *key,
+            typ,
+            start,
+            end,
+            pid: 0,
+            posix: true,
+        };
+        let found = f.reservations(&want, None).next().map(|w| {
+            let x = &w.want;
+            conflict(&x.key, x.typ, x.start, x.end, x.pid, x.posix)
+        });
+        found
+    }
+
+    /// Drops every lock and waiting request of client `client` of `who`, and its
+    /// lease.
+    pub fn release_client(&self, who: u64, client: u64) {
+        let mut st = lock(&self.state);
+        Self::drop_client(&mut st, who, client);
+        st.leases.remove(&(who, client));
+    }
+
+    fn drop_client(st: &mut State, who: u64, client: u64) {
+        let mine = |k: &LockKey| k.who == who && k.client == client;
+        let marked = st.marked;
+        let mut changes = Vec::new();
+        let mut dropped = 0;
+        st.files.retain(|_, f| {
+            let before = (f.held.len(), f.waiters.len());
+            f.held.retain(|s| !mine(&s.owner));
+            dropped += before.0 - f.held.len();
+            for w in f.waiters.iter_mut().filter(|w| mine(&w.want.key)) {
+                w.state = WaitState::Cancelled;
+                w.notify.notify_waiters();
+            }
+            f.waiters
+                .retain(|w| !(w.state == WaitState::Cancelled && w.attached == 0));
+            if (f.held.len(), f.waiters.len()) != before {
+                changes.extend(f.wake(marked));
+            }
+            !f.is_empty()
+        });
+        st.total = st.total.saturating_sub(dropped);
+        if let Some(l) = st.leases.get_mut(&(who, client)) {
+            l.segments = 0;
+        }
+        st.count_all(changes);
+    }
+
+    /// Ends leases not renewed in time (dropping their clients' locks) and waiters
+    /// not asked for again in time. A client with a request waiting here now is
+    /// alive: its lease is renewed instead. Returns the clients whose leases ended.
+    pub fn expire(&self) -> Vec<(u64, u64)> {
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        let waiting: std::collections::HashSet<(u64, u64)> = st
+            .files
+            .values()
+            .flat_map(|f| f.waiters.iter())
+            .filter(|w| w.attached > 0)
+            .map(|w| (w.want.key.who, w.want.key.client))
+            .collect();
+        let lease = self.lease;
+        let ended: Vec<(u64, u64)> = st
+            .leases
+            .iter_mut()
+            .filter_map(|(k, l)| {
+                if waiting.contains(k) {
+                    l.expires = now + lease;
+                }
+                (l.expires <= now).then_some(*k)
+            })
+            .collect();
+        for &(who, client) in &ended {
+            Self::drop_client(&mut st, who, client);
+            st.leases.remove(&(who, client));
+        }
+        let marked = st.marked;
+        let mut changes = Vec::new();
+        st.files.retain(|_, f| {
+            let before = f.waiters.len();
+            f.waiters
+                .retain(|w| w.attached > 0 || w.detached_until.is_none_or(|t| t > now));
+            if f.waiters.len() != before {
+                changes.extend(f.wake(marked));
+            }
+            !f.is_empty()
+        });
+        st.count_all(changes);
+        ended
+    }
+
+    /// Locks held now.
+    pub fn held_count(&self) -> usize {
+        lock(&self.state).total
+    }
+}
+
+/// Ends expired leases and forgotten waiters every tenth of a lease, and clears the
+/// storage's mark once no lock is held (so a restart skips the grace period).
+pub async fn expire_loop(ctx: Arc<crate::ctx::Ctx>) {
+    let every = (ctx.locks.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (who, client) in ctx.locks.expire() {
+            tracing::info!(
+                who = format_args!("{who:#x}"),
+                client = format_args!("{client:#x}"),
+                "a client's lock lease ended: its locks are released"
+            );
+        }
+        if ctx.locks.grace_end().is_none() {
+            clear_mark(&ctx).await;
+        }
+    }
+}
+
+/// Writes the storage's mark clear if no lock is held.
+async fn clear_mark(ctx: &Arc<crate::ctx::Ctx>) {
+    let mut io = ctx.locks.mark_io.lock().await;
+    if io.is_none() || !ctx.locks.clear_marked_if_empty() {
+        return;
+    }
+    let Some(mut mark) = io.take() else { return };
+    let (mark, result) = match tokio::task::spawn_blocking(move || {
+        let r = mark.set(false);
+        (mark, r)
+    })
+    .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!("clearing the lock mark failed: {e}");
+            return;
+        }
+    };
+    if let Err(e) = result {
+        tracing::warn!("cannot clear the lock mark (the next start waits a grace period): {e}");
+    }
+    *io = Some(mark);
+}
+
+/// Makes sure the storage's mark says locks may be held before a lock is granted
+/// (written durably the first time after it was clear).
+pub async fn ensure_marked(ctx: &Arc<crate::ctx::Ctx>) -> OpResult<()> {
+    if ctx.locks.marked() {
+        return Ok(());
+    }
+    let mut io = ctx.locks.mark_io.lock().await;
+    if ctx.locks.marked() {
+        return Ok(());
+    }
+    let Some(mut mark) = io.take() else {
+        return Err(OpError::new(
+            Errno::ENOLCK,
+            "this server keeps no locks (not a metadata server)",
+        ));
+    };
+    let (mark, result) = ctx
+        .blocking(move || {
+            let r = mark.set(true);
+            Ok((mark, r))
+        })
+        .await?;
+    *io = Some(mark);
+    result.map_err(|e| {
+        OpError::new(
+            Errno::ENOLCK,
+            format!("cannot record that locks are held: {e}"),
+        )
+    })?;
+    ctx.locks.set_marked();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TO: u64 = pvfs_proto::locks::TO_EOF;
+
+    fn key(c: u64) -> LockKey {
+        LockKey {
+            who: 0,
+            client: c,
+            owner: 1,
+        }
+    }
+
+    fn want(c: u64, typ: LockType, start: u64, end: u64) -> Want {
+        Want {
+            key: key(c),
+            typ,
+            start,
+            end,
+            pid: 7,
+            posix: true,
+        }
+    }
+
+    fn table() -> LockTable {
+        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        t.set_marked();
+        t
+    }
+
+    #[test]
+    fn waiter_granted_on_unlock_and_reserved_while_detached() {
+        let t = table();
+        let w = want(1, LockType::Write, 0, 9);
+        assert!(matches!(t.try_lock(5, &w).unwrap(), TryLock::Granted(_)));
+        let r = want(2, LockType::Read, 5, 5);
+        assert_eq!(t.try_lock(5, &r).unwrap(), TryLock::Blocked(key(1)));
+        let (id, _) = t.wait(5, &r).unwrap();
+        assert_eq!(t.poll(5, id), (WaitState::Waiting, vec![key(1)], false));
+        // Detached (between two sends), then the holder unlocks: reserved.
+        assert_eq!(t.detach(5, id), WaitState::Waiting);
+        t.unlock(5, &key(1), 0, TO);
+        // A third client cannot take the reserved bytes meanwhile.
+        let x = want(3, LockType::Write, 0, 100);
+        assert_eq!(t.try_lock(5, &x).unwrap(), TryLock::Blocked(key(2)));
+        assert_eq!(t.test(5, &key(3), LockType::Write, 0, 0), None);
+        assert!(t.test(5, &key(3), LockType::Write, 5, 5).is_some());
+        // The request comes back: same waiter, granted at once.
+        let (id2, _) = t.wait(5, &r).unwrap();
+        assert_eq!(id2, id);
+        assert_eq!(t.poll(5, id).0, WaitState::Granted);
+        assert_eq!(t.detach(5, id), WaitState::Granted);
+        assert_eq!(t.test(5, &key(3), LockType::Read, 5, 5), None);
+        let c = t.test(5, &key(3), LockType::Write, 5, 5).unwrap();
+        assert_eq!((c.typ, c.start, c.end, c.pid), (LockType::Read, 5, 5, 7));
+        assert_eq!(t.held_count(), 1);
+    }
+
+    #[test]
+    fn cancel_and_client_release_wake_others() {
+        let t = table();
+        assert!(matches!(
+            t.try_lock(1, &want(1, LockType::Write, 0, TO)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        let (a, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
+        let (b, _) = t.wait(1, &want(3, LockType::Read, 0, 0)).unwrap();
+        t.cancel(1, &want(2, LockType::Write, 0, 0));
+        assert_eq!(t.poll(1, a).0, WaitState::Cancelled);
+        t.release_client(0, 1);
+        assert_eq!(t.poll(1, b).0, WaitState::Granted);
+        assert_eq!(t.detach(1, a), WaitState::Cancelled);
+        assert_eq!(t.detach(1, b), WaitState::Granted);
+        assert_eq!(t.held_count(), 1);
+    }
+
+    #[test]
+    fn no_grant_without_the_mark_and_no_clear_while_held() {
+        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        let w = want(1, LockType::Write, 0, 0);
+        assert_eq!(t.try_lock(1, &w).unwrap(), TryLock::NeedMark);
+        t.set_marked();
+        assert!(matches!(t.try_lock(1, &w).unwrap(), TryLock::Granted(_)));
+        assert!(!t.clear_marked_if_empty());
+        t.unlock(1, &key(1), 0, TO);
+        assert!(t.clear_marked_if_empty());
+        // A waiter freed while the mark is clear is reserved, not granted.
+        let (id, _) = t.wait(1, &w).unwrap();
+        assert_eq!(t.poll(1, id), (WaitState::Ready, vec![], true));
+        assert_eq!(t.held_count(), 0);
+    }
+
+    #[test]
+    fn leases_expire_with_their_locks_unless_a_request_waits() {
+        let t = LockTable::new(Duration::from_millis(1), Duration::from_secs(5), None);
+        t.set_marked();
+        let TryLock::Granted(id) = t.try_lock(1, &want(1, LockType::Write, 0, 0)).unwrap() else {
+            panic!("not granted")
+        };
+        assert_eq!(t.renew(0, 1), Some(id));
+        let (_, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(t.expire(), vec![(0, 1)], "the waiting client stays");
+        // ...and gets the lock the other one lost.
+        assert_eq!(t.held_count(), 1);
+        assert_eq!(t.renew(0, 1), None);
+        assert!(t.renew(0, 2).is_some());
+        let id2 = t.touch(&key(1));
+        assert_ne!(id, id2, "a new lease has a new id");
+    }
+}
