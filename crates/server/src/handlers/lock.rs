@@ -67,16 +67,8 @@ pub(crate) fn may_lock(
     if !caller.trusted {
         ctx.caps.check(proof, handle, 0, caller, true)?;
     }
-    let by_mode = |w| {
-        access::permitted(
-            attr.mode,
-            attr.uid,
-            attr.gid,
-            attr.is_dir(),
-            &caller.creds,
-            w,
-        )
-    };
+    // The mode bits and the POSIX ACL, as an open would check them.
+    let by_mode = |w| access::allows(&attr, &caller.creds, w);
     let by_cap = |r| ctx.caps.check(proof, handle, r, caller, false).is_ok();
     let ok = match want {
         MAY_READ => by_mode(MAY_READ) || by_cap(rights::READ),
