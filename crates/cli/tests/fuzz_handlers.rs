@@ -111,7 +111,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
-    match rng.range(0, 32) {
+    match rng.range(0, 34) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -279,6 +279,19 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         30 => Request::Forget {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
         },
+        31 => Request::ScanLost {
+            after: rng.chance(0.5).then(|| handle(rng, real)),
+            max: rng.next_u64() as u32,
+        },
+        32 => Request::Fallocate {
+            handle: h,
+            stripe: stripe(rng),
+            index: rng.range(0, 6) as u32,
+            offset: num(rng),
+            len: pick(rng, &[0, 1, 4096, 1 << 20, u64::MAX]),
+            mode: pick(rng, &[0, 1, 2, 3, 0x10, 0x11, 0x12, 0x08, 0x20, u32::MAX]),
+            cap: cap(rng, h),
+        },
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
         },
@@ -409,7 +422,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     );
     assert_eq!(ok + err, count, "answers counted");
     assert_eq!(err, errors);
-    assert_eq!(tally.len(), 30, "request kinds sent: {:?}", tally.keys());
+    assert_eq!(tally.len(), 32, "request kinds sent: {:?}", tally.keys());
     assert!(
         errors > 0 && errors < count,
         "{errors} of {count} requests answered with an error: junk must draw errors, \

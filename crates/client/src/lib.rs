@@ -32,6 +32,7 @@ pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
 pub use pool::Stats;
+pub use pvfs_proto::message::falloc;
 pub use pvfs_proto::{
     Attr, DirEntry, Errno, LayoutSpec, NodeKind, ObjKind, Regions, SetAttr, Timespec,
 };

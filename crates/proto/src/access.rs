@@ -188,6 +188,7 @@ mod tests {
             } else {
                 ObjDetail::Symlink { target: "x".into() }
             },
+            blocks: 0,
         }
     }
 

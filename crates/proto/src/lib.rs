@@ -30,8 +30,8 @@ pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use message::{CreateWhat, Request, RequestBody, RequestClass, Response, RetryKey, UnlinkWant};
 pub use regions::{Extent, Regions};
 pub use types::{
-    name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr,
-    Timespec,
+    fnv1a64, name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles,
+    SetAttr, Timespec,
 };
 
 /// The software version, reported by servers and the CLI.

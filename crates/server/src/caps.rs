@@ -283,6 +283,7 @@ mod tests {
                         ],
                     },
                 },
+                blocks: 0,
             },
             rights::READ | rights::MOVE,
             1000,

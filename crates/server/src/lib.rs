@@ -290,6 +290,7 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
             shards: ctx.config.meta_servers().len() as u32,
             default_layout: None,
         },
+        blocks: 0,
     };
     ctx.meta
         .write(move |t| {

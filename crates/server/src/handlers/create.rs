@@ -183,6 +183,7 @@ pub async fn handle(
                     mtime: now,
                     ctime: now,
                     detail,
+                    blocks: 0,
                 };
                 let kind = attr.kind();
                 t.put_object(&attr);

@@ -3,6 +3,7 @@
 
 pub mod create;
 pub mod datafiles;
+pub mod fallocate;
 pub mod forget;
 pub mod getattr;
 pub mod grant;
