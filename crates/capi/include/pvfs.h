@@ -722,7 +722,10 @@ int pvfs_fstat(int fd, struct stat *st);
  * Without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` no data server is contacted (only
  * the lookups of the path are sent); the mtime is then the metadata server's lazy copy
  * (see `PVFS_SLITE_MTIME`). Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are
- * always filled in. Returns 0, or -1 with errno as `pvfs_stat`.
+ * always filled in; a directory's nlink, mtime and ctime are exact when
+ * `PVFS_SLITE_MTIME` or `PVFS_SLITE_CTIME` is asked (its other shards' servers are
+ * asked then), its owner's shard's only otherwise. Returns 0, or -1 with errno as
+ * `pvfs_stat`.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `sl` is NULL or a readable and
@@ -770,14 +773,26 @@ int pvfs_mkdir(const char *path, mode_t mode);
 int pvfs_rmdir(const char *path);
 
 /**
- * `unlink(2)`: removes a file (with its datafiles) or a symlink. Descriptors still
- * open on the file then fail (ENOENT/ESTALE): libpvfs does not keep unlinked files
+ * `unlink(2)`: removes a name of a file, symlink or special file; the object (and a
+ * file's datafiles) goes with its last name. Descriptors still open on a file that
+ * lost its last name then fail (ENOENT/ESTALE): libpvfs does not keep unlinked files
  * alive. Returns 0, or -1 with errno: ENOENT, EISDIR, ENOTDIR, EACCES, EFAULT, EIO.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string.
  */
 int pvfs_unlink(const char *path);
+
+/**
+ * `link(2)`: gives what `oldpath` names (not a directory; a symlink is linked itself)
+ * the new name `newpath`, anywhere in the file system. Returns 0, or -1 with errno:
+ * EEXIST, ENOENT, ENOTDIR, EPERM (a directory, or a file the caller neither owns nor
+ * may read and write), EACCES, EMLINK, EFAULT, EIO.
+ *
+ * # Safety
+ * `oldpath` and `newpath` are NULL or NUL-terminated strings.
+ */
+int pvfs_link(const char *oldpath, const char *newpath);
 
 /**
  * `rename(2)`: moves `from` to `to`, replacing a file by a file or a directory by an

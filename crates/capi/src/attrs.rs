@@ -15,6 +15,17 @@ pub(crate) fn wants_size(mask: c_ulong) -> bool {
     mask & (PVFS_SLITE_SIZE | PVFS_SLITE_BLOCKS) != 0
 }
 
+/// Whether a stat-lite mask needs more than the lookups for `attr`: a file's size or
+/// blocks (its data servers), a directory's mtime or ctime (its other shards'
+/// servers, which also give its exact link count).
+pub(crate) fn wants_more(mask: c_ulong, attr: &Attr) -> bool {
+    if attr.is_dir() {
+        mask & (PVFS_SLITE_MTIME | PVFS_SLITE_CTIME) != 0
+    } else {
+        wants_size(mask)
+    }
+}
+
 fn ts(t: Timespec) -> timespec {
     timespec {
         tv_sec: t.secs as libc::time_t,

@@ -30,7 +30,7 @@ const XTV_MAX: usize = 1 << 20;
 
 /// What a path opened to.
 pub(crate) enum Target {
-    File(File),
+    File(Box<File>),
     Dir(Handle),
 }
 
@@ -77,7 +77,7 @@ pub(crate) fn open_target(
         }
         let mode = mode & 0o7777 & !g.umask;
         match g.run(c.create(path, mode, layout, true)) {
-            Ok(f) => return Ok(Target::File(f)),
+            Ok(f) => return Ok(Target::File(Box::new(f))),
             Err(e) if e.errno == Errno::EEXIST && flags & libc::O_EXCL == 0 => {}
             Err(e) => return Err(e.into()),
         }
@@ -100,7 +100,7 @@ pub(crate) fn open_target(
             if writable && flags & libc::O_TRUNC != 0 {
                 g.run(f.truncate(0))?;
             }
-            Ok(Target::File(f))
+            Ok(Target::File(Box::new(f)))
         }
         Err(e) if e.errno == Errno::EISDIR => {
             // A directory opened without O_DIRECTORY: walked a second time for its
@@ -126,7 +126,7 @@ pub(crate) fn open_target(
 pub(crate) fn fd_for(g: &Arc<Global>, flags: c_int, target: Target) -> CResult<c_int> {
     let obj = match target {
         Target::File(file) => Obj::File(FileFd {
-            file,
+            file: *file,
             cur: Mutex::new(Cursor { pos: 0, part: None }),
             wrote: Default::default(),
         }),

@@ -52,7 +52,7 @@ pub unsafe extern "C" fn pvfs_openg(
         let room = unsafe { *len_ptr };
         let g = global()?;
         let file = match open_target(&g, p, flags, mode as u32, Default::default())? {
-            Target::File(f) => f,
+            Target::File(f) => *f,
             Target::Dir(_) => return Err(fail(libc::EISDIR, "group handles name files")),
         };
         let token = g.run(g.client().group_handle(&file, (flags & CARRIED) as u32))?;
@@ -91,6 +91,6 @@ pub unsafe extern "C" fn pvfs_openfh(handle: *const c_void, handle_len: size_t) 
         let bytes = unsafe { buf(handle, handle_len) }?;
         let g = global()?;
         let (file, flags) = g.client().open_group_handle(bytes)?;
-        fd_for(&g, flags as c_int & CARRIED, Target::File(file))
+        fd_for(&g, flags as c_int & CARRIED, Target::File(Box::new(file)))
     })
 }

@@ -9,7 +9,7 @@
 use libc::{c_char, c_int, c_ulong, mode_t, off_t, size_t, ssize_t};
 use pvfs_client::{Attr, SetAttr};
 
-use crate::attrs::{lite, stat, wants_size};
+use crate::attrs::{lite, stat, wants_more, wants_size};
 use crate::state::{buf_mut, fail, ffi, get_fd, global, out, path, put, CResult, Global, Obj};
 use crate::types::{pvfs_stat_lite, pvfs_statfs, PVFS_NAME_MAX};
 
@@ -20,6 +20,7 @@ fn fd_attr(fd: c_int, sized: bool) -> CResult<(std::sync::Arc<crate::state::Open
     let attr = match &o.obj {
         Obj::File(f) if sized => o.g.run(f.file.stat())?,
         Obj::File(f) => o.g.run(o.g.client().getattr(f.file.handle()))?,
+        Obj::Dir(d) if sized => o.g.run(o.g.client().stat_handle(d.handle))?,
         Obj::Dir(d) => o.g.run(o.g.client().getattr(d.handle))?,
     };
     Ok((o, attr))
@@ -106,13 +107,15 @@ unsafe fn statlite_path(
     // SAFETY: non-NULL, and its mask initialized by the caller's contract.
     let want: c_ulong = unsafe { (*sl).st_litemask };
     let g = global()?;
-    let sized = wants_size(want);
     let c = g.client();
-    let attr = match (sized, follow) {
-        (true, _) => path_stat(&g, p, follow)?,
-        (false, true) => g.run(c.stat_lite(p))?,
-        (false, false) => g.run(c.lstat_lite(p))?,
+    let mut attr = match follow {
+        true => g.run(c.stat_lite(p))?,
+        false => g.run(c.lstat_lite(p))?,
     };
+    let sized = wants_more(want, &attr);
+    if sized {
+        g.run(c.complete(&mut attr))?;
+    }
     // SAFETY: checked non-NULL; writable by contract.
     unsafe { put(sl, lite(&g, &attr, want, sized)) };
     Ok(0)
@@ -124,7 +127,10 @@ unsafe fn statlite_path(
 /// Without `PVFS_SLITE_SIZE` and `PVFS_SLITE_BLOCKS` no data server is contacted (only
 /// the lookups of the path are sent); the mtime is then the metadata server's lazy copy
 /// (see `PVFS_SLITE_MTIME`). Non-lazy fields (ino, mode, nlink, uid, gid, blksize) are
-/// always filled in. Returns 0, or -1 with errno as `pvfs_stat`.
+/// always filled in; a directory's nlink, mtime and ctime are exact when
+/// `PVFS_SLITE_MTIME` or `PVFS_SLITE_CTIME` is asked (its other shards' servers are
+/// asked then), its owner's shard's only otherwise. Returns 0, or -1 with errno as
+/// `pvfs_stat`.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `sl` is NULL or a readable and
@@ -159,8 +165,11 @@ pub unsafe extern "C" fn pvfs_fstatlite(fd: c_int, sl: *mut pvfs_stat_lite) -> c
         let sl = out(sl)?;
         // SAFETY: non-NULL, and its mask initialized by the caller's contract.
         let want = unsafe { (*sl).st_litemask };
-        let sized = wants_size(want);
-        let (o, attr) = fd_attr(fd, sized)?;
+        let (o, mut attr) = fd_attr(fd, wants_size(want))?;
+        let sized = wants_more(want, &attr);
+        if sized && attr.is_dir() {
+            o.g.run(o.g.client().complete(&mut attr))?;
+        }
         // SAFETY: checked non-NULL; writable by contract.
         unsafe { put(sl, lite(&o.g, &attr, want, sized)) };
         Ok(0)
@@ -201,8 +210,9 @@ pub unsafe extern "C" fn pvfs_rmdir(path: *const c_char) -> c_int {
     })
 }
 
-/// `unlink(2)`: removes a file (with its datafiles) or a symlink. Descriptors still
-/// open on the file then fail (ENOENT/ESTALE): libpvfs does not keep unlinked files
+/// `unlink(2)`: removes a name of a file, symlink or special file; the object (and a
+/// file's datafiles) goes with its last name. Descriptors still open on a file that
+/// lost its last name then fail (ENOENT/ESTALE): libpvfs does not keep unlinked files
 /// alive. Returns 0, or -1 with errno: ENOENT, EISDIR, ENOTDIR, EACCES, EFAULT, EIO.
 ///
 /// # Safety
@@ -214,6 +224,24 @@ pub unsafe extern "C" fn pvfs_unlink(path: *const c_char) -> c_int {
         let p = unsafe { self::path(path) }?;
         let g = global()?;
         g.run(g.client().unlink(p))?;
+        Ok(0)
+    })
+}
+
+/// `link(2)`: gives what `oldpath` names (not a directory; a symlink is linked itself)
+/// the new name `newpath`, anywhere in the file system. Returns 0, or -1 with errno:
+/// EEXIST, ENOENT, ENOTDIR, EPERM (a directory, or a file the caller neither owns nor
+/// may read and write), EACCES, EMLINK, EFAULT, EIO.
+///
+/// # Safety
+/// `oldpath` and `newpath` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn pvfs_link(oldpath: *const c_char, newpath: *const c_char) -> c_int {
+    ffi(-1, || {
+        // SAFETY: by contract.
+        let (o, n) = unsafe { (path(oldpath)?, path(newpath)?) };
+        let g = global()?;
+        g.run(g.client().link(o, n))?;
         Ok(0)
     })
 }

@@ -54,7 +54,7 @@ enum Command {
     Rm(cmd::namespace::RmArgs),
     /// Rename or move.
     Mv(cmd::namespace::MvArgs),
-    /// Create a symbolic link.
+    /// Create a hard link, or a symbolic link with -s.
     Ln(cmd::namespace::LnArgs),
     /// Copy files: local to pvfs, pvfs to local, pvfs to pvfs (pvfs paths are written pvfs:/path).
     Cp(cmd::cp::CpArgs),

@@ -529,6 +529,28 @@ fn every_command_end_to_end() {
     cli(&["cp", "pvfs:/proj/link", back.to_str().unwrap()]).ok();
     assert_bytes_eq(&read(&back), &content, "cp through a symlink");
 
+    // ----- ln (hard): another name of the same file, in another directory
+    cli(&["ln", "/proj/a/b/moved.bin", "/proj/e/hard.bin"]).ok();
+    let v = cli(&["stat", "--json", "/proj/e/hard.bin"]).json();
+    assert_eq!(
+        (
+            v["handle"].as_u64(),
+            v["nlink"].as_u64(),
+            v["size"].as_u64()
+        ),
+        (Some(handle), Some(2), Some(size)),
+        "a hard link is the same file"
+    );
+    cli(&["ln", "/proj/a/b/moved.bin", "/proj/e/hard.bin"]).err_containing("file exists");
+    cli(&["ln", "/proj/e", "/proj/e-link"]).err_containing("hard links");
+    cli(&["rm", "/proj/e/hard.bin"]).ok();
+    let v = cli(&["stat", "--json", "/proj/a/b/moved.bin"]).json();
+    assert_eq!(
+        v["nlink"].as_u64(),
+        Some(1),
+        "rm of one name keeps the other"
+    );
+
     // ----- setlayout, then files created in that directory get it
     cli(&["mkdir", "/proj/striped"]).ok();
     let out = cli(&[

@@ -1,12 +1,14 @@
 //! Crash safety: a seeded, replayable storm of creates, writes with
-//! fsync, renames, unlinks and mkdirs by several clients while servers are killed with
-//! SIGKILL at random moments and restarted. After each round: every operation that
-//! returned success is there (with its data when it was fsynced), nothing is half done
-//! (every entry of every directory leads to a readable object), and what failed is
-//! either fully there or fully absent.
+//! fsync, renames, hard links, unlinks and mkdirs by several clients while servers are
+//! killed with SIGKILL at random moments and restarted. After each round: every
+//! operation that returned success is there (with its data when it was fsynced),
+//! nothing is half done (every entry of every directory leads to a readable object, no
+//! file counts fewer links than it has names), and what failed is either fully there
+//! or fully absent.
 //!
 //! At the end, `fsck` finds what the kills interrupted between the steps of
-//! multi-server operations, repairs it, and everything acknowledged still verifies.
+//! multi-server operations, repairs it, and everything acknowledged still verifies,
+//! every file's link count now its number of names.
 //!
 //! `PVFS_CRASH_SEED` (decimal, or hex with 0x; printed both ways) replays a run;
 //! `PVFS_CRASH_ROUNDS` (default 3, at least 1) and `PVFS_CRASH_ROUND_SECS` (default 3,
@@ -89,7 +91,23 @@ async fn storm(c: Client, root: String, seed: u64, stop: Arc<AtomicBool>, mut m:
                     }
                 }
             }
-            6 | 7 => {
+            6 => {
+                // A hard link, often into another directory (and shard server).
+                let Some(from) = m.pick_file(&mut rng) else {
+                    continue;
+                };
+                let to = m.fresh(&mut rng, "l");
+                match c.link(&from, &to).await {
+                    Ok(_) => {
+                        let content = m.files.get(&from).cloned().flatten();
+                        m.files.insert(to, content);
+                    }
+                    Err(_) => {
+                        m.uncertain.insert(to);
+                    }
+                }
+            }
+            7 => {
                 let Some(from) = m.pick_file(&mut rng) else {
                     continue;
                 };
@@ -123,10 +141,13 @@ async fn storm(c: Client, root: String, seed: u64, stop: Arc<AtomicBool>, mut m:
     m
 }
 
+/// What a walk found at one path: its kind, and for a file its handle and link count.
+type Found = (ObjKind, u64, u32);
+
 /// Every entry of the tree under `root` leads to a readable object; returns the paths.
 /// Attributes come batched (readdirplus: one request per server per directory), so
 /// the walk stays fast as the tree grows over a long soak.
-async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, ObjKind> {
+async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, Found> {
     let mut out = BTreeMap::new();
     let mut todo = vec![root.to_string()];
     while let Some(dir) = todo.pop() {
@@ -142,6 +163,7 @@ async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, ObjKind> {
                 e.kind,
                 "{p}: entry kind and object kind differ"
             );
+            let found = (e.kind, attr.handle, attr.nlink);
             match e.kind {
                 ObjKind::Dir => todo.push(p.clone()),
                 ObjKind::File => {
@@ -158,7 +180,7 @@ async fn walk_all(c: &Client, root: &str) -> BTreeMap<String, ObjKind> {
                 }
                 ObjKind::Symlink | ObjKind::Node(_) => {}
             }
-            out.insert(p, e.kind);
+            out.insert(p, found);
         }
     }
     out
@@ -223,7 +245,7 @@ fn acknowledged_operations_survive_random_server_kills() {
         // Check with a fresh client, after every server has been restarted at least once
         // in the run (the store opened) and all are up.
         let checking = Instant::now();
-        verify(&cluster, &models, &format!("round {round}"));
+        verify(&cluster, &models, &format!("round {round}"), false);
         let total: usize = models.iter().map(|m| m.files.len()).sum();
         let durable: usize = models
             .iter()
@@ -270,13 +292,14 @@ fn acknowledged_operations_survive_random_server_kills() {
         found.problems.len(),
         kinds.join(", ")
     );
-    verify(&cluster, &models, "after fsck --repair");
+    verify(&cluster, &models, "after fsck --repair", true);
 }
 
 /// Checks, with a fresh client, that every acknowledged operation of `models` is there
 /// (fsynced data byte-exact, every entry leads to an object, nothing that no operation
-/// made); `what` names the moment in failure messages.
-fn verify(cluster: &Cluster, models: &[Model], what: &str) {
+/// made, no file with fewer links than names — exactly as many when `exact`); `what`
+/// names the moment in failure messages.
+fn verify(cluster: &Cluster, models: &[Model], what: &str, exact: bool) {
     let tc = cluster.client();
     // The tree only grows over a soak (directories are never removed): allow for it.
     let tracked: usize = models
@@ -301,16 +324,34 @@ fn verify(cluster: &Cluster, models: &[Model], what: &str) {
             for d in &m.dirs {
                 if d != &root {
                     assert_eq!(
-                        present.get(d),
-                        Some(&ObjKind::Dir),
+                        present.get(d).map(|p| p.0),
+                        Some(ObjKind::Dir),
                         "{what}: acknowledged mkdir {d} lost"
                     );
                 }
             }
+            // Names per file (hard links stay within one client's tree).
+            let mut names: BTreeMap<u64, u32> = BTreeMap::new();
+            for (kind, handle, _) in present.values() {
+                if *kind == ObjKind::File {
+                    *names.entry(*handle).or_default() += 1;
+                }
+            }
+            for (p, (kind, handle, nlink)) in &present {
+                if *kind != ObjKind::File {
+                    continue;
+                }
+                let n = names[handle];
+                assert!(
+                    *nlink >= n,
+                    "{what}: {p} has {n} names but counts {nlink} links: one name too few would delete it with a name left"
+                );
+                assert!(!exact || *nlink == n, "{what}: {p} has {n} names, {nlink} links");
+            }
             for (f, content) in &m.files {
                 assert_eq!(
-                    present.get(f),
-                    Some(&ObjKind::File),
+                    present.get(f).map(|p| p.0),
+                    Some(ObjKind::File),
                     "{what}: acknowledged file {f} lost"
                 );
                 if let Some(want) = content {

@@ -16,7 +16,8 @@ use std::time::Duration;
 use common::{CliOutput, Cluster, Rng};
 use pvfs_client::{Client, LayoutSpec};
 use pvfs_proto::{
-    decode, encode, name_shard, Creds, Handle, ObjDetail, ObjKind, Request, RequestBody, Response,
+    decode, encode, name_shard, Creds, Handle, LinkDrop, ObjDetail, ObjKind, Request, RequestBody,
+    Response,
 };
 
 /// Longest a client call may take here (`TestClient::run` scales it).
@@ -25,14 +26,15 @@ fn call() -> Duration {
 }
 
 /// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
-/// fixes it (several names and impossible layouts are only reported: which name or
-/// which server is right cannot be known).
-const KINDS: [(&str, bool); 10] = [
+/// fixes it (a directory's several names and impossible layouts are only reported:
+/// which name or which server is right cannot be known).
+const KINDS: [(&str, bool); 11] = [
     ("DanglingEntry", true),
     ("OrphanEntry", true),
     ("MisplacedEntry", true),
     ("OrphanObject", true),
     ("MultipleNames", false),
+    ("LinkCount", true),
     ("WrongParent", true),
     ("StaleSeal", true),
     ("BadLayout", false),
@@ -173,6 +175,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             .unwrap();
         f.write_at(0, &small).await.unwrap();
         c.mkdir("/a/sealed", 0o755).await.unwrap();
+        c.mkdir("/a/c", 0o755).await.unwrap();
         let df = c.open("/big").await.unwrap().layout().datafiles[1];
         (df.handle, df.server as usize)
     });
@@ -194,9 +197,19 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         let (b_dir, _) = shards_of(&c, "/a/b").await;
         // OrphanObject: a name dropped while its object stays (an interrupted unlink).
         c.unlink_at(a, "orphan", true).await.unwrap();
-        // DanglingEntry: an object removed while its name stays.
+        // DanglingEntry: an object removed while its name stays (its datafiles stay
+        // too: OrphanDatafile).
         let dangling = c.stat("/a/dangling").await.unwrap().handle;
-        c.remove_object(dangling).await.unwrap();
+        raw(
+            &config,
+            config.owner_of(dangling).unwrap(),
+            Request::SetLinks {
+                handle: dangling,
+                links: 0,
+                expect: 1,
+            },
+        )
+        .await;
         // StaleSeal: a sealed shard of a directory that still exists (an interrupted
         // rmdir).
         let sealed = c.stat("/a/sealed").await.unwrap().handle;
@@ -210,8 +223,8 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             },
         )
         .await;
-        // MultipleNames: a second name of /a/b/f2 in /a (an interrupted rename that
-        // had linked the new name and not yet removed the old one).
+        // LinkCount: a second name of /a/b/f2 in /a, not counted (an interrupted
+        // rename that had linked the new name and not yet removed the old one).
         let f2 = c.stat("/a/b/f2").await.unwrap().handle;
         raw(
             &config,
@@ -222,6 +235,26 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 handle: f2,
                 kind: ObjKind::File,
                 replace: None,
+                fate: LinkDrop::Moved,
+                ticket: None,
+            },
+        )
+        .await;
+        // MultipleNames: a second name of directory /a/c at the root (the same, for
+        // a directory, which cannot have hard links).
+        let c_dir = c.stat("/a/c").await.unwrap().handle;
+        let root = c.root();
+        let root_shards = config.meta_servers().len() as u32;
+        raw(
+            &config,
+            entry_server(&config, root, root_shards, "calias"),
+            Request::LinkEntry {
+                dir: root,
+                name: "calias".into(),
+                handle: c_dir,
+                kind: ObjKind::Dir,
+                replace: None,
+                fate: LinkDrop::Moved,
                 ticket: None,
             },
         )
@@ -242,6 +275,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 handle: f1,
                 kind: ObjKind::File,
                 replace: None,
+                fate: LinkDrop::Moved,
                 ticket: None,
             },
         )
@@ -254,7 +288,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 name: "ghost".into(),
                 expect: Some(ghost),
                 want: pvfs_proto::UnlinkWant::Dir,
-                drop_object: false,
+                fate: LinkDrop::Moved,
             },
         )
         .await;
@@ -280,6 +314,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 handle: f1,
                 kind: ObjKind::File,
                 replace: None,
+                fate: LinkDrop::Moved,
                 ticket: None,
             },
         )
@@ -336,10 +371,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             .unwrap();
             store
                 .write(move |t| {
+                    let now = pvfs_proto::Timespec::now();
                     if put {
-                        t.put_entry(a, "moved", moved, ObjKind::File);
+                        t.put_entry(a, "moved", moved, ObjKind::File, now)?;
                     } else {
-                        t.delete_entry(a, "moved");
+                        t.delete_entry(a, "moved", now)?;
                     }
                     Ok(())
                 })
@@ -423,9 +459,23 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         "{text}"
     );
 
-    // The wrong name removed by hand (its object stays): clean, exit status 0.
+    // The wrong name removed by hand (the directory stays): clean, exit status 0.
     tc.run(call(), async |c| {
-        c.unlink_at(a, "alias", true).await.unwrap();
+        let root = c.root();
+        let root_shards = config.meta_servers().len() as u32;
+        let c_dir = c.stat("/a/c").await.unwrap().handle;
+        raw(
+            &config,
+            entry_server(&config, root, root_shards, "calias"),
+            Request::Unlink {
+                dir: root,
+                name: "calias".into(),
+                expect: Some(c_dir),
+                want: pvfs_proto::UnlinkWant::Dir,
+                fate: LinkDrop::Moved,
+            },
+        )
+        .await;
     });
     let clean = fsck_json(&cluster, false);
     assert!(clean.kinds.is_empty(), "after repair: {}", clean.out.stdout);
@@ -456,7 +506,10 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             .unwrap();
         assert!(c.stat("/a/dangling").await.is_err());
         assert!(c.stat("/a/orphan").await.is_err());
-        assert!(c.stat("/a/alias").await.is_err());
+        // The uncounted second name is now a hard link of /a/b/f2.
+        let alias = c.stat("/a/alias").await.unwrap();
+        let f2 = c.stat("/a/b/f2").await.unwrap();
+        assert_eq!((alias.handle, alias.nlink, f2.nlink), (f2.handle, 2, 2));
         match c.stat("/a/b").await.unwrap().detail {
             ObjDetail::Dir { parent, .. } => assert_eq!(parent, a, "/a/b's parent"),
             other => panic!("/a/b: {other:?}"),

@@ -9,8 +9,9 @@
 //! - sparse files: 100 bytes at offset 300000 of a new file, bytes far apart in files
 //!   striped wide, a file that is one large hole;
 //! - an fsstress-style namespace storm over a small tree (create, mkdir, write,
-//!   truncate, rename, unlink, rmdir, symlink, chmod; seeded), checked against a model
-//!   of what the tree must be;
+//!   truncate, rename, unlink, rmdir, symlink, hard link, chmod; seeded), checked
+//!   against a model of what the tree must be, hard links' counts and inode numbers
+//!   included;
 //! - `rm -rf` of part of it all.
 //!
 //! Then, unmounted, `pvfs fsck` must report the file system clean and exit 0. Datafiles
@@ -28,8 +29,8 @@ mod common;
 #[path = "fuse/mount.rs"]
 mod mount;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -90,6 +91,9 @@ enum Node {
 struct Storm {
     root: PathBuf,
     model: BTreeMap<String, Node>,
+    /// The file each file name names (hard links share one): a change through one
+    /// name shows through all of them.
+    files: BTreeMap<String, u64>,
     rng: Rng,
     next: u64,
     log: Vec<String>,
@@ -135,6 +139,23 @@ impl Storm {
             .collect()
     }
 
+    /// Every name of the file `p` names (`p` included).
+    fn names_of(&self, p: &str) -> Vec<String> {
+        let id = self.files[p];
+        self.files
+            .iter()
+            .filter(|(_, &f)| f == id)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Records the file `p` names as `node`, under each of its names.
+    fn set_file(&mut self, p: &str, node: Node) {
+        for name in self.names_of(p) {
+            self.model.insert(name, node.clone());
+        }
+    }
+
     fn is_empty_dir(&self, dir: &str) -> bool {
         let prefix = format!("{dir}/");
         !self.model.keys().any(|k| k.starts_with(&prefix))
@@ -156,7 +177,7 @@ impl Storm {
     }
 
     fn step(&mut self) {
-        match self.rng.range(0, 14) {
+        match self.rng.range(0, 15) {
             0..=2 => {
                 let dir = self.pick(&self.dirs()).unwrap();
                 let p = self.fresh(&dir, "f");
@@ -183,6 +204,8 @@ impl Storm {
                 if data.is_empty() {
                     content.clear();
                 }
+                self.next += 1;
+                self.files.insert(p.clone(), self.next);
                 self.model.insert(
                     p,
                     Node::File {
@@ -217,7 +240,7 @@ impl Storm {
                     data.resize(off + bytes.len(), 0);
                 }
                 data[off..off + bytes.len()].copy_from_slice(&bytes);
-                self.model.insert(p, Node::File { data, mode });
+                self.set_file(&p, Node::File { data, mode });
             }
             6 => {
                 let files = self.of_kind(|n| matches!(n, Node::File { .. }));
@@ -231,7 +254,7 @@ impl Storm {
                 let f = self.ok(f, &format!("open {p}"));
                 self.ok(f.set_len(to as u64), &format!("truncate {p}"));
                 data.resize(to, 0);
-                self.model.insert(p, Node::File { data, mode });
+                self.set_file(&p, Node::File { data, mode });
             }
             7 => self.rename(),
             8 => {
@@ -241,6 +264,7 @@ impl Storm {
                 let r = std::fs::remove_file(self.path(&p));
                 self.ok(r, &format!("unlink {p}"));
                 self.model.remove(&p);
+                self.files.remove(&p);
             }
             9 => {
                 let dirs = self.of_kind(|n| matches!(n, Node::Dir { .. }));
@@ -265,6 +289,17 @@ impl Storm {
                 self.ok(r, &format!("symlink {p}"));
                 self.model.insert(p, Node::Link { target });
             }
+            14 => {
+                let files = self.of_kind(|n| matches!(n, Node::File { .. }));
+                let Some(p) = self.pick(&files) else { return };
+                let dir = self.pick(&self.dirs()).unwrap();
+                let q = self.fresh(&dir, "h");
+                self.log.push(format!("link {p} {q}"));
+                let r = std::fs::hard_link(self.path(&p), self.path(&q));
+                self.ok(r, &format!("link {p} {q}"));
+                self.files.insert(q.clone(), self.files[&p]);
+                self.model.insert(q, self.model[&p].clone());
+            }
             _ => {
                 let some = self.of_kind(|n| !matches!(n, Node::Link { .. }));
                 let Some(p) = self.pick(&some) else { return };
@@ -286,13 +321,19 @@ impl Storm {
                 let r =
                     std::fs::set_permissions(self.path(&p), std::fs::Permissions::from_mode(mode));
                 self.ok(r, &format!("chmod {p}"));
-                self.model.insert(p, node);
+                match node {
+                    Node::File { .. } => self.set_file(&p, node),
+                    _ => {
+                        self.model.insert(p, node);
+                    }
+                }
             }
         }
     }
 
     /// Moves an object (a directory with everything under it) to a fresh name or,
-    /// for a file, over another file.
+    /// for a file, over another file (over another name of the same file it does
+    /// nothing, as POSIX says).
     fn rename(&mut self) {
         let keys: Vec<String> = self.model.keys().cloned().collect();
         let Some(src) = self.pick(&keys) else { return };
@@ -323,6 +364,9 @@ impl Storm {
         self.log.push(format!("rename {src} -> {dst}"));
         let r = std::fs::rename(self.path(&src), self.path(&dst));
         self.ok(r, &format!("rename {src} -> {dst}"));
+        if self.files.contains_key(&dst) && self.files.get(&src) == self.files.get(&dst) {
+            return;
+        }
         let moved: Vec<(String, Node)> = self
             .model
             .iter()
@@ -330,12 +374,18 @@ impl Storm {
             .map(|(k, n)| (k.clone(), n.clone()))
             .collect();
         for (k, n) in moved {
+            let to = format!("{dst}{}", &k[src.len()..]);
             self.model.remove(&k);
-            self.model.insert(format!("{dst}{}", &k[src.len()..]), n);
+            self.model.insert(to.clone(), n);
+            self.files.remove(&to);
+            if let Some(id) = self.files.remove(&k) {
+                self.files.insert(to, id);
+            }
         }
     }
 
-    /// Checks the tree on the mount is exactly the model.
+    /// Checks the tree on the mount is exactly the model, and that the names of one
+    /// file are one inode counting exactly that many links.
     fn verify(&self, what: &str) {
         let mut seen = BTreeMap::new();
         walk(&self.root, "", &mut seen);
@@ -358,6 +408,20 @@ impl Storm {
                     "{what}: {k} is {}, must be {}",
                     short(n),
                     short(&self.model[k])
+                ));
+            }
+        }
+        for p in self.files.keys() {
+            let names = self.names_of(p);
+            let md = self.ok(std::fs::symlink_metadata(self.path(p)), p);
+            let first = self.ok(std::fs::symlink_metadata(self.path(&names[0])), &names[0]);
+            if md.nlink() != names.len() as u64 || md.ino() != first.ino() {
+                self.fail(format!(
+                    "{what}: {p} (inode {}) counts {} links, must be {} names of inode {}: {names:?}",
+                    md.ino(),
+                    md.nlink(),
+                    names.len(),
+                    first.ino()
                 ));
             }
         }
@@ -543,6 +607,7 @@ fn fsck_is_clean_after_fsx_a_namespace_storm_sparse_files_and_rm_rf() {
     let mut storm = Storm {
         root: tree.clone(),
         model: BTreeMap::new(),
+        files: BTreeMap::new(),
         rng: Rng::new(storm_seed),
         next: 0,
         log: Vec::new(),
@@ -554,7 +619,8 @@ fn fsck_is_clean_after_fsx_a_namespace_storm_sparse_files_and_rm_rf() {
     storm.verify("after the storm");
     let count = |f: fn(&Node) -> bool| storm.model.values().filter(|n| f(n)).count();
     eprintln!(
-        "storm: {} operations, {} files ({} bytes), {} directories, {} symlinks left",
+        "storm: {} operations, {} file names ({} bytes; {} of them more links to a file), \
+         {} directories, {} symlinks left",
         storm.log.len(),
         count(|n| matches!(n, Node::File { .. })),
         storm
@@ -565,6 +631,7 @@ fn fsck_is_clean_after_fsx_a_namespace_storm_sparse_files_and_rm_rf() {
                 _ => 0,
             })
             .sum::<usize>(),
+        storm.files.len() - storm.files.values().collect::<BTreeSet<_>>().len(),
         count(|n| matches!(n, Node::Dir { .. })),
         count(|n| matches!(n, Node::Link { .. })),
     );
@@ -583,6 +650,7 @@ fn fsck_is_clean_after_fsx_a_namespace_storm_sparse_files_and_rm_rf() {
         storm
             .model
             .retain(|k, _| *k != top && !k.starts_with(&inside));
+        storm.files.retain(|k, _| storm.model.contains_key(k));
     }
     for g in &gone {
         mount::sh(&format!("rm -rf '{}'", g.display()), deadline());

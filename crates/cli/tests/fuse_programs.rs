@@ -8,6 +8,8 @@
 //! - a C project built with `make` on the mount and its binary run, rebuilt only
 //!   where a source changed;
 //! - a SQLite database (python3 `sqlite3`) in rollback-journal and WAL modes;
+//! - Python importing a module another process just wrote, on the same mount and
+//!   through another mount (its import cache trusts a directory's mtime);
 //! - `fio` sequential 1 MiB writes with checksums, verified again after a remount
 //!   (so the data comes from the servers, not the kernel's page cache).
 //!
@@ -390,6 +392,67 @@ fn sqlite_databases_work_in_journal_and_wal_modes() {
     sqlite(&m.join("behind.db"), "wal", " with --write-behind");
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+}
+
+/// Imports from directory argv[1] a module that another process writes into argv[2]
+/// (the same directory, through the same or another mount) after this process listed
+/// the directory: Python keeps each directory's listing until the directory's mtime
+/// changes, so the import finds the module only if the write moved it.
+const IMPORT_SCRIPT: &str = r#"
+import os, subprocess, sys
+src, dst = sys.argv[1], sys.argv[2]
+sys.path.insert(0, src)
+import early_mod
+assert early_mod.VALUE == 1
+try:
+    import late_mod
+    sys.exit("late_mod exists already")
+except ImportError:
+    pass
+code = "open(%r, 'w').write('VALUE = 42\\n')" % os.path.join(dst, "late_mod.py")
+subprocess.run([sys.executable, "-c", code], check=True)
+import late_mod  # no importlib.invalidate_caches()
+assert late_mod.VALUE == 42
+print("ok")
+"#;
+
+#[test]
+fn python_imports_a_module_another_process_just_wrote() {
+    if !have_tools(
+        "python_imports_a_module_another_process_just_wrote",
+        &["python3"],
+    ) {
+        return;
+    }
+    let cluster = Cluster::start();
+    let mut m = Mount::start(&cluster, &[]);
+    // A second mount (another client, as on another node) that keeps no attributes.
+    let mut other = Mount::start(&cluster, &["--attr-timeout", "0s", "--entry-timeout", "0s"]);
+    let local = tempfile::tempdir().unwrap();
+    let script = local.path().join("import.py");
+    std::fs::write(&script, IMPORT_SCRIPT).unwrap();
+    for (dir, reader, writer) in [("same", &m, &m), ("other", &other, &m)] {
+        std::fs::create_dir(m.join(dir)).unwrap();
+        std::fs::write(m.join(&format!("{dir}/early_mod.py")), "VALUE = 1\n").unwrap();
+        let out = run_for(
+            Command::new("python3")
+                .arg(&script)
+                .arg(reader.join(dir))
+                .arg(writer.join(dir))
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+            cmd_deadline(),
+        );
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+            "python import through the {dir} mount: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for mnt in [&mut other, &mut m] {
+        let st = mnt.unmount();
+        assert!(st.success(), "mount process: {st}\n{}", mnt.log_text());
+    }
 }
 
 #[test]

@@ -17,12 +17,16 @@ use common::{Cluster, Rng};
 use pvfs_client::LayoutSpec;
 use pvfs_proto::message::UnlinkWant;
 use pvfs_proto::{
-    decode, encode, CreateWhat, Creds, Extent, FrameKind, Handle, ObjKind, Regions, Request,
-    RequestBody, Response, RetryKey, SetAttr, Stripe, Timespec,
+    decode, encode, CreateWhat, Creds, Extent, FrameKind, Handle, LinkDrop, ObjKind, Regions,
+    Request, RequestBody, Response, RetryKey, SetAttr, Stripe, Timespec,
 };
 
 fn pick<T: Clone>(rng: &mut Rng, v: &[T]) -> T {
     v[rng.range(0, v.len() as u64) as usize].clone()
+}
+
+fn fate(rng: &mut Rng) -> LinkDrop {
+    pick(rng, &[LinkDrop::Moved, LinkDrop::Keep, LinkDrop::Delete])
 }
 
 fn name(rng: &mut Rng) -> String {
@@ -102,6 +106,11 @@ fn cap(rng: &mut Rng, h: Handle) -> Option<pvfs_proto::Capability> {
     })
 }
 
+/// The number of distinct request kinds `request` makes (every `Request` but
+/// `ScanDatafiles` and `ScanSeals`): the test checks that each was sent. Change it with
+/// the arms of `request`'s `match`.
+const KINDS: usize = 37;
+
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     let h = handle(rng, real);
     let dir = handle(rng, real);
@@ -111,7 +120,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
-    match rng.range(0, 34) {
+    match rng.range(0, 39) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -175,7 +184,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             name: name(rng),
             expect: rng.chance(0.5).then(|| handle(rng, real)),
             want: pick(rng, &[UnlinkWant::Any, UnlinkWant::Dir, UnlinkWant::NotDir]),
-            drop_object: rng.chance(0.5),
+            fate: fate(rng),
         },
         8 => Request::LinkEntry {
             dir,
@@ -183,6 +192,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             handle: h,
             kind,
             replace: rng.chance(0.3).then(|| handle(rng, real)),
+            fate: fate(rng),
             ticket: cap(rng, h),
         },
         9 => Request::Rename {
@@ -191,7 +201,8 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             dst_dir: handle(rng, real),
             dst_name: name(rng),
             expect_src: h,
-            replace: None,
+            replace: rng.chance(0.3).then(|| handle(rng, real)),
+            fate: fate(rng),
         },
         10 => Request::ReadDir {
             dir,
@@ -279,11 +290,30 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         30 => Request::Forget {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
         },
-        31 => Request::ScanLost {
+        31 => Request::Link {
+            dir,
+            name: name(rng),
+            handle: h,
+            proof: cap(rng, h),
+        },
+        32 => Request::AddLink { handle: h },
+        33 => Request::DropLink {
+            handle: h,
+            keep: rng.chance(0.5),
+        },
+        34 => Request::SetLinks {
+            handle: h,
+            links: pick(rng, &[0, 1, 2, u32::MAX]),
+            expect: pick(rng, &[0, 1, 2]),
+        },
+        35 => Request::DirStats {
+            dirs: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
+        },
+        36 => Request::ScanLost {
             after: rng.chance(0.5).then(|| handle(rng, real)),
             max: rng.next_u64() as u32,
         },
-        32 => Request::Fallocate {
+        37 => Request::Fallocate {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
@@ -422,7 +452,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
     );
     assert_eq!(ok + err, count, "answers counted");
     assert_eq!(err, errors);
-    assert_eq!(tally.len(), 32, "request kinds sent: {:?}", tally.keys());
+    assert_eq!(tally.len(), KINDS, "request kinds sent: {:?}", tally.keys());
     assert!(
         errors > 0 && errors < count,
         "{errors} of {count} requests answered with an error: junk must draw errors, \

@@ -6,11 +6,14 @@
 
 use pvfs_proto::layout::Layout;
 use pvfs_proto::message::UnlinkWant;
-use pvfs_proto::{rights, Attr, DirEntry, Errno, Handle, LayoutSpec, ObjDetail, Request, Response};
+use pvfs_proto::{
+    rights, Attr, DirEntry, Errno, Handle, LayoutSpec, LinkDrop, ObjDetail, Remains, Request,
+    Response, Timespec,
+};
 
 use crate::error::{Error, Result};
 use crate::file::File;
-use crate::namespace::{Dir, RenameMode};
+use crate::namespace::{Dir, RenameMode, Unlinked};
 use crate::pool::unexpected;
 use crate::Client;
 
@@ -195,20 +198,36 @@ impl Client {
         self.create_in(&d, name, 0o777, what).await
     }
 
-    /// Removes entry `name` (not a directory) of `dir`. With `keep_object` the object
-    /// and its data stay for [`Client::remove_object`] (a file still open).
-    pub async fn unlink_at(&self, dir: Handle, name: &str, keep_object: bool) -> Result<DirEntry> {
+    /// Removes entry `name` (not a directory) of `dir`; its object loses a link. With
+    /// `keep_object`, an object left without a name stays with its data for
+    /// [`Client::remove_object`] (a file still open): [`Remains::Kept`].
+    pub async fn unlink_at(&self, dir: Handle, name: &str, keep_object: bool) -> Result<Unlinked> {
         let d = self.dir(dir).await?;
         self.unlink_in(&d, name, keep_object).await
     }
 
-    /// Removes entry `name` (not a directory) of `dir` with its object, but only if
-    /// the entry still names `expect` (ESTALE otherwise, nothing removed): for a
-    /// caller that knows which object the name meant and that nothing uses it (a FUSE
-    /// mount's unlink of a file not open there). One commit when the object lives
-    /// with its entry. What is left to delete (the object if it lives elsewhere, the
-    /// file's datafiles) comes back as [`Leftovers`], for
-    /// [`Client::delete_leftovers`] now or in the background: the name is gone
+    /// `link`: gives object `handle` (not a directory) the new name `name` in `dir`.
+    /// Returns its attributes with the new link count (and a file's size), and when
+    /// the directory changed.
+    pub async fn link_at(
+        &self,
+        handle: Handle,
+        dir: Handle,
+        name: &str,
+    ) -> Result<(Attr, Timespec)> {
+        let d = self.dir(dir).await?;
+        let (mut attr, changed) = self.link_in(handle, &d, name).await?;
+        self.fill_size(&mut attr).await?;
+        Ok((attr, changed))
+    }
+
+    /// Removes entry `name` (not a directory) of `dir`, taking its object's link (the
+    /// object is deleted with its last name), but only if the entry still names
+    /// `expect` (ESTALE otherwise, nothing removed): for a caller that knows which
+    /// object the name meant and that nothing uses it (a FUSE mount's unlink of a
+    /// file not open there). One commit when the object lives with its entry. What
+    /// is left to delete (a deleted file's datafiles) comes back as [`Leftovers`],
+    /// for [`Client::delete_leftovers`] now or in the background: the name is gone
     /// either way, the leftovers only take space until then (fsck finds them if
     /// they are never deleted).
     pub async fn unlink_at_expect(
@@ -216,35 +235,45 @@ impl Client {
         dir: Handle,
         name: &str,
         expect: Handle,
-    ) -> Result<(DirEntry, Leftovers)> {
+    ) -> Result<(Unlinked, Leftovers)> {
         let d = self.dir(dir).await?;
         let req = Request::Unlink {
             dir,
             name: name.to_string(),
             expect: Some(expect),
             want: UnlinkWant::NotDir,
-            drop_object: true,
+            fate: LinkDrop::Delete,
         };
-        let (entry, removed, tickets) = match self.rpc(self.entry_server(&d, name), req).await? {
+        match self.rpc(self.entry_server(&d, name), req).await? {
             Response::Unlinked {
                 entry,
-                removed,
+                left,
                 tickets,
-            } => (entry, removed, tickets),
-            other => return Err(unexpected("Unlink", &other)),
-        };
-        let leftovers = Leftovers {
-            handle: entry.handle,
-            removed,
-            tickets,
-        };
-        Ok((entry, leftovers))
+                changed,
+            } => {
+                let leftovers = Leftovers {
+                    handle: entry.handle,
+                    left: left.clone(),
+                    tickets,
+                };
+                Ok((
+                    Unlinked {
+                        entry,
+                        left,
+                        changed,
+                    },
+                    leftovers,
+                ))
+            }
+            other => Err(unexpected("Unlink", &other)),
+        }
     }
 
     /// Deletes what an unlink left ([`Client::unlink_at_expect`]).
     pub async fn delete_leftovers(&self, leftovers: Leftovers) -> Result<()> {
-        self.finish_removal(leftovers.handle, leftovers.removed, leftovers.tickets)
-            .await
+        self.settle(leftovers.handle, &leftovers.left, leftovers.tickets)
+            .await;
+        Ok(())
     }
 
     /// Removes empty directory `name` of `dir`.
@@ -270,9 +299,10 @@ impl Client {
     }
 
     /// Like [`Client::rename_at`], but an object the rename replaced (`dname`'s old
-    /// object) is not deleted: its entry is returned, and the caller deletes it with
-    /// [`Client::remove_object`] when nothing uses it any more (a file still open,
-    /// as `unlink_at` with `keep_object`).
+    /// object) that is left without a name is not deleted ([`Remains::Kept`]): the
+    /// caller deletes it with [`Client::remove_object`] when nothing uses it any more
+    /// (a file still open, as `unlink_at` with `keep_object`). Returns the replaced
+    /// entry and what became of its object.
     pub async fn rename_at_keep(
         &self,
         sdir: Handle,
@@ -280,14 +310,14 @@ impl Client {
         ddir: Handle,
         dname: &str,
         mode: RenameMode,
-    ) -> Result<Option<DirEntry>> {
+    ) -> Result<Option<(DirEntry, Remains)>> {
         let s = self.dir(sdir).await?;
         let d = self.dir(ddir).await?;
         self.rename_in(&s, sname, &d, dname, mode, true).await
     }
 
     /// Deletes an object that no entry names any more (kept by `unlink_at` with
-    /// `keep_object`), with a file's datafiles.
+    /// `keep_object`), with a file's datafiles; EBUSY if it has a name.
     pub async fn remove_object(&self, handle: Handle) -> Result<()> {
         let owner = self.owner(handle)?;
         let ticket = self.ticket(handle, rights::REMOVE);
@@ -398,15 +428,13 @@ impl Client {
     }
 }
 
-/// What an unlink left to delete: the object, when it lived on another server than
-/// its entry, and a file's datafiles.
+/// What an unlink left to delete: a deleted file's datafiles.
 #[derive(Debug)]
 #[must_use = "leftovers take space until deleted"]
 pub struct Leftovers {
     handle: Handle,
-    /// The removed object's detail (its layout), if its server removed it with the
-    /// entry; `None`: the object is still to be removed.
-    removed: Option<ObjDetail>,
+    /// What became of the object.
+    left: Remains,
     /// REMOVE tickets for what is left.
     tickets: Vec<pvfs_proto::Capability>,
 }

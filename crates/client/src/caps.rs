@@ -158,6 +158,17 @@ impl Client {
         self.inner.caps.ticket(handle, self.creds.uid, right)
     }
 
+    /// A VISIT capability on `handle`, for a server to see this client reached it
+    /// through a name (a key holder needs none): the one held from a lookup, renewed
+    /// at the object's owner if it is old.
+    pub(crate) async fn proof(&self, handle: Handle) -> Option<Capability> {
+        if self.inner.pool.holds_key() {
+            return None;
+        }
+        let g = self.caps_for(handle, rights::VISIT).await.ok()?;
+        g.object().cloned()
+    }
+
     /// Forgets what is held on `handle` (a server said it expired).
     pub(crate) fn forget_caps(&self, handle: Handle) {
         self.inner.caps.forget(handle, self.creds.uid);

@@ -53,6 +53,8 @@ impl Client {
             let mut sized = plain.clone();
             if sizes {
                 self.fill_sizes(&mut sized).await;
+                self.fill_dirs(sized.iter_mut().filter_map(|a| a.as_mut().ok()).collect())
+                    .await;
             }
             entries
                 .into_iter()

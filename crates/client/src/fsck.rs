@@ -11,8 +11,11 @@
 //!   listings) → moved to the right server;
 //! - an object no entry names (an interrupted unlink, a file unlinked while open on a
 //!   mount that died) → the object and its datafiles are removed;
-//! - an object with several names (an interrupted rename) → reported (which name is the
-//!   right one cannot be known);
+//! - a directory with several names (an interrupted rename) → reported (which name is
+//!   the right one cannot be known);
+//! - another object whose link count is not its number of names (an interrupted
+//!   unlink or hard link leaves one too many; an interrupted rename leaves a second
+//!   name) → the count is set to the names found, which keeps every name valid;
 //! - a directory whose recorded parent is not the directory naming it → fixed;
 //! - a sealed shard of a directory that still exists (an interrupted rmdir) → unsealed;
 //! - a layout naming a server that holds no data or a handle outside its range →
@@ -32,7 +35,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjDetail, ObjKind, Request, Response, Timespec};
+use pvfs_proto::{
+    Attr, DirEntry, Errno, Handle, LinkDrop, ObjDetail, ObjKind, Request, Response, Timespec,
+};
 
 use crate::error::Result;
 use crate::pool::unexpected;
@@ -49,8 +54,10 @@ pub enum ProblemKind {
     MisplacedEntry,
     /// An object no entry names.
     OrphanObject,
-    /// An object with more than one name.
+    /// A directory with more than one name.
     MultipleNames,
+    /// A file, symlink or special file whose link count is not its number of names.
+    LinkCount,
     /// A directory whose recorded parent differs from the directory naming it.
     WrongParent,
     /// A sealed shard of a directory that still exists.
@@ -202,22 +209,38 @@ impl Client {
             match its.len() {
                 0 if young(a) => {}
                 0 => {
-                    let fixed = repair && self.remove_orphan(*h).await;
+                    let fixed = repair && self.remove_orphan(a).await;
                     add(
                         ProblemKind::OrphanObject,
                         format!("{} {h:#x} has no name", a.kind().name()),
                         fixed,
                     );
                 }
-                1 => {}
-                n => add(
+                n if a.is_dir() && n > 1 => add(
                     ProblemKind::MultipleNames,
                     format!(
-                        "{} {h:#x} has {n} names: {its:?} (remove the wrong one by hand)",
-                        a.kind().name()
+                        "directory {h:#x} has {n} names: {its:?} (remove the wrong one by hand)"
                     ),
                     false,
                 ),
+                n if !a.is_dir() && n as u64 != u64::from(a.nlink) && !young(a) => {
+                    let fixed = repair && self.fix_links(a).await;
+                    add(
+                        ProblemKind::LinkCount,
+                        format!(
+                            "{} {h:#x} has {n} names but counts {} links{}",
+                            a.kind().name(),
+                            a.nlink,
+                            if n as u64 > u64::from(a.nlink) {
+                                " (an interrupted rename, or a crash during a hard link)"
+                            } else {
+                                " (an interrupted unlink)"
+                            }
+                        ),
+                        fixed,
+                    );
+                }
+                _ => {}
             }
             if let (ObjDetail::Dir { parent, .. }, [(dir, _)]) = (&a.detail, its) {
                 if parent != dir {
@@ -378,7 +401,7 @@ impl Client {
             })
     }
 
-    fn server_name(&self, i: usize) -> &str {
+    pub(crate) fn server_name(&self, i: usize) -> &str {
         self.config()
             .servers
             .get(i)
@@ -498,6 +521,7 @@ impl Client {
             handle: e.handle,
             kind: e.kind,
             replace: None,
+            fate: LinkDrop::Moved,
             ticket: None,
         };
         let placed = match self.rpc(to, link).await {
@@ -522,7 +546,10 @@ impl Client {
         placed && self.remove_entry_if(from, dir, &e.name, e.handle).await
     }
 
-    /// Removes entry `name` of `dir` on `server` if it still names `handle`.
+    /// Removes entry `name` of `dir` on `server` if it still names `handle`, leaving
+    /// the object's link count alone: a count that then is one too many is repaired
+    /// with the others (taking the link here would delete an object whose count was
+    /// too low while another name still leads to it).
     async fn remove_entry_if(
         &self,
         server: usize,
@@ -535,22 +562,49 @@ impl Client {
             name: name.to_string(),
             expect: Some(handle),
             want: pvfs_proto::UnlinkWant::Any,
-            drop_object: false,
+            fate: LinkDrop::Moved,
         };
         self.rpc(server, req).await.is_ok()
     }
 
     /// Removes an object no entry names, after checking again that none does (a
-    /// concurrent rename may have been between its two steps during the scan).
-    async fn remove_orphan(&self, h: Handle) -> bool {
-        match self.still_unnamed(h).await {
-            Ok(true) => self.remove_object(h).await.is_ok(),
+    /// concurrent rename may have been between its two steps during the scan): its
+    /// link count set to zero, if it is still what was seen.
+    async fn remove_orphan(&self, a: &Attr) -> bool {
+        match self.count_names(a.handle).await {
+            Ok(0) => self.set_links(a, 0).await,
             _ => false,
         }
     }
 
-    /// A fresh scan of every server's entries: whether none names `h`.
-    async fn still_unnamed(&self, h: Handle) -> Result<bool> {
+    /// Sets the link count of `a` to its number of names, counted again.
+    async fn fix_links(&self, a: &Attr) -> bool {
+        match self.count_names(a.handle).await {
+            Ok(n) if n > 0 => self.set_links(a, n).await,
+            _ => false,
+        }
+    }
+
+    /// Sets the link count of `a` to `links` if it is still the one seen (a file
+    /// whose count reaches zero goes, with its datafiles).
+    async fn set_links(&self, a: &Attr, links: u32) -> bool {
+        let req = Request::SetLinks {
+            handle: a.handle,
+            links,
+            expect: a.nlink,
+        };
+        match self.rpc_owner(a.handle, req).await {
+            Ok(Response::Dropped { left, tickets }) => {
+                self.settle(a.handle, &left, tickets).await;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A fresh scan of every server's entries: how many name `h`.
+    async fn count_names(&self, h: Handle) -> Result<u32> {
+        let mut n = 0u32;
         for (i, sc) in self.config().servers.iter().enumerate() {
             if !sc.roles.contains(pvfs_proto::Roles::META) {
                 continue;
@@ -568,9 +622,8 @@ impl Client {
                     .await?
                 {
                     Response::Entries { entries, more } => {
-                        if entries.iter().any(|(_, e)| e.handle == h) {
-                            return Ok(false);
-                        }
+                        let here = entries.iter().filter(|(_, e)| e.handle == h).count();
+                        n = n.saturating_add(here as u32);
                         after = entries.last().map(|(d, e)| (*d, e.name.clone()));
                         if !more || after.is_none() {
                             break;
@@ -580,7 +633,7 @@ impl Client {
                 }
             }
         }
-        Ok(true)
+        Ok(n)
     }
 
     /// Removes a datafile no layout names, after checking again that no object names it.

@@ -30,11 +30,11 @@ pub use error::{Error, Result};
 pub use file::{File, Partition};
 pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
-pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat};
+pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Unlinked};
 pub use pool::Stats;
 pub use pvfs_proto::message::falloc;
 pub use pvfs_proto::{
-    Attr, DirEntry, Errno, LayoutSpec, NodeKind, ObjKind, Regions, SetAttr, Timespec,
+    Attr, DirEntry, Errno, LayoutSpec, NodeKind, ObjKind, Regions, Remains, SetAttr, Timespec,
 };
 
 use placement::Placement;

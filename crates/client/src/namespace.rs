@@ -15,7 +15,7 @@ use pvfs_proto::message::DatafileStat;
 use pvfs_proto::message::{Health, ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
     rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, Layout, LayoutSpec,
-    NodeKind, ObjDetail, ObjKind, Request, Response, SetAttr,
+    LinkDrop, NodeKind, ObjDetail, ObjKind, Remains, Request, Response, SetAttr, Timespec,
 };
 
 use crate::error::{Error, Result};
@@ -33,6 +33,18 @@ pub enum RenameMode {
     NoReplace,
     /// RENAME_EXCHANGE: swap source and destination (both must exist).
     Exchange,
+}
+
+/// What the removal of a name did.
+#[derive(Clone, Debug)]
+pub struct Unlinked {
+    /// The entry removed.
+    pub entry: DirEntry,
+    /// What became of its object.
+    pub left: Remains,
+    /// When the directory changed: its new mtime and ctime, as its server stamped
+    /// them.
+    pub changed: Timespec,
 }
 
 /// Most symlinks followed in one walk (as Linux).
@@ -355,8 +367,13 @@ impl Client {
         Ok((parent, name))
     }
 
-    /// Fills in a file's size and modification time from its datafiles.
+    /// Fills in a file's size and modification time from its datafiles, and a
+    /// directory's times and link count from its shards.
     pub(crate) async fn fill_size(&self, attr: &mut Attr) -> Result<()> {
+        if attr.is_dir() {
+            self.fill_dirs(vec![attr]).await;
+            return Ok(());
+        }
         let Some(layout) = attr.layout().cloned() else {
             return Ok(());
         };
@@ -381,6 +398,13 @@ impl Client {
         let mut attr = self.walk(path, false).await.map_err(|e| e.for_path(path))?;
         self.fill_size(&mut attr).await?;
         Ok(attr)
+    }
+
+    /// Completes attributes from a lite call into what a full `stat` gives: a file's
+    /// size and mtime from its data servers, a directory's times and link count from
+    /// its other shards' servers.
+    pub async fn complete(&self, attr: &mut Attr) -> Result<()> {
+        self.fill_size(attr).await
     }
 
     /// `statlite` without the size: attributes as the metadata server stores them
@@ -592,7 +616,8 @@ impl Client {
 
     // ----- removing --------------------------------------------------------------
 
-    /// `unlink`: removes a file or symlink and, for a file, its datafiles.
+    /// `unlink`: removes a name of a file, symlink or special file; the object, and a
+    /// file's datafiles, go with its last name.
     pub async fn unlink(&self, path: &str) -> Result<()> {
         let (parent, name) = self.walk_parent(path).await.map_err(|e| e.for_path(path))?;
         self.unlink_in(&parent, &name, false)
@@ -601,75 +626,63 @@ impl Client {
             .map_err(|e| e.for_path(path))
     }
 
-    /// Removes entry `name` (not a directory) of `parent`. With `keep_object`, the
-    /// object and its data stay (a file still open somewhere); the caller deletes
-    /// them later with [`Client::remove_object`].
+    /// Removes entry `name` (not a directory) of `parent`; its object loses a link.
+    /// With `keep_object`, an object left without a name stays, with its data (a
+    /// file still open somewhere), until [`Client::remove_object`].
     pub(crate) async fn unlink_in(
         &self,
         parent: &Dir,
         name: &str,
         keep_object: bool,
-    ) -> Result<DirEntry> {
+    ) -> Result<Unlinked> {
         let server = self.entry_server(parent, name);
         let req = Request::Unlink {
             dir: parent.handle,
             name: name.to_string(),
             expect: None,
             want: UnlinkWant::NotDir,
-            drop_object: !keep_object,
+            fate: if keep_object {
+                LinkDrop::Keep
+            } else {
+                LinkDrop::Delete
+            },
         };
-        let (entry, removed, tickets) = match self.rpc(server, req).await? {
+        match self.rpc(server, req).await? {
             Response::Unlinked {
                 entry,
-                removed,
+                left,
                 tickets,
-            } => (entry, removed, tickets),
-            other => return Err(unexpected("Unlink", &other)),
-        };
-        if keep_object {
-            self.remember_tickets(&tickets);
-        } else {
-            self.finish_removal(entry.handle, removed, tickets).await?;
+                changed,
+            } => {
+                self.settle(entry.handle, &left, tickets).await;
+                Ok(Unlinked {
+                    entry,
+                    left,
+                    changed,
+                })
+            }
+            other => Err(unexpected("Unlink", &other)),
         }
-        Ok(entry)
     }
 
-    /// Deletes what is left of an object whose entry is gone: the object itself when
-    /// it lives on another server, and a file's datafiles, with the REMOVE `tickets`
-    /// the removal of the name granted (and those held from an earlier one).
-    pub(crate) async fn finish_removal(
-        &self,
-        handle: Handle,
-        removed: Option<ObjDetail>,
-        tickets: Vec<Capability>,
-    ) -> Result<()> {
-        let (detail, tickets) = match removed {
-            Some(d) => (d, tickets),
-            None => {
-                let owner = self.owner(handle)?;
-                let ticket = tickets
-                    .iter()
-                    .find(|t| t.handle == handle)
-                    .cloned()
-                    .or_else(|| self.ticket(handle, rights::REMOVE));
-                match self
-                    .rpc(owner, Request::RemoveObject { handle, ticket })
-                    .await
-                {
-                    Ok(Response::Removed { detail, tickets }) => (detail, tickets),
-                    Ok(other) => return Err(unexpected("RemoveObject", &other)),
-                    Err(e) => {
-                        tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}");
-                        return Ok(());
-                    }
+    /// Does what is left after object `handle` lost a link: a deleted file's
+    /// datafiles are deleted (with the REMOVE `tickets` the servers granted), and the
+    /// ticket for an object kept without a name is kept for
+    /// [`Client::remove_object`].
+    pub(crate) async fn settle(&self, handle: Handle, left: &Remains, tickets: Vec<Capability>) {
+        match left {
+            Remains::Deleted(detail) => {
+                self.forget_caps(handle);
+                if let ObjDetail::File { layout } = detail {
+                    io::remove_datafiles(&self.inner.pool, &self.creds, layout, &tickets).await;
                 }
             }
-        };
-        self.forget_caps(handle);
-        if let ObjDetail::File { layout } = detail {
-            io::remove_datafiles(&self.inner.pool, &self.creds, &layout, &tickets).await;
+            Remains::Kept => self.remember_tickets(&tickets),
+            Remains::Unknown => {
+                tracing::warn!("object {handle:#x} keeps a link too many (fsck repairs it)");
+            }
+            Remains::Untouched | Remains::Names(_) => {}
         }
-        Ok(())
     }
 
     /// Seals every shard of directory `dir` (it must be empty); on ENOTEMPTY the
@@ -756,19 +769,68 @@ impl Client {
             name: name.to_string(),
             expect: Some(target.handle),
             want: UnlinkWant::Dir,
-            drop_object: true,
+            fate: LinkDrop::Delete,
         };
         match self.rpc(server, req).await {
             Ok(Response::Unlinked {
                 entry,
-                removed,
+                left,
                 tickets,
-            }) => self.finish_removal(entry.handle, removed, tickets).await,
+                ..
+            }) => {
+                self.settle(entry.handle, &left, tickets).await;
+                Ok(())
+            }
             Ok(other) => Err(unexpected("Unlink", &other)),
             Err(e) => {
                 self.unseal(&target).await;
                 Err(e)
             }
+        }
+    }
+
+    // ----- hard links ------------------------------------------------------------
+
+    /// `link`: gives what `from` names (not a directory; a final symlink is linked
+    /// itself, as Linux's link(2)) the new name `to`, in any directory of the file
+    /// system. Returns its attributes with the new link count.
+    pub async fn link(&self, from: &str, to: &str) -> Result<Attr> {
+        let obj = self.walk(from, false).await.map_err(|e| e.for_path(from))?;
+        if obj.is_dir() {
+            return Err(Error::new(
+                Errno::EPERM,
+                format!("{from}: directories cannot have hard links"),
+            ));
+        }
+        let (dir, name) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
+        let (mut attr, _) = self
+            .link_in(obj.handle, &dir, &name)
+            .await
+            .map_err(|e| e.for_path(to))?;
+        self.fill_size(&mut attr).await?;
+        Ok(attr)
+    }
+
+    /// Adds `name` -> `handle` to `dir`: the server holding the name counts the new
+    /// link at the object's owner first. Shows the VISIT capability the lookup of
+    /// one of the object's names granted. Returns the object's attributes (a file's
+    /// size not filled in) and when the directory changed.
+    pub(crate) async fn link_in(
+        &self,
+        handle: Handle,
+        dir: &Dir,
+        name: &str,
+    ) -> Result<(Attr, Timespec)> {
+        let server = self.entry_server(dir, name);
+        let req = Request::Link {
+            dir: dir.handle,
+            name: name.to_string(),
+            handle,
+            proof: self.proof(handle).await,
+        };
+        match self.rpc(server, req).await? {
+            Response::HardLinked { attr, changed } => Ok((attr, changed)),
+            other => Err(unexpected("Link", &other)),
         }
     }
 
@@ -813,7 +875,7 @@ impl Client {
         dname: &str,
         mode: RenameMode,
         keep_replaced: bool,
-    ) -> Result<Option<DirEntry>> {
+    ) -> Result<Option<(DirEntry, Remains)>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -835,8 +897,9 @@ impl Client {
         }
     }
 
-    /// One attempt of a rename. Returns the entry of the object the rename replaced
-    /// when `keep_replaced` left it in place (otherwise it is deleted here).
+    /// One attempt of a rename. Returns the entry the rename replaced, if any, and
+    /// what became of its object (with `keep_replaced`, one left without a name is
+    /// kept: [`Remains::Kept`]).
     #[allow(clippy::too_many_arguments)]
     async fn rename_once(
         &self,
@@ -847,7 +910,7 @@ impl Client {
         mode: RenameMode,
         (from, to): (&str, &str),
         keep_replaced: bool,
-    ) -> Result<Option<DirEntry>> {
+    ) -> Result<Option<(DirEntry, Remains)>> {
         // The source's MOVE ticket (the server checks the caller may take the name
         // away), and for a directory going elsewhere, may rewrite its "..".
         let reparent = if sdir.handle != ddir.handle {
@@ -910,10 +973,15 @@ impl Client {
             }
         }
         let replace = dst.as_ref().map(|(d, _)| d.handle);
+        let fate = if keep_replaced {
+            LinkDrop::Keep
+        } else {
+            LinkDrop::Delete
+        };
         let result = self
-            .move_entry(sdir, sname, ddir, dname, &src, replace)
+            .move_entry(sdir, sname, ddir, dname, &src, replace, fate)
             .await;
-        let (replaced, tickets) = match result {
+        let (replaced, left, tickets) = match result {
             Ok(r) => r,
             Err(e) => {
                 if let Some(v) = &sealed {
@@ -922,21 +990,17 @@ impl Client {
                 return Err(e.for_path(from));
             }
         };
-        let kept = match replaced {
-            Some(old) if keep_replaced => {
-                self.remember_tickets(&tickets);
-                Some(old)
-            }
+        let replaced = match replaced {
             Some(old) => {
-                self.finish_removal(old.handle, None, tickets).await?;
-                None
+                self.settle(old.handle, &left, tickets).await;
+                Some((old, left))
             }
             None => None,
         };
         if src.kind == ObjKind::Dir && sdir.handle != ddir.handle {
             self.set_parent(src_attr.handle, ddir.handle).await?;
         }
-        Ok(kept)
+        Ok(replaced)
     }
 
     async fn set_parent(&self, dir: Handle, parent: Handle) -> Result<()> {
@@ -974,12 +1038,14 @@ impl Client {
         if dst.kind == ObjKind::Dir {
             self.check_not_inside(dst.handle, sdir, from).await?;
         }
+        // Each object moves to the other name: neither loses a link.
         let link = |dir: &Dir, name: &str, entry: &DirEntry, old: Handle| Request::LinkEntry {
             dir: dir.handle,
             name: name.to_string(),
             handle: entry.handle,
             kind: entry.kind,
             replace: Some(old),
+            fate: LinkDrop::Moved,
             ticket: self.ticket(entry.handle, rights::MOVE),
         };
         let d_server = self.entry_server(ddir, dname);
@@ -1003,7 +1069,9 @@ impl Client {
 
     /// Moves the entry: one commit when both names live on one server, otherwise
     /// link the new name first, then remove the old one (a crash in between leaves
-    /// two names, never none).
+    /// two names, never none). A replaced object loses a link as `fate` says; returns
+    /// its entry, what became of it, and tickets for what is left to delete.
+    #[allow(clippy::too_many_arguments)]
     async fn move_entry(
         &self,
         sdir: &Dir,
@@ -1012,7 +1080,8 @@ impl Client {
         dname: &str,
         src: &DirEntry,
         replace: Option<Handle>,
-    ) -> Result<(Option<DirEntry>, Vec<Capability>)> {
+        fate: LinkDrop,
+    ) -> Result<(Option<DirEntry>, Remains, Vec<Capability>)> {
         let s_server = self.entry_server(sdir, sname);
         let d_server = self.entry_server(ddir, dname);
         if s_server == d_server {
@@ -1023,9 +1092,15 @@ impl Client {
                 dst_name: dname.to_string(),
                 expect_src: src.handle,
                 replace,
+                fate,
             };
             return match self.rpc(s_server, req).await? {
-                Response::Linked { replaced, tickets } => Ok((replaced, tickets)),
+                Response::Linked {
+                    replaced,
+                    left,
+                    tickets,
+                    ..
+                } => Ok((replaced, left, tickets)),
                 other => Err(unexpected("Rename", &other)),
             };
         }
@@ -1035,10 +1110,16 @@ impl Client {
             handle: src.handle,
             kind: src.kind,
             replace,
+            fate,
             ticket: self.ticket(src.handle, rights::MOVE),
         };
-        let (replaced, tickets) = match self.rpc(d_server, link).await? {
-            Response::Linked { replaced, tickets } => (replaced, tickets),
+        let (replaced, left, tickets) = match self.rpc(d_server, link).await? {
+            Response::Linked {
+                replaced,
+                left,
+                tickets,
+                ..
+            } => (replaced, left, tickets),
             other => return Err(unexpected("LinkEntry", &other)),
         };
         let unlink = Request::Unlink {
@@ -1046,12 +1127,16 @@ impl Client {
             name: sname.to_string(),
             expect: Some(src.handle),
             want: UnlinkWant::Any,
-            drop_object: false,
+            fate: LinkDrop::Moved,
         };
         match self.rpc(s_server, unlink).await {
-            Ok(_) => Ok((replaced, tickets)),
+            Ok(_) => Ok((replaced, left, tickets)),
             Err(e) => {
                 tracing::warn!("rename left the old name {sname:?} in place: {e}");
+                // The replaced object lost its link already: finish with it.
+                if let Some(old) = &replaced {
+                    self.settle(old.handle, &left, tickets).await;
+                }
                 Err(e)
             }
         }
@@ -1154,6 +1239,8 @@ impl Client {
         let mut attrs = self.list_attrs(&entries).await;
         if sizes {
             self.fill_sizes(&mut attrs).await;
+            self.fill_dirs(attrs.iter_mut().filter_map(|a| a.as_mut().ok()).collect())
+                .await;
         }
         entries.into_iter().zip(attrs).collect()
     }
@@ -1270,6 +1357,59 @@ impl Client {
                 if let Some(l) = a.layout().cloned() {
                     apply_datafile_stats(a, &l, &stats);
                 }
+            }
+        }
+    }
+
+    /// Merges into directories' attributes what their shards on other servers than
+    /// their own add (times of entry changes, subdirectories; the owner merged its
+    /// own shard): one `DirStats` per server, all at once. A server that does not
+    /// answer leaves its shards out (the directory's times may then be older than
+    /// its newest entry change) rather than failing a `stat`.
+    pub(crate) async fn fill_dirs(&self, mut dirs: Vec<&mut Attr>) {
+        let mut by_server: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, a) in dirs.iter().enumerate() {
+            let ObjDetail::Dir { shards, .. } = a.detail else {
+                continue;
+            };
+            let Ok(owner) = self.owner(a.handle) else {
+                continue;
+            };
+            for s in self
+                .inner
+                .place
+                .shard_servers(self.config(), a.handle, shards)
+            {
+                if s == owner {
+                    continue;
+                }
+                match by_server.iter_mut().find(|(x, _)| *x == s) {
+                    Some((_, v)) => v.push(i),
+                    None => by_server.push((s, vec![i])),
+                }
+            }
+        }
+        let by_server = split_batches(by_server);
+        let answers = join_all(by_server.iter().map(|(server, idxs)| {
+            let handles = idxs.iter().map(|&i| dirs[i].handle).collect();
+            let req = Request::DirStats { dirs: handles };
+            self.inner.pool.rpc_optional(*server, &self.creds, req)
+        }))
+        .await;
+        for ((server, idxs), answer) in by_server.iter().zip(answers) {
+            match answer {
+                Ok(Response::ShardStats { stats }) if stats.len() == idxs.len() => {
+                    for (&i, s) in idxs.iter().zip(&stats) {
+                        dirs[i].merge_shard(s);
+                    }
+                }
+                Ok(other) => {
+                    tracing::debug!("directory shards: {}", unexpected("DirStats", &other));
+                }
+                Err(e) => tracing::debug!(
+                    "directory shards on {} left out: {e}",
+                    self.server_name(*server)
+                ),
             }
         }
     }

@@ -32,6 +32,9 @@ struct Slot {
     down_until: Mutex<Option<(Instant, String)>>,
     /// When the connection was last used.
     used: Mutex<Instant>,
+    /// When a request to it last went unanswered within its deadline (cleared by
+    /// its next answer): requests that may be left out skip it meanwhile.
+    silent_since: Mutex<Option<Instant>>,
 }
 
 /// Requests sent by this client, for tests and `pvfs_stats`, so that the message
@@ -112,6 +115,14 @@ impl Auth {
     }
 }
 
+impl Pool {
+    /// Whether this client proves itself with the key (servers then take the users it
+    /// acts for as given, and need no capability to show it may reach an object).
+    pub fn holds_key(&self) -> bool {
+        matches!(self.auth, Auth::Key(_))
+    }
+}
+
 /// The owner of the key file, if this process may see it.
 fn key_owner(path: &std::path::Path) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
@@ -151,6 +162,7 @@ impl Pool {
                     conn: tokio::sync::Mutex::new(None),
                     down_until: Mutex::new(None),
                     used: Mutex::new(Instant::now()),
+                    silent_since: Mutex::new(None),
                 })
                 .collect(),
             bufs: BufPool::new(CHUNK, 16),
@@ -351,11 +363,44 @@ impl Pool {
         } else {
             self.config.timeouts.request
         };
-        let frame = call
-            .recv_within(timeout)
-            .await
-            .map_err(|e| Error::transport(self.name(server), e))?;
+        let frame = call.recv_within(timeout).await;
+        if let Some(slot) = self.slots.get(server) {
+            if let Ok(mut silent) = slot.silent_since.lock() {
+                *silent = match &frame {
+                    Ok(_) => None,
+                    Err(e) if e.errno() == Errno::ETIMEDOUT => Some(Instant::now()),
+                    Err(_) => *silent,
+                };
+            }
+        }
+        let frame = frame.map_err(|e| Error::transport(self.name(server), e))?;
         self.response(server, &frame)
+    }
+
+    /// [`Pool::rpc`] for a request whose answer may be left out (it only refines
+    /// another answer): a server that let a request time out within the last request
+    /// timeout, and has not answered since, is not asked (ETIMEDOUT at once), so a
+    /// hung server costs one deadline, not one per call.
+    pub async fn rpc_optional(
+        &self,
+        server: usize,
+        creds: &Creds,
+        request: Request,
+    ) -> Result<Response> {
+        let silent = self
+            .slots
+            .get(server)
+            .and_then(|s| s.silent_since.lock().ok().and_then(|g| *g));
+        if silent.is_some_and(|at| at.elapsed() < self.config.timeouts.request) {
+            return Err(Error::new(
+                Errno::ETIMEDOUT,
+                format!(
+                    "server {} did not answer in time just now; not asked",
+                    self.name(server)
+                ),
+            ));
+        }
+        self.rpc(server, creds, request).await
     }
 
     /// Decodes a response frame; an error answer becomes `Err`.

@@ -407,15 +407,21 @@ impl Filesystem for PvfsFs {
 
     fn link(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        // pvfs has no hard links (docs/namespace.md); EPERM as file systems
-        // without them answer.
-        reply.error(Errno::EPERM);
+        let inner = self.inner.clone();
+        let (uid, gid, pid) = ids(req);
+        let handle = inner.handle(ino);
+        let newparent = inner.handle(newparent);
+        let name = newname.to_owned();
+        self.entry_op(reply, async move {
+            let creds = inner.creds.creds(uid, gid, pid);
+            inner.link(creds, handle, newparent, &name).await
+        });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {

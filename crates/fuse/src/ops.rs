@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{Errno, FileAttr, FileType, FopenFlags, INodeNo, RenameFlags, TimeOrNow};
-use pvfs_client::{Attr, Client, LayoutSpec, NodeKind, ObjKind, RenameMode, SetAttr};
+use pvfs_client::{Attr, Client, LayoutSpec, NodeKind, ObjKind, Remains, RenameMode, SetAttr};
 use pvfs_proto::{Creds, Handle};
 use pvfs_transport::{BufPool, PooledBuf};
 
@@ -220,12 +220,13 @@ impl Inner {
         self.client.with_creds(creds.clone())
     }
 
-    /// Attributes of directory `dir`, from the recent cache or its server.
+    /// Attributes of directory `dir`, from the recent cache or its servers (with its
+    /// shards' times and link count, as `getattr` answers from the same cache).
     async fn dir_attr(&self, dir: Handle) -> OpResult<Attr> {
         if let Some(a) = self.tables.dir_attr(dir, self.opts.attr_timeout) {
             return Ok(a);
         }
-        let attr = self.client.getattr(dir).await.map_err(errno)?;
+        let attr = self.client.stat_handle(dir).await.map_err(errno)?;
         if attr.kind() != ObjKind::Dir {
             return Err(Errno::ENOTDIR);
         }
@@ -455,6 +456,7 @@ impl Inner {
                 .map_err(errno)?;
             self.tables
                 .note_name(parent, name, attr.handle, attr.kind());
+            self.tables.dir_changed(parent, attr.ctime, 0);
             return Ok(self.fattr(&attr));
         }
         if mode & S_IFMT != S_IFREG && mode & S_IFMT != 0 {
@@ -469,6 +471,7 @@ impl Inner {
         self.tables.note(file.attr());
         self.tables
             .note_name(parent, name, file.handle(), ObjKind::File);
+        self.tables.dir_changed(parent, file.attr().ctime, 0);
         Ok(self.fattr(file.attr()))
     }
 
@@ -488,6 +491,7 @@ impl Inner {
             .await
             .map_err(errno)?;
         self.tables.note_dir(&attr);
+        self.tables.dir_changed(parent, attr.ctime, 1);
         Ok(self.fattr(&attr))
     }
 
@@ -512,6 +516,7 @@ impl Inner {
             .map_err(errno)?;
         self.tables
             .note_name(parent, name, attr.handle, ObjKind::Symlink);
+        self.tables.dir_changed(parent, attr.ctime, 0);
         Ok(self.fattr(&attr))
     }
 
@@ -535,6 +540,7 @@ impl Inner {
                 let handle = file.handle();
                 self.tables.note(file.attr());
                 self.tables.note_name(parent, name, handle, ObjKind::File);
+                self.tables.dir_changed(parent, file.attr().ctime, 0);
                 let fattr = self.fattr(file.attr());
                 // Data I/O acts as the mount (see the module documentation).
                 let file = self
@@ -595,9 +601,12 @@ impl Inner {
                 let done = caller.unlink_at_expect(parent, name, h).await;
                 self.tables.removed(h);
                 match done {
-                    Ok((_, leftovers)) => {
+                    Ok((gone, leftovers)) => {
                         self.tables.forget_name(parent, name);
-                        self.tables.forget_layout(h);
+                        self.tables.dir_changed(parent, gone.changed, 0);
+                        if matches!(gone.left, Remains::Deleted(_)) {
+                            self.tables.forget_layout(h);
+                        }
                         self.delete_later(leftovers).await;
                         return Ok(());
                     }
@@ -610,19 +619,43 @@ impl Inner {
                 }
             }
         }
-        // Otherwise remove the name, keep the object, and delete it unless open.
-        let entry = caller.unlink_at(parent, name, true).await.map_err(errno)?;
+        // Otherwise remove the name; an object left without a name is kept, and
+        // deleted unless open.
+        let gone = caller.unlink_at(parent, name, true).await.map_err(errno)?;
         self.tables.forget_name(parent, name);
-        self.dispose(entry.handle).await;
+        self.tables.dir_changed(parent, gone.changed, 0);
+        if gone.left == Remains::Kept {
+            self.dispose(gone.entry.handle).await;
+        }
         Ok(())
     }
 
     pub(crate) async fn rmdir(&self, creds: Creds, parent: Handle, name: &OsStr) -> OpResult<()> {
         let name = lookup_name(name)?;
-        self.caller(&creds)
-            .rmdir_at(parent, name)
+        let done = self.caller(&creds).rmdir_at(parent, name).await;
+        // Its time and link count changed (or may have): asked again when needed.
+        self.tables.forget_dir(parent);
+        done.map_err(errno)
+    }
+
+    pub(crate) async fn link(
+        &self,
+        creds: Creds,
+        handle: Handle,
+        newparent: Handle,
+        newname: &OsStr,
+    ) -> OpResult<FileAttr> {
+        let name = new_name(newname)?;
+        let (attr, changed) = self
+            .caller(&creds)
+            .link_at(handle, newparent, name)
             .await
-            .map_err(errno)
+            .map_err(errno)?;
+        self.tables.note(&attr);
+        self.tables
+            .note_name(newparent, name, attr.handle, attr.kind());
+        self.tables.dir_changed(newparent, changed, 0);
+        Ok(self.fattr(&attr))
     }
 
     pub(crate) async fn rename(
@@ -646,21 +679,26 @@ impl Inner {
         };
         let name = lookup_name(name)?;
         let newname = new_name(newname)?;
-        let replaced = self
+        let renamed = self
             .caller(&creds)
             .rename_at_keep(parent, name, newparent, newname, mode)
-            .await
-            .map_err(errno)?;
+            .await;
+        // Times and link counts of both directories changed (or may have).
+        self.tables.forget_dir(parent);
+        self.tables.forget_dir(newparent);
+        let replaced = renamed.map_err(errno)?;
         self.tables.rename_name(
             (parent, name),
             (newparent, newname),
             mode == RenameMode::Exchange,
         );
-        if let Some(old) = replaced {
+        if let Some((old, left)) = replaced {
             if old.kind == ObjKind::Dir {
                 self.tables.forget_dir(old.handle);
             }
-            self.dispose(old.handle).await;
+            if left == Remains::Kept {
+                self.dispose(old.handle).await;
+            }
         }
         Ok(())
     }

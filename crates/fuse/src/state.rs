@@ -340,6 +340,19 @@ impl Tables {
             .map(|(_, a)| a.clone())
     }
 
+    /// Applies an entry change this mount made in directory `dir` to its remembered
+    /// attributes: its server stamped `changed` as the new mtime and ctime, and
+    /// `subdirs` subdirectories came (or went, negative), which is its link count.
+    /// So the kernel, which asks again after every change, is answered from here
+    /// with what a `stat` at the servers would say.
+    pub(crate) fn dir_changed(&self, dir: Handle, changed: pvfs_client::Timespec, subdirs: i32) {
+        if let Some((_, a)) = lock(&self.dir_attrs).get_mut(&dir) {
+            a.mtime = a.mtime.max(changed);
+            a.ctime = a.ctime.max(changed);
+            a.nlink = a.nlink.saturating_add_signed(subdirs).max(2);
+        }
+    }
+
     /// Forgets a directory's attributes (it was removed or changed).
     pub(crate) fn forget_dir(&self, handle: Handle) {
         lock(&self.dir_attrs).remove(&handle);

@@ -409,8 +409,9 @@ fn unlink_pvfs(p: &str) -> R<c_int> {
     let dir = pr.call(c.stat_lite(parent))?;
     let attr = pr.call(c.lookup_lite(dir.handle, name))?;
     let keep = attr.kind() == ObjKind::File && fds::handle_open(attr.handle);
-    pr.call(c.unlink_at(dir.handle, name, keep))?;
-    if keep {
+    let gone = pr.call(c.unlink_at(dir.handle, name, keep))?;
+    // Kept only when that was its last name.
+    if gone.left == pvfs_client::Remains::Kept {
         PENDING.lock().push(attr.handle);
     }
     Ok(0)
@@ -665,17 +666,33 @@ unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *const
     }
 }
 
+/// Hard link to pvfs path `to` of `from` (a path, its final symlink followed only
+/// with `follow`, as linkat's AT_SYMLINK_FOLLOW; or a descriptor's object).
+fn link_pvfs(from: Obj, to: &str, follow: bool) -> R<c_int> {
+    crate::cache::changed();
+    let pr = proc::get()?;
+    let c = pr.client();
+    let handle = match from {
+        Obj::Path(p) if !follow => return pr.call(c.link(&p, to)).map(|_| 0),
+        Obj::Path(p) => pr.call(c.stat_lite(&p))?.handle,
+        Obj::Fd(d) => d.handle,
+    };
+    let (parent, name) = split(to)?;
+    let dir = pr.call(c.stat_lite(parent))?;
+    pr.call(c.link_at(handle, dir.handle, name))?;
+    Ok(0)
+}
+
 #[no_mangle]
 unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
     let at = libc::AT_FDCWD;
-    // SAFETY: link's arguments, passed on. pvfs has no hard links: EPERM, as Linux
-    // answers for a file system without them.
+    // SAFETY: link's arguments, passed on. As Linux, a final symlink is linked itself.
     unsafe {
         route2(
             (at, from, 0),
             (at, to),
             |_, from, _, to| real::link(from, to),
-            |_, _| Err(libc::EPERM),
+            |a, b| link_pvfs(a, &b, false),
         )
     }
 }
@@ -694,7 +711,12 @@ unsafe extern "C" fn linkat(
             (fromfd, from, flags & libc::AT_EMPTY_PATH),
             (tofd, to),
             |fromfd, from, tofd, to| real::linkat(fromfd, from, tofd, to, flags),
-            |_, _| Err(libc::EPERM),
+            |a, b| {
+                if flags & !(libc::AT_EMPTY_PATH | libc::AT_SYMLINK_FOLLOW) != 0 {
+                    return Err(libc::EINVAL);
+                }
+                link_pvfs(a, &b, flags & libc::AT_SYMLINK_FOLLOW != 0)
+            },
         )
     }
 }

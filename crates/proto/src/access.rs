@@ -64,6 +64,26 @@ pub fn may_delete(dir: &Attr, victim_uid: u32, creds: &Creds) -> Result<(), Errn
     Ok(())
 }
 
+/// Whether `creds` may give object `obj` another name (link(2)): never a directory
+/// (EPERM); otherwise, as Linux with protected hard links, root, the owner, or someone
+/// who may read and write a regular file that is neither set-user-ID nor executable
+/// set-group-ID (EPERM otherwise).
+pub fn may_link(obj: &Attr, creds: &Creds) -> Result<(), Errno> {
+    if obj.is_dir() {
+        return Err(Errno::EPERM);
+    }
+    if creds.uid == 0 || creds.uid == obj.uid {
+        return Ok(());
+    }
+    let safe_source = matches!(obj.detail, crate::types::ObjDetail::File { .. })
+        && obj.mode & S_ISUID == 0
+        && obj.mode & (S_ISGID | 0o010) != (S_ISGID | 0o010);
+    if safe_source && check(obj, creds, MAY_READ | MAY_WRITE).is_ok() {
+        return Ok(());
+    }
+    Err(Errno::EPERM)
+}
+
 /// Whether `creds` may change what `set` changes of an object: chmod by the owner or
 /// root; chown to another owner by root only; chgrp by root, or by the owner to a
 /// group it is in; explicit times by the owner or root; times set to now (`set.now`)
@@ -184,6 +204,7 @@ mod tests {
                     parent: 1,
                     shards: 1,
                     default_layout: None,
+                    mtime_set: Timespec::default(),
                 }
             } else {
                 ObjDetail::Symlink { target: "x".into() }
@@ -230,6 +251,37 @@ mod tests {
         assert!(may_delete(&owned, 1001, &alice).is_ok());
         let closed = obj(0o755, 0, 0, true);
         assert_eq!(may_delete(&closed, 1000, &alice), Err(Errno::EACCES));
+    }
+
+    #[test]
+    fn hard_links_follow_linux_protected_hardlinks() {
+        let file = |mode: u32| Attr {
+            detail: ObjDetail::File {
+                layout: crate::layout::Layout {
+                    stripe_size: 65536,
+                    replicas: 1,
+                    datafiles: vec![],
+                },
+            },
+            ..obj(mode, 1000, 100, false)
+        };
+        let other = creds(1001, 1001, &[]);
+        assert!(may_link(&file(0o600), &creds(1000, 1, &[])).is_ok());
+        assert!(may_link(&file(0o600), &creds(0, 0, &[])).is_ok());
+        assert!(may_link(&file(0o666), &other).is_ok());
+        assert_eq!(may_link(&file(0o644), &other), Err(Errno::EPERM));
+        assert_eq!(may_link(&file(0o4666), &other), Err(Errno::EPERM));
+        assert_eq!(may_link(&file(0o2676), &other), Err(Errno::EPERM));
+        assert!(may_link(&file(0o2666), &other).is_ok());
+        // Someone else's symlink: not a regular file.
+        assert_eq!(
+            may_link(&obj(0o777, 1000, 100, false), &other),
+            Err(Errno::EPERM)
+        );
+        assert_eq!(
+            may_link(&obj(0o777, 1000, 100, true), &creds(0, 0, &[])),
+            Err(Errno::EPERM)
+        );
     }
 
     #[test]

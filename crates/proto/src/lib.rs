@@ -27,11 +27,14 @@ pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::Errno;
 pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
-pub use message::{CreateWhat, Request, RequestBody, RequestClass, Response, RetryKey, UnlinkWant};
+pub use message::{
+    CreateWhat, LinkDrop, Remains, Request, RequestBody, RequestClass, Response, RetryKey,
+    UnlinkWant,
+};
 pub use regions::{Extent, Regions};
 pub use types::{
     fnv1a64, name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles,
-    SetAttr, Timespec,
+    SetAttr, ShardStat, Timespec,
 };
 
 /// The software version, reported by servers and the CLI.

@@ -9,7 +9,8 @@ use crate::codec::{DecodeError, Reader, Wire};
 use crate::layout::{LayoutSpec, Stripe};
 use crate::regions::Regions;
 use crate::types::{
-    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr, Timespec,
+    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr, ShardStat,
+    Timespec,
 };
 use crate::wire_struct;
 use crate::Errno;
@@ -174,6 +175,91 @@ impl Wire for UnlinkWant {
     }
 }
 
+/// What became of an object after it lost a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remains {
+    /// Nothing happened to it (no link was taken: the name moved, or nothing was
+    /// replaced).
+    Untouched,
+    /// It still has this many names.
+    Names(u32),
+    /// No name is left; it is kept (as asked, for a file still open) until
+    /// `RemoveObject`.
+    Kept,
+    /// No name is left and it was deleted: what it was (a file's layout tells which
+    /// datafiles to delete).
+    Deleted(ObjDetail),
+    /// Its owner could not be asked: it keeps a link too many until fsck repairs the
+    /// count.
+    Unknown,
+}
+
+impl Wire for Remains {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            Remains::Untouched => out.push(0),
+            Remains::Names(n) => {
+                out.push(1);
+                n.put(out);
+            }
+            Remains::Kept => out.push(2),
+            Remains::Deleted(d) => {
+                out.push(3);
+                d.put(out);
+            }
+            Remains::Unknown => out.push(4),
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            0 => Ok(Remains::Untouched),
+            1 => Ok(Remains::Names(Wire::get(r)?)),
+            2 => Ok(Remains::Kept),
+            3 => Ok(Remains::Deleted(Wire::get(r)?)),
+            4 => Ok(Remains::Unknown),
+            t => Err(DecodeError::UnknownTag {
+                what: "link outcome",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
+/// What happens to the object when an `Unlink` removes one of its names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkDrop {
+    /// The name moved (the second step of a rename): the object keeps its links.
+    Moved,
+    /// One link less; at zero the object stays (a file still open somewhere) until
+    /// `RemoveObject` deletes it.
+    Keep,
+    /// One link less; at zero the object is deleted.
+    Delete,
+}
+
+impl Wire for LinkDrop {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(match self {
+            LinkDrop::Moved => 0,
+            LinkDrop::Keep => 1,
+            LinkDrop::Delete => 2,
+        });
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match u8::get(r)? {
+            0 => Ok(LinkDrop::Moved),
+            1 => Ok(LinkDrop::Keep),
+            2 => Ok(LinkDrop::Delete),
+            t => Err(DecodeError::UnknownTag {
+                what: "link drop",
+                tag: u32::from(t),
+            }),
+        }
+    }
+}
+
 wire_enum! {
     /// Every operation a server answers. Metadata operations go to the metadata server
     /// owning the handle (or, for names, the dirdata shard owning the name); data
@@ -198,15 +284,18 @@ wire_enum! {
         13 => SetAttr { handle: Handle, set: SetAttr },
         /// Creates an object and its entry `name` in `parent` atomically.
         14 => Create { parent: Handle, name: String, mode: u32, uid: u32, gid: u32, what: CreateWhat },
-        /// Removes entry `name` of `dir`; with `drop_object`, also the object when it
-        /// lives here. `expect` guards against a concurrent change of the entry.
-        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, drop_object: bool },
+        /// Removes entry `name` of `dir`; `fate` says what the object loses (in the
+        /// same commit when it lives here, otherwise this server asks its owner).
+        /// `expect` guards against a concurrent change of the entry.
+        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop },
         /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
-        /// that handle and is replaced, otherwise the name must be free. `ticket`:
-        /// MOVE on `handle` (from the lookup of the name it is moved from).
-        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, ticket: Option<Capability> },
-        /// Moves an entry when both names are in shards on this server (one commit).
-        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle> },
+        /// that handle and is replaced (its object losing a link as `fate` says),
+        /// otherwise the name must be free. `ticket`: MOVE on `handle` (from the
+        /// lookup of the name it is moved from).
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, ticket: Option<Capability> },
+        /// Moves an entry when both names are in shards on this server (one commit);
+        /// a replaced object loses a link as `fate` says.
+        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop },
         /// One page of the entries of `dir` this server holds, after name `after`. A
         /// metadata server holds at most one shard of a directory, so the server lists
         /// every entry of `dir` it has and does not read `shard`: the client fills in
@@ -219,12 +308,34 @@ wire_enum! {
         20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> },
         /// Sets or clears a directory's default layout.
         21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> },
-        /// Deletes an object whose entry is already gone. `ticket`: REMOVE on it
-        /// (from the unlink that removed its name).
+        /// Deletes an object that has no link left (kept by an unlink for a file
+        /// still open; EBUSY while it has a name). `ticket`: REMOVE on it (from the
+        /// unlink that removed its last name).
         22 => RemoveObject { handle: Handle, ticket: Option<Capability> },
         /// Forget cached attributes of these objects: their owner changed who may use
         /// them (servers cache the attributes of directories they hold shards of).
         23 => Forget { handles: Vec<Handle> },
+        /// Hard link: adds entry `name` -> `handle` to `dir` (the name must be free),
+        /// `handle` gaining a link first at its owner (the server holding the name
+        /// asks it). The caller needs write and search permission on `dir`, and to own
+        /// the object or be allowed to read and write it (Linux's protected hard
+        /// links); one without the key shows `proof`: a VISIT capability from the
+        /// lookup of a name of the object.
+        24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> },
+        /// One more link on a local object, for a new name the sender is about to put
+        /// in place (servers only: the server holding the new name sends it, with the
+        /// caller's credentials).
+        25 => AddLink { handle: Handle },
+        /// One link less on a local object whose name the sender removed; at zero
+        /// links it is deleted, unless `keep` (servers only).
+        26 => DropLink { handle: Handle, keep: bool },
+        /// Sets an object's link count to `links` if it is `expect` (fsck's repair; at
+        /// zero the object is deleted).
+        27 => SetLinks { handle: Handle, links: u32, expect: u32 },
+        /// What this server's shards of `dirs` add to their attributes (change time,
+        /// subdirectories), in request order: for a directory's exact times and link
+        /// count (its owner merges its own shard into the attributes it answers).
+        28 => DirStats { dirs: Vec<Handle> },
         /// Reserves `count` datafile handles on this data server (precreate pool).
         30 => Precreate { count: u32 },
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
@@ -298,12 +409,16 @@ impl Request {
             | Request::SealDir { .. }
             | Request::SetParent { .. }
             | Request::RemoveDatafiles { .. } => RequestClass::Ticket,
-            Request::Precreate { .. } | Request::Forget { .. } => RequestClass::Peer,
+            Request::Precreate { .. }
+            | Request::Forget { .. }
+            | Request::AddLink { .. }
+            | Request::DropLink { .. } => RequestClass::Peer,
             Request::ScanObjects { .. }
             | Request::ScanEntries { .. }
             | Request::ScanDatafiles { .. }
             | Request::ScanSeals {}
             | Request::ScanLost { .. }
+            | Request::SetLinks { .. }
             | Request::CreateDatafiles { .. } => RequestClass::Admin,
             _ => RequestClass::Client,
         }
@@ -318,6 +433,7 @@ impl Request {
                 | Request::Lookup { .. }
                 | Request::GetAttr { .. }
                 | Request::ListAttr { .. }
+                | Request::DirStats { .. }
                 | Request::ReadDir { .. }
                 | Request::Read { .. }
                 | Request::GetSizes { .. }
@@ -509,18 +625,28 @@ wire_enum! {
         12 => Attrs { attrs: Vec<AttrResult> },
         /// Answer to `Create`, with read and write capabilities for the creator.
         13 => Created { attr: Attr, caps: Vec<Capability> },
-        /// Answer to `Unlink`: the removed entry; the object's detail if it was deleted
-        /// here (so the client can delete its datafiles); `tickets`: REMOVE on what
-        /// is left to delete (the object at its owner, or the datafiles).
-        14 => Unlinked { entry: DirEntry, removed: Option<ObjDetail>, tickets: Vec<Capability> },
-        /// Answer to `LinkEntry` and `Rename`: the entry that was replaced, if any, and
-        /// a REMOVE ticket for its object (the caller deletes it unless it keeps it).
-        15 => Linked { replaced: Option<DirEntry>, tickets: Vec<Capability> },
+        /// Answer to `Unlink`: the removed entry; what became of its object; `tickets`:
+        /// REMOVE on what the client deletes next (a deleted file's datafiles, or the
+        /// object kept at zero links); `changed`: the time stamped on the directory's
+        /// shard (its new mtime and ctime).
+        14 => Unlinked { entry: DirEntry, left: Remains, tickets: Vec<Capability>, changed: Timespec },
+        /// Answer to `LinkEntry` and `Rename`: the entry that was replaced, if any,
+        /// and what became of its object (as `Unlinked`); `changed`: the time stamped
+        /// on the directories' shards.
+        15 => Linked { replaced: Option<DirEntry>, left: Remains, tickets: Vec<Capability>, changed: Timespec },
         /// Answer to `ReadDir`.
         16 => DirPage { entries: Vec<DirEntry>, more: bool },
         /// Answer to `RemoveObject`: what was deleted, and REMOVE tickets for its
         /// datafiles.
         17 => Removed { detail: ObjDetail, tickets: Vec<Capability> },
+        /// Answer to `DirStats`, in request order.
+        18 => ShardStats { stats: Vec<ShardStat> },
+        /// Answer to `DropLink` and `SetLinks`: what became of the object, and REMOVE
+        /// tickets for a deleted file's datafiles (or for the object when kept).
+        19 => Dropped { left: Remains, tickets: Vec<Capability> },
+        /// Answer to `Link`: the object's attributes (with its new link count), and
+        /// the time stamped on the directory's shard.
+        20 => HardLinked { attr: Attr, changed: Timespec },
         /// Answer to `Precreate`: handles `first .. first + count`.
         30 => Handles { first: Handle, count: u32 },
         /// Answer to `Write`: bytes written.

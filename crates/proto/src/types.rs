@@ -218,6 +218,9 @@ pub enum ObjDetail {
         shards: u32,
         /// Layout given to new files created in it, unless they ask for another.
         default_layout: Option<LayoutSpec>,
+        /// When its mtime was last set explicitly (utimes; zero: never): entry
+        /// changes before then do not move the mtime ([`Attr::merge_shard`]).
+        mtime_set: Timespec,
     },
     /// A regular file: where its data lives.
     File {
@@ -246,11 +249,13 @@ impl Wire for ObjDetail {
                 parent,
                 shards,
                 default_layout,
+                mtime_set,
             } => {
-                out.push(1);
+                out.push(5);
                 parent.put(out);
                 shards.put(out);
                 default_layout.put(out);
+                mtime_set.put(out);
             }
             ObjDetail::File { layout } => {
                 out.push(2);
@@ -269,10 +274,18 @@ impl Wire for ObjDetail {
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match u8::get(r)? {
+            // A directory as stores written before `mtime_set` hold it.
             1 => Ok(ObjDetail::Dir {
                 parent: Wire::get(r)?,
                 shards: Wire::get(r)?,
                 default_layout: Wire::get(r)?,
+                mtime_set: Timespec::default(),
+            }),
+            5 => Ok(ObjDetail::Dir {
+                parent: Wire::get(r)?,
+                shards: Wire::get(r)?,
+                default_layout: Wire::get(r)?,
+                mtime_set: Wire::get(r)?,
             }),
             2 => Ok(ObjDetail::File {
                 layout: Wire::get(r)?,
@@ -362,6 +375,25 @@ impl Wire for Attr {
 }
 
 impl Attr {
+    /// Merges one dirdata shard's [`ShardStat`] into a directory's attributes. An
+    /// entry change moves the ctime forward, and the mtime too unless the mtime was
+    /// set explicitly after it (utimes, `tar x`, `rsync -a` restoring a directory's
+    /// time stay as set); each subdirectory adds a link. Shards merge in any order
+    /// with the same result.
+    pub fn merge_shard(&mut self, s: &ShardStat) {
+        let set = match &self.detail {
+            ObjDetail::Dir { mtime_set, .. } => *mtime_set,
+            _ => Timespec::default(),
+        };
+        if s.changed > set {
+            self.mtime = self.mtime.max(s.changed);
+        }
+        self.ctime = self.ctime.max(s.changed);
+        self.nlink = self
+            .nlink
+            .saturating_add(u32::try_from(s.subdirs).unwrap_or(u32::MAX));
+    }
+
     /// Whether the object is a directory.
     pub fn is_dir(&self) -> bool {
         matches!(self.detail, ObjDetail::Dir { .. })
@@ -455,6 +487,24 @@ wire_struct!(DirEntry {
     name: String,
     handle: Handle,
     kind: ObjKind,
+});
+
+/// What one dirdata shard adds to its directory's attributes: when an entry was last
+/// added or removed there, and how many of its entries are directories. A directory's
+/// mtime and ctime and its link count (2 + subdirectories) are its object's, merged
+/// with every shard's ([`Attr::merge_shard`]), so a create costs no message to the
+/// directory's owner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStat {
+    /// When an entry was last added, removed or replaced in the shard (zero: never,
+    /// or not since the store recorded it).
+    pub changed: Timespec,
+    /// Entries of the shard that name directories.
+    pub subdirs: u64,
+}
+wire_struct!(ShardStat {
+    changed: Timespec,
+    subdirs: u64,
 });
 
 /// Who is asking: carried in every request so servers can check permissions.
@@ -574,11 +624,72 @@ mod tests {
                     stripe_count: None,
                     base: None,
                 }),
+                mtime_set: Timespec { secs: 3, nsecs: 4 },
             },
             blocks: 8,
         };
         assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
         assert_eq!(a.st_mode(), 0o040755);
+    }
+
+    #[test]
+    fn directories_stored_before_mtime_set_still_decode() {
+        // Tag 1: parent, shards, no default layout; no mtime_set.
+        let mut old = vec![1u8];
+        old.extend_from_slice(&7u64.to_le_bytes());
+        old.extend_from_slice(&3u32.to_le_bytes());
+        old.push(0);
+        assert_eq!(
+            decode::<ObjDetail>(&old).unwrap(),
+            ObjDetail::Dir {
+                parent: 7,
+                shards: 3,
+                default_layout: None,
+                mtime_set: Timespec::default(),
+            }
+        );
+    }
+
+    #[test]
+    fn shards_merge_in_any_order_and_respect_explicit_times() {
+        let t = |secs| Timespec { secs, nsecs: 0 };
+        let dir = |mtime, ctime, set| Attr {
+            handle: 9,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            nlink: 2,
+            size: 4096,
+            atime: t(0),
+            mtime: t(mtime),
+            ctime: t(ctime),
+            detail: ObjDetail::Dir {
+                parent: 1,
+                shards: 3,
+                default_layout: None,
+                mtime_set: t(set),
+            },
+            blocks: 8,
+        };
+        let s = |changed, subdirs| ShardStat {
+            changed: t(changed),
+            subdirs,
+        };
+        let shards = [s(20, 1), s(40, 0), s(30, 2)];
+        let merged = |mut a: Attr, order: &[usize]| {
+            for &i in order {
+                a.merge_shard(&shards[i]);
+            }
+            (a.mtime.secs, a.ctime.secs, a.nlink)
+        };
+        // A chmod at 50 (ctime) does not hide the entry changes from the mtime.
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
+            assert_eq!(merged(dir(10, 50, 0), &order), (40, 50, 5));
+        }
+        // utimes at 35 set the mtime to 5: only the later change (40) counts.
+        assert_eq!(merged(dir(5, 35, 35), &[0, 1, 2]), (40, 40, 5));
+        // utimes at 45: the mtime stays as set, the ctime is the newest change.
+        assert_eq!(merged(dir(5, 45, 45), &[2, 0, 1]), (5, 45, 5));
     }
 
     #[test]

@@ -170,6 +170,17 @@ impl Ctx {
         }
     }
 
+    /// Fails with EBUSY for the root directory, which is never removed.
+    pub fn refuse_root(&self, h: Handle) -> OpResult<()> {
+        if h == self.config.root_handle() {
+            return Err(OpError::new(
+                Errno::EBUSY,
+                "the root directory cannot be removed",
+            ));
+        }
+        Ok(())
+    }
+
     /// Fails unless `h` is in this server's handle range.
     pub fn require_local(&self, h: Handle) -> OpResult<()> {
         if self.config.servers[self.me].handles.contains(h) {

@@ -72,14 +72,15 @@ pub async fn dispatch(
             name,
             expect,
             want,
-            drop_object,
-        } => unlink::handle(ctx, c, dir, name, expect, want, drop_object, retry).await,
+            fate,
+        } => unlink::handle(ctx, c, dir, name, expect, want, fate, retry).await,
         Request::LinkEntry {
             dir,
             name,
             handle,
             kind,
             replace,
+            fate,
             ticket,
         } => {
             link_entry::handle(
@@ -91,6 +92,7 @@ pub async fn dispatch(
                     handle,
                     kind,
                     replace,
+                    fate,
                 },
                 ticket.as_ref(),
                 retry,
@@ -104,6 +106,7 @@ pub async fn dispatch(
             dst_name,
             expect_src,
             replace,
+            fate,
         } => {
             rename::handle(
                 ctx,
@@ -115,6 +118,7 @@ pub async fn dispatch(
                     dst_name,
                     expect_src,
                     replace,
+                    fate,
                 },
                 retry,
             )
@@ -141,6 +145,20 @@ pub async fn dispatch(
             remove_object::handle(ctx, c, handle, ticket.as_ref(), retry).await
         }
         Request::Forget { handles } => forget::handle(ctx, &handles),
+        Request::Link {
+            dir,
+            name,
+            handle,
+            proof,
+        } => link::handle(ctx, c, dir, name, handle, proof.as_ref(), retry).await,
+        Request::AddLink { handle } => add_link::handle(ctx, c, handle, retry).await,
+        Request::DropLink { handle, keep } => drop_link::handle(ctx, c, handle, keep, retry).await,
+        Request::SetLinks {
+            handle,
+            links,
+            expect,
+        } => drop_link::set(ctx, c, handle, links, expect, retry).await,
+        Request::DirStats { dirs } => dir_stats::handle(ctx, &dirs),
         Request::Precreate { count } => precreate::handle(ctx, count).await,
         Request::Write {
             handle,

@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod error;
 pub mod handlers;
 pub mod health;
+pub mod lifetime;
 pub mod limits;
 pub mod peer;
 pub mod perms;
@@ -289,6 +290,7 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
             // configuration and walk paths even when the root's owner is down.
             shards: ctx.config.meta_servers().len() as u32,
             default_layout: None,
+            mtime_set: Timespec::default(),
         },
         blocks: 0,
     };

@@ -81,10 +81,23 @@ impl Peers {
 
     /// Sends `request` to server `idx` and returns its single-frame answer.
     pub async fn call(&self, idx: usize, request: Request) -> OpResult<Response> {
+        self.call_as(idx, &Creds::default(), request, None).await
+    }
+
+    /// [`Peers::call`] acting for the user `creds` (a server holds the key, so the
+    /// other server takes them as given and checks what that user may do), with the
+    /// retry key `retry` for a mutation that must happen once.
+    pub async fn call_as(
+        &self,
+        idx: usize,
+        creds: &Creds,
+        request: Request,
+        retry: Option<pvfs_proto::RetryKey>,
+    ) -> OpResult<Response> {
         let body = encode(&RequestBody {
-            creds: Creds::default(),
+            creds: creds.clone(),
             request,
-            retry: None,
+            retry,
         });
         let conn = self.conn(idx).await?;
         let mut call = conn.call(&body, &[], true).await?;

@@ -36,12 +36,29 @@ pub fn replayed(t: &MetaTxn<'_>, key: Option<RetryKey>) -> Result<Option<Respons
     };
     match t.get_reply(k.client, k.seq)? {
         None => Ok(None),
-        Some(bytes) => decode(&bytes).map(Some).map_err(|e| {
-            MetaError::Storage(StorageError::Corrupt {
-                what: format!("recorded reply {:#x}/{}: {e}", k.client, k.seq),
-            })
-        }),
+        Some(bytes) => decode_reply(k, &bytes)
+            .map(Some)
+            .map_err(MetaError::Storage),
     }
+}
+
+/// [`replayed`] outside a mutation, from a read snapshot: for a mutation whose first
+/// step happens elsewhere and must not be repeated once the mutation was done here.
+pub fn replayed_now(ctx: &Ctx, key: Option<RetryKey>) -> Result<Option<Response>, StorageError> {
+    let Some(k) = key else {
+        return Ok(None);
+    };
+    match ctx.meta.read()?.get_reply(k.client, k.seq)? {
+        None => Ok(None),
+        Some(bytes) => decode_reply(k, &bytes).map(Some),
+    }
+}
+
+/// A recorded reply's bytes as the reply.
+fn decode_reply(k: RetryKey, bytes: &[u8]) -> Result<Response, StorageError> {
+    decode(bytes).map_err(|e| StorageError::Corrupt {
+        what: format!("recorded reply {:#x}/{}: {e}", k.client, k.seq),
+    })
 }
 
 /// Records `reply` for the mutation `key` names, in the caller's commit.

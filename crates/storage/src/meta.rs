@@ -22,7 +22,7 @@ use crate::error::{MetaError, StorageError};
 use crate::redo::{Disk, LoggedFile, OsDisk, LOG_CAPACITY};
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
-use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind};
+use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind, ShardStat};
 use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use redb::{ReadableTableMetadata, WriteTransaction};
 use std::cell::OnceCell;
@@ -34,8 +34,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Version of the on-disk format written in the superblock.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk format written in the superblock. Version 2 added the
+/// `shards` table; a version 1 store is upgraded when it is opened.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build opens (and upgrades).
+const FORMAT_OLDEST: u32 = 1;
 /// Handles at the start of each server's range kept for well-known objects (the root).
 pub const RESERVED_HANDLES: u64 = 16;
 /// Mutations that may wait for the writer; further `write` calls wait for room.
@@ -190,9 +193,9 @@ fn read_superblock(r: &dyn Raw) -> Result<Option<Superblock>, StorageError> {
             .try_into()
             .map_err(|_| StorageError::corrupt("superblock format"))?,
     );
-    if format != FORMAT_VERSION {
+    if !(FORMAT_OLDEST..=FORMAT_VERSION).contains(&format) {
         return Err(StorageError::Format(format!(
-            "unknown format version {format} (this build reads {FORMAT_VERSION})"
+            "unknown format version {format} (this build reads {FORMAT_OLDEST} to {FORMAT_VERSION})"
         )));
     }
     let get = |k: &str| {
@@ -212,6 +215,39 @@ fn read_superblock(r: &dyn Raw) -> Result<Option<Superblock>, StorageError> {
         range: (le_u64(&range[..8], "range")?, le_u64(&range[8..], "range")?),
         next_handle: le_u64(&get("next_handle")?, "superblock next_handle")?,
     }))
+}
+
+/// Upgrades a store of format `from` to [`FORMAT_VERSION`] inside the opening
+/// transaction. 1 -> 2: every directory's shard here gets its record, counting its
+/// subdirectory entries (change time unknown: zero, which leaves the directory's own
+/// times as they are).
+fn upgrade(t: &mut WriteTables<'_>, from: u32) -> Result<(), StorageError> {
+    let mut subdirs: std::collections::BTreeMap<Handle, u64> = Default::default();
+    let mut after: Option<(Handle, String)> = None;
+    loop {
+        let page = txn::entries_after(t, after.as_ref().map(|(d, n)| (*d, n.as_str())), 4096)?;
+        let Some((d, e)) = page.last() else { break };
+        after = Some((*d, e.name.clone()));
+        for (dir, e) in &page {
+            let n = subdirs.entry(*dir).or_default();
+            *n += u64::from(e.kind == ObjKind::Dir);
+        }
+    }
+    let shards = &mut t.0[txn::Tab::Shards as usize];
+    for (dir, n) in &subdirs {
+        let rec = txn::shard_record(&ShardStat {
+            changed: Default::default(),
+            subdirs: *n,
+        });
+        shards.insert(&dir.to_be_bytes()[..], rec.as_slice())?;
+    }
+    let sb = &mut t.0[txn::Tab::Super as usize];
+    sb.insert(&b"format"[..], &FORMAT_VERSION.to_le_bytes()[..])?;
+    tracing::info!(
+        "metadata store: upgraded from format {from} to {FORMAT_VERSION} ({} directory shards counted)",
+        subdirs.len()
+    );
+    Ok(())
 }
 
 /// The local files of a store.
@@ -464,6 +500,10 @@ impl Shared {
                         found: sb.range,
                         expected: self.range,
                     })
+                }
+                Some(sb) if sb.format < FORMAT_VERSION => {
+                    upgrade(&mut t, sb.format)?;
+                    true
                 }
                 Some(_) => false,
                 None => {
@@ -835,6 +875,16 @@ impl ReadView {
     /// Whether `dir`'s shard is sealed.
     pub fn is_sealed(&self, dir: Handle) -> Result<bool, StorageError> {
         self.seen(txn::is_sealed(&self.t, dir))
+    }
+
+    /// The reply recorded for mutation (`client`, `seq`), if it was done here.
+    pub fn get_reply(&self, client: u64, seq: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        self.seen(txn::get_reply(&self.t, client, seq))
+    }
+
+    /// What this server's shard of `dir` adds to the directory's attributes.
+    pub fn shard_stat(&self, dir: Handle) -> Result<ShardStat, StorageError> {
+        self.seen(txn::shard_stat(&self.t, dir))
     }
 
     /// The value of extended attribute `name` of object `h`.

@@ -9,7 +9,7 @@
 //! atomic inside a shared group commit.
 
 use crate::error::{MetaError, StorageError};
-use pvfs_proto::{decode, encode, Attr, DirEntry, Errno, Handle, ObjKind};
+use pvfs_proto::{decode, encode, Attr, DirEntry, Errno, Handle, ObjKind, ShardStat, Timespec};
 use redb::{ReadableTable, TableDefinition};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -24,10 +24,11 @@ pub(crate) enum Tab {
     Pool = 4,
     Xattrs = 5,
     Replies = 6,
+    Shards = 7,
 }
 
 /// Number of tables.
-pub(crate) const NTABS: usize = 7;
+pub(crate) const NTABS: usize = 8;
 
 /// The redb definitions, in [`Tab`] order.
 pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
@@ -38,6 +39,7 @@ pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
     TableDefinition::new("pool"),
     TableDefinition::new("xattrs"),
     TableDefinition::new("replies"),
+    TableDefinition::new("shards"),
 ];
 
 /// Version byte in front of object and entry records.
@@ -251,6 +253,38 @@ fn decode_entry(key: &[u8], v: &[u8]) -> Result<(Handle, ObjKind), StorageError>
     Ok((h, kind))
 }
 
+/// The record of a directory's shard here: version byte, then the change time (i64
+/// seconds ++ u32 nanoseconds) and the subdirectory count (u64), little-endian.
+pub(crate) fn shard_record(s: &ShardStat) -> Vec<u8> {
+    let mut v = Vec::with_capacity(21);
+    v.push(RECORD_V1);
+    v.extend_from_slice(&s.changed.secs.to_le_bytes());
+    v.extend_from_slice(&s.changed.nsecs.to_le_bytes());
+    v.extend_from_slice(&s.subdirs.to_le_bytes());
+    v
+}
+
+fn decode_shard(dir: Handle, v: &[u8]) -> Result<ShardStat, StorageError> {
+    if v.len() != 21 || v[0] != RECORD_V1 {
+        return Err(StorageError::corrupt(format!(
+            "shard record of {dir:#x}: {} bytes, version {:?}",
+            v.len(),
+            v.first()
+        )));
+    }
+    let secs = le_u64(&v[1..9], "shard change time")? as i64;
+    let nsecs = u32::from_le_bytes([v[9], v[10], v[11], v[12]]);
+    if nsecs >= 1_000_000_000 {
+        return Err(StorageError::corrupt(format!(
+            "shard record of {dir:#x}: {nsecs} nanoseconds"
+        )));
+    }
+    Ok(ShardStat {
+        changed: Timespec { secs, nsecs },
+        subdirs: le_u64(&v[13..21], "shard subdirectories")?,
+    })
+}
+
 /// Splits an entry key into its directory and name.
 fn split_entry_key(k: &[u8]) -> Result<(Handle, String), StorageError> {
     if k.len() < 8 {
@@ -310,6 +344,15 @@ pub(crate) fn list_entries(
         Ok(true)
     })?;
     Ok((out, more))
+}
+
+/// What this server's shard of `dir` adds to the directory's attributes (zeros when
+/// it has no record: no entry was ever added here).
+pub(crate) fn shard_stat(r: &dyn Raw, dir: Handle) -> Result<ShardStat, StorageError> {
+    match r.get(Tab::Shards, &object_key(dir))? {
+        Some(v) => decode_shard(dir, &v),
+        None => Ok(ShardStat::default()),
+    }
 }
 
 pub(crate) fn dir_is_empty(r: &dyn Raw, dir: Handle) -> Result<bool, StorageError> {
@@ -405,6 +448,21 @@ pub(crate) fn seals(r: &dyn Raw) -> Result<Vec<Handle>, StorageError> {
         },
     )?;
     Ok(out)
+}
+
+/// The reply recorded for mutation (`client`, `seq`), if it was done here.
+pub(crate) fn get_reply(
+    r: &dyn Raw,
+    client: u64,
+    seq: u64,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    match r.get(Tab::Replies, &reply_key(client, seq))? {
+        None => Ok(None),
+        Some(v) if v.len() >= 9 && v[0] == RECORD_V1 => Ok(Some(v[9..].to_vec())),
+        Some(_) => Err(StorageError::corrupt(format!(
+            "reply record {client:#x}/{seq}"
+        ))),
+    }
 }
 
 /// Entries of every directory after (dir, name), at most `max`, in key order.
@@ -534,18 +592,68 @@ impl<'a> MetaTxn<'a> {
         Ok(get_entry(self, dir, name)?)
     }
 
-    /// Creates or replaces the entry `name` in `dir`.
-    pub fn put_entry(&mut self, dir: Handle, name: &str, handle: Handle, kind: ObjKind) {
+    /// Creates or replaces the entry `name` in `dir`, at time `now`: the shard's
+    /// record (change time, subdirectory count) changes in the same commit.
+    pub fn put_entry(
+        &mut self,
+        dir: Handle,
+        name: &str,
+        handle: Handle,
+        kind: ObjKind,
+        now: Timespec,
+    ) -> Result<(), MetaError> {
+        let old = self.get_entry(dir, name)?;
+        let gone = old.is_some_and(|(_, k)| k == ObjKind::Dir);
+        self.shard_changed(dir, now, gone, kind == ObjKind::Dir)?;
         self.put(
             Tab::Entries,
             &entry_key(dir, name),
             Some(entry_record(handle, kind)),
         );
+        Ok(())
     }
 
-    /// Deletes the entry `name` in `dir` (no-op if absent).
-    pub fn delete_entry(&mut self, dir: Handle, name: &str) {
-        self.put(Tab::Entries, &entry_key(dir, name), None);
+    /// Deletes the entry `name` in `dir` at time `now`, and returns what it named
+    /// (no-op, None, if absent).
+    pub fn delete_entry(
+        &mut self,
+        dir: Handle,
+        name: &str,
+        now: Timespec,
+    ) -> Result<Option<(Handle, ObjKind)>, MetaError> {
+        let old = self.get_entry(dir, name)?;
+        if let Some((_, kind)) = old {
+            self.shard_changed(dir, now, kind == ObjKind::Dir, false)?;
+            self.put(Tab::Entries, &entry_key(dir, name), None);
+        }
+        Ok(old)
+    }
+
+    /// Records an entry change in this server's shard of `dir`: a directory entry
+    /// removed (`lost_dir`) and/or added (`new_dir`).
+    fn shard_changed(
+        &mut self,
+        dir: Handle,
+        now: Timespec,
+        lost_dir: bool,
+        new_dir: bool,
+    ) -> Result<(), MetaError> {
+        let mut s = shard_stat(self, dir)?;
+        s.changed = now;
+        s.subdirs =
+            (s.subdirs.saturating_add(u64::from(new_dir))).saturating_sub(u64::from(lost_dir));
+        self.put(Tab::Shards, &object_key(dir), Some(shard_record(&s)));
+        Ok(())
+    }
+
+    /// What this server's shard of `dir` adds to the directory's attributes.
+    pub fn shard_stat(&self, dir: Handle) -> Result<ShardStat, MetaError> {
+        Ok(shard_stat(self, dir)?)
+    }
+
+    /// Forgets this server's record of `dir`'s shard (when the directory goes).
+    pub fn delete_shard(&mut self, dir: Handle) {
+        self.put(Tab::Shards, &object_key(dir), None);
     }
 
     /// Entries of `dir` strictly after `after`, at most `max`, and whether more follow.
@@ -601,11 +709,7 @@ impl<'a> MetaTxn<'a> {
 
     /// The reply recorded for mutation (`client`, `seq`), if it was done here.
     pub fn get_reply(&self, client: u64, seq: u64) -> Result<Option<Vec<u8>>, MetaError> {
-        match self.get(Tab::Replies, &reply_key(client, seq))? {
-            None => Ok(None),
-            Some(v) if v.len() >= 9 && v[0] == RECORD_V1 => Ok(Some(v[9..].to_vec())),
-            Some(_) => Err(StorageError::corrupt(format!("reply record {client:#x}/{seq}")).into()),
-        }
+        Ok(get_reply(self, client, seq)?)
     }
 
     /// Records the reply of mutation (`client`, `seq`) at time `now` (unix seconds), in

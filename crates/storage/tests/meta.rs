@@ -9,6 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// The change time the tests stamp on entries.
+const T0: Timespec = Timespec {
+    secs: 1_700_000_000,
+    nsecs: 5,
+};
 const RANGE: (Handle, Handle) = (1 << 32, (2 << 32) - 1);
 
 fn id() -> Identity {
@@ -127,7 +132,7 @@ fn reopen_keeps_data() {
         let s = open(d.path());
         s.write(|t| {
             t.put_object(&attr(20, 0o644));
-            t.put_entry(3, "a", 20, ObjKind::Symlink);
+            t.put_entry(3, "a", 20, ObjKind::Symlink, T0)?;
             t.set_sealed(3, true);
             t.pool_add(0, 1000, 5);
             Ok(())
@@ -160,23 +165,23 @@ fn failing_and_panicking_jobs_leave_no_trace_while_neighbours_commit() {
         let blocker = s.write(move |t| {
             started_tx.send(()).unwrap();
             gate.recv().unwrap();
-            t.put_entry(1, "blocker", 10, ObjKind::File);
+            t.put_entry(1, "blocker", 10, ObjKind::File, T0)?;
             Ok(())
         });
         let ok_a = s.write(|t| {
             let h = t.alloc_handles(1)?;
-            t.put_entry(1, "a", h, ObjKind::File);
+            t.put_entry(1, "a", h, ObjKind::File, T0)?;
             Ok(h)
         });
         let fails = s.write(|t| {
             let h = t.alloc_handles(1)?;
-            t.put_entry(1, "b", h, ObjKind::File);
-            t.delete_entry(1, "a");
+            t.put_entry(1, "b", h, ObjKind::File, T0)?;
+            t.delete_entry(1, "a", T0)?;
             t.put_object(&attr(h, 0));
             Err::<(), _>(MetaError::new(Errno::EEXIST, "b exists"))
         });
         let panics = s.write(|t| -> Result<(), MetaError> {
-            t.put_entry(1, "p", 99, ObjKind::File);
+            t.put_entry(1, "p", 99, ObjKind::File, T0)?;
             panic!("injected");
         });
         let ok_c = s.write(|t| {
@@ -184,7 +189,7 @@ fn failing_and_panicking_jobs_leave_no_trace_while_neighbours_commit() {
             let a = t.get_entry(1, "a")?.map(|e| e.0);
             assert!(t.get_entry(1, "b")?.is_none() && t.get_entry(1, "p")?.is_none());
             let h = t.alloc_handles(1)?;
-            t.put_entry(1, "c", h, ObjKind::Dir);
+            t.put_entry(1, "c", h, ObjKind::Dir, T0)?;
             Ok((a, h))
         });
         let (b, a, f, p, c, ()) = tokio::join!(blocker, ok_a, fails, panics, ok_c, async {
@@ -223,21 +228,21 @@ fn overlay_respected_by_dir_is_empty_and_seals() {
     rt().block_on(async {
         let s = open(d.path());
         s.write(|t| {
-            t.put_entry(5, "x", 1, ObjKind::File);
+            t.put_entry(5, "x", 1, ObjKind::File, T0)?;
             Ok(())
         })
         .await
         .unwrap();
         s.write(|t| {
             assert!(!t.dir_is_empty(5)? && t.dir_is_empty(4)? && t.dir_is_empty(6)?);
-            t.delete_entry(5, "x");
+            t.delete_entry(5, "x", T0)?;
             assert!(t.dir_is_empty(5)?);
-            t.put_entry(5, "y", 2, ObjKind::File);
+            t.put_entry(5, "y", 2, ObjKind::File, T0)?;
             assert!(!t.dir_is_empty(5)?);
-            t.delete_entry(5, "y");
+            t.delete_entry(5, "y", T0)?;
             t.set_sealed(5, true);
             assert!(t.is_sealed(5)? && t.dir_is_empty(5)?);
-            t.put_entry(u64::MAX, "last", 3, ObjKind::File);
+            t.put_entry(u64::MAX, "last", 3, ObjKind::File, T0)?;
             assert!(!t.dir_is_empty(u64::MAX)?);
             Ok(())
         })
@@ -301,11 +306,11 @@ fn list_entries_pages_through_10k_entries() {
             let names = chunk.to_vec();
             s.write(move |t| {
                 for (i, n) in names.iter().enumerate() {
-                    t.put_entry(42, n, i as u64 + 1, ObjKind::File);
+                    t.put_entry(42, n, i as u64 + 1, ObjKind::File, T0)?;
                 }
                 // Neighbouring directories must not leak into the listing.
-                t.put_entry(41, "zzz", 1, ObjKind::File);
-                t.put_entry(43, "", 1, ObjKind::File);
+                t.put_entry(41, "zzz", 1, ObjKind::File, T0)?;
+                t.put_entry(43, "", 1, ObjKind::File, T0)?;
                 Ok(())
             })
             .await
@@ -421,11 +426,11 @@ fn step(t: &mut pvfs_storage::MetaTxn<'_>, m: &mut Model, op: &Op) -> Result<(),
     let diff = |what: String| Err(MetaError::new(Errno::EBADMSG, what));
     match op {
         Op::PutEntry(d, n, h) => {
-            t.put_entry(*d, n, *h, ObjKind::File);
+            t.put_entry(*d, n, *h, ObjKind::File, T0)?;
             m.entries.insert((*d, n.clone()), *h);
         }
         Op::DelEntry(d, n) => {
-            t.delete_entry(*d, n);
+            t.delete_entry(*d, n, T0)?;
             m.entries.remove(&(*d, n.clone()));
         }
         Op::GetEntry(d, n) => {
@@ -545,7 +550,7 @@ fn throughput() {
                 return Err(Errno::EEXIST.into());
             }
             t.put_object(&attr(h, 0o644));
-            t.put_entry(dir, &name, h, ObjKind::File);
+            t.put_entry(dir, &name, h, ObjKind::File, T0)?;
             Ok(())
         })
         .await
@@ -584,4 +589,91 @@ fn handles_are_shareable() {
     fn send_sync<T: Send + Sync + Clone>() {}
     send_sync::<MetaStore>();
     send_sync::<MetaError>();
+}
+
+#[test]
+fn shard_records_follow_entry_changes_in_the_same_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let t1 = Timespec {
+        secs: T0.secs + 1,
+        nsecs: 0,
+    };
+    let t2 = Timespec {
+        secs: T0.secs + 2,
+        nsecs: 7,
+    };
+    rt().block_on(async {
+        let s = open(d.path());
+        assert_eq!(s.read().unwrap().shard_stat(1).unwrap(), Default::default());
+        s.write(|t| {
+            t.put_entry(1, "d1", 10, ObjKind::Dir, T0)?;
+            t.put_entry(1, "d2", 11, ObjKind::Dir, T0)?;
+            t.put_entry(1, "f", 12, ObjKind::File, T0)?;
+            t.put_entry(2, "d", 13, ObjKind::Dir, T0)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let st = s.read().unwrap().shard_stat(1).unwrap();
+        assert_eq!((st.changed, st.subdirs), (T0, 2));
+        // Replacing a directory entry by a file, removing one, and a removal of a
+        // name that is not there (no change at all).
+        s.write(move |t| {
+            t.put_entry(1, "d1", 14, ObjKind::File, t1)?;
+            assert_eq!(t.delete_entry(1, "f", t2)?, Some((12, ObjKind::File)));
+            assert_eq!(t.delete_entry(1, "nothing", Timespec::default())?, None);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let r = s.read().unwrap();
+        let st = r.shard_stat(1).unwrap();
+        assert_eq!((st.changed, st.subdirs), (t2, 1));
+        assert_eq!(r.shard_stat(2).unwrap().subdirs, 1);
+        // A failed mutation changes no record.
+        let failed = s
+            .write(move |t| {
+                t.delete_entry(1, "d2", t2)?;
+                Err::<(), _>(MetaError::new(Errno::EIO, "injected"))
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(s.read().unwrap().shard_stat(1).unwrap().subdirs, 1);
+    });
+}
+
+#[test]
+fn a_format_1_store_is_upgraded_with_its_subdirectories_counted() {
+    let d = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let s = open(d.path());
+        s.write(|t| {
+            t.put_entry(1, "a", 10, ObjKind::Dir, T0)?;
+            t.put_entry(1, "b", 11, ObjKind::Dir, T0)?;
+            t.put_entry(1, "c", 12, ObjKind::File, T0)?;
+            t.put_entry(3, "x", 13, ObjKind::File, T0)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        s.close().await;
+    });
+    // Make it what a format 1 build wrote: no shard records.
+    let db = redb::Database::create(d.path().join("meta.redb")).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("superblock");
+        let mut t = tx.open_table(def).unwrap();
+        t.insert(&b"format"[..], &1u32.to_le_bytes()[..]).unwrap();
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("shards");
+        assert!(tx.delete_table(def).unwrap());
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let r = open(d.path()).read().unwrap();
+    assert_eq!(r.superblock().unwrap().format, 2);
+    let st = r.shard_stat(1).unwrap();
+    assert_eq!((st.changed, st.subdirs), (Timespec::default(), 2));
+    assert_eq!(r.shard_stat(3).unwrap().subdirs, 0);
+    assert_eq!(r.get_entry(1, "c").unwrap(), Some((12, ObjKind::File)));
 }

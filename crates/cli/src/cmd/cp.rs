@@ -44,7 +44,7 @@ pub struct CpArgs {
 
 enum End {
     Local(Arc<std::fs::File>),
-    Pvfs(File),
+    Pvfs(Box<File>),
 }
 
 fn pvfs_path(s: &str) -> Option<&str> {
@@ -108,7 +108,7 @@ async fn open_source(client: &Client, src: &str) -> anyhow::Result<(End, u64)> {
         Some(p) => {
             let file = client.open(p).await?;
             let size = file.size().await?;
-            Ok((End::Pvfs(file), size))
+            Ok((End::Pvfs(Box::new(file)), size))
         }
         None => {
             let f = std::fs::File::open(src).with_context(|| format!("cannot open {src}"))?;
@@ -149,7 +149,7 @@ async fn open_dest(client: &Client, a: &CpArgs, size: u64) -> anyhow::Result<(En
                 .unwrap_or_else(|| (16 << 20) / row.max(1) * row)
                 .max(row);
             let _ = size;
-            Ok((End::Pvfs(file), chunk))
+            Ok((End::Pvfs(Box::new(file)), chunk))
         }
         None => {
             let mut path = std::path::PathBuf::from(&a.dst);

@@ -335,20 +335,26 @@ pub fn mv(a: MvArgs) -> anyhow::Result<ExitCode> {
 pub struct LnArgs {
     #[command(flatten)]
     config: ConfigArg,
-    /// Make a symbolic link (the only kind pvfs has).
-    #[arg(short = 's', required = true)]
+    /// Make a symbolic link instead of a hard link.
+    #[arg(short = 's')]
     symbolic: bool,
-    /// What the link points to (stored verbatim).
+    /// What the link points to: an existing file for a hard link (a symlink is
+    /// linked itself), any text for a symbolic one (stored verbatim).
     target: String,
     /// The link to create.
     link: String,
 }
 
-/// Creates a symbolic link.
+/// Creates a hard link (another name of the same file, in any directory), or a
+/// symbolic link with -s.
 pub fn ln(a: LnArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
-        client.symlink(&a.target, &a.link).await?;
+        if a.symbolic {
+            client.symlink(&a.target, &a.link).await?;
+        } else {
+            client.link(&a.target, &a.link).await?;
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -138,6 +138,36 @@ static void namespace_ops(const char *base) {
     CHECK_OK(pvfs_rmdir(p1));
     CHECK_ERR(pvfs_rmdir(p1), ENOENT);
     CHECK_OK(pvfs_unlink(join(p2, sizeof p2, base, "link")));
+
+    /* Hard links, across directories; a directory's link count. */
+    char p4[4096];
+    join(p1, sizeof p1, base, "h");
+    fd = pvfs_creat(p1, 0644);
+    REQUIRE(fd >= 0);
+    CHECK(pvfs_write(fd, "link", 4) == 4);
+    CHECK_OK(pvfs_close(fd));
+    join(p2, sizeof p2, base, "hsub");
+    CHECK_OK(pvfs_mkdir(p2, 0755));
+    join(p3, sizeof p3, p2, "h2");
+    CHECK_OK(pvfs_link(p1, p3));
+    CHECK_ERR(pvfs_link(p1, p3), EEXIST);
+    CHECK_ERR(pvfs_link(p2, join(p4, sizeof p4, base, "dirlink")), EPERM);
+    CHECK_ERR(pvfs_link(join(p4, sizeof p4, base, "missing"), p3), ENOENT);
+    CHECK_ERR(pvfs_link(NULL, p3), EFAULT);
+    CHECK_OK(pvfs_stat(p1, &st));
+    CHECK_OK(pvfs_stat(p3, &fs_));
+    CHECK(st.st_ino == fs_.st_ino && st.st_nlink == 2 && fs_.st_nlink == 2);
+    CHECK_OK(pvfs_unlink(p1));
+    CHECK_OK(pvfs_stat(p3, &st));
+    CHECK(st.st_nlink == 1 && st.st_size == 4);
+    CHECK_OK(pvfs_mkdir(join(p4, sizeof p4, p2, "d1"), 0755));
+    CHECK_OK(pvfs_mkdir(join(p4, sizeof p4, p2, "d2"), 0755));
+    CHECK_OK(pvfs_stat(p2, &st));
+    CHECK(st.st_nlink == 4);
+    CHECK_OK(pvfs_rmdir(join(p4, sizeof p4, p2, "d1")));
+    CHECK_OK(pvfs_rmdir(join(p4, sizeof p4, p2, "d2")));
+    CHECK_OK(pvfs_unlink(p3));
+    CHECK_OK(pvfs_rmdir(p2));
 }
 
 static void io_ops(const char *base) {

@@ -282,7 +282,6 @@ static void files(void) {
     CHECK("mknod made a regular file", stat(P("node"), &st) == 0 && S_ISREG(st.st_mode) &&
                                            (st.st_mode & 0777) == 0640,
           "mode %o", st.st_mode);
-    EXPECT_ERR("link is EPERM (no hard links)", link(f, P("hardlink")), EPERM);
     EXPECT_OK("mkfifo", mkfifo(P("fifo"), 0640));
     CHECK("mkfifo made a FIFO", lstat(P("fifo"), &st) == 0 && S_ISFIFO(st.st_mode) &&
                                     (st.st_mode & 0777) == 0640 && st.st_size == 0,
@@ -470,6 +469,125 @@ static void renames(void) {
     EXPECT_OK("rename of a directory across directories", rename(P("rd2"), P("rd3/rd2")));
     CHECK("moved directory keeps its contents", stat(P("rd3/rd2/sub"), &st) == 0 && S_ISDIR(st.st_mode),
           "%s", strerror(errno));
+}
+
+/* ----- hard links ---------------------------------------------------------------- */
+
+static void hard_links(const char *fixtures) {
+    struct stat st, st2;
+    char buf[32] = {0};
+    write_file(P("h1"), "hard", 4, 0644);
+    mkdir(P("hd"), 0755);
+    EXPECT_OK("link", link(P("h1"), P("h2")));
+    EXPECT_OK("link into another directory", link(P("h1"), P("hd/h3")));
+    CHECK("three names of one file, nlink 3",
+          stat(P("h1"), &st) == 0 && stat(P("hd/h3"), &st2) == 0 && st.st_ino == st2.st_ino &&
+              st.st_nlink == 3 && st2.st_nlink == 3,
+          "ino %llu/%llu nlink %lu/%lu", (unsigned long long)st.st_ino,
+          (unsigned long long)st2.st_ino, (unsigned long)st.st_nlink, (unsigned long)st2.st_nlink);
+    EXPECT_ERR("link onto an existing name is EEXIST", link(P("h1"), P("h2")), EEXIST);
+    EXPECT_ERR("link of a directory is EPERM", link(P("hd"), P("hd2")), EPERM);
+    EXPECT_ERR("link of a missing name is ENOENT", link(P("nothere"), P("x")), ENOENT);
+    int fd = open(P("h2"), O_WRONLY | O_APPEND);
+    CHECK("append through the second name", fd >= 0 && write(fd, "!", 1) == 1, "%s",
+          strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    CHECK("the data through the third name", read_file(P("hd/h3"), buf, sizeof buf) == 5 &&
+                                                 memcmp(buf, "hard!", 5) == 0,
+          "got %s", buf);
+    /* Names go one by one; an open descriptor stays valid throughout. */
+    fd = open(P("h1"), O_RDWR);
+    EXPECT_OK("unlink of one name", unlink(P("h1")));
+    CHECK("the other names keep the file, nlink 2",
+          stat(P("h2"), &st) == 0 && st.st_nlink == 2 && st.st_size == 5, "nlink %lu size %lld",
+          (unsigned long)st.st_nlink, (long long)st.st_size);
+    EXPECT_OK("rename of a link onto another link of the same file (a no-op)",
+              rename(P("h2"), P("hd/h3")));
+    CHECK("both names are still there",
+          stat(P("h2"), &st) == 0 && stat(P("hd/h3"), &st2) == 0 && st2.st_nlink == 2,
+          "nlink %lu", (unsigned long)st2.st_nlink);
+    write_file(P("other"), "other", 5, 0644);
+    EXPECT_OK("rename of another file over a link", rename(P("other"), P("h2")));
+    CHECK("replacing a name takes one link", stat(P("hd/h3"), &st) == 0 && st.st_nlink == 1,
+          "nlink %lu", (unsigned long)st.st_nlink);
+    EXPECT_OK("unlink of the last name", unlink(P("hd/h3")));
+    memset(buf, 0, sizeof buf);
+    CHECK("the open descriptor still reads", fd >= 0 && pread(fd, buf, 32, 0) == 5 &&
+                                                 memcmp(buf, "hard!", 5) == 0,
+          "got %s", buf);
+    if (fd >= 0)
+        close(fd);
+    /* A symlink is linked itself; linkat with AT_SYMLINK_FOLLOW links its target. */
+    symlink("h2", P("sl"));
+    EXPECT_OK("link of a symlink", link(P("sl"), P("sl2")));
+    CHECK("the link is the symlink", lstat(P("sl2"), &st) == 0 && S_ISLNK(st.st_mode) &&
+                                         st.st_nlink == 2,
+          "mode %o nlink %lu", st.st_mode, (unsigned long)st.st_nlink);
+    EXPECT_OK("linkat AT_SYMLINK_FOLLOW",
+              linkat(AT_FDCWD, P("sl"), AT_FDCWD, P("followed"), AT_SYMLINK_FOLLOW));
+    CHECK("linkat followed the symlink", stat(P("followed"), &st) == 0 && stat(P("h2"), &st2) == 0 &&
+                                             st.st_ino == st2.st_ino && st.st_nlink == 2,
+          "ino %llu/%llu", (unsigned long long)st.st_ino, (unsigned long long)st2.st_ino);
+    if (!is_root) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/rootfile_ro", fixtures);
+        EXPECT_ERR("link of someone else's file one may not write is EPERM",
+                   link(path, P("stolen")), EPERM);
+    }
+}
+
+/* ----- a directory's times and link count ------------------------------------------ */
+
+static void dir_times(void) {
+    struct stat a, b;
+    mkdir(P("dt"), 0755);
+    CHECK("a new directory has 2 links", stat(P("dt"), &a) == 0 && a.st_nlink == 2, "nlink %lu",
+          (unsigned long)a.st_nlink);
+    usleep(2000);
+    write_file(P("dt/f"), "f", 1, 0644);
+    CHECK("a create moves the directory's mtime and ctime",
+          stat(P("dt"), &b) == 0 && ts_ns(b.st_mtim) > ts_ns(a.st_mtim) &&
+              ts_ns(b.st_ctim) > ts_ns(a.st_ctim),
+          "mtime %lld -> %lld", ts_ns(a.st_mtim), ts_ns(b.st_mtim));
+    /* Enough subdirectories to land in every shard. */
+    char name[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof name, "dt/sub%d", i);
+        mkdir(P(name), 0755);
+    }
+    CHECK("nlink is 2 + subdirectories", stat(P("dt"), &a) == 0 && a.st_nlink == 14, "nlink %lu",
+          (unsigned long)a.st_nlink);
+    usleep(2000);
+    unlink(P("dt/f"));
+    CHECK("an unlink moves the mtime", stat(P("dt"), &b) == 0 && ts_ns(b.st_mtim) > ts_ns(a.st_mtim),
+          "mtime %lld -> %lld", ts_ns(a.st_mtim), ts_ns(b.st_mtim));
+    usleep(2000);
+    rename(P("dt/sub0"), P("dt/sub0b"));
+    CHECK("a rename inside moves the mtime", stat(P("dt"), &a) == 0 && ts_ns(a.st_mtim) > ts_ns(b.st_mtim),
+          "mtime %lld -> %lld", ts_ns(b.st_mtim), ts_ns(a.st_mtim));
+    struct stat top;
+    stat(P("."), &top);
+    rename(P("dt/sub1"), P("sub1moved"));
+    rmdir(P("dt/sub2"));
+    CHECK("rename out and rmdir take links", stat(P("dt"), &a) == 0 && a.st_nlink == 12,
+          "nlink %lu", (unsigned long)a.st_nlink);
+    CHECK("the new parent gains a link", stat(P("."), &b) == 0 && b.st_nlink == top.st_nlink + 1,
+          "nlink %lu, was %lu", (unsigned long)b.st_nlink, (unsigned long)top.st_nlink);
+    /* An explicit time stays as set (tar x, rsync -a), until the next change. */
+    struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+    EXPECT_OK("utimensat on a directory", utimensat(AT_FDCWD, P("dt"), ts, 0));
+    CHECK("the directory's explicit mtime stays",
+          stat(P("dt"), &a) == 0 && a.st_mtim.tv_sec == 1000000000 && a.st_nlink == 12,
+          "mtime %lld nlink %lu", (long long)a.st_mtim.tv_sec, (unsigned long)a.st_nlink);
+    write_file(P("dt/g"), "g", 1, 0644);
+    CHECK("a create after it moves the mtime again",
+          stat(P("dt"), &b) == 0 && b.st_mtim.tv_sec > 1000000000, "mtime %lld",
+          (long long)b.st_mtim.tv_sec);
+    usleep(2000);
+    link(P("dt/g"), P("dt/g2"));
+    CHECK("a hard link moves the mtime", stat(P("dt"), &a) == 0 && ts_ns(a.st_mtim) > ts_ns(b.st_mtim),
+          "mtime %lld -> %lld", ts_ns(b.st_mtim), ts_ns(a.st_mtim));
 }
 
 /* ----- a file unlinked or replaced while open -------------------------------------- */
@@ -872,6 +990,8 @@ int main(int argc, char **argv) {
     names();
     symlinks();
     renames();
+    hard_links(argv[2]);
+    dir_times();
     open_unlinked();
     mmaps();
     streams();

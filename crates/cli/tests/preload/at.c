@@ -15,7 +15,7 @@
  * It makes, changes, renames and removes files, directories, symlinks and FIFOs with
  * openat, mkdirat, fstatat, statx, faccessat, fchmodat, fchownat, utimensat, futimesat,
  * symlinkat, readlinkat, renameat, renameat2 (RENAME_NOREPLACE, RENAME_EXCHANGE),
- * linkat (EPERM: no hard links), mknodat, mkfifoat, unlinkat, mkstemp and mkdtemp,
+ * linkat (hard links, AT_EMPTY_PATH), mknodat, mkfifoat, unlinkat, mkstemp and mkdtemp,
  * checks the errno of every refusal, checks what an O_PATH descriptor may and may not
  * do, and leaves in DIR what the test then checks through the client library:
  *   kept         "kept MODE\n", mode 0640, mtime 1234567890.5
@@ -221,9 +221,21 @@ static void battery(int d, const char *mode, const char *dir)
 	expect_content(d, "dir/moved", "a\n");
 	FAILS(renameat(d, "nothing", d, "x"), ENOENT);
 
-	/* No hard links in pvfs: EPERM, so tools say so (or fall back). */
-	FAILS(linkat(d, "kept", d, "hard", 0), EPERM);
-	FAILS(fstatat(d, "hard", &st, 0), ENOENT);
+	/* Hard links: by name, and of an open descriptor's file (AT_EMPTY_PATH). */
+	CHECK(linkat(d, "kept", d, "hard", 0) == 0);
+	struct stat st2;
+	CHECK(fstatat(d, "hard", &st, 0) == 0 && fstatat(d, "kept", &st2, 0) == 0);
+	CHECK(st.st_ino == st2.st_ino && st.st_nlink == 2);
+	FAILS(linkat(d, "kept", d, "hard", 0), EEXIST);
+	FAILS(linkat(d, "dir", d, "dirlink", 0), EPERM);
+	FAILS(linkat(d, "kept", d, "hard2", 0x8000), EINVAL);
+	int k = openat(d, "kept", O_RDONLY);
+	CHECK(k >= 0 && linkat(k, "", d, "hard2", AT_EMPTY_PATH) == 0);
+	CHECK(close(k) == 0);
+	CHECK(fstatat(d, "kept", &st, 0) == 0 && st.st_nlink == 3);
+	CHECK(unlinkat(d, "hard", 0) == 0 && unlinkat(d, "hard2", 0) == 0);
+	CHECK(fstatat(d, "kept", &st, 0) == 0 && st.st_nlink == 1);
+	expect_content(d, "kept", kept);
 
 	/* FIFOs and nodes are metadata. */
 	CHECK(mkfifoat(d, "fifo", 0600) == 0);

@@ -159,6 +159,7 @@ pub async fn handle(
                             parent,
                             shards,
                             default_layout,
+                            mtime_set: Timespec::default(),
                         },
                         mode & 0o7777,
                         2,
@@ -187,7 +188,7 @@ pub async fn handle(
                 };
                 let kind = attr.kind();
                 t.put_object(&attr);
-                t.put_entry(parent, &name, handle, kind);
+                t.put_entry(parent, &name, handle, kind, now)?;
                 let caps = if kind == pvfs_proto::ObjKind::File {
                     minter
                         .caps

@@ -7,7 +7,7 @@ use pvfs_proto::{rights, Capability, Errno, Handle, Response};
 
 use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::handlers::{grant, no_object};
+use crate::handlers::{answered, grant, no_object};
 use crate::session::Caller;
 
 /// Most handles one `ListAttr` may ask for.
@@ -29,11 +29,7 @@ pub async fn handle(
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
-    let mut attr = ctx
-        .meta
-        .read()?
-        .get_object(handle)?
-        .ok_or_else(|| no_object(handle))?;
+    let mut attr = answered(&ctx.meta.read()?, handle)?.ok_or_else(|| no_object(handle))?;
     if want == 0 {
         return Ok(Response::Attr {
             attr,
@@ -73,7 +69,7 @@ pub fn handle_list(ctx: &Ctx, handles: &[Handle]) -> OpResult<Response> {
                 attr: None,
             }
         } else {
-            match view.get_object(h)? {
+            match answered(&view, h)? {
                 Some(attr) => AttrResult {
                     errno: 0,
                     attr: Some(attr),

@@ -5,13 +5,17 @@ use std::sync::Arc;
 
 use pvfs_proto::access;
 use pvfs_proto::types::check_name;
-use pvfs_proto::{rights, Capability, DirEntry, Errno, Handle, ObjKind, Response, RetryKey};
+use pvfs_proto::{
+    rights, Capability, DirEntry, Errno, Handle, LinkDrop, ObjKind, Remains, Response, RetryKey,
+    Timespec,
+};
 
 use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::{changed, lookup};
+use crate::lifetime;
 use crate::perms::attrs_of;
 use crate::session::Caller;
 
@@ -27,10 +31,13 @@ pub struct Link {
     pub kind: ObjKind,
     /// The object the name must name now, replaced; none: the name must be free.
     pub replace: Option<Handle>,
+    /// What the replaced object loses.
+    pub fate: LinkDrop,
 }
 
 /// Adds `name` -> `handle` to `dir`. With `replace`, the entry must currently name
-/// that handle; without, the name must be free. A caller without the key shows a MOVE
+/// that handle, whose object then loses a link as `fate` says; without, the name must
+/// be free. A caller without the key shows a MOVE
 /// ticket for `handle` (from the lookup of the name it is moved from), and needs write
 /// and search permission on `dir` (and the sticky rule for a name it replaces).
 pub async fn handle(
@@ -47,6 +54,7 @@ pub async fn handle(
         handle,
         kind,
         replace,
+        fate,
     } = l;
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
     ctx.caps
@@ -58,9 +66,9 @@ pub async fn handle(
         access::may_delete(&dir_attr, replaced.uid, &caller.creds)
             .map_err(|e| OpError::new(e, format!("no permission to replace {name:?}")))?;
     }
-    let minter = ctx.clone();
+    let owner = ctx.clone();
     let uid = caller.creds.uid;
-    let response = ctx
+    let mut response = ctx
         .meta
         .write(move |t| {
             if let Some(done) = replayed(t, retry)? {
@@ -73,17 +81,58 @@ pub async fn handle(
                 )
                 .into());
             }
-            let replaced = put_entry(t, dir, &name, handle, kind, replace)?;
-            let tickets = replaced
-                .iter()
-                .map(|r| minter.caps.mint(r.handle, rights::REMOVE, uid))
-                .collect();
-            let linked = Response::Linked { replaced, tickets };
-            remember(t, retry, &linked);
-            Ok(linked)
+            let changed = Timespec::now();
+            let replaced = put_entry(t, dir, &name, handle, kind, replace, changed)?;
+            linked(t, &owner, (replaced, fate, uid), changed, retry)
         })
         .await?;
+    finish_replaced(ctx, caller, fate, retry, &mut response).await;
     Ok(response)
+}
+
+/// The answer of a commit that put a name in place (replacing `replaced`, whose
+/// object loses a link as `fate` says), recorded for a retry. Shared with same-server
+/// renames.
+pub(crate) fn linked(
+    t: &mut pvfs_storage::MetaTxn<'_>,
+    owner: &Ctx,
+    (replaced, fate, uid): (Option<DirEntry>, LinkDrop, u32),
+    changed: Timespec,
+    retry: Option<RetryKey>,
+) -> Result<Response, pvfs_storage::MetaError> {
+    let (left, tickets) = match &replaced {
+        Some(r) => lifetime::drop_for_name(t, owner, r.handle, fate, uid)?,
+        None => (Remains::Untouched, Vec::new()),
+    };
+    let answer = Response::Linked {
+        replaced,
+        left,
+        tickets,
+        changed,
+    };
+    remember(t, retry, &answer);
+    Ok(answer)
+}
+
+/// After a commit that replaced an entry whose object lives elsewhere: takes its
+/// link there (`crate::lifetime::finish_remote`). Shared with same-server renames.
+pub(crate) async fn finish_replaced(
+    ctx: &Ctx,
+    caller: &Caller,
+    fate: LinkDrop,
+    retry: Option<RetryKey>,
+    response: &mut Response,
+) {
+    if let Response::Linked {
+        replaced: Some(r),
+        left,
+        tickets,
+        ..
+    } = response
+    {
+        let creds = &caller.creds;
+        lifetime::finish_remote(ctx, creds, r.handle, fate, retry, (left, tickets)).await;
+    }
 }
 
 /// Puts `name` -> `handle` in `dir` inside a commit, checking the replace condition;
@@ -95,6 +144,7 @@ pub(crate) fn put_entry(
     handle: Handle,
     kind: ObjKind,
     replace: Option<Handle>,
+    now: Timespec,
 ) -> Result<Option<DirEntry>, pvfs_storage::MetaError> {
     let existing = t.get_entry(dir, name)?;
     let replaced = match (existing, replace) {
@@ -109,6 +159,6 @@ pub(crate) fn put_entry(
         }
         _ => return Err(changed(dir, name).into()),
     };
-    t.put_entry(dir, name, handle, kind);
+    t.put_entry(dir, name, handle, kind, now)?;
     Ok(replaced)
 }

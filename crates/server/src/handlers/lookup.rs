@@ -7,7 +7,7 @@ use pvfs_proto::{rights, DirEntry, Errno, Handle, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::{grant, no_entry};
+use crate::handlers::{answered, grant, no_entry};
 use crate::perms::attrs_of;
 use crate::session::Caller;
 
@@ -32,7 +32,7 @@ pub async fn handle(
             .get_entry(dir, name)?
             .ok_or_else(|| no_entry(dir, name))?;
         let attr = if ctx.is_local(handle) {
-            view.get_object(handle)?
+            answered(&view, handle)?
         } else {
             None
         };

@@ -1,12 +1,16 @@
 //! One module per operation (a few closely related data operations share
 //! `datafiles`). Each exposes `handle(...) -> OpResult<Response>`.
 
+pub mod add_link;
 pub mod create;
 pub mod datafiles;
+pub mod dir_stats;
+pub mod drop_link;
 pub mod fallocate;
 pub mod forget;
 pub mod getattr;
 pub mod grant;
+pub mod link;
 pub mod link_entry;
 pub mod lookup;
 pub mod ping;
@@ -28,6 +32,21 @@ pub mod xattr;
 use pvfs_proto::{Errno, Handle};
 
 use crate::error::OpError;
+
+/// Object `h` as answered to clients: a directory's times and link count merged with
+/// this server's shard of it (its owner holds shard 0; clients merge the others).
+pub(crate) fn answered(
+    view: &pvfs_storage::ReadView,
+    h: Handle,
+) -> Result<Option<pvfs_proto::Attr>, pvfs_storage::StorageError> {
+    let Some(mut attr) = view.get_object(h)? else {
+        return Ok(None);
+    };
+    if attr.is_dir() {
+        attr.merge_shard(&view.shard_stat(h)?);
+    }
+    Ok(Some(attr))
+}
 
 /// The error for a name that is not in a directory.
 pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {

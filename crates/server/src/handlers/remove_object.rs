@@ -1,4 +1,5 @@
-//! `RemoveObject`: deletes an object whose last entry is already gone.
+//! `RemoveObject`: deletes an object kept at zero links (a file unlinked while it
+//! was open) once it is closed.
 
 use std::sync::Arc;
 
@@ -8,12 +9,13 @@ use crate::replay::{remember, replayed};
 
 use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::handlers::{no_object, unlink::datafile_tickets};
+use crate::lifetime;
 use crate::session::Caller;
 
-/// Deletes object `handle` and returns what it was (a file's layout tells the client
-/// which datafiles to delete, with REMOVE tickets for them). A caller without the key
-/// shows a REMOVE ticket for `handle` (from the unlink that removed its name).
+/// Deletes object `handle`, which must have no link left (EBUSY otherwise), and
+/// returns what it was (a file's layout tells the client which datafiles to delete,
+/// with REMOVE tickets for them). A caller without the key shows a REMOVE ticket for
+/// `handle` (from the unlink that took its last link).
 pub async fn handle(
     ctx: &Arc<Ctx>,
     caller: &Caller,
@@ -25,13 +27,8 @@ pub async fn handle(
     ctx.require_local(handle)?;
     ctx.caps
         .check_ticket(ticket, handle, rights::REMOVE, caller)?;
-    if handle == ctx.config.root_handle() {
-        return Err(crate::error::OpError::new(
-            pvfs_proto::Errno::EBUSY,
-            "the root directory cannot be removed",
-        ));
-    }
-    let minter = ctx.clone();
+    ctx.refuse_root(handle)?;
+    let owner = ctx.clone();
     let uid = caller.creds.uid;
     let removed = ctx
         .meta
@@ -39,14 +36,8 @@ pub async fn handle(
             if let Some(done) = replayed(t, retry)? {
                 return Ok(done);
             }
-            let attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-            t.delete_object(handle);
-            t.clear_xattrs(handle)?;
-            let tickets = datafile_tickets(&minter, &attr.detail, uid);
-            let removed = Response::Removed {
-                detail: attr.detail,
-                tickets,
-            };
+            let (detail, tickets) = lifetime::remove_unlinked(t, &owner, handle, uid)?;
+            let removed = Response::Removed { detail, tickets };
             remember(t, retry, &removed);
             Ok(removed)
         })

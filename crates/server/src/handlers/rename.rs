@@ -4,13 +4,14 @@ use std::sync::Arc;
 
 use pvfs_proto::access::{self, MAY_WRITE};
 use pvfs_proto::types::check_name;
-use pvfs_proto::{rights, Errno, Handle, Response, RetryKey};
+use pvfs_proto::{Errno, Handle, LinkDrop, Response, RetryKey, Timespec};
 
-use crate::replay::{remember, replayed};
+use crate::replay::replayed;
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::{changed, link_entry::put_entry, lookup, no_entry};
+use crate::handlers::link_entry::{finish_replaced, linked, put_entry};
+use crate::handlers::{changed, lookup, no_entry};
 use crate::perms::attrs_of;
 use crate::session::Caller;
 
@@ -28,6 +29,8 @@ pub struct Move {
     pub expect_src: Handle,
     /// The object the destination entry must name, replaced; none: the name is free.
     pub replace: Option<Handle>,
+    /// What the replaced object loses.
+    pub fate: LinkDrop,
 }
 
 /// Moves `src_dir/src_name` (which must name `expect_src`) to `dst_dir/dst_name`,
@@ -81,10 +84,11 @@ pub async fn handle(
         dst_name,
         expect_src,
         replace,
+        fate,
     } = m;
-    let minter = ctx.clone();
+    let owner = ctx.clone();
     let uid = caller.creds.uid;
-    let response = ctx
+    let mut response = ctx
         .meta
         .write(move |t| {
             if let Some(done) = replayed(t, retry)? {
@@ -103,16 +107,12 @@ pub async fn handle(
                 )
                 .into());
             }
-            t.delete_entry(src_dir, &src_name);
-            let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace)?;
-            let tickets = replaced
-                .iter()
-                .map(|r| minter.caps.mint(r.handle, rights::REMOVE, uid))
-                .collect();
-            let linked = Response::Linked { replaced, tickets };
-            remember(t, retry, &linked);
-            Ok(linked)
+            let changed = Timespec::now();
+            t.delete_entry(src_dir, &src_name, changed)?;
+            let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace, changed)?;
+            linked(t, &owner, (replaced, fate, uid), changed, retry)
         })
         .await?;
+    finish_replaced(ctx, caller, fate, retry, &mut response).await;
     Ok(response)
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pvfs_proto::access;
-use pvfs_proto::{Handle, Response, SetAttr, Timespec};
+use pvfs_proto::{Handle, ObjDetail, Response, SetAttr, Timespec};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -46,11 +46,18 @@ pub async fn handle(
             if let Some(t) = set.atime {
                 attr.atime = if set.now { now } else { t };
             }
-            if let Some(t) = set.mtime {
-                attr.mtime = if set.now { now } else { t };
+            if let Some(m) = set.mtime {
+                attr.mtime = if set.now { now } else { m };
+                if let ObjDetail::Dir { mtime_set, .. } = &mut attr.detail {
+                    // Entry changes before now no longer move the mtime.
+                    *mtime_set = now;
+                }
             }
             attr.ctime = now;
             t.put_object(&attr);
+            if attr.is_dir() {
+                attr.merge_shard(&t.shard_stat(handle)?);
+            }
             Ok(attr)
         })
         .await?;

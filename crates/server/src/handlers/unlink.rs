@@ -1,27 +1,27 @@
-//! `Unlink`: removes a directory entry, and the object with it when it lives here.
+//! `Unlink`: removes a directory entry, and takes the object's link when it lives
+//! here (`crate::lifetime`).
 
 use std::sync::Arc;
 
 use pvfs_proto::access;
 use pvfs_proto::message::UnlinkWant;
-use pvfs_proto::{
-    rights, Capability, DirEntry, Errno, Handle, ObjDetail, ObjKind, Response, RetryKey,
-};
+use pvfs_proto::{DirEntry, Errno, Handle, LinkDrop, ObjKind, Response, RetryKey, Timespec};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::{changed, lookup, no_entry};
+use crate::lifetime;
 use crate::perms::attrs_of;
 use crate::replay::{remember, replayed};
 use crate::session::Caller;
 
 /// Removes `name` from `dir` (the caller needs write and search permission on `dir`,
-/// and in a sticky directory to own it or the object). With `drop_object`, the object
-/// is deleted in the same commit when this server owns it; otherwise the client
-/// deletes it at its owner (now, or when a file open somewhere is closed), with the
-/// REMOVE ticket of the answer (and the datafiles of a file deleted here with theirs).
-/// An entry of a directory that no longer exists (what `pvfs fsck` repairs) may be
-/// removed only by a key holder naming the object it expects there.
+/// and in a sticky directory to own it or the object). Unless the name moved
+/// (`fate` Moved), the object loses a link (`crate::lifetime`): in the same commit
+/// when this server owns it, else at its owner right after (deleted at zero links,
+/// unless `fate` keeps it for a file still open). An entry of a directory that no
+/// longer exists (what `pvfs fsck` repairs) may be removed only by a key holder
+/// naming the object it expects there.
 #[allow(clippy::too_many_arguments)]
 pub async fn handle(
     ctx: &Arc<Ctx>,
@@ -30,7 +30,7 @@ pub async fn handle(
     name: String,
     expect: Option<Handle>,
     want: UnlinkWant,
-    drop_object: bool,
+    fate: LinkDrop,
     retry: Option<RetryKey>,
 ) -> OpResult<Response> {
     ctx.require_meta()?;
@@ -55,10 +55,9 @@ pub async fn handle(
         }
         checked = Some(entry.map(|(h, _)| h));
     }
-    let range = ctx.config.servers[ctx.me].handles;
-    let minter = ctx.clone();
+    let owner = ctx.clone();
     let uid = caller.creds.uid;
-    let response = ctx
+    let mut response = ctx
         .meta
         .write(move |t| {
             if let Some(done) = replayed(t, retry)? {
@@ -85,44 +84,28 @@ pub async fn handle(
                 }
                 _ => {}
             }
-            t.delete_entry(dir, &name);
-            let mut tickets = Vec::new();
-            let removed = if drop_object && range.contains(handle) {
-                match t.get_object(handle)? {
-                    Some(attr) => {
-                        t.delete_object(handle);
-                        t.clear_xattrs(handle)?;
-                        tickets = datafile_tickets(&minter, &attr.detail, uid);
-                        Some(attr.detail)
-                    }
-                    None => None,
-                }
-            } else {
-                // Deleting it (now, or later for a file still open) is the caller's
-                // next step, at its owner; the caller may, having removed a name.
-                tickets.push(minter.caps.mint(handle, rights::REMOVE, uid));
-                None
-            };
+            let changed = Timespec::now();
+            t.delete_entry(dir, &name, changed)?;
+            let (left, tickets) = lifetime::drop_for_name(t, &owner, handle, fate, uid)?;
             let unlinked = Response::Unlinked {
                 entry: DirEntry { name, handle, kind },
-                removed,
+                left,
                 tickets,
+                changed,
             };
             remember(t, retry, &unlinked);
             Ok(unlinked)
         })
         .await?;
-    Ok(response)
-}
-
-/// REMOVE tickets for the datafiles of a removed object (none for other kinds).
-pub(crate) fn datafile_tickets(ctx: &Ctx, detail: &ObjDetail, uid: u32) -> Vec<Capability> {
-    match detail {
-        ObjDetail::File { layout } => layout
-            .datafiles
-            .iter()
-            .map(|d| ctx.caps.mint(d.handle, rights::REMOVE, uid))
-            .collect(),
-        _ => Vec::new(),
+    if let Response::Unlinked {
+        entry,
+        left,
+        tickets,
+        ..
+    } = &mut response
+    {
+        let creds = &caller.creds;
+        lifetime::finish_remote(ctx, creds, entry.handle, fate, retry, (left, tickets)).await;
     }
+    Ok(response)
 }
