@@ -31,7 +31,8 @@ typedef struct pvfs_dir PVFS_DIR;
 #define PVFS_SLITE_SIZE 1
 
 /**
- * statlite mask bit: `st_blocks` (computed from the size, so it costs the same).
+ * statlite mask bit: `st_blocks` (what the data servers allocate for the file; asked
+ * with the size, in the same requests, so it costs the same).
  */
 #define PVFS_SLITE_BLOCKS 2
 
@@ -125,7 +126,8 @@ struct pvfs_stat_lite {
    */
   blksize_t st_blksize;
   /**
-   * 512-byte blocks (size rounded up); valid only with `PVFS_SLITE_BLOCKS`.
+   * 512-byte blocks allocated on the data servers; valid only with
+   * `PVFS_SLITE_BLOCKS`.
    */
   blkcnt_t st_blocks;
   /**
@@ -588,6 +590,19 @@ int pvfs_fsync(int fd);
 int pvfs_ftruncate(int fd, off_t length);
 
 /**
+ * `fallocate(2)`: on the whole file's bytes `offset .. offset + len` (a partition
+ * does not apply), `mode` 0 allocates them on the data servers, extending the file
+ * when they reach past its end; `FALLOC_FL_KEEP_SIZE` allocates without changing the
+ * size; `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` deallocates them (they read as
+ * zeros); `FALLOC_FL_ZERO_RANGE`, with or without `FALLOC_FL_KEEP_SIZE`, zeroes
+ * them. One request per data server holding part of the range, in parallel.
+ * Returns 0, or -1 with errno: EBADF (not open for writing), EINVAL (negative
+ * offset, length not positive), EOPNOTSUPP (another mode, or one the data servers'
+ * file systems do not support), EISDIR, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
+ */
+int pvfs_fallocate(int fd, int mode, off_t offset, off_t len);
+
+/**
  * The partitioned-file interface of the PVFS paper (Carns et al., 2000): after this
  * call, `pvfs_read`, `pvfs_write`, `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on
  * `fd` see only the partition: blocks of `gsize` bytes, the first at file offset
@@ -715,7 +730,8 @@ int pvfs_flock(int fd, int op);
  * `stat(2)`: attributes of what `path` names (a final symlink followed), with a
  * regular file's size and mtime from its data servers (one request per data server
  * after the lookups). `st_ino` is the pvfs handle, `st_blksize` the stripe size,
- * `st_blocks` the size in 512-byte units rounded up. Returns 0, or -1 with errno:
+ * `st_blocks` the 512-byte blocks the data servers allocate for it (holes take none).
+ * Returns 0, or -1 with errno:
  * ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, EFAULT, EIO/EHOSTDOWN/ETIMEDOUT.
  *
  * # Safety

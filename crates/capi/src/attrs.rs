@@ -59,7 +59,7 @@ pub(crate) fn stat(g: &Global, attr: &Attr) -> libc::stat {
     st.st_rdev = libc::makedev(major, minor);
     st.st_size = attr.size.min(i64::MAX as u64) as libc::off_t;
     st.st_blksize = blksize(g, attr) as libc::blksize_t;
-    st.st_blocks = attr.size.div_ceil(512) as libc::blkcnt_t;
+    st.st_blocks = attr.blocks as libc::blkcnt_t;
     let (a, m, c) = (ts(attr.atime), ts(attr.mtime), ts(attr.ctime));
     st.st_atime = a.tv_sec;
     st.st_atime_nsec = a.tv_nsec;
@@ -90,7 +90,7 @@ pub(crate) fn lite(g: &Global, attr: &Attr, want: c_ulong, sized: bool) -> pvfs_
         valid |= PVFS_SLITE_SIZE;
     }
     if size_known && want & PVFS_SLITE_BLOCKS != 0 {
-        sl.st_blocks = attr.size.div_ceil(512) as libc::blkcnt_t;
+        sl.st_blocks = attr.blocks as libc::blkcnt_t;
         valid |= PVFS_SLITE_BLOCKS;
     }
     if want & PVFS_SLITE_ATIME != 0 {

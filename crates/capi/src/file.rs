@@ -827,6 +827,37 @@ pub extern "C" fn pvfs_ftruncate(fd: c_int, length: off_t) -> c_int {
     })
 }
 
+/// `fallocate(2)`: on the whole file's bytes `offset .. offset + len` (a partition
+/// does not apply), `mode` 0 allocates them on the data servers, extending the file
+/// when they reach past its end; `FALLOC_FL_KEEP_SIZE` allocates without changing the
+/// size; `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` deallocates them (they read as
+/// zeros); `FALLOC_FL_ZERO_RANGE`, with or without `FALLOC_FL_KEEP_SIZE`, zeroes
+/// them. One request per data server holding part of the range, in parallel.
+/// Returns 0, or -1 with errno: EBADF (not open for writing), EINVAL (negative
+/// offset, length not positive), EOPNOTSUPP (another mode, or one the data servers'
+/// file systems do not support), EISDIR, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
+#[no_mangle]
+pub extern "C" fn pvfs_fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int {
+    ffi(-1, || {
+        let o = get_fd(fd)?;
+        if offset < 0 || len <= 0 {
+            return Err(fail(libc::EINVAL, "negative offset or length not positive"));
+        }
+        let mode = u32::try_from(mode).map_err(|_| fail(libc::EOPNOTSUPP, "unknown mode"))?;
+        let (offset, len) = (offset as u64, len as u64);
+        pvfs_client::falloc::check(mode, offset, len).map_err(|(e, why)| fail(e.code(), why))?;
+        if !o.writable() {
+            return Err(fail(libc::EBADF, "descriptor is not open for writing"));
+        }
+        let Obj::File(f) = &o.obj else {
+            return Err(fail(libc::EISDIR, "not a regular file"));
+        };
+        o.g.run(f.file.fallocate(mode, offset, len))?;
+        f.wrote.store(true, Ordering::Relaxed);
+        Ok(0)
+    })
+}
+
 /// The partitioned-file interface of the PVFS paper (Carns et al., 2000): after this
 /// call, `pvfs_read`, `pvfs_write`, `pvfs_pread`, `pvfs_pwrite` and `pvfs_lseek` on
 /// `fd` see only the partition: blocks of `gsize` bytes, the first at file offset

@@ -38,7 +38,8 @@ fn path_stat(g: &Global, p: &str, follow: bool) -> CResult<Attr> {
 /// `stat(2)`: attributes of what `path` names (a final symlink followed), with a
 /// regular file's size and mtime from its data servers (one request per data server
 /// after the lookups). `st_ino` is the pvfs handle, `st_blksize` the stripe size,
-/// `st_blocks` the size in 512-byte units rounded up. Returns 0, or -1 with errno:
+/// `st_blocks` the 512-byte blocks the data servers allocate for it (holes take none).
+/// Returns 0, or -1 with errno:
 /// ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, EFAULT, EIO/EHOSTDOWN/ETIMEDOUT.
 ///
 /// # Safety

@@ -13,7 +13,8 @@ use libc::{
 /// statlite mask bit: the size (`st_size`). For a regular file it costs one request
 /// per data server of the file; without it no data server is contacted.
 pub const PVFS_SLITE_SIZE: c_ulong = 0x1;
-/// statlite mask bit: `st_blocks` (computed from the size, so it costs the same).
+/// statlite mask bit: `st_blocks` (what the data servers allocate for the file; asked
+/// with the size, in the same requests, so it costs the same).
 pub const PVFS_SLITE_BLOCKS: c_ulong = 0x2;
 /// statlite mask bit: `st_atim`, as the metadata server stores it (lazy: reads do
 /// not update it).
@@ -75,7 +76,8 @@ pub struct pvfs_stat_lite {
     pub st_size: off_t,
     /// Preferred I/O size: the stripe size of a regular file.
     pub st_blksize: blksize_t,
-    /// 512-byte blocks (size rounded up); valid only with `PVFS_SLITE_BLOCKS`.
+    /// 512-byte blocks allocated on the data servers; valid only with
+    /// `PVFS_SLITE_BLOCKS`.
     pub st_blocks: blkcnt_t,
     /// Last access; valid only with `PVFS_SLITE_ATIME`.
     pub st_atim: timespec,

@@ -72,9 +72,10 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// 512-byte blocks a file of `size` bytes occupies at most.
+/// 512-byte blocks the object occupies (`st_blocks`; a file's from what its data
+/// servers allocate).
 pub fn blocks(attr: &Attr) -> u64 {
-    attr.size.div_ceil(512)
+    attr.blocks
 }
 
 /// Attributes as JSON.

@@ -25,7 +25,9 @@ use common::{artifact, have_command, profile_dir, run_pvfs, scaled, skip, Cluste
 const PROGRAM_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The C programs, compiled against the shared library.
-const PROGRAMS: &[&str] = &["basic", "lite", "group", "xio", "dirplus", "threads"];
+const PROGRAMS: &[&str] = &[
+    "basic", "lite", "group", "xio", "dirplus", "threads", "alloc",
+];
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -188,6 +190,13 @@ fn group_open() {
     let token = token.to_str().expect("utf-8 path");
     run(&cluster, "group", &["make", "/shipped", token]);
     run(&cluster, "group", &["use", token, "/shipped"]);
+}
+
+#[test]
+fn fallocate_and_block_counts() {
+    programs();
+    let cluster = Cluster::start();
+    run(&cluster, "alloc", &["/alloc"]);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 mod common;
 
 use std::io::BufRead;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -76,6 +76,7 @@ fn check_layout(
     let dfs = v["datafiles"].as_array().unwrap();
     assert_eq!(dfs.len() as u64, stripe_count);
     let mut sum = 0;
+    let mut allocated = 0;
     let mut servers = Vec::new();
     for (i, d) in dfs.iter().enumerate() {
         assert_eq!(d["index"].as_u64(), Some(i as u64));
@@ -91,16 +92,31 @@ fn check_layout(
         assert_eq!(cluster.config().servers[idx].name, server);
         // The bytes are on that server's disk.
         let file = cluster.datafile_path(idx, d["handle"].as_u64().unwrap());
-        let on_disk = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let md = std::fs::metadata(&file).ok();
+        let on_disk = md.as_ref().map_or(0, |m| m.len());
         assert_eq!(
             on_disk,
             bytes,
             "{path}: datafile {i} on disk ({})",
             file.display()
         );
+        // And the space its server reports is what that disk allocates for it.
+        let blocks = md.as_ref().map_or(0, |m| m.blocks() * 512);
+        assert_eq!(
+            d["allocated"].as_u64(),
+            Some(blocks),
+            "{path}: datafile {i} allocated ({})",
+            file.display()
+        );
+        allocated += blocks;
         servers.push(server);
     }
     assert_eq!(sum, size, "{path}: bytes per datafile add up to the size");
+    assert_eq!(
+        v["blocks"].as_u64(),
+        Some(allocated / 512),
+        "{path}: blocks are the datafiles' allocation"
+    );
     servers.sort();
     servers.dedup();
     assert_eq!(
@@ -465,7 +481,10 @@ fn every_command_end_to_end() {
     assert_eq!(v["st_mode"].as_u64(), Some(0o100644));
     assert_eq!(v["stripe_size"].as_u64(), Some(96 * KIB));
     assert_eq!(v["stripe_count"].as_u64(), Some(3));
-    assert_eq!(v["blocks"].as_u64(), Some(size.div_ceil(512)));
+    // Blocks: what the data servers allocate (compared with their disks by
+    // check_layout), at least the bytes written for a file with no holes.
+    let blocks = v["blocks"].as_u64().unwrap();
+    assert!(blocks * 512 >= size, "{blocks} blocks for {size} bytes");
     assert_eq!(v["uid"].as_u64(), Some(unsafe { libc::geteuid() } as u64));
     let handle = v["handle"].as_u64().unwrap();
     let v = cli(&["stat", "--json", "/proj"]).json();
@@ -590,13 +609,26 @@ fn every_command_end_to_end() {
         let t = s["total_bytes"].as_u64().unwrap();
         let f = s["free_bytes"].as_u64().unwrap();
         assert!(t > 0 && f <= t && s["avail_bytes"].as_u64().unwrap() <= f);
-        total += t;
-        free += f;
+        // Every server stores in this test's directory, on one disk: its space
+        // counts once, under the first server.
+        if i == 0 {
+            assert!(s["same_space_as"].is_null(), "{s}");
+            total += t;
+            free += f;
+        } else {
+            assert_eq!(s["same_space_as"], "s0", "{s}");
+        }
         objects += s["objects"].as_u64().unwrap();
         datafiles += s["datafiles"].as_u64().unwrap();
     }
     assert_eq!(v["total_bytes"].as_u64(), Some(total));
     assert_eq!(v["free_bytes"].as_u64(), Some(free));
+    // ... which is the size of the disk holding the test's directory.
+    let disk = disk_total(cluster.dir());
+    assert_eq!(
+        total, disk,
+        "df's total against statvfs of the storage disk"
+    );
     assert_eq!(v["objects"].as_u64(), Some(objects));
     assert_eq!(v["datafiles"].as_u64(), Some(datafiles));
     assert_eq!(v["used_bytes"].as_u64(), Some(total - free));
@@ -1040,4 +1072,15 @@ fn the_demo_cleans_up_when_killed() {
     assert_eq!(demo_signal(&mut demo), Some(libc::SIGKILL));
     // Its servers die with it, and its reaper removes the directory.
     assert_demo_gone(&dir, scaled(Duration::from_secs(60)));
+}
+
+/// Total bytes of the file system holding `dir` (statvfs).
+fn disk_total(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: statvfs is plain old data; zeroes are a valid value to be overwritten.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `s` is a valid out-pointer.
+    assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut s) }, 0);
+    s.f_blocks as u64 * s.f_frsize as u64
 }

@@ -16,10 +16,6 @@ use pvfs_client::{Errno, LayoutSpec};
 #[test]
 fn a_full_data_server_gives_enospc_and_recovers() {
     const TEST: &str = "a_full_data_server_gives_enospc_and_recovers";
-    if !common::is_root() {
-        common::skip(TEST, "mounting the small tmpfs that fills up needs root");
-        return;
-    }
     // s3 holds data only, so the metadata of the file system lives elsewhere.
     let cluster = Cluster::builder()
         .meta_servers(3)
@@ -28,26 +24,11 @@ fn a_full_data_server_gives_enospc_and_recovers() {
             common::scaled(Duration::from_secs(5)).as_millis()
         ))
         .configure();
-    let s3 = cluster.storage("s3");
-    std::fs::create_dir_all(&s3).unwrap();
-    if let Err(e) = common::private_tmpfs(&s3, "40m") {
-        common::skip(TEST, &format!("cannot mount a private tmpfs: {e}"));
-        return;
-    }
     // Dropped before the cluster: the tmpfs is detached, so removing the cluster's
     // directory (s3 included) does not stop at a busy mount point.
-    struct Detach(std::path::PathBuf);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            if let Ok(c) = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()) {
-                // SAFETY: a valid path string; detaches only in this thread's namespace.
-                unsafe {
-                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
-                }
-            }
-        }
-    }
-    let _tmpfs = Detach(s3.clone());
+    let Some(_tmpfs) = common::small_storage(&cluster, "s3", "40m", TEST) else {
+        return;
+    };
     cluster.start_all();
     let tc = cluster.client();
     let mut rng = Rng::new(0x5eed_d15c);

@@ -167,9 +167,10 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
     }
 }
 
-/// The number of distinct request kinds [`request`] makes: one per arm of its match
-/// (Write and Read take two slots each), six from [`lock_request`].
-const KINDS: usize = 41;
+/// The number of distinct request kinds [`request`] makes (every `Request` but
+/// `ScanDatafiles` and `ScanSeals`): one per arm of its match (Write and Read take
+/// two slots each), six from [`lock_request`]. The test checks that each was sent.
+const KINDS: usize = 43;
 
 /// One random request of any kind [`KINDS`] counts.
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
@@ -182,7 +183,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
     // KINDS (above) counts the distinct kinds this match makes.
-    match rng.range(0, 44) {
+    match rng.range(0, 46) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -372,7 +373,20 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         35 => Request::DirStats {
             dirs: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
         },
-        36..=42 => lock_request(rng, h),
+        36 => Request::ScanLost {
+            after: rng.chance(0.5).then(|| handle(rng, real)),
+            max: rng.next_u64() as u32,
+        },
+        37 => Request::Fallocate {
+            handle: h,
+            stripe: stripe(rng),
+            index: rng.range(0, 6) as u32,
+            offset: num(rng),
+            len: pick(rng, &[0, 1, 4096, 1 << 20, u64::MAX]),
+            mode: pick(rng, &[0, 1, 2, 3, 0x10, 0x11, 0x12, 0x08, 0x20, u32::MAX]),
+            cap: cap(rng, h),
+        },
+        38..=44 => lock_request(rng, h),
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
         },

@@ -397,19 +397,11 @@ fn python() -> &'static str {
 
 /// Compiles `tests/preload/NAME.c` into `dir/NAME` (with `-pthread`) and returns it.
 fn compile_c(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/preload/{name}.c"));
     let exe = dir.join(name);
-    // No deadline: compiling is not what the test is about.
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cannot run cc");
-    assert!(
-        out.status.success(),
-        "cc {name}.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::compile_c(
+        &format!("preload/{name}.c"),
+        &exe,
+        &["-O2", "-Wall", "-pthread"],
     );
     exe
 }
@@ -619,6 +611,43 @@ fn c_stdio_copy_and_descriptor_semantics() {
     assert_eq!(pl.ok(exe, &["fds", &pl.at("/c/fds")]).trim(), "fds ok");
     assert_eq!(pl.bytes("/c/fds/forked"), b"parentchild");
     assert!(!pl.exists("/c/fds/f"), "unlinked file still has a name");
+}
+
+#[test]
+fn fallocate_and_block_counts_reach_the_data_servers() {
+    // The checker the FUSE test runs on a local file system and on the mount, here
+    // on descriptors the library owns: every fallocate mode and st_blocks.
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "alloc");
+    let exe = cluster.dir().join("alloc");
+    common::compile_c("fuse/alloc.c", &exe, &["-O2", "-Wall"]);
+    pl.ok("mkdir", &[&pl.at("/alloc")]);
+    let out = pl.ok(exe.to_str().unwrap(), &[&pl.at("/alloc"), "pvfs"]);
+    let summary = out.lines().last().unwrap_or("");
+    assert!(
+        summary.starts_with("# ") && summary.ends_with(" 0 failed"),
+        "alloc.c under the preload library:\n{out}"
+    );
+    // It really went to pvfs: the file is there, with its size and the space its
+    // data servers hold for it.
+    let tc = cluster.client();
+    tc.run(client_deadline(), async |c| {
+        let a = c.stat("/alloc/f").await.unwrap();
+        assert_eq!(a.size, 6_000_010, "the checker's last size");
+        let disk: u64 = a
+            .layout()
+            .unwrap()
+            .datafiles
+            .iter()
+            .map(|df| {
+                std::fs::metadata(cluster.datafile_path(df.server as usize, df.handle))
+                    .map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)
+                    .unwrap_or(0)
+            })
+            .sum();
+        assert_eq!(a.blocks * 512, disk, "blocks against the datafiles on disk");
+    });
+    pl.assert_nothing_local();
 }
 
 #[test]

@@ -905,6 +905,30 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         ask(&mut d, &mut dmacs, 8, root_creds(), write),
         "a read capability",
     );
+    // Nor allocate, punch or zero, with it or without any.
+    let fallocate = |cap: Option<pvfs_proto::Capability>| Request::Fallocate {
+        handle: df.handle,
+        stripe: layout.stripe(),
+        index: 0,
+        offset: 0,
+        len: 4096,
+        mode: pvfs_client::falloc::PUNCH_HOLE | pvfs_client::falloc::KEEP_SIZE,
+        cap,
+    };
+    refused(
+        ask(
+            &mut d,
+            &mut dmacs,
+            8,
+            root_creds(),
+            fallocate(Some(good.clone())),
+        ),
+        "fallocate with a read capability",
+    );
+    refused(
+        ask(&mut d, &mut dmacs, 8, root_creds(), fallocate(None)),
+        "fallocate without a capability",
+    );
     // A misplaced name is refused: the same Create at a server that does not hold
     // its shard.
     let wrong = (0..config.servers.len())

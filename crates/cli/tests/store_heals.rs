@@ -13,7 +13,7 @@ mod common;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Cluster, Rng, TestClient};
@@ -47,27 +47,9 @@ fn remount(dir: &Path, rw: bool) -> std::io::Result<()> {
     }
 }
 
-/// Detaches the tmpfs when dropped, before the cluster removes its directory.
-struct Detach(PathBuf);
-
-impl Drop for Detach {
-    fn drop(&mut self) {
-        if let Ok(c) = CString::new(self.0.as_os_str().as_encoded_bytes()) {
-            // SAFETY: a valid path string; detaches only in this thread's namespace.
-            unsafe {
-                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
-            }
-        }
-    }
-}
-
 /// Two metadata-and-data servers, s0's storage on a private tmpfs of `size` (None:
 /// skipped, the reason given).
-fn cluster_with_small_s0(test: &str, size: &str) -> Option<(Cluster, Detach)> {
-    if !common::is_root() {
-        common::skip(test, "mounting the small tmpfs that fills up needs root");
-        return None;
-    }
+fn cluster_with_small_s0(test: &str, size: &str) -> Option<(Cluster, common::PrivateTmpfs)> {
     let cluster = Cluster::builder()
         .servers(2)
         .request_timeout(&format!(
@@ -75,13 +57,7 @@ fn cluster_with_small_s0(test: &str, size: &str) -> Option<(Cluster, Detach)> {
             common::scaled(REQUEST_TIMEOUT).as_millis()
         ))
         .configure();
-    let s0 = cluster.storage("s0");
-    std::fs::create_dir_all(&s0).unwrap();
-    if let Err(e) = common::private_tmpfs(&s0, size) {
-        common::skip(test, &format!("cannot mount a private tmpfs: {e}"));
-        return None;
-    }
-    let detach = Detach(s0);
+    let detach = common::small_storage(&cluster, "s0", size, test)?;
     cluster.start_all();
     Some((cluster, detach))
 }

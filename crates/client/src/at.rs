@@ -89,12 +89,7 @@ impl Client {
             self.fill_size(&mut attr).await?;
             return Ok(attr);
         }
-        let stats = stats?;
-        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-        attr.size = layout.stripe().file_size(&sizes);
-        for st in &stats {
-            crate::namespace::merge_data_mtime(&mut attr, st.mtime);
-        }
+        crate::namespace::apply_datafile_stats(&mut attr, layout, &stats?);
         Ok(attr)
     }
 
@@ -118,11 +113,7 @@ impl Client {
         let expected = attr.handle == expect && attr.layout() == Some(layout);
         match stats {
             Ok(stats) if expected => {
-                let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-                attr.size = layout.stripe().file_size(&sizes);
-                for st in &stats {
-                    crate::namespace::merge_data_mtime(&mut attr, st.mtime);
-                }
+                crate::namespace::apply_datafile_stats(&mut attr, layout, &stats);
             }
             // Asking the same datafiles again would fail the same way (a server
             // down costs one timeout, not two).

@@ -43,7 +43,8 @@ impl Partition {
 #[derive(Clone)]
 pub struct File {
     client: Client,
-    attr: Attr,
+    /// Boxed: interfaces keep files in enums next to small variants.
+    attr: Box<Attr>,
     layout: Layout,
 }
 
@@ -55,7 +56,7 @@ impl File {
             .expect("File::new is only called with a regular file's attributes");
         File {
             client,
-            attr,
+            attr: Box::new(attr),
             layout,
         }
     }
@@ -214,6 +215,37 @@ impl File {
     pub async fn fsync(&self) -> Result<()> {
         let c = &self.client;
         io::fsync(&c.inner.pool, &c.creds, &self.layout).await
+    }
+
+    /// fallocate(2): with `mode` 0 allocates the bytes `offset .. offset + len` on the
+    /// data servers (extending the file when they reach past its end), with
+    /// `KEEP_SIZE` allocates without changing the size, with `PUNCH_HOLE |
+    /// KEEP_SIZE` deallocates them (they read as zeros), with `ZERO_RANGE` (plus
+    /// `KEEP_SIZE` or not) zeroes them allocated (`pvfs_proto::message::falloc`).
+    /// One request per data server holding part of the range, in parallel. EINVAL
+    /// for an empty range, EOPNOTSUPP for other modes or one the data servers' file
+    /// systems lack, EFBIG past the largest file, ENOSPC when they are full.
+    pub async fn fallocate(&self, mode: u32, offset: u64, len: u64) -> Result<()> {
+        pvfs_proto::message::falloc::check(mode, offset, len)
+            .map_err(|(e, why)| Error::new(e, why))?;
+        let c = &self.client;
+        let mut caps = self.caps(rights::WRITE).await?;
+        loop {
+            let r = io::fallocate(
+                &c.inner.pool,
+                &c.creds,
+                &self.layout,
+                &caps,
+                mode,
+                offset,
+                len,
+            )
+            .await;
+            match r {
+                Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
+                other => break other,
+            }
+        }
     }
 
     /// Sets the file's size (cuts or extends with a hole).

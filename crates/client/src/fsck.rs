@@ -20,10 +20,12 @@
 //! - a sealed shard of a directory that still exists (an interrupted rmdir) → unsealed;
 //! - a layout naming a server that holds no data or a handle outside its range →
 //!   reported;
-//! - a missing datafile that must hold bytes (the file's other datafiles say the file is
-//!   longer than where its first stripe unit starts) → reported as lost data and
-//!   recreated empty (datafiles are created on first write, so a missing datafile of a
-//!   file whose data never reached it is normal);
+//! - a missing datafile that its data server created and did not remove (its born log
+//!   says so: docs/storage-format.md) → reported as lost data and recreated empty.
+//!   Datafiles are created on their first write, so a datafile no byte ever reached
+//!   does not exist, and its server never created it: that is a hole, not a finding,
+//!   however far the file reaches past it (a `pwrite` of 100 bytes at offset 300000
+//!   into a new file leaves three of its four datafiles uncreated);
 //! - a datafile no layout names (an interrupted unlink) → removed.
 //!
 //! Every destructive repair is confirmed first with a fresh look at the object or entry
@@ -62,7 +64,8 @@ pub enum ProblemKind {
     StaleSeal,
     /// A layout that cannot be right.
     BadLayout,
-    /// A datafile that should hold bytes is missing.
+    /// A datafile its data server created (and did not remove) is missing: its bytes
+    /// are lost.
     MissingDatafile,
     /// A datafile no layout names.
     OrphanDatafile,
@@ -108,6 +111,8 @@ struct Snapshot {
     entries: Vec<(Handle, DirEntry, usize)>,
     /// Data server -> datafiles present.
     datafiles: BTreeMap<usize, BTreeSet<Handle>>,
+    /// Data server -> datafiles it created, did not remove, and lacks (lost).
+    lost: BTreeMap<usize, BTreeSet<Handle>>,
     /// (server, directory) of every sealed shard.
     seals: Vec<(usize, Handle)>,
 }
@@ -303,38 +308,40 @@ impl Client {
             }
         }
 
-        // Datafiles: missing ones that should hold bytes, and orphans.
+        // Datafiles: lost ones (created by their server, missing from its disk), and
+        // orphans. A datafile missing and never created is a hole.
         let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
-            let present = |df: &pvfs_proto::Datafile| {
-                snap.datafiles
-                    .get(&(df.server as usize))
-                    .is_some_and(|s| s.contains(&df.handle))
-            };
             for df in &layout.datafiles {
                 referenced
                     .entry(df.server as usize)
                     .or_default()
                     .insert(df.handle);
             }
+            let lost: Vec<(usize, &pvfs_proto::Datafile)> = layout
+                .datafiles
+                .iter()
+                .enumerate()
+                .filter(|(_, df)| {
+                    snap.lost
+                        .get(&(df.server as usize))
+                        .is_some_and(|s| s.contains(&df.handle))
+                })
+                .collect();
             // A layout reported above as impossible cannot be asked about its sizes.
-            if layout.datafiles.iter().all(present)
-                || !layout.datafiles.iter().all(|df| self.can_hold(df))
-            {
+            if lost.is_empty() || !layout.datafiles.iter().all(|df| self.can_hold(df)) {
                 continue;
             }
+            // How much of the file, as its other datafiles place it, was on them.
             let all: Vec<usize> = (0..layout.datafiles.len()).collect();
             let stats =
                 crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all).await?;
             let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
             let stripe = layout.stripe();
             let size = stripe.file_size(&sizes);
-            for (i, df) in layout.datafiles.iter().enumerate() {
+            for (i, df) in lost {
                 let owed = stripe.local_size(i as u64, size);
-                if present(df) || owed == 0 {
-                    continue;
-                }
                 let fixed = repair
                     && self
                         .rpc(
@@ -345,12 +352,17 @@ impl Client {
                         )
                         .await
                         .is_ok();
+                let server = self.server_name(df.server as usize);
+                let within = if owed > 0 {
+                    format!(", {owed} of them within the file's size")
+                } else {
+                    String::new()
+                };
                 add(
                     ProblemKind::MissingDatafile,
                     format!(
-                        "file {h:#x}: datafile {i} ({:#x} on {}) is missing; {owed} bytes are lost (or were a hole)",
-                        df.handle,
-                        self.server_name(df.server as usize)
+                        "file {h:#x}: datafile {i} ({:#x} on {server}) is missing although {server} created it: the bytes written to it are lost{within}",
+                        df.handle
                     ),
                     fixed,
                 );
@@ -411,23 +423,14 @@ impl Client {
             if !sc.roles.contains(pvfs_proto::Roles::DATA) {
                 continue;
             }
-            let set = snap.datafiles.entry(i).or_default();
-            let mut after = None;
-            loop {
-                match self
-                    .rpc(i, Request::ScanDatafiles { after, max: PAGE })
-                    .await?
-                {
-                    Response::HandleList { handles, more } => {
-                        after = handles.last().copied();
-                        set.extend(handles);
-                        if !more || after.is_none() {
-                            break;
-                        }
-                    }
-                    other => return Err(unexpected("ScanDatafiles", &other)),
-                }
-            }
+            let present = self
+                .scan_handles(i, |after| Request::ScanDatafiles { after, max: PAGE })
+                .await?;
+            snap.datafiles.insert(i, present);
+            let lost = self
+                .scan_handles(i, |after| Request::ScanLost { after, max: PAGE })
+                .await?;
+            snap.lost.insert(i, lost);
         }
         for (i, sc) in servers.iter().enumerate() {
             if !sc.roles.contains(pvfs_proto::Roles::META) {
@@ -481,6 +484,31 @@ impl Client {
             }
         }
         Ok(snap)
+    }
+
+    /// Every handle a paged handle scan of server `i` answers (`ScanDatafiles`,
+    /// `ScanLost`; `req` makes the request for the page after a handle).
+    async fn scan_handles(
+        &self,
+        i: usize,
+        req: impl Fn(Option<Handle>) -> Request,
+    ) -> Result<BTreeSet<Handle>> {
+        let mut set = BTreeSet::new();
+        let mut after = None;
+        loop {
+            let r = req(after);
+            let op = r.op_name();
+            match self.rpc(i, r).await? {
+                Response::HandleList { handles, more } => {
+                    after = handles.last().copied();
+                    set.extend(handles);
+                    if !more || after.is_none() {
+                        return Ok(set);
+                    }
+                }
+                other => return Err(unexpected(op, &other)),
+            }
+        }
     }
 
     /// Moves entry `e` of `dir` from server `from` to server `to`: the name is put in

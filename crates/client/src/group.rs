@@ -145,6 +145,7 @@ fn opened_attr(handle: pvfs_proto::Handle, layout: Layout) -> Attr {
         mtime: Timespec::default(),
         ctime: Timespec::default(),
         detail: ObjDetail::File { layout },
+        blocks: 0,
         acl: None,
     }
 }

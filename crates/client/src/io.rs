@@ -352,6 +352,30 @@ pub(crate) async fn datafile_stats(
     Ok(out)
 }
 
+/// Sends `req(i, datafile)` to the server of each datafile `i` of `layout` it makes
+/// a request for, all in parallel; every one must answer `Done`.
+async fn each_datafile(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    op: &str,
+    req: impl Fn(usize, &pvfs_proto::Datafile) -> Option<Request>,
+) -> Result<()> {
+    let calls = layout
+        .datafiles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, df)| req(i, df).map(|r| (df.server as usize, r)));
+    try_join_all(calls.map(|(server, r)| async move {
+        match pool.rpc(server, creds, r).await? {
+            Response::Done {} => Ok(()),
+            other => Err(unexpected(op, &other)),
+        }
+    }))
+    .await?;
+    Ok(())
+}
+
 /// Sets every datafile of a layout to its share of a file of `size` bytes.
 pub(crate) async fn truncate(
     pool: &Pool,
@@ -361,42 +385,55 @@ pub(crate) async fn truncate(
     size: u64,
 ) -> Result<()> {
     let stripe = layout.stripe();
-    try_join_all(
-        layout
-            .datafiles
-            .iter()
-            .enumerate()
-            .map(|(i, df)| async move {
-                let req = Request::Truncate {
-                    handle: df.handle,
-                    stripe,
-                    index: i as u32,
-                    size,
-                    cap: caps.datafile(i).cloned(),
-                };
-                match pool.rpc(df.server as usize, creds, req).await? {
-                    Response::Done {} => Ok(()),
-                    other => Err(unexpected("Truncate", &other)),
-                }
-            }),
-    )
-    .await?;
-    Ok(())
+    each_datafile(pool, creds, layout, "Truncate", |i, df| {
+        Some(Request::Truncate {
+            handle: df.handle,
+            stripe,
+            index: i as u32,
+            size,
+            cap: caps.datafile(i).cloned(),
+        })
+    })
+    .await
+}
+
+/// fallocate(2) with `mode` on the file bytes `offset .. offset + len`: one request,
+/// in parallel, to each data server whose datafile holds part of the range (each
+/// holds one contiguous local run of it).
+pub(crate) async fn fallocate(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    caps: &Granted,
+    mode: u32,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    let stripe = layout.stripe();
+    let end = offset + len;
+    each_datafile(pool, creds, layout, "Fallocate", |i, df| {
+        let idx = i as u64;
+        (stripe.local_size(idx, end) > stripe.local_size(idx, offset)).then(|| Request::Fallocate {
+            handle: df.handle,
+            stripe,
+            index: i as u32,
+            offset,
+            len,
+            mode,
+            cap: caps.datafile(i).cloned(),
+        })
+    })
+    .await
 }
 
 /// Makes every datafile of a layout durable.
 pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result<()> {
-    try_join_all(layout.datafiles.iter().map(|df| async move {
-        let req = Request::Fsync {
+    each_datafile(pool, creds, layout, "Fsync", |_, df| {
+        Some(Request::Fsync {
             handles: vec![df.handle],
-        };
-        match pool.rpc(df.server as usize, creds, req).await? {
-            Response::Done {} => Ok(()),
-            other => Err(unexpected("Fsync", &other)),
-        }
-    }))
-    .await?;
-    Ok(())
+        })
+    })
+    .await
 }
 
 /// Deletes the datafiles of a removed file, one request per data server, with the

@@ -35,6 +35,7 @@ pub use group::GROUP_HANDLE_MAX;
 pub use locks::{LockKind, LockRequest};
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Unlinked};
 pub use pool::Stats;
+pub use pvfs_proto::message::falloc;
 pub use pvfs_proto::{
     Attr, DirEntry, Errno, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind, Regions, Remains,
     SetAttr, Timespec,

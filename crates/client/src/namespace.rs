@@ -14,8 +14,8 @@ use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::message::{Health, ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
-    rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, LayoutSpec, LinkDrop,
-    NodeKind, ObjDetail, ObjKind, Remains, Request, Response, SetAttr, Timespec,
+    rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, Layout, LayoutSpec,
+    LinkDrop, NodeKind, ObjDetail, ObjKind, Remains, Request, Response, SetAttr, Timespec,
 };
 
 use crate::error::{Error, Result};
@@ -89,6 +89,9 @@ pub struct ServerStat {
     pub stat: Result<StatFsReply>,
     /// How it is doing, as it answered (None when it did not answer).
     pub health: Option<Health>,
+    /// The name of an earlier data server storing on the same file system (its space
+    /// is that one's, counted once in the totals), if any.
+    pub same_space_as: Option<String>,
 }
 
 /// The whole file system's space: totals over the servers that answered.
@@ -96,11 +99,12 @@ pub struct ServerStat {
 pub struct FsStat {
     /// Every server, answered or not.
     pub servers: Vec<ServerStat>,
-    /// Sum of total bytes over data servers that answered.
+    /// Sum of total bytes over the file systems of the data servers that answered
+    /// (a file system several of them store on counts once).
     pub total_bytes: u64,
-    /// Sum of free bytes.
+    /// Sum of free bytes, over the same file systems.
     pub free_bytes: u64,
-    /// Sum of bytes available to users.
+    /// Sum of bytes available to users, over the same file systems.
     pub avail_bytes: u64,
     /// Metadata objects.
     pub objects: u64,
@@ -155,6 +159,21 @@ fn split_batches<T: Clone>(groups: Vec<(usize, Vec<T>)>) -> Vec<(usize, Vec<T>)>
 pub(crate) fn merge_data_mtime(attr: &mut Attr, data_mtime: pvfs_proto::Timespec) {
     if data_mtime > attr.ctime {
         attr.mtime = attr.mtime.max(data_mtime);
+    }
+}
+
+/// Fills in a regular file's size, block count and modification time from the stats
+/// of its datafiles (in layout order): the size from the stripe arithmetic, the blocks
+/// from what the data servers allocate, the mtime by [`merge_data_mtime`].
+pub(crate) fn apply_datafile_stats(attr: &mut Attr, layout: &Layout, stats: &[DatafileStat]) {
+    let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
+    attr.size = layout.stripe().file_size(&sizes);
+    attr.blocks = stats
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.allocated))
+        .div_ceil(512);
+    for st in stats {
+        merge_data_mtime(attr, st.mtime);
     }
 }
 
@@ -360,11 +379,7 @@ impl Client {
         };
         let all: Vec<usize> = (0..layout.datafiles.len()).collect();
         let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
-        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-        attr.size = layout.stripe().file_size(&sizes);
-        for st in &stats {
-            merge_data_mtime(attr, st.mtime);
-        }
+        apply_datafile_stats(attr, &layout, &stats);
         Ok(())
     }
 
@@ -1313,10 +1328,10 @@ impl Client {
             self.rpc(*server, Request::GetSizes { handles }).await
         }))
         .await;
-        let mut local: Vec<Vec<u64>> = attrs
+        let mut local: Vec<Vec<DatafileStat>> = attrs
             .iter()
             .map(|a| match a.as_ref().map(|a| a.layout()) {
-                Ok(Some(l)) => vec![0; l.datafiles.len()],
+                Ok(Some(l)) => vec![DatafileStat::default(); l.datafiles.len()],
                 _ => Vec::new(),
             })
             .collect();
@@ -1324,10 +1339,7 @@ impl Client {
             match answer {
                 Ok(Response::Sizes { sizes }) if sizes.len() == items.len() => {
                     for (&(i, k, _), st) in items.iter().zip(sizes) {
-                        local[i][k] = st.size;
-                        if let Ok(a) = attrs[i].as_mut() {
-                            merge_data_mtime(a, st.mtime);
-                        }
+                        local[i][k] = st;
                     }
                 }
                 other => {
@@ -1341,10 +1353,10 @@ impl Client {
                 }
             }
         }
-        for (a, sizes) in attrs.iter_mut().zip(local) {
+        for (a, stats) in attrs.iter_mut().zip(local) {
             if let Ok(a) = a.as_mut() {
-                if let Some(l) = a.layout() {
-                    a.size = l.stripe().file_size(&sizes);
+                if let Some(l) = a.layout().cloned() {
+                    apply_datafile_stats(a, &l, &stats);
                 }
             }
         }
@@ -1407,6 +1419,7 @@ impl Client {
 
     /// Space and object counts of every server; servers that do not answer are
     /// reported as such and left out of the totals (never waits past the timeout).
+    /// The space of a file system several data servers store on counts once.
     pub async fn statfs(&self) -> FsStat {
         let servers = &self.config().servers;
         let answers = join_all((0..servers.len()).map(|i| self.rpc(i, Request::StatFs {}))).await;
@@ -1418,14 +1431,23 @@ impl Client {
             objects: 0,
             datafiles: 0,
         };
+        // File systems already counted, with the first data server on each: data
+        // servers that store on one file system (several servers on one machine and
+        // disk) share its space.
+        let mut counted: std::collections::HashMap<u64, String> = Default::default();
         for (sc, answer) in servers.iter().zip(answers) {
             let (stat, health) = match answer {
                 Ok(Response::StatFs { stat, health }) => (Ok(stat), Some(health)),
                 Ok(other) => (Err(unexpected("StatFs", &other)), None),
                 Err(e) => (Err(e), None),
             };
+            let mut same_space_as = None;
             if let Ok(s) = &stat {
-                if sc.roles.contains(pvfs_proto::Roles::DATA) {
+                if sc.roles.contains(pvfs_proto::Roles::DATA) && s.fs_id != 0 {
+                    same_space_as = counted.get(&s.fs_id).cloned();
+                    counted.entry(s.fs_id).or_insert_with(|| sc.name.clone());
+                }
+                if sc.roles.contains(pvfs_proto::Roles::DATA) && same_space_as.is_none() {
                     fs.total_bytes += s.total_bytes;
                     fs.free_bytes += s.free_bytes;
                     fs.avail_bytes += s.avail_bytes;
@@ -1438,6 +1460,7 @@ impl Client {
                 address: sc.address.clone(),
                 stat,
                 health,
+                same_space_as,
             });
         }
         fs
@@ -1485,8 +1508,7 @@ impl Client {
         };
         let all: Vec<usize> = (0..layout.datafiles.len()).collect();
         let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
-        let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-        attr.size = layout.stripe().file_size(&sizes);
+        apply_datafile_stats(&mut attr, &layout, &stats);
         let datafiles = layout
             .datafiles
             .iter()

@@ -90,7 +90,7 @@ pub(crate) fn file_attr(root: Handle, attr: &Attr, orphan: bool) -> FileAttr {
     FileAttr {
         ino: ino_of(root, attr.handle),
         size: attr.size,
-        blocks: attr.size.div_ceil(512),
+        blocks: attr.blocks,
         atime: system_time(attr.atime),
         mtime: system_time(attr.mtime),
         ctime: system_time(attr.ctime),

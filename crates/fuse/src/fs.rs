@@ -937,13 +937,17 @@ impl Filesystem for PvfsFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        // glibc's posix_fallocate falls back to writing; space is not reserved.
-        reply.error(Errno::EOPNOTSUPP);
+        let inner = self.inner.clone();
+        self.run(
+            reply,
+            async move { inner.fallocate(fh.0, offset, length, mode).await },
+            |r, ()| r.ok(),
+        );
     }
 }

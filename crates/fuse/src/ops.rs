@@ -210,8 +210,9 @@ impl Inner {
             // What this mount wrote counts, arrived or not (`--write-behind`).
             if let Some(p) = self.tables.any_pending(attr.handle) {
                 if p.end() > fa.size {
+                    // The bytes on their way past the end will take space too.
+                    fa.blocks += (p.end() - fa.size).div_ceil(512);
                     fa.size = p.end();
-                    fa.blocks = fa.size.div_ceil(512);
                 }
             }
         }
@@ -946,6 +947,32 @@ impl Inner {
         of.file.fsync().await.map_err(errno)
     }
 
+    /// fallocate(2) on open file `fh` (the kernel checked it is open for writing and
+    /// that the mode is one FUSE passes on; it drops its cached pages of a punched or
+    /// zeroed range itself). Background writes go first, so a punch or zero is not
+    /// overtaken by older data.
+    pub(crate) async fn fallocate(
+        &self,
+        fh: u64,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> OpResult<()> {
+        let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
+        let mode = u32::try_from(mode).map_err(|_| Errno::EOPNOTSUPP)?;
+        if let Some(p) = self.tables.any_pending(of.handle) {
+            p.drain().await;
+        }
+        let done = of.file.fallocate(mode, offset, len).await;
+        // Punched and zeroed bytes change: read-ahead fetched before must not be used.
+        self.tables.note_write(of.handle);
+        done.map_err(errno)?;
+        if mode & pvfs_client::falloc::KEEP_SIZE == 0 {
+            self.tables.grow_size(of.handle, offset.saturating_add(len));
+        }
+        Ok(())
+    }
+
     /// Waits for the background writes of `handle` (`--write-behind`) and reports a
     /// failure among them not reported yet.
     pub(crate) async fn settle(&self, handle: Handle) -> OpResult<()> {
@@ -1385,6 +1412,7 @@ mod tests {
                     }],
                 },
             },
+            blocks: 0,
             acl: None,
         }
     }

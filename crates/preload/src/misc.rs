@@ -6,10 +6,14 @@
 //! - `mmap` of a pvfs file gives a private snapshot: anonymous memory filled with the
 //!   file's bytes. A shared writable mapping is refused (ENODEV): it could never write
 //!   back. Changes to the file after the call are not seen through the mapping.
+//! - `fallocate` and `posix_fallocate` go to the data servers (allocation, punched
+//!   holes, zeroed ranges); `posix_fallocate` falls back to extending the size where
+//!   their file systems cannot allocate.
 //! - Advisory locks (`flock`, `lockf`) go to the servers (`crate::locks`), as `fcntl`
 //!   record locks do.
 
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
+use pvfs_client::falloc;
 
 use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
 use crate::io::{export, read_desc, write_desc};
@@ -593,25 +597,45 @@ unsafe fn fadvise_hook(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> 
 
 export!(posix_fadvise, posix_fadvise64 => fadvise_hook(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> c_int);
 
-/// Makes pvfs file `d` at least `off + len` bytes long.
-fn allocate_desc(d: &Desc, off: i64, len: i64) -> R<()> {
+/// fallocate(2) with `mode` on pvfs file `d`: the data servers allocate (or punch,
+/// or zero) the range; errors in the kernel's order (`vfs_fallocate`).
+fn fallocate_desc(d: &Desc, mode: c_int, off: i64, len: i64) -> R<()> {
     crate::cache::changed();
-    if d.kind != Kind::File {
-        return Err(libc::ENODEV);
-    }
-    if !d.writable() {
-        return Err(libc::EBADF);
-    }
     if off < 0 || len <= 0 {
         return Err(libc::EINVAL);
     }
-    let end = off.checked_add(len).ok_or(libc::EFBIG)? as u64;
+    let mode = u32::try_from(mode).map_err(|_| libc::EOPNOTSUPP)?;
+    let (off, len) = (off as u64, len as u64);
+    falloc::check(mode, off, len).map_err(|(e, _)| e.code())?;
+    if !d.writable() {
+        return Err(libc::EBADF);
+    }
+    match d.kind {
+        Kind::File => {}
+        Kind::Dir => return Err(libc::EISDIR),
+        Kind::Other => return Err(libc::ENODEV),
+    }
     let pr = proc::get()?;
     let f = d.file(pr)?;
-    if pr.call(f.size())? < end {
-        pr.call(f.truncate(end))?;
+    pr.call(f.fallocate(mode, off, len))
+}
+
+/// posix_fallocate(3) on pvfs file `d`: fallocate with mode 0; where the data
+/// servers' file systems cannot allocate (EOPNOTSUPP), the file is extended to
+/// `off + len` without reserving space, as glibc's emulation ends up doing.
+fn posix_fallocate_desc(d: &Desc, off: i64, len: i64) -> R<()> {
+    match fallocate_desc(d, 0, off, len) {
+        Err(libc::EOPNOTSUPP) => {
+            let end = (off as u64).saturating_add(len as u64);
+            let pr = proc::get()?;
+            let f = d.file(pr)?;
+            if pr.call(f.size())? < end {
+                pr.call(f.truncate(end))?;
+            }
+            Ok(())
+        }
+        other => other,
     }
-    Ok(())
 }
 
 unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
@@ -623,7 +647,7 @@ unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
         // SAFETY: no memory preconditions.
         None => unsafe { real::posix_fallocate64(fd, off, len) },
         // posix_fallocate returns the error number instead of setting errno.
-        Some(d) => match pvfs_call(|| allocate_desc(&d, off, len).map(|()| 0)) {
+        Some(d) => match pvfs_call(|| posix_fallocate_desc(&d, off, len).map(|()| 0)) {
             0 => 0,
             _ => crate::errno(),
         },
@@ -637,11 +661,7 @@ unsafe fn fallocate_hook(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> 
         fd,
         // SAFETY: no memory preconditions.
         || unsafe { real::fallocate64(fd, mode, off, len) },
-        |d| match mode {
-            0 => allocate_desc(&d, off, len).map(|()| 0),
-            libc::FALLOC_FL_KEEP_SIZE => Ok(0),
-            _ => Err(libc::EOPNOTSUPP),
-        },
+        |d| fallocate_desc(&d, mode, off, len).map(|()| 0),
     )
 }
 

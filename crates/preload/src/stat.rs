@@ -48,7 +48,7 @@ pub(crate) fn fill_stat(p: &Proc, attr: &Attr, st: &mut libc::stat) {
     st.st_gid = attr.gid;
     st.st_size = attr.size as i64;
     st.st_blksize = blksize(attr) as i64;
-    st.st_blocks = attr.size.div_ceil(512) as i64;
+    st.st_blocks = attr.blocks as i64;
     st.st_atime = attr.atime.secs;
     st.st_atime_nsec = i64::from(attr.atime.nsecs);
     st.st_mtime = attr.mtime.secs;
@@ -76,7 +76,7 @@ pub(crate) fn fill_statx(p: &Proc, attr: &Attr, stx: &mut libc::statx) {
     stx.stx_mode = attr.st_mode() as u16;
     stx.stx_ino = attr.handle;
     stx.stx_size = attr.size;
-    stx.stx_blocks = attr.size.div_ceil(512);
+    stx.stx_blocks = attr.blocks;
     stx.stx_atime = ts(attr.atime);
     stx.stx_mtime = ts(attr.mtime);
     stx.stx_ctime = ts(attr.ctime);

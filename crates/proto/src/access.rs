@@ -226,6 +226,7 @@ mod tests {
             } else {
                 ObjDetail::Symlink { target: "x".into() }
             },
+            blocks: 0,
             acl: None,
         }
     }

@@ -37,8 +37,8 @@ pub use message::{
 };
 pub use regions::{Extent, Regions};
 pub use types::{
-    name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr,
-    ShardStat, Timespec,
+    fnv1a64, name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles,
+    SetAttr, ShardStat, Timespec,
 };
 
 /// The software version, reported by servers and the CLI.

@@ -357,6 +357,10 @@ wire_enum! {
         35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> },
         /// Makes datafiles durable.
         36 => Fsync { handles: Vec<Handle> },
+        /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
+        /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
+        /// ([`falloc`]). `cap`: WRITE on the datafile.
+        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability> },
         /// The value of an extended attribute (ENODATA if absent).
         40 => GetXattr { handle: Handle, name: String },
         /// Sets an extended attribute; `flags` as setxattr(2): XATTR_CREATE (1) fails
@@ -402,6 +406,9 @@ wire_enum! {
         /// at `server` for object `handle`, for locks of `blockers` (none: it no
         /// longer waits there). EDEADLK if that closes a cycle of waits.
         65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle },
+        /// A page of the datafiles this data server created and did not remove that
+        /// are missing from its disk (lost, not holes), after `after` (fsck).
+        55 => ScanLost { after: Option<Handle>, max: u32 },
     }
 }
 
@@ -439,6 +446,7 @@ impl Request {
             | Request::ScanEntries { .. }
             | Request::ScanDatafiles { .. }
             | Request::ScanSeals {}
+            | Request::ScanLost { .. }
             | Request::SetLinks { .. }
             | Request::CreateDatafiles { .. } => RequestClass::Admin,
             _ => RequestClass::Client,
@@ -470,6 +478,7 @@ impl Request {
                 | Request::TestLock { .. }
                 | Request::CancelLock { .. }
                 | Request::RenewLease { .. }
+                | Request::ScanLost { .. }
         )
     }
 }
@@ -576,6 +585,11 @@ pub struct StatFsReply {
     pub datafiles: u64,
     /// Free inodes of the storage file system.
     pub free_inodes: u64,
+    /// Which file system the storage lives on, as seen by this server's running
+    /// kernel (a hash of its boot id, the device and the file system id; 0 when
+    /// unknown): servers storing on one file system answer the same value, so a
+    /// client adds that space up once.
+    pub fs_id: u64,
 }
 wire_struct!(StatFsReply {
     total_bytes: u64,
@@ -584,6 +598,7 @@ wire_struct!(StatFsReply {
     objects: u64,
     datafiles: u64,
     free_inodes: u64,
+    fs_id: u64,
 });
 
 /// Attributes of one object of a `ListAttr`, or why they are missing.
@@ -599,17 +614,23 @@ wire_struct!(AttrResult {
     attr: Option<Attr>,
 });
 
-/// Size and modification time of one datafile (0, epoch when it holds no bytes yet).
+/// Size, modification time and allocated space of one datafile (0, epoch, 0 when it
+/// holds no bytes yet).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DatafileStat {
     /// Local size in bytes.
     pub size: u64,
     /// Last modification of its bytes.
     pub mtime: Timespec,
+    /// Bytes the data server's file system allocates for it (`st_blocks` × 512 of
+    /// the local file): less than `size` for a sparse datafile, more after
+    /// preallocation past its end. Summed by clients into a file's block count.
+    pub allocated: u64,
 }
 wire_struct!(DatafileStat {
     size: u64,
     mtime: Timespec,
+    allocated: u64,
 });
 
 wire_enum! {
@@ -677,7 +698,8 @@ wire_enum! {
         50 => Objects { attrs: Vec<Attr>, more: bool },
         /// Answer to `ScanEntries`: (directory, entry) pairs, and whether more follow.
         51 => Entries { entries: Vec<(Handle, DirEntry)>, more: bool },
-        /// Answer to `ScanDatafiles` and `ScanSeals`: handles, and whether more follow.
+        /// Answer to `ScanDatafiles`, `ScanLost` and `ScanSeals`: handles, and whether
+        /// more follow.
         52 => HandleList { handles: Vec<Handle>, more: bool },
         /// Answer to `Lock`: granted. `lease`: the id of the client's lease here
         /// (random per lease: a new id means the server forgot the client's earlier
@@ -694,6 +716,51 @@ wire_enum! {
         /// server does not know it: restarted, or the lease ended), and whether the
         /// server is in its grace period (an unknown lease then means: reclaim).
         63 => Lease { lease: u64, grace: bool },
+    }
+}
+
+/// fallocate(2) modes a `Fallocate` may carry (Linux's flag values), and the checks
+/// clients and data servers share.
+pub mod falloc {
+    use crate::Errno;
+
+    /// Allocate without changing the size.
+    pub const KEEP_SIZE: u32 = 0x01;
+    /// Deallocate the range (it reads as zeros); only with `KEEP_SIZE`.
+    pub const PUNCH_HOLE: u32 = 0x02;
+    /// Zero the range, allocating it (extends the size unless `KEEP_SIZE`).
+    pub const ZERO_RANGE: u32 = 0x10;
+
+    /// Checks a fallocate call the way Linux's `vfs_fallocate` does: EINVAL for an
+    /// empty range, EOPNOTSUPP for a mode pvfs does not offer (anything but 0,
+    /// `KEEP_SIZE`, `PUNCH_HOLE | KEEP_SIZE`, `ZERO_RANGE` and `ZERO_RANGE |
+    /// KEEP_SIZE`: collapsing or inserting ranges would move bytes between
+    /// datafiles), EFBIG for a range ending past the largest file size.
+    pub fn check(mode: u32, offset: u64, len: u64) -> Result<(), (Errno, &'static str)> {
+        if len == 0 {
+            return Err((Errno::EINVAL, "fallocate of 0 bytes"));
+        }
+        let supported = [
+            0,
+            KEEP_SIZE,
+            PUNCH_HOLE | KEEP_SIZE,
+            ZERO_RANGE,
+            ZERO_RANGE | KEEP_SIZE,
+        ];
+        if !supported.contains(&mode) {
+            return Err((Errno::EOPNOTSUPP, "fallocate mode not supported"));
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= crate::layout::MAX_FILE_SIZE => Ok(()),
+            _ => Err((Errno::EFBIG, "fallocate range past the largest file size")),
+        }
+    }
+
+    /// Whether `mode` may create a datafile that does not exist yet: allocation
+    /// does, punching or zeroing bytes of a missing (all-hole) datafile while
+    /// keeping the size has nothing to do.
+    pub fn creates(mode: u32) -> bool {
+        mode & PUNCH_HOLE == 0 && mode != (ZERO_RANGE | KEEP_SIZE)
     }
 }
 

@@ -308,7 +308,8 @@ impl Wire for ObjDetail {
 /// The attributes of an object as its metadata server stores them.
 ///
 /// A file's size is not stored here: it is computed from its datafiles (as in PVFS2), so
-/// `size` is 0 in a file's stored attributes and filled in by the client.
+/// `size` is 0 in a file's stored attributes and filled in by the client, and so is
+/// `blocks`, which is not encoded at all (neither on the wire nor on disk).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attr {
     /// The object's handle.
@@ -332,22 +333,54 @@ pub struct Attr {
     pub ctime: Timespec,
     /// Kind-specific attributes.
     pub detail: ObjDetail,
+    /// 512-byte blocks the object occupies (`st_blocks`): for a file, what its
+    /// datafiles allocate on the data servers, filled in by the client with the size
+    /// (0 until then); for anything else [`Attr::nominal_blocks`]. Not encoded: a
+    /// decoded `Attr` gets the nominal value.
+    pub blocks: u64,
     /// POSIX ACLs beyond the permission bits (`crate::acl`); none for most objects.
     pub acl: Option<Box<crate::acl::Acl>>,
 }
-wire_struct!(Attr {
-    handle: Handle,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    nlink: u32,
-    size: u64,
-    atime: Timespec,
-    mtime: Timespec,
-    ctime: Timespec,
-    detail: ObjDetail,
-    acl: Option<Box<crate::acl::Acl>>,
-});
+
+impl Wire for Attr {
+    const MIN_SIZE: usize = 8
+        + 4 * 4
+        + 8
+        + 3 * <Timespec as Wire>::MIN_SIZE
+        + <ObjDetail as Wire>::MIN_SIZE
+        + <Option<Box<crate::acl::Acl>> as Wire>::MIN_SIZE;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.handle.put(out);
+        self.mode.put(out);
+        self.uid.put(out);
+        self.gid.put(out);
+        self.nlink.put(out);
+        self.size.put(out);
+        self.atime.put(out);
+        self.mtime.put(out);
+        self.ctime.put(out);
+        self.detail.put(out);
+        self.acl.put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut a = Attr {
+            handle: Wire::get(r)?,
+            mode: Wire::get(r)?,
+            uid: Wire::get(r)?,
+            gid: Wire::get(r)?,
+            nlink: Wire::get(r)?,
+            size: Wire::get(r)?,
+            atime: Wire::get(r)?,
+            mtime: Wire::get(r)?,
+            ctime: Wire::get(r)?,
+            detail: Wire::get(r)?,
+            blocks: 0,
+            acl: Wire::get(r)?,
+        };
+        a.blocks = a.nominal_blocks();
+        Ok(a)
+    }
+}
 
 impl Attr {
     /// Merges one dirdata shard's [`ShardStat`] into a directory's attributes. An
@@ -400,6 +433,17 @@ impl Attr {
     /// `st_mode`: the type bits and the permission bits.
     pub fn st_mode(&self) -> u32 {
         self.kind().mode_bits() | (self.mode & 0o7777)
+    }
+
+    /// The blocks an object occupies when nothing else is known: a directory its
+    /// nominal size (4096 bytes: 8 blocks, as a local file system's one block);
+    /// symlinks, special files and files not yet sized 0 (a symlink's target lives in
+    /// its metadata record, like a local file system's inline "fast" symlink).
+    pub fn nominal_blocks(&self) -> u64 {
+        match self.detail {
+            ObjDetail::Dir { .. } => self.size.div_ceil(512),
+            _ => 0,
+        }
     }
 
     /// The file's layout, if it is a regular file.
@@ -590,6 +634,7 @@ mod tests {
                 }),
                 mtime_set: Timespec { secs: 3, nsecs: 4 },
             },
+            blocks: 8,
             acl: None,
         };
         assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
@@ -633,6 +678,7 @@ mod tests {
                 default_layout: None,
                 mtime_set: t(set),
             },
+            blocks: 8,
             acl: None,
         };
         let s = |changed, subdirs| ShardStat {
@@ -676,6 +722,7 @@ mod tests {
                 mtime: Timespec::default(),
                 ctime: Timespec::default(),
                 detail: ObjDetail::Node { kind, rdev },
+                blocks: 0,
                 acl: None,
             };
             assert_eq!(decode::<Attr>(&encode(&a)).unwrap(), a);
@@ -708,12 +755,17 @@ mod tests {
 /// function is part of the protocol and must never change for a protocol version.
 pub fn name_shard(name: &str, shards: u32) -> u32 {
     assert!(shards > 0, "a directory has at least one shard");
+    (fnv1a64(name.as_bytes()) % u64::from(shards)) as u32
+}
+
+/// FNV-1a, 64 bits (Fowler, Noll and Vo): a fast, stable hash of bytes.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (h % u64::from(shards)) as u32
+    h
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ fn samples() -> Vec<Vec<u8>> {
                 ],
             },
         },
+        blocks: 0,
         acl: None,
     };
     let cap = pvfs_proto::Capability {

@@ -283,6 +283,7 @@ mod tests {
                         ],
                     },
                 },
+                blocks: 0,
                 acl: None,
             },
             rights::READ | rights::MOVE,

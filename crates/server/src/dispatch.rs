@@ -207,6 +207,21 @@ pub async fn dispatch(
             Ok(()) => datafiles::truncate(ctx, handle, stripe, index, size).await,
             Err(e) => Err(e),
         },
+        Request::Fallocate {
+            handle,
+            stripe,
+            index,
+            offset,
+            len,
+            mode,
+            cap,
+        } => match ctx
+            .caps
+            .check(cap.as_ref(), handle, rights::WRITE, c, false)
+        {
+            Ok(()) => fallocate::handle(ctx, handle, stripe, index, offset, len, mode).await,
+            Err(e) => Err(e),
+        },
         Request::RemoveDatafiles { handles, tickets } => {
             datafiles::remove(ctx, c, handles, &tickets).await
         }
@@ -224,6 +239,7 @@ pub async fn dispatch(
         Request::ScanEntries { after, max } => scan::entries(ctx, after, max),
         Request::ScanDatafiles { after, max } => scan::datafiles(ctx, after, max).await,
         Request::ScanSeals {} => scan::seals(ctx),
+        Request::ScanLost { after, max } => scan::lost(ctx, after, max).await,
         Request::CreateDatafiles { handles } => scan::create_datafiles(ctx, handles).await,
         Request::Lock {
             handle,

@@ -305,6 +305,7 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
             default_layout: None,
             mtime_set: Timespec::default(),
         },
+        blocks: 0,
         acl: None,
     };
     ctx.meta

@@ -10,11 +10,17 @@
 //! Durability: `sync` flushes the file's data, and also its directory when a file was
 //! created there since that directory was last flushed, so a synced datafile survives
 //! a crash together with its name.
+//!
+//! Every creation and removal of a datafile is recorded in the born log
+//! ([`crate::born`]), made durable before any directory holding a new name is
+//! flushed: a synced datafile is always in it, so a datafile missing from the disk is
+//! either a hole (never created) or lost (created, not removed: [`DataBackend::lost`]).
 
+use crate::born::{BornLog, Event};
 use crate::error::StorageError;
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::{Handle, Timespec};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
@@ -40,6 +46,10 @@ pub struct FsSpace {
     pub total_inodes: u64,
     /// Free inodes.
     pub free_inodes: u64,
+    /// Identifies the file system on this running kernel (boot id, device, file
+    /// system id hashed; 0 when unknown), so that space shared by several servers
+    /// is counted once.
+    pub fs_id: u64,
 }
 
 /// Blocking access to the datafiles of one server; the seam for fault injection.
@@ -52,6 +62,11 @@ pub trait DataBackend: Send + Sync + 'static {
     fn stat(&self, h: Handle) -> Result<DatafileStat, StorageError>;
     /// Sets the size, creating the datafile if missing (and `size > 0`).
     fn truncate(&self, h: Handle, size: u64) -> Result<(), StorageError>;
+    /// fallocate(2) of the local bytes `off .. off + len` with `mode`
+    /// (`pvfs_proto::message::falloc`), creating the datafile if missing when the
+    /// mode allocates. A mode the local file system does not support fails with
+    /// EOPNOTSUPP, a full one with ENOSPC.
+    fn fallocate(&self, h: Handle, mode: u32, off: u64, len: u64) -> Result<(), StorageError>;
     /// Removes the datafile; a missing one is not an error.
     fn remove(&self, h: Handle) -> Result<(), StorageError>;
     /// Makes the datafile's contents durable (no-op if it does not exist).
@@ -60,6 +75,10 @@ pub trait DataBackend: Send + Sync + 'static {
     fn count(&self) -> Result<u64, StorageError>;
     /// Handles of every datafile present (for fsck).
     fn list(&self) -> Result<Vec<Handle>, StorageError>;
+    /// Handles of the datafiles this store created and did not remove that are not
+    /// on disk: lost ones (fsck), sorted. A missing datafile not listed here was never
+    /// created (a hole).
+    fn lost(&self) -> Result<Vec<Handle>, StorageError>;
     /// Space of the file system under the storage directory.
     fn statfs(&self) -> Result<FsSpace, StorageError>;
     /// Creates the (empty) datafiles that do not exist yet, durably (fsck's repair of a
@@ -82,6 +101,44 @@ pub trait DataBackend: Send + Sync + 'static {
         }
         Ok(())
     }
+}
+
+/// A number naming one file system on this running kernel: FNV-1a of the kernel's
+/// boot id (random per boot, shared by every process and container on that kernel),
+/// the device number and statvfs's file system id. 0 when the boot id cannot be read
+/// (then nobody's space is taken for anybody else's).
+fn fs_id(dev: u64, fsid: u64) -> u64 {
+    let Ok(mut bytes) = std::fs::read("/proc/sys/kernel/random/boot_id") else {
+        return 0;
+    };
+    bytes.extend_from_slice(&dev.to_le_bytes());
+    bytes.extend_from_slice(&fsid.to_le_bytes());
+    pvfs_proto::fnv1a64(&bytes).max(1)
+}
+
+/// Handles of the datafiles under the data directory `root`, sorted; names that are
+/// not of the form this store writes are not datafiles.
+fn list_under(root: &Path) -> Result<Vec<Handle>, StorageError> {
+    let mut out = Vec::new();
+    for hh in 0..256u64 {
+        let dir = match std::fs::read_dir(root.join(format!("{hh:02x}"))) {
+            Ok(d) => d,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for ent in dir {
+            let name = ent?.file_name();
+            let parsed = std::str::from_utf8(name.as_bytes())
+                .ok()
+                .filter(|s| s.len() == 16)
+                .and_then(|s| u64::from_str_radix(s, 16).ok());
+            if let Some(h) = parsed.filter(|&h| bucket(h) as u64 == hh) {
+                out.push(h);
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// The directory bucket of a datafile: the low 8 bits of its handle (256 directories,
@@ -135,19 +192,23 @@ pub struct FileData {
     cache: Mutex<FdCache>,
     /// Subdirectories where a file was created since they were last fsynced.
     dirty_dirs: [AtomicBool; 256],
+    /// Which datafiles were ever created and removed.
+    born: BornLog,
 }
 
 impl FileData {
-    /// Opens (creating if needed) the data store under `dir`.
+    /// Opens (creating if needed) the data store under `dir`, and its born log.
     pub fn open(dir: &Path) -> Result<FileData, StorageError> {
         let root = dir.join("data");
         for hh in 0..256 {
             std::fs::create_dir_all(root.join(format!("{hh:02x}")))?;
         }
+        let born = BornLog::open(&root, &list_under(&root)?)?;
         Ok(FileData {
             root,
             cache: Mutex::default(),
             dirty_dirs: std::array::from_fn(|_| AtomicBool::new(false)),
+            born,
         })
     }
 
@@ -178,6 +239,12 @@ impl FileData {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound && create => {
                 let f = opts.create(true).open(&path)?;
+                // Recorded before its directory can be flushed for it (`sync`); a
+                // datafile that cannot be recorded is not kept.
+                if let Err(e) = self.born.append(Event::Created, h) {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(e);
+                }
                 self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
                 f
             }
@@ -279,6 +346,10 @@ impl DataBackend for FileData {
                 .open(&path);
             match made {
                 Ok(_) => {
+                    if let Err(e) = self.born.append(Event::Created, h) {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
                     // A descriptor cached for this handle names a file that was lost
                     // (deleted behind our back); later I/O must see the new one.
                     self.cache().remove(h);
@@ -290,7 +361,9 @@ impl DataBackend for FileData {
                 Err(e) => return Err(e.into()),
             }
         }
-        // The names must survive a crash before anyone is told the handles exist.
+        // The names must survive a crash before anyone is told the handles exist, and
+        // their records before them.
+        self.born.sync()?;
         for b in dirs {
             File::open(self.root.join(format!("{b:02x}")))?.sync_all()?;
         }
@@ -326,6 +399,7 @@ impl DataBackend for FileData {
                     secs: md.mtime(),
                     nsecs: u32::try_from(md.mtime_nsec()).unwrap_or(0),
                 },
+                allocated: md.blocks().saturating_mul(512),
             }),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(DatafileStat::default()),
             Err(e) => Err(e.into()),
@@ -339,10 +413,47 @@ impl DataBackend for FileData {
         }
     }
 
+    fn fallocate(&self, h: Handle, mode: u32, off: u64, len: u64) -> Result<(), StorageError> {
+        use pvfs_proto::message::falloc;
+        // Only the modes pvfs offers reach the disk (never a collapse or insert).
+        falloc::check(mode, off, len)
+            .map_err(|(e, _)| std::io::Error::from_raw_os_error(e.code()))?;
+        let create = falloc::creates(mode);
+        let Some(f) = self.file(h, create)? else {
+            // Nothing stored: the range reads as zeros already.
+            return Ok(());
+        };
+        let too_big = || std::io::Error::from_raw_os_error(libc::EFBIG);
+        let off = libc::off_t::try_from(off).map_err(|_| too_big())?;
+        let len = libc::off_t::try_from(len).map_err(|_| too_big())?;
+        let mode = libc::c_int::try_from(mode)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EOPNOTSUPP))?;
+        loop {
+            // SAFETY: a plain system call on a descriptor held open by `f`.
+            if unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) } == 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(e.into());
+            }
+        }
+    }
+
     fn remove(&self, h: Handle) -> Result<(), StorageError> {
         let mut cache = self.cache();
         cache.remove(h);
-        match std::fs::remove_file(self.path(h)) {
+        let path = self.path(h);
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
+        }
+        // Recorded first: a datafile the log says exists is never one that was
+        // removed on purpose (a crash in between leaves a file the next open records
+        // again).
+        self.born.append(Event::Removed, h)?;
+        match std::fs::remove_file(&path) {
             Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
@@ -354,8 +465,17 @@ impl DataBackend for FileData {
         };
         f.sync_data()?;
         // Cleared before the flush: a create racing with it marks the directory again.
+        // The born log first: every name the flush makes durable is recorded there.
+        // A failed flush marks the directory again, for the next sync to retry.
         if self.dirty_dirs[bucket(h)].swap(false, Ordering::AcqRel) {
-            File::open(self.dir_of(h))?.sync_all()?;
+            let flushed = self
+                .born
+                .sync()
+                .and_then(|()| Ok(File::open(self.dir_of(h))?.sync_all()?));
+            if let Err(e) = flushed {
+                self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -365,28 +485,26 @@ impl DataBackend for FileData {
     }
 
     fn list(&self) -> Result<Vec<Handle>, StorageError> {
-        let mut out = Vec::new();
-        for hh in 0..256u64 {
-            let dir = match std::fs::read_dir(self.root.join(format!("{hh:02x}"))) {
-                Ok(d) => d,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            };
-            for ent in dir {
-                let name = ent?.file_name();
-                let name = name.as_bytes();
-                // Only names this store writes count; anything else is not a datafile.
-                let parsed = std::str::from_utf8(name)
-                    .ok()
-                    .filter(|s| s.len() == 16)
-                    .and_then(|s| u64::from_str_radix(s, 16).ok());
-                if let Some(h) = parsed.filter(|&h| bucket(h) as u64 == hh) {
-                    out.push(h);
-                }
-            }
-        }
-        out.sort_unstable();
-        Ok(out)
+        list_under(&self.root)
+    }
+
+    fn lost(&self) -> Result<Vec<Handle>, StorageError> {
+        // Present first, then the log: a datafile created in between is in the log
+        // and not in `present`, and is found on disk below; one removed in between
+        // has its removal in the log already.
+        let present: HashSet<Handle> = self.list()?.into_iter().collect();
+        let (live, read_to) = self.born.live()?;
+        let gone: Vec<Handle> = live
+            .into_iter()
+            .filter(|h| !present.contains(h))
+            .filter(|&h| matches!(std::fs::symlink_metadata(self.path(h)), Err(e) if e.kind() == ErrorKind::NotFound))
+            .collect();
+        // Removals are recorded before the file goes: one that happened after the
+        // read of the log (and made the file missing) is in its tail now.
+        let removed = self.born.removed_since(read_to)?;
+        let mut lost: Vec<Handle> = gone.into_iter().filter(|h| !removed.contains(h)).collect();
+        lost.sort_unstable();
+        Ok(lost)
     }
 
     fn statfs(&self) -> Result<FsSpace, StorageError> {
@@ -399,12 +517,14 @@ impl DataBackend for FileData {
             return Err(std::io::Error::last_os_error().into());
         }
         let unit = s.f_frsize as u64;
+        let dev = std::fs::metadata(&self.root)?.dev();
         Ok(FsSpace {
             total_bytes: s.f_blocks as u64 * unit,
             free_bytes: s.f_bfree as u64 * unit,
             avail_bytes: s.f_bavail as u64 * unit,
             total_inodes: s.f_files as u64,
             free_inodes: s.f_ffree as u64,
+            fs_id: fs_id(dev, s.f_fsid as u64),
         })
     }
 

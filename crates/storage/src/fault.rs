@@ -99,6 +99,11 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.inner.truncate(h, size)
     }
 
+    fn fallocate(&self, h: Handle, mode: u32, off: u64, len: u64) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.fallocate(h, mode, off, len)
+    }
+
     fn remove(&self, h: Handle) -> Result<(), StorageError> {
         self.check()?;
         self.inner.remove(h)
@@ -117,6 +122,11 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
     fn list(&self) -> Result<Vec<Handle>, StorageError> {
         self.check()?;
         self.inner.list()
+    }
+
+    fn lost(&self) -> Result<Vec<Handle>, StorageError> {
+        self.check()?;
+        self.inner.lost()
     }
 
     fn statfs(&self) -> Result<FsSpace, StorageError> {

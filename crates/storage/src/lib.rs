@@ -7,7 +7,8 @@
 //!   commit, one fsync, for many creates) while keeping each mutation atomic. Commits
 //!   are made durable through a redo log under the database ([`redo::LoggedFile`]).
 //! - [`FileData`]: the data store, one local file per datafile handle, read and written
-//!   with positioned I/O through a small cache of open files. The server uses it
+//!   with positioned I/O through a small cache of open files, with a log of which
+//!   datafiles it ever created (`born.rs`), so a lost datafile is told from a hole. The server uses it
 //!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
 //!   tests inject faults ([`fault::FaultyData`]).
 //!
@@ -16,6 +17,7 @@
 //!
 //! The on-disk format is documented in `docs/storage-format.md`.
 
+mod born;
 mod data;
 mod error;
 pub mod fault;
@@ -24,6 +26,7 @@ mod meta;
 pub mod redo;
 mod txn;
 
+pub use born::{BORN_FILE, BORN_VERSION};
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
 pub use error::{MetaError, StorageError};
 pub use lockmark::{LockMark, LOCK_MARK_FILE};

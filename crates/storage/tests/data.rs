@@ -69,7 +69,8 @@ fn fd_cache_evicts_beyond_its_size() {
     for h in 1..=n {
         fd.write_at(h, 0, &h.to_le_bytes()).unwrap();
     }
-    assert_eq!(open_fds_under(&dir), FD_CACHE_SIZE);
+    // The cache, and the born log.
+    assert_eq!(open_fds_under(&dir), FD_CACHE_SIZE + 1);
     for h in (1..=n).rev() {
         let mut b = [0u8; 8];
         assert_eq!(fd.read_at(h, 0, &mut b).unwrap(), 8);
@@ -79,7 +80,7 @@ fn fd_cache_evicts_beyond_its_size() {
     for h in 1..=n {
         fd.remove(h).unwrap();
     }
-    assert_eq!(open_fds_under(&dir), 0);
+    assert_eq!(open_fds_under(&dir), 1);
     assert_eq!(fd.count().unwrap(), 0);
 }
 
@@ -123,4 +124,184 @@ fn faults_keep_their_errno() {
     fd.heal();
     fd.write_at(1, 10, &[3]).unwrap();
     assert_eq!(fd.inner().stat(1).unwrap().size, 11);
+}
+
+/// Bytes the local file system allocates for `path`.
+fn allocated(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn stat_reports_the_space_a_datafile_takes() {
+    let d = tempfile::tempdir().unwrap();
+    let fd = FileData::open(d.path()).unwrap();
+    assert_eq!(fd.stat(3).unwrap().allocated, 0, "missing: nothing");
+    // Sparse: one byte at 1 MiB takes one block, not a megabyte.
+    fd.write_at(3, 1 << 20, b"x").unwrap();
+    let st = fd.stat(3).unwrap();
+    assert_eq!(st.size, (1 << 20) + 1);
+    assert!(
+        st.allocated > 0 && st.allocated < 256 << 10,
+        "{} bytes allocated for one byte",
+        st.allocated
+    );
+    assert_eq!(
+        st.allocated,
+        allocated(&d.path().join("data/03/0000000000000003"))
+    );
+    // Dense: at least every byte.
+    fd.write_at(4, 0, &vec![7u8; 300_000]).unwrap();
+    let st = fd.stat(4).unwrap();
+    assert!(st.allocated >= 300_000, "{st:?}");
+}
+
+#[test]
+fn fallocate_allocates_punches_and_zeroes() {
+    use pvfs_proto::message::falloc::{KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE};
+    let d = tempfile::tempdir().unwrap();
+    let fd = FileData::open(d.path()).unwrap();
+    // Punching or zeroing (keeping the size) a datafile that does not exist creates
+    // nothing: its bytes read as zeros already.
+    fd.fallocate(5, PUNCH_HOLE | KEEP_SIZE, 0, 4096).unwrap();
+    fd.fallocate(5, ZERO_RANGE | KEEP_SIZE, 0, 4096).unwrap();
+    assert_eq!(fd.count().unwrap(), 0);
+    // Allocation creates it, sized to the end of the range.
+    fd.fallocate(5, 0, 4096, 1 << 20).unwrap();
+    let st = fd.stat(5).unwrap();
+    assert_eq!(st.size, 4096 + (1 << 20));
+    assert!(st.allocated >= 1 << 20, "{st:?}");
+    // Beyond the end without changing the size.
+    fd.fallocate(5, KEEP_SIZE, 2 << 20, 1 << 20).unwrap();
+    let st2 = fd.stat(5).unwrap();
+    assert_eq!(st2.size, st.size);
+    assert!(st2.allocated >= st.allocated + (1 << 20), "{st2:?}");
+    // A punched range reads as zeros and gives its space back.
+    fd.write_at(5, 0, &vec![0xaa; 1 << 20]).unwrap();
+    let before = fd.stat(5).unwrap().allocated;
+    fd.fallocate(5, PUNCH_HOLE | KEEP_SIZE, 65536, 131072)
+        .unwrap();
+    let mut buf = vec![1u8; 1 << 20];
+    assert_eq!(fd.read_at(5, 0, &mut buf).unwrap(), 1 << 20);
+    assert!(buf[..65536].iter().all(|&b| b == 0xaa));
+    assert!(buf[65536..196608].iter().all(|&b| b == 0), "punched bytes");
+    assert!(buf[196608..].iter().all(|&b| b == 0xaa));
+    assert!(fd.stat(5).unwrap().allocated <= before - 131072);
+    // Zeroing, where the file system has it (ext4, xfs; not tmpfs).
+    match fd.fallocate(5, ZERO_RANGE, 0, 4096) {
+        Ok(()) => {
+            assert_eq!(fd.read_at(5, 0, &mut buf[..4096]).unwrap(), 4096);
+            assert!(buf[..4096].iter().all(|&b| b == 0), "zeroed bytes");
+        }
+        Err(e) => assert_eq!(e.errno(), Errno::EOPNOTSUPP, "{e}"),
+    }
+    // Modes pvfs does not offer never reach the disk; nor an empty range.
+    for mode in [0x08, 0x20, PUNCH_HOLE, PUNCH_HOLE | ZERO_RANGE | KEEP_SIZE] {
+        let e = fd.fallocate(5, mode, 0, 4096).unwrap_err();
+        assert_eq!(e.errno(), Errno::EOPNOTSUPP, "mode {mode:#x}");
+    }
+    assert_eq!(fd.fallocate(5, 0, 0, 0).unwrap_err().errno(), Errno::EINVAL);
+    assert_eq!(fd.stat(5).unwrap().size, 4096 + (1 << 20), "unchanged");
+}
+
+/// The path of datafile `h` under storage directory `dir`.
+fn datafile(dir: &std::path::Path, h: u64) -> std::path::PathBuf {
+    dir.join(format!("data/{:02x}/{h:016x}", h & 0xff))
+}
+
+#[test]
+fn the_born_log_tells_lost_datafiles_from_holes() {
+    use pvfs_proto::message::falloc::KEEP_SIZE;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let fd = FileData::open(dir).unwrap();
+    // Every way a datafile comes to exist is recorded: a write, a truncate up, a
+    // fallocate, fsck's repair.
+    fd.write_at(1, 0, b"written").unwrap();
+    fd.truncate(2, 10).unwrap();
+    fd.fallocate(3, KEEP_SIZE, 0, 4096).unwrap();
+    fd.create_all(&[4]).unwrap();
+    fd.write_at(6, 0, b"removed later").unwrap();
+    fd.remove(6).unwrap();
+    fd.truncate(7, 0).unwrap(); // creates nothing
+    fd.sync(1).unwrap();
+    assert_eq!(fd.lost().unwrap(), Vec::<u64>::new(), "nothing lost yet");
+    // Lost behind the store's back: 1 and 4. Never created (5, 7) or removed (6):
+    // not lost.
+    for h in [1, 4] {
+        std::fs::remove_file(datafile(dir, h)).unwrap();
+    }
+    assert_eq!(fd.lost().unwrap(), vec![1, 4]);
+    // The log outlives the process.
+    drop(fd);
+    let fd = FileData::open(dir).unwrap();
+    assert_eq!(fd.lost().unwrap(), vec![1, 4]);
+    // fsck's repair recreates one: no longer lost.
+    fd.create_all(&[4]).unwrap();
+    assert_eq!(fd.lost().unwrap(), vec![1]);
+    // A datafile on disk that the log lacks (a crash kept its name, not its record;
+    // a store older than the log) is recorded at open.
+    std::fs::write(datafile(dir, 9), b"adopted").unwrap();
+    drop(fd);
+    let fd = FileData::open(dir).unwrap();
+    std::fs::remove_file(datafile(dir, 9)).unwrap();
+    assert_eq!(fd.lost().unwrap(), vec![1, 9]);
+}
+
+#[test]
+fn the_born_log_survives_a_torn_tail_and_damage_and_is_compacted() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let log = dir.join("data").join(pvfs_storage::BORN_FILE);
+    let fd = FileData::open(dir).unwrap();
+    fd.write_at(1, 0, b"a").unwrap();
+    fd.write_at(2, 0, b"b").unwrap();
+    drop(fd);
+    let good = std::fs::read(&log).unwrap();
+    assert_eq!(good.len(), 32 + 2 * 16, "header and two records");
+    // A torn append: half a record at the end. Cut at open; later records follow
+    // the valid ones.
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[1, 0, 0, 0, 3, 0, 0]);
+    std::fs::write(&log, &torn).unwrap();
+    let fd = FileData::open(dir).unwrap();
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), good.len() as u64);
+    fd.write_at(3, 0, b"c").unwrap();
+    std::fs::remove_file(datafile(dir, 3)).unwrap();
+    assert_eq!(fd.lost().unwrap(), vec![3]);
+    drop(fd);
+    // A damaged record (a flipped bit) in the middle: skipped, the log rewritten
+    // with what checks plus what is on disk.
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[32 + 5] ^= 1;
+    std::fs::write(&log, &bytes).unwrap();
+    let fd = FileData::open(dir).unwrap();
+    assert_eq!(
+        fd.lost().unwrap(),
+        vec![3],
+        "record 3 kept, 1 taken from the disk"
+    );
+    drop(fd);
+    // Mostly dead records (created, then removed) are dropped at open.
+    let fd = FileData::open(dir).unwrap();
+    for h in 100..5100u64 {
+        fd.write_at(h, 0, b"x").unwrap();
+        fd.remove(h).unwrap();
+    }
+    assert!(std::fs::metadata(&log).unwrap().len() > 10_000 * 16);
+    drop(fd);
+    let fd = FileData::open(dir).unwrap();
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        32 + 3 * 16,
+        "compacted to the three live datafiles"
+    );
+    assert_eq!(fd.lost().unwrap(), vec![3]);
+    drop(fd);
+    // A newer log format is refused, not misread.
+    let mut newer = std::fs::read(&log).unwrap();
+    newer[8] = 2;
+    std::fs::write(&log, &newer).unwrap();
+    let e = FileData::open(dir).err().expect("a newer born log opened");
+    assert!(e.to_string().contains("born log version 2"), "{e}");
 }

@@ -39,6 +39,7 @@ fn attr(h: Handle, mode: u32) -> Attr {
         mtime: Timespec { secs: 5, nsecs: 6 },
         ctime: Timespec::default(),
         detail: ObjDetail::Symlink { target: "t".into() },
+        blocks: 0,
         acl: None,
     }
 }

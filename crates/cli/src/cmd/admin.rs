@@ -251,7 +251,8 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
             let servers: Vec<_> = fs
                 .servers
                 .iter()
-                .map(|s| match (&s.stat, degraded(s.health.as_ref())) {
+                .map(|s| {
+                    let row = match (&s.stat, degraded(s.health.as_ref())) {
                     (Ok(st), None) => serde_json::json!({
                         "name": s.name, "address": s.address, "ok": true, "state": "ok",
                         "total_bytes": st.total_bytes, "free_bytes": st.free_bytes,
@@ -267,6 +268,9 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                         degraded_json(h),
                     ),
                     (Err(e), _) => serde_json::json!({"name": s.name, "address": s.address, "ok": false, "state": "down", "error": e.message}),
+                    };
+                    // Space already counted under another server (one disk).
+                    merge(row, serde_json::json!({"same_space_as": s.same_space_as}))
                 })
                 .collect();
             let v = serde_json::json!({
@@ -290,10 +294,13 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                             Some(_) => "?".to_string(),
                             None => st.objects.to_string(),
                         };
-                        let note = match sick {
+                        let mut note = match sick {
                             Some(h) => format!("  degraded: {}", h.reason),
                             None => String::new(),
                         };
+                        if let Some(other) = &s.same_space_as {
+                            note.push_str(&format!("  (same disk as {other}: counted once)"));
+                        }
                         println!(
                             "{:<8} {:<22} {:>9} {:>9} {:>9} {:>4}% {:>9} {:>9}{note}",
                             s.name,

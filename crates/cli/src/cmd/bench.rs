@@ -64,6 +64,11 @@ pub struct MetaArgs {
     /// Operations each client keeps in flight.
     #[arg(long, default_value_t = 16)]
     depth: usize,
+    /// Bytes written into each file right after its create, in the create phase (K, M
+    /// or G suffixes): with more than 0, every create also makes a datafile on a data
+    /// server (small-file creates); 0 creates empty files (metadata only).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    write: u64,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -199,6 +204,11 @@ fn meta(m: MetaArgs) -> anyhow::Result<ExitCode> {
             .map(|_| Client::new(config.clone()))
             .collect()
     };
+    let data: std::sync::Arc<Vec<u8>> = std::sync::Arc::new(
+        (0..usize::try_from(m.write)?)
+            .map(|i| (i % 251) as u8)
+            .collect(),
+    );
     #[derive(Clone, Copy)]
     enum Op {
         Create,
@@ -220,17 +230,21 @@ fn meta(m: MetaArgs) -> anyhow::Result<ExitCode> {
                         .cloned()
                         .collect();
                     let depth = m.depth;
+                    let data = data.clone();
                     tokio::spawn(async move {
                         use futures::StreamExt;
                         let results: Vec<pvfs_client::Result<()>> = futures::stream::iter(mine)
                             .map(|name| {
                                 let client = client.clone();
+                                let data = data.clone();
                                 async move {
                                     match op {
-                                        Op::Create => client
-                                            .create(&name, 0o644, LayoutSpec::default(), true)
-                                            .await
-                                            .map(|_| ()),
+                                        Op::Create => {
+                                            let f = client
+                                                .create(&name, 0o644, LayoutSpec::default(), true)
+                                                .await?;
+                                            f.write_at(0, &data).await.map(|_| ())
+                                        }
                                         Op::Stat => client.stat(&name).await.map(|_| ()),
                                         Op::Unlink => client.unlink(&name).await,
                                     }
@@ -269,17 +283,22 @@ fn meta(m: MetaArgs) -> anyhow::Result<ExitCode> {
     let n = m.files as f64;
     if m.json {
         let v = serde_json::json!({
-            "clients": m.clients, "files": m.files, "depth": m.depth,
+            "clients": m.clients, "files": m.files, "depth": m.depth, "write_bytes": m.write,
             "create_per_sec": n / create, "stat_per_sec": n / stat, "unlink_per_sec": n / unlink,
             "readdir_secs": list, "readdir_plus_secs": list_plus,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "meta: {} clients x {} in flight, {} files in one directory",
-            m.clients, m.depth, m.files
+            "meta: {} clients x {} in flight, {} files in one directory, {} bytes written into each",
+            m.clients, m.depth, m.files, m.write
         );
-        println!("create        {:>10.0} /s  ({create:.2}s)", n / create);
+        let what = if m.write > 0 {
+            "create+write"
+        } else {
+            "create"
+        };
+        println!("{what:<13} {:>10.0} /s  ({create:.2}s)", n / create);
         println!("readdir       {:>10.0} entries/s  ({list:.3}s)", n / list);
         println!(
             "readdir+attrs {:>10.0} entries/s  ({list_plus:.3}s)",

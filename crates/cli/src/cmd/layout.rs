@@ -62,7 +62,8 @@ pub fn spec_string(s: &LayoutSpec) -> String {
     }
 }
 
-/// Shows stripe size, count and every datafile with its server, handle and bytes.
+/// Shows stripe size, count and every datafile with its server, handle, bytes and
+/// the space its server allocates for it.
 pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
@@ -79,11 +80,12 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
                 .enumerate()
                 .map(|(i, (df, name, st))| {
                     serde_json::json!({"index": i, "server": name, "server_index": df.server,
-                        "handle": df.handle, "bytes": st.size})
+                        "handle": df.handle, "bytes": st.size, "allocated": st.allocated})
                 })
                 .collect();
             let v = serde_json::json!({
                 "path": a.path, "handle": report.attr.handle, "size": report.attr.size,
+                "blocks": report.attr.blocks,
                 "stripe_size": layout.stripe_size, "stripe_count": layout.datafiles.len(),
                 "datafiles": dfs,
             });
@@ -101,11 +103,14 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
             layout.datafiles.len()
         );
         println!(
-            "{:>5}  {:<8} {:>20} {:>14}",
-            "index", "server", "datafile handle", "bytes"
+            "{:>5}  {:<8} {:>20} {:>14} {:>14}",
+            "index", "server", "datafile handle", "bytes", "allocated"
         );
         for (i, (df, name, st)) in report.datafiles.iter().enumerate() {
-            println!("{i:>5}  {name:<8} {:>#20x} {:>14}", df.handle, st.size);
+            println!(
+                "{i:>5}  {name:<8} {:>#20x} {:>14} {:>14}",
+                df.handle, st.size, st.allocated
+            );
         }
         Ok(ExitCode::SUCCESS)
     })

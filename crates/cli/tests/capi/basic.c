@@ -109,7 +109,8 @@ static void namespace_ops(const char *base) {
     CHECK(fs_.st_ino == st.st_ino && ls.st_ino != st.st_ino);
     CHECK((fs_.st_mode & 0777) == (0640 & ~022));
     CHECK(fs_.st_nlink == 1 && fs_.st_uid == geteuid());
-    CHECK(fs_.st_blocks == 1);
+    /* What the data server's disk allocates for 5 bytes: one of its blocks. */
+    CHECK(fs_.st_blocks >= 1 && fs_.st_blocks * 512 <= 65536);
 
     join(p3, sizeof p3, base, "g");
     CHECK_OK(pvfs_rename(p1, p3));

@@ -635,13 +635,50 @@ pub fn raw_session_from(
     Ok((stream, session.macs))
 }
 
+/// Compiles the C program `tests/SRC` of this crate into `exe` with `cc` and `flags`
+/// (no deadline: compiling is not what a test is about); fails the test with the
+/// compiler's messages.
+pub fn compile_c(src: &str, exe: &Path, flags: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(src);
+    let out = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run cc");
+    assert!(
+        out.status.success(),
+        "cc {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 // ----- private mounts ---------------------------------------------------------------
+
+/// A tmpfs [`private_tmpfs`] mounted: detached when dropped (drop it before the
+/// cluster, so removing the cluster's directory does not stop at a mount point).
+pub struct PrivateTmpfs(PathBuf);
+
+impl Drop for PrivateTmpfs {
+    fn drop(&mut self) {
+        if let Ok(c) = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a valid path string; detaches only in this thread's namespace.
+            unsafe {
+                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}
 
 /// Mounts a tmpfs of `size` on `dir`, visible only to this thread and the processes
 /// it starts from now on: the thread moves to a private mount namespace first, so the
 /// host's mount table never changes, and the tmpfs goes away with the namespace when
 /// the test ends, however it ends (even killed). `Err` says why it cannot be done here.
-pub fn private_tmpfs(dir: &Path, size: &str) -> Result<(), String> {
+pub fn private_tmpfs(dir: &Path, size: &str) -> Result<PrivateTmpfs, String> {
     let c = |s: &str| std::ffi::CString::new(s).unwrap();
     let os_err = || std::io::Error::last_os_error();
     // SAFETY: plain system calls on valid C strings; unshare affects this thread only.
@@ -679,7 +716,32 @@ pub fn private_tmpfs(dir: &Path, size: &str) -> Result<(), String> {
             return Err(format!("mount -t tmpfs on {}: {}", dir.display(), os_err()));
         }
     }
-    Ok(())
+    Ok(PrivateTmpfs(dir.to_path_buf()))
+}
+
+/// Puts the storage of server `name` of a configured, not yet started `cluster` on a
+/// private tmpfs of `size` (see [`private_tmpfs`]; drop the guard before the
+/// cluster). None when that cannot be done here (not root, no mount namespace): test
+/// `test` is then skipped with the reason.
+pub fn small_storage(
+    cluster: &Cluster,
+    name: &str,
+    size: &str,
+    test: &str,
+) -> Option<PrivateTmpfs> {
+    if !is_root() {
+        skip(test, "mounting the small tmpfs that fills up needs root");
+        return None;
+    }
+    let dir = cluster.storage(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    match private_tmpfs(&dir, size) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            skip(test, &format!("cannot mount a private tmpfs: {e}"));
+            None
+        }
+    }
 }
 
 // ----- MUNGE ----------------------------------------------------------------------------

@@ -183,6 +183,7 @@ mod tests {
                 default_layout: None,
                 mtime_set: Timespec::default(),
             },
+            blocks: 8,
             acl: None,
         }
     }

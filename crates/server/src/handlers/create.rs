@@ -188,6 +188,7 @@ pub async fn handle(
                     mtime: now,
                     ctime: now,
                     detail,
+                    blocks: 0,
                     acl,
                 };
                 let kind = attr.kind();

@@ -11,7 +11,7 @@ use crate::handlers::write::check_stripe;
 /// Most datafiles one request may name.
 pub const MAX_HANDLES: usize = 65536;
 
-fn check_handles(ctx: &Ctx, handles: &[Handle]) -> OpResult<()> {
+pub(crate) fn check_handles(ctx: &Ctx, handles: &[Handle]) -> OpResult<()> {
     ctx.require_data()?;
     if handles.len() > MAX_HANDLES {
         return Err(OpError::new(

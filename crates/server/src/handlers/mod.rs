@@ -8,6 +8,7 @@ pub mod create;
 pub mod datafiles;
 pub mod dir_stats;
 pub mod drop_link;
+pub mod fallocate;
 pub mod forget;
 pub mod getattr;
 pub mod grant;

@@ -1,6 +1,6 @@
-//! `ScanObjects`, `ScanEntries`, `ScanDatafiles`, `ScanSeals`, `CreateDatafiles`: what
-//! `pvfs fsck` needs to see a whole server's state, page by page, and to recreate lost
-//! datafiles.
+//! `ScanObjects`, `ScanEntries`, `ScanDatafiles`, `ScanLost`, `ScanSeals`,
+//! `CreateDatafiles`: what `pvfs fsck` needs to see a whole server's state, page by
+//! page, to tell lost datafiles from holes, and to recreate lost datafiles.
 
 use std::sync::Arc;
 
@@ -42,16 +42,28 @@ pub fn entries(ctx: &Ctx, after: Option<(Handle, String)>, max: u32) -> OpResult
 /// A page of the datafiles present on this data server.
 pub async fn datafiles(ctx: &Arc<Ctx>, after: Option<Handle>, max: u32) -> OpResult<Response> {
     ctx.require_data()?;
-    let max = page(max);
     let data = ctx.data.clone();
     let all = ctx.blocking(move || Ok(data.list()?)).await?;
+    Ok(handle_page(&all, after, max))
+}
+
+/// A page of the datafiles this data server created, did not remove, and lacks.
+pub async fn lost(ctx: &Arc<Ctx>, after: Option<Handle>, max: u32) -> OpResult<Response> {
+    ctx.require_data()?;
+    let data = ctx.data.clone();
+    let all = ctx.blocking(move || Ok(data.lost()?)).await?;
+    Ok(handle_page(&all, after, max))
+}
+
+/// The handles of sorted `all` after `after`, at most `max` of them.
+fn handle_page(all: &[Handle], after: Option<Handle>, max: u32) -> Response {
     let start = match after {
         Some(a) => all.partition_point(|&h| h <= a),
         None => 0,
     };
-    let handles: Vec<Handle> = all[start..].iter().take(max).copied().collect();
+    let handles: Vec<Handle> = all[start..].iter().take(page(max)).copied().collect();
     let more = start + handles.len() < all.len();
-    Ok(Response::HandleList { handles, more })
+    Response::HandleList { handles, more }
 }
 
 /// Every sealed directory shard here.

@@ -29,6 +29,7 @@ pub async fn handle(ctx: &Arc<Ctx>) -> OpResult<Response> {
             objects,
             datafiles,
             free_inodes: space.free_inodes,
+            fs_id: space.fs_id,
         },
         health: ctx.health.report(&ctx.meta),
     })
