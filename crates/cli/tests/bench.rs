@@ -71,6 +71,22 @@ fn bench_meta_runs_and_reports_sane_numbers() {
         sane(num(&v, key), 0.0, limit, key);
     }
 
+    // Small-file creates: each file gets its bytes.
+    let out = cluster.run_cli(&[
+        "bench",
+        "meta",
+        "--clients",
+        "2",
+        "--files",
+        "100",
+        "--write",
+        "4096",
+        "--json",
+    ]);
+    let v = out.json();
+    assert_eq!(v["write_bytes"], 4096, "{v}");
+    sane(num(&v, "create_per_sec"), 0.0, RATE_MAX, "create+write");
+
     // The human form: each line's rate is the files over its seconds.
     let out = cluster.run_cli(&["bench", "meta", "--clients", "2", "--files", "200"]);
     let text = out.ok();

@@ -289,9 +289,14 @@ fn meta(m: MetaArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let written = if m.write > 0 {
+            format!(", {} bytes written into each", m.write)
+        } else {
+            String::new()
+        };
         println!(
-            "meta: {} clients x {} in flight, {} files in one directory, {} bytes written into each",
-            m.clients, m.depth, m.files, m.write
+            "meta: {} clients x {} in flight, {} files in one directory{written}",
+            m.clients, m.depth, m.files
         );
         let what = if m.write > 0 {
             "create+write"

@@ -1,7 +1,8 @@
 /* The native API of libpvfs and its error cases: init/finalize, open flags, read,
  * write, pread, pwrite, readv, writev, lseek, fsync, ftruncate, stat/fstat/lstat,
  * mkdir, rmdir, unlink, rename, symlink, readlink, opendir/readdir/closedir, statfs,
- * truncate, chmod, layout hints and the partitioned-file interface.
+ * truncate, chmod, hard links, directory times and link counts, layout hints and
+ * the partitioned-file interface.
  *
  * Usage: basic BASE   (BASE: a pvfs directory to create; PVFS_CONFIG names the fs) */
 #define _GNU_SOURCE
@@ -9,11 +10,17 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 
 static char p1[512], p2[512], p3[512];
+
+/* Whether time a is later than time b. */
+static int later(struct timespec a, struct timespec b) {
+    return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
 
 static void before_init(const char *base) {
     CHECK_ERR(pvfs_open(base, O_RDONLY, 0), ENXIO);
@@ -164,7 +171,20 @@ static void namespace_ops(const char *base) {
     CHECK_OK(pvfs_mkdir(join(p4, sizeof p4, p2, "d2"), 0755));
     CHECK_OK(pvfs_stat(p2, &st));
     CHECK(st.st_nlink == 4);
+    /* A directory's mtime and ctime move with each entry removed (or added). */
+    struct stat was = st;
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     CHECK_OK(pvfs_rmdir(join(p4, sizeof p4, p2, "d1")));
+    CHECK_OK(pvfs_stat(p2, &st));
+    CHECK(st.st_nlink == 3);
+    CHECK(later(st.st_mtim, was.st_mtim) && later(st.st_ctim, was.st_ctim));
+    was = st;
+    nanosleep(&pause, NULL);
+    CHECK_OK(pvfs_mkdir(join(p4, sizeof p4, p2, "d3"), 0755));
+    CHECK_OK(pvfs_stat(p2, &st));
+    CHECK(st.st_nlink == 4 && later(st.st_mtim, was.st_mtim));
+    CHECK_OK(pvfs_rmdir(p4));
     CHECK_OK(pvfs_rmdir(join(p4, sizeof p4, p2, "d2")));
     CHECK_OK(pvfs_unlink(p3));
     CHECK_OK(pvfs_rmdir(p2));

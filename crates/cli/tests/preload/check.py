@@ -3,7 +3,7 @@
 Usage: check.py PVFS_DIR LOCAL_SRC
 
 Copies LOCAL_SRC into PVFS_DIR with open()/write(), reads it back, lists with
-os.listdir/os.scandir, checks os.stat, appends, shares an offset through os.dup, forks
+os.listdir/os.scandir, checks os.stat (with directory times and link counts), appends, shares an offset through os.dup, forks
 (the child reads an inherited descriptor and writes a new file: a fresh client in the
 child), runs a subprocess, runs threads, changes into the directory and uses relative paths, then removes
 a subtree with shutil.rmtree. Prints "python ok" at the end; any failure raises.
@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 d, src = sys.argv[1], sys.argv[2]
 data = open(src, "rb").read()
@@ -32,6 +33,17 @@ with open(d + "/sub/t.txt", "w") as f:
 with open(d + "/sub/t.txt", "a") as f:
     f.write("world\n")
 assert open(d + "/sub/t.txt").read() == "hello\nworld\n"
+# A directory's link count is 2 + its subdirectories; its mtime and ctime move with
+# each entry added or removed.
+assert os.stat(d).st_nlink == 3, os.stat(d).st_nlink
+was = os.stat(d + "/sub")
+time.sleep(0.02)
+open(d + "/sub/new.txt", "w").close()
+now = os.stat(d + "/sub")
+assert now.st_mtime_ns > was.st_mtime_ns and now.st_ctime_ns > was.st_ctime_ns, (was, now)
+time.sleep(0.02)
+os.unlink(d + "/sub/new.txt")
+assert os.stat(d + "/sub").st_mtime_ns > now.st_mtime_ns
 assert sorted(os.listdir(d)) == ["copy.bin", "sub"], os.listdir(d)
 kinds = {e.name: e.is_dir() for e in os.scandir(d)}
 assert kinds == {"copy.bin": False, "sub": True}, kinds
