@@ -333,9 +333,9 @@ impl Inner {
 
     pub(crate) async fn getattr(&self, handle: Handle) -> OpResult<FileAttr> {
         // The kernel asks again for a directory's attributes after every create or
-        // remove in it (to check permissions), although pvfs directories do not
-        // change with their entries: what was seen within the attribute timeout
-        // answers, as the kernel's own cache would.
+        // remove in it (to check permissions): what was seen within the attribute
+        // timeout answers, with the changes this mount made patched in
+        // (`Tables::dir_changed`), as the kernel's own cache would.
         if let Some(dir) = self.tables.dir_attr(handle, self.opts.attr_timeout) {
             return Ok(self.fattr(&dir));
         }
