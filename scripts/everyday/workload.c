@@ -14,9 +14,9 @@
  *       and is timed from the start to the last rank's end.
  *   workload shared-write FILE RANKS BLOCK BLOCKS
  *       RANKS processes write one shared file in interleaved blocks of BLOCK bytes
- *       (rank r writes blocks r, r + RANKS, ...; BLOCKS each), each then fsync and
- *       close (timed: open to close, as IOR's -e); the file is then read back and
- *       checked (not timed).
+ *       (rank r writes blocks r, r + RANKS, ...; BLOCKS each), each opening, writing,
+ *       fsyncing (as IOR's -e) and closing, timed from their common start to the last
+ *       one's end; the file is then read back and checked (not timed).
  *   workload randio FILE SIZE OPS
  *       One process: writes FILE (SIZE bytes, not timed), then OPS pwrite calls of
  *       4 KiB at random 4 KiB-aligned offsets, then OPS pread calls, on one O_RDWR
