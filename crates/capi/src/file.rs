@@ -787,22 +787,26 @@ pub extern "C" fn pvfs_lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
     })
 }
 
-/// `fsync(2)`: makes every byte written to the file durable on its data servers (one
-/// request per data server) and, if this descriptor wrote, records the modification
-/// time on the metadata server. 0 for a directory. Returns 0, or -1 with errno:
-/// EBADF, EIO/EHOSTDOWN/ETIMEDOUT.
+/// `fsync(2)`: if this descriptor wrote, records the modification time on the metadata
+/// server; then makes every byte written to the file durable on its data servers (one
+/// request per data server) and every metadata change acknowledged so far durable on
+/// every metadata server (the file's name, its attributes). For a directory, the
+/// metadata part. Returns 0, or -1 with errno: EBADF, EIO/EHOSTDOWN/ETIMEDOUT.
 #[no_mangle]
 pub extern "C" fn pvfs_fsync(fd: c_int) -> c_int {
     ffi(-1, || {
         let o = get_fd(fd)?;
-        if let Obj::File(f) = &o.obj {
-            o.g.run(f.file.fsync())?;
-            if f.wrote.load(Ordering::Relaxed) {
-                match flush_mtime(&o.g, f) {
-                    Err(e) if e.0 == libc::EPERM || e.0 == libc::EACCES => {}
-                    other => other?,
+        match &o.obj {
+            Obj::File(f) => {
+                if f.wrote.load(Ordering::Relaxed) {
+                    match flush_mtime(&o.g, f) {
+                        Err(e) if e.0 == libc::EPERM || e.0 == libc::EACCES => {}
+                        other => other?,
+                    }
                 }
+                o.g.run(f.file.fsync())?;
             }
+            Obj::Dir(_) => o.g.run(o.g.client().sync_metadata())?,
         }
         Ok(0)
     })

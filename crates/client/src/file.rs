@@ -211,7 +211,9 @@ impl File {
         Ok(attr)
     }
 
-    /// Makes everything written so far durable.
+    /// Makes everything written so far durable: the file's data on its data servers,
+    /// and every metadata change acknowledged so far on every metadata server (its
+    /// name, its attributes), as a local file system's journal commit does.
     pub async fn fsync(&self) -> Result<()> {
         let c = &self.client;
         io::fsync(&c.inner.pool, &c.creds, &self.layout).await

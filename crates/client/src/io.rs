@@ -426,14 +426,37 @@ pub(crate) async fn fallocate(
     .await
 }
 
-/// Makes every datafile of a layout durable.
+/// Makes every datafile of a layout durable, and every metadata change acknowledged
+/// so far (the file's name in its directory, its ancestors, its attributes: wherever
+/// they are), as a local file system's journal does: one request per data server
+/// holding a datafile and one `Sync` per metadata server, all in parallel.
 pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result<()> {
-    each_datafile(pool, creds, layout, "Fsync", |_, df| {
+    let data = each_datafile(pool, creds, layout, "Fsync", |_, df| {
         Some(Request::Fsync {
             handles: vec![df.handle],
         })
-    })
-    .await
+    });
+    futures::future::try_join(data, sync_servers(pool, creds, false)).await?;
+    Ok(())
+}
+
+/// `Sync`: makes what the servers acknowledged stable on disk; to every metadata
+/// server (their redo logs), or with `data` to every server (datafiles too: syncfs).
+/// Syncing a log that is synced already is a no-op, so this costs a round trip.
+pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Result<()> {
+    let servers = if data {
+        (0..pool.config().servers.len()).collect()
+    } else {
+        pool.config().meta_servers()
+    };
+    try_join_all(servers.into_iter().map(|server| async move {
+        match pool.rpc(server, creds, Request::Sync { data }).await? {
+            Response::Done {} => Ok(()),
+            other => Err(unexpected("Sync", &other)),
+        }
+    }))
+    .await?;
+    Ok(())
 }
 
 /// Deletes the datafiles of a removed file, one request per data server, with the

@@ -109,6 +109,21 @@ impl Client {
         &self.inner.config
     }
 
+    /// Makes every metadata change any server acknowledged so far stable on disk
+    /// (`Sync` to every metadata server, in parallel): what an fsync of a directory
+    /// asks. Metadata servers sync their redo logs at least every `[defaults]
+    /// metadata_sync` anyway; this is for "now".
+    pub async fn sync_metadata(&self) -> error::Result<()> {
+        io::sync_servers(&self.inner.pool, &self.creds, false).await
+    }
+
+    /// `syncfs`: makes everything the file system acknowledged so far stable on disk:
+    /// every metadata change and every datafile's written bytes (`Sync` to every
+    /// server, in parallel).
+    pub async fn syncfs(&self) -> error::Result<()> {
+        io::sync_servers(&self.inner.pool, &self.creds, true).await
+    }
+
     /// The credentials requests carry.
     pub fn creds(&self) -> &Creds {
         &self.creds

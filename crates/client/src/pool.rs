@@ -146,6 +146,11 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// The file system's configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
     pub fn new(config: &Config) -> Pool {
         Pool {
             config: config.clone(),
@@ -363,7 +368,7 @@ impl Pool {
     async fn rpc_once(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Response> {
         let mut call = self.start(server, op, body, &[], true).await?;
         // An fsync may first write back much data: it has its own deadline class.
-        let timeout = if op == "Fsync" {
+        let timeout = if op == "Fsync" || op == "Sync" {
             self.config.timeouts.sync
         } else {
             self.config.timeouts.request

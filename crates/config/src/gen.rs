@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Roles, Security, ServerConfig,
-    Timeouts,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Roles, Security,
+    ServerConfig, Timeouts, DEFAULT_METADATA_SYNC,
 };
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
@@ -120,6 +120,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
             stripe_count: o.stripe_count.unwrap_or(n as u32),
             dir_shards: o.dir_shards.unwrap_or(m as u32),
             sync_writes: false,
+            metadata_sync: DEFAULT_METADATA_SYNC,
         },
         timeouts: Timeouts::default(),
         limits: Limits::default(),
@@ -296,6 +297,16 @@ pub(crate) fn to_toml(c: &Config) -> String {
         note(
             format!("sync_writes = {}", d.sync_writes),
             "fsync every write on data servers",
+        ),
+        note(
+            format!(
+                "metadata_sync = {}",
+                match d.metadata_sync {
+                    MetadataSync::Commit => "\"commit\"".to_string(),
+                    MetadataSync::Every(t) => duration(t),
+                }
+            ),
+            "sync metadata logs: every \"commit\", or this often",
         ),
         String::new(),
         "[timeouts]".into(),

@@ -117,7 +117,27 @@ pub struct Defaults {
     pub dir_shards: u32,
     /// Whether data servers fsync every write.
     pub sync_writes: bool,
+    /// When metadata servers sync their redo log (`metadata_sync`).
+    pub metadata_sync: MetadataSync,
 }
+
+/// When a metadata server syncs its redo log (`[defaults] metadata_sync`): what a
+/// power loss may take of acknowledged metadata changes (`docs/reliability.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetadataSync {
+    /// `"commit"`: every commit is synced before it is answered (nothing acknowledged
+    /// is lost even to a power loss).
+    Commit,
+    /// A duration: commits are written to the log before they are answered (a killed
+    /// process loses nothing) and the log is synced at least this often, and at every
+    /// client's fsync (a power loss takes at most the commits of the last interval).
+    Every(Duration),
+}
+
+/// The default `metadata_sync`: the log is synced at least every 10 ms.
+pub const DEFAULT_METADATA_SYNC: MetadataSync = MetadataSync::Every(Duration::from_millis(10));
+/// The longest `metadata_sync` interval accepted.
+pub const METADATA_SYNC_MAX: Duration = Duration::from_secs(10);
 
 /// Resource limits of each server (the `[limits]` table): what bounds its memory
 /// whatever clients do.

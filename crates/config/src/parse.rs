@@ -11,8 +11,8 @@ use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Roles, Security, ServerConfig,
-    Timeouts,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Roles, Security,
+    ServerConfig, Timeouts, DEFAULT_METADATA_SYNC, METADATA_SYNC_MAX,
 };
 
 /// Stripe size when `[defaults]` does not give one.
@@ -54,6 +54,7 @@ struct RawDefaults {
     stripe_count: Option<Spanned<i64>>,
     dir_shards: Option<Spanned<i64>>,
     sync_writes: Option<bool>,
+    metadata_sync: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +237,24 @@ fn duration_value(v: &Value) -> Result<std::time::Duration, String> {
     }
 }
 
+/// `"commit"`, or the longest time between two syncs of the redo log.
+fn metadata_sync_value(v: &Value) -> Result<MetadataSync, String> {
+    if let Value::String(s) = v {
+        if s.trim() == "commit" {
+            return Ok(MetadataSync::Commit);
+        }
+    }
+    let d = duration_value(v).map_err(|e| format!("{e}, or \"commit\""))?;
+    if d < std::time::Duration::from_millis(1) || d > METADATA_SYNC_MAX {
+        return Err(format!(
+            "{} is not between 1ms and {} (or \"commit\": sync every commit)",
+            crate::units::format_duration(d),
+            crate::units::format_duration(METADATA_SYNC_MAX)
+        ));
+    }
+    Ok(MetadataSync::Every(d))
+}
+
 fn handle_range(v: &Value) -> Result<HandleRange, String> {
     let (first, last) = match v {
         Value::String(s) => {
@@ -360,6 +379,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         stripe_count: all(n_data),
         dir_shards: all(n_meta),
         sync_writes: false,
+        metadata_sync: DEFAULT_METADATA_SYNC,
     };
     if let Some(d) = &raw.defaults {
         let d = cx.at("defaults", d);
@@ -373,6 +393,10 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
             defaults.dir_shards = cx.convert("defaults.dir_shards", v, count)?;
         }
         defaults.sync_writes = d.sync_writes.unwrap_or(false);
+        if let Some(v) = &d.metadata_sync {
+            defaults.metadata_sync =
+                cx.convert("defaults.metadata_sync", v, metadata_sync_value)?;
+        }
     }
     let mut timeouts = Timeouts::default();
     if let Some(t) = &raw.timeouts {

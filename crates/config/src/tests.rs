@@ -61,7 +61,8 @@ fn parses_hand_written_file() {
             stripe_size: 65536,
             stripe_count: 3,
             dir_shards: 2,
-            sync_writes: false
+            sync_writes: false,
+            metadata_sync: DEFAULT_METADATA_SYNC,
         }
     );
     assert_eq!(c.timeouts.request, std::time::Duration::from_secs(5));
@@ -123,6 +124,7 @@ fn generate_round_trips() {
     odd.fsid = u64::MAX;
     odd.defaults.stripe_size = 1000;
     odd.defaults.sync_writes = true;
+    odd.defaults.metadata_sync = MetadataSync::Commit;
     odd.timeouts.connect = std::time::Duration::from_millis(1500);
     odd.name = "with \"quotes\"".into();
     odd.servers[3].roles = Roles::META;
@@ -322,7 +324,8 @@ fn missing_tables_use_defaults() {
             stripe_size: 65536,
             stripe_count: 3,
             dir_shards: 2,
-            sync_writes: false
+            sync_writes: false,
+            metadata_sync: DEFAULT_METADATA_SYNC,
         }
     );
     assert_eq!(c.timeouts, Timeouts::default());
@@ -535,4 +538,46 @@ fn write_is_private_exclusive_and_replaces_only_when_asked() {
             )
         );
     }
+}
+
+#[test]
+fn metadata_sync_setting() {
+    let with = |v: &str| {
+        BASE.replace(
+            "[defaults]\n",
+            &format!("[defaults]\nmetadata_sync = {v}\n"),
+        )
+    };
+    assert!(
+        with("1").contains("metadata_sync = 1"),
+        "BASE has a [defaults] table"
+    );
+    let parse = |v: &str| Config::parse(&with(v), "f.toml").map(|c| c.defaults.metadata_sync);
+    assert_eq!(parse("\"commit\"").unwrap(), MetadataSync::Commit);
+    assert_eq!(
+        parse("\"25ms\"").unwrap(),
+        MetadataSync::Every(std::time::Duration::from_millis(25))
+    );
+    assert_eq!(
+        parse("5").unwrap(),
+        MetadataSync::Every(std::time::Duration::from_millis(5))
+    );
+    let line = with("1")
+        .lines()
+        .position(|l| l.starts_with("metadata_sync"))
+        .unwrap()
+        + 1;
+    for bad in ["\"always\"", "\"0s\"", "\"1m\"", "true"] {
+        let msg = parse(bad).unwrap_err().to_string();
+        assert!(
+            msg.contains("defaults.metadata_sync") && msg.contains(&format!("f.toml:{line}")),
+            "{bad}: {msg}"
+        );
+    }
+    // genconfig writes the setting with its comment, and the default reads back.
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.defaults.metadata_sync, DEFAULT_METADATA_SYNC);
+    let text = c.to_toml();
+    assert!(text.contains("metadata_sync = \"10ms\""), "{text}");
+    assert_eq!(Config::parse(&text, "gen").unwrap(), c);
 }

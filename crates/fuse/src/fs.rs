@@ -741,8 +741,10 @@ impl Filesystem for PvfsFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Metadata changes are durable when answered.
-        reply.ok();
+        // Every metadata change acknowledged so far, on every metadata server, as a
+        // journal commit would (entries of this directory live on several servers).
+        let inner = self.inner.clone();
+        self.run(reply, async move { inner.fsyncdir().await }, |r, ()| r.ok());
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -947,6 +947,11 @@ impl Inner {
         of.file.fsync().await.map_err(errno)
     }
 
+    /// fsync of a directory: every metadata change acknowledged so far made stable.
+    pub(crate) async fn fsyncdir(&self) -> OpResult<()> {
+        self.client.sync_metadata().await.map_err(errno)
+    }
+
     /// fallocate(2) on open file `fh` (the kernel checked it is open for writing and
     /// that the mode is one FUSE passes on; it drops its cached pages of a punched or
     /// zeroed range itself). Background writes go first, so a punch or zero is not

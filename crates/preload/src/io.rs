@@ -973,7 +973,8 @@ unsafe fn ftruncate_hook(fd: c_int, len: off64_t) -> c_int {
 
 export!(ftruncate, ftruncate64 => ftruncate_hook(fd: c_int, len: off64_t) -> c_int);
 
-/// fsync/fdatasync on a pvfs description.
+/// fsync/fdatasync on a pvfs description: a file's data, and every metadata change
+/// acknowledged so far (a directory: that part alone).
 fn sync_desc(d: &Desc) -> R<c_int> {
     match d.kind {
         Kind::File => {
@@ -982,9 +983,20 @@ fn sync_desc(d: &Desc) -> R<c_int> {
             pr.call(f.fsync())?;
             Ok(0)
         }
-        Kind::Dir => Ok(0),
+        Kind::Dir => {
+            let pr = proc::get()?;
+            pr.call(pr.client().sync_metadata())?;
+            Ok(0)
+        }
         Kind::Other => Err(libc::EBADF),
     }
+}
+
+/// syncfs on pvfs: everything the file system acknowledged made stable.
+fn sync_fs() -> R<c_int> {
+    let pr = proc::get()?;
+    pr.call(pr.client().syncfs())?;
+    Ok(0)
 }
 
 #[no_mangle]
@@ -1002,7 +1014,19 @@ unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
 #[no_mangle]
 unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
     // SAFETY: no memory preconditions.
-    on_open_fd(fd, || unsafe { real::syncfs(fd) }, |_| Ok(0))
+    on_open_fd(fd, || unsafe { real::syncfs(fd) }, |_| sync_fs())
+}
+
+/// sync(2): the local file systems, then pvfs if this process has used it (errors
+/// are not reported: sync returns nothing).
+#[no_mangle]
+unsafe extern "C" fn sync() {
+    // SAFETY: the sync system call has no arguments and no memory preconditions;
+    // calling it directly (not libc's sync) cannot land in this hook again.
+    unsafe { libc::syscall(libc::SYS_sync) };
+    if proc::started() {
+        let _ = sync_fs();
+    }
 }
 
 #[no_mangle]

@@ -54,6 +54,13 @@ pub(crate) fn current() -> Option<&'static Proc> {
     unsafe { p.as_ref() }.filter(|p| p.gen == generation())
 }
 
+/// Whether the client of the current generation has been made (a pvfs path was used).
+pub(crate) fn started() -> bool {
+    let p = PROC.load(Ordering::Acquire);
+    // SAFETY: PROC only ever holds pointers from Box::leak, never freed.
+    unsafe { p.as_ref() }.is_some_and(|p| p.gen == generation())
+}
+
 /// The client of the current generation, made on first use. Fails with EIO (and one
 /// line on stderr) if the configuration cannot be loaded.
 pub(crate) fn get() -> R<&'static Proc> {

@@ -357,6 +357,11 @@ wire_enum! {
         35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> },
         /// Makes datafiles durable.
         36 => Fsync { handles: Vec<Handle> },
+        /// Makes every change this server acknowledged before it stable on disk: its
+        /// metadata redo log synced and, with `data`, every datafile's written bytes
+        /// (a `syncfs` of its storage). Sent by a client's fsync (metadata only, to
+        /// every metadata server) and syncfs (to every server). Changes nothing.
+        38 => Sync { data: bool },
         /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
         /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
         /// ([`falloc`]). `cap`: WRITE on the datafile.
@@ -467,6 +472,7 @@ impl Request {
                 | Request::Read { .. }
                 | Request::GetSizes { .. }
                 | Request::Fsync { .. }
+                | Request::Sync { .. }
                 | Request::GetXattr { .. }
                 | Request::ListXattr { .. }
                 | Request::ScanObjects { .. }

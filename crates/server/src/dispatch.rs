@@ -226,6 +226,7 @@ pub async fn dispatch(
             datafiles::remove(ctx, c, handles, &tickets).await
         }
         Request::Fsync { handles } => datafiles::fsync(ctx, handles).await,
+        Request::Sync { data } => sync::handle(ctx, data).await,
         Request::GetXattr { handle, name } => xattr::get(ctx, c, handle, &name),
         Request::SetXattr {
             handle,

@@ -33,7 +33,7 @@ use std::time::Duration;
 use pvfs_config::Config;
 use pvfs_proto::message::ServerInfo;
 use pvfs_proto::{Attr, ObjDetail, Timespec};
-use pvfs_storage::{FileData, Identity, MetaStore, StorageError};
+use pvfs_storage::{FileData, Identity, MetaStore, StorageError, SyncPolicy};
 use pvfs_transport::{AutoTransport, BufPool, Transport, TransportError};
 use thiserror::Error;
 
@@ -95,11 +95,16 @@ pub async fn run(
         fsid: config.fsid,
         server: sc.name.clone(),
     };
-    let meta = MetaStore::open_with_cache(
+    let sync = match config.defaults.metadata_sync {
+        pvfs_config::MetadataSync::Commit => SyncPolicy::EveryCommit,
+        pvfs_config::MetadataSync::Every(t) => SyncPolicy::Every(t),
+    };
+    let meta = MetaStore::open_with_sync(
         &sc.storage,
         &id,
         (sc.handles.first, sc.handles.last),
         usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX),
+        sync,
     )
     .map_err(storage_err)?;
     let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);

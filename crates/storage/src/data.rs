@@ -71,6 +71,8 @@ pub trait DataBackend: Send + Sync + 'static {
     fn remove(&self, h: Handle) -> Result<(), StorageError>;
     /// Makes the datafile's contents durable (no-op if it does not exist).
     fn sync(&self, h: Handle) -> Result<(), StorageError>;
+    /// Makes every datafile's contents and names durable (a client's `syncfs`).
+    fn sync_all(&self) -> Result<(), StorageError>;
     /// Number of datafiles present.
     fn count(&self) -> Result<u64, StorageError>;
     /// Handles of every datafile present (for fsck).
@@ -476,6 +478,19 @@ impl DataBackend for FileData {
                 self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
                 return Err(e);
             }
+        }
+        Ok(())
+    }
+
+    fn sync_all(&self) -> Result<(), StorageError> {
+        use std::os::fd::AsRawFd;
+        // The born log first, so that every name the file system sync makes durable
+        // is recorded there (as in `sync`).
+        self.born.sync()?;
+        let root = File::open(&self.root)?;
+        // SAFETY: syncfs on a descriptor we own; no memory is involved.
+        if unsafe { libc::syncfs(root.as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
         }
         Ok(())
     }

@@ -114,6 +114,11 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.inner.sync(h)
     }
 
+    fn sync_all(&self) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.sync_all()
+    }
+
     fn count(&self) -> Result<u64, StorageError> {
         self.check()?;
         self.inner.count()

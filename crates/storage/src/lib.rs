@@ -34,4 +34,5 @@ pub use meta::{
     Identity, MetaStore, OpenDisks, ReadView, StoreFailure, StoreHealth, Superblock, BATCH_MAX,
     FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
 };
+pub use redo::{LogFlusher, SyncPolicy};
 pub use txn::MetaTxn;

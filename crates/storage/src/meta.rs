@@ -4,7 +4,11 @@
 //! commit per create would cap a server far below what the disk allows. Mutations are
 //! therefore sent to one writer thread, which takes every job already queued (up to
 //! [`BATCH_MAX`]), runs them in one write transaction and commits once with durable
-//! (immediate) durability before answering them all. Each job runs against its own
+//! (immediate) durability before answering them all. "Durable" is what the store's
+//! [`SyncPolicy`] makes it: with [`SyncPolicy::EveryCommit`] the commit's redo record is
+//! synced before the answer; with [`SyncPolicy::Every`] it is written to the log file
+//! (a killed process loses nothing) and synced within the interval, or at once by
+//! [`MetaStore::sync`] (a client's fsync). Each job runs against its own
 //! write overlay ([`MetaTxn`]), so a job that fails or panics leaves no trace while its
 //! neighbours still commit. Reads never wait for the writer: [`MetaStore::read`] opens
 //! an MVCC snapshot on the caller's thread.
@@ -19,7 +23,7 @@
 //! is lost; the server decides when to call it (`pvfs-server`'s `health` module).
 
 use crate::error::{MetaError, StorageError};
-use crate::redo::{Disk, LoggedFile, OsDisk, LOG_CAPACITY};
+use crate::redo::{Disk, LogFlusher, LoggedFile, OsDisk, SyncPolicy, LOG_CAPACITY};
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind, ShardStat};
@@ -124,6 +128,7 @@ struct Shared {
     range: (Handle, Handle),
     cache_bytes: usize,
     disks: OpenDisks,
+    sync: SyncPolicy,
     state: RwLock<State>,
     /// Changes with the state (for [`MetaStore::wait_failed`]).
     status: watch::Sender<Status>,
@@ -159,6 +164,8 @@ enum Status {
 struct Gen {
     id: u64,
     db: Arc<Database>,
+    /// Syncs this generation's redo log ([`MetaStore::sync`]).
+    flusher: LogFlusher,
     tx: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
     done: watch::Receiver<bool>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -282,6 +289,18 @@ impl MetaStore {
         MetaStore::open_on(dir, id, range, cache_bytes, os_disks())
     }
 
+    /// [`MetaStore::open_with_cache`], syncing the redo log as `sync` says (the
+    /// server's `[defaults] metadata_sync`).
+    pub fn open_with_sync(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        cache_bytes: usize,
+        sync: SyncPolicy,
+    ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_on_with_sync(dir, id, range, cache_bytes, os_disks(), sync)
+    }
+
     /// [`MetaStore::open_with_cache`] on the disks `disks` opens (every time the store
     /// is opened, including by [`MetaStore::reopen`]).
     pub fn open_on(
@@ -290,6 +309,18 @@ impl MetaStore {
         range: (Handle, Handle),
         cache_bytes: usize,
         disks: OpenDisks,
+    ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_on_with_sync(dir, id, range, cache_bytes, disks, SyncPolicy::EveryCommit)
+    }
+
+    /// [`MetaStore::open_on`], syncing the redo log as `sync` says.
+    pub fn open_on_with_sync(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        cache_bytes: usize,
+        disks: OpenDisks,
+        sync: SyncPolicy,
     ) -> Result<MetaStore, StorageError> {
         let (first, last) = range;
         if first == 0 || first > last {
@@ -305,6 +336,7 @@ impl MetaStore {
             range,
             cache_bytes,
             disks,
+            sync,
             state: RwLock::new(State::Closed { gen: None }),
             status: watch::Sender::new(Status::Ok),
             reopening: Mutex::new(()),
@@ -402,6 +434,26 @@ impl MetaStore {
         }
     }
 
+    /// Makes every commit answered so far stable on disk (syncs the redo log; a no-op
+    /// when nothing waits, as always with [`SyncPolicy::EveryCommit`]): what a
+    /// client's fsync asks of a metadata server. A sync that fails fails the store (the
+    /// records it should have made stable may be lost; a reopen redoes what the log
+    /// holds). Blocking (`fdatasync`): call it from a thread that may block.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        let (flusher, gen) = match &*read_lock(&self.inner.state) {
+            State::Open(g) | State::Closed { gen: Some(g) } => (g.flusher.clone(), g.id),
+            State::Failed { failure, .. } => return Err(failure.error.clone()),
+            State::Closed { gen: None } => return Err(StorageError::Closed),
+        };
+        flusher.flush().map_err(|e| {
+            Watch {
+                shared: Arc::downgrade(&self.inner),
+                gen,
+            }
+            .seen(e.into())
+        })
+    }
+
     /// How the store is doing.
     pub fn health(&self) -> StoreHealth {
         match &*read_lock(&self.inner.state) {
@@ -467,7 +519,8 @@ impl Shared {
     /// writer: one generation of the store.
     fn open_gen(self: &Arc<Shared>) -> Result<Arc<Gen>, StorageError> {
         let (db_disk, log_disk) = (self.disks)(&self.path, &self.dir.join("meta.redo"))?;
-        let (file, recovery) = LoggedFile::open(db_disk, log_disk, LOG_CAPACITY)?;
+        let (file, recovery) = LoggedFile::open_with(db_disk, log_disk, LOG_CAPACITY, self.sync)?;
+        let flusher = file.flusher();
         if recovery.replayed > 0 {
             tracing::info!(
                 "metadata store: redid {} commits from the redo log",
@@ -528,6 +581,10 @@ impl Shared {
         } else {
             tx.abort()?;
         }
+        // What opening wrote (a new database is created in two syncs, and a file
+        // holding only the first is not a database; a repair; the superblock) is
+        // stable before the store is used, whatever the sync policy.
+        flusher.flush()?;
         let db = Arc::new(db);
         let gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(QUEUE_MAX);
@@ -543,6 +600,7 @@ impl Shared {
         Ok(Arc::new(Gen {
             id: gen,
             db,
+            flusher,
             tx: Mutex::new(Some(tx)),
             done,
             thread: Mutex::new(Some(thread)),

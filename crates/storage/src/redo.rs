@@ -10,6 +10,17 @@
 //! Now and then (when the log is full, and at a clean close) the database file itself
 //! is synced and the log starts over: a checkpoint.
 //!
+//! When the log is synced is the [`SyncPolicy`]: every commit before redb's sync
+//! returns (nothing acknowledged is lost even to a power loss), or later, by a
+//! background thread at least every interval and whenever [`LogFlusher::flush`] is
+//! called (a client's fsync): the record is then written to the log file (in the
+//! kernel, so a killed process loses nothing) before redb's sync returns, and a power
+//! loss takes at most the records written since the last completed sync. Either way a
+//! record's changes reach the database file only once the record is synced, so the
+//! file never holds a change the log could lose: redb, which believes each commit
+//! durable, reuses pages freed by the previous one, and those writes must not reach
+//! the file before the commits they build on are stable.
+//!
 //! Recovery, when the store is opened: the records after the last checkpoint are
 //! written into the database file again, in order (physical redo: idempotent), the
 //! file is synced and the log starts over; only then does redb open the file. redb
@@ -20,12 +31,15 @@
 //! Format (little-endian), invariants and what is assumed of the disk:
 //! `docs/storage-format.md`, "Redo log".
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Bytes at the start of the log reserved for its header.
 pub const HEADER_LEN: u64 = 4096;
@@ -131,6 +145,21 @@ impl Disk for Box<dyn Disk> {
     }
 }
 
+/// When the log is synced (and so what a power loss may take).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every record is synced before redb's sync returns: a commit is on disk before
+    /// it is answered.
+    EveryCommit,
+    /// Records are written before redb's sync returns and synced by a background
+    /// thread at most this long after the first unsynced one was written, and by
+    /// [`LogFlusher::flush`].
+    Every(Duration),
+    /// Records are written before redb's sync returns and synced only by
+    /// [`LogFlusher::flush`], a checkpoint or a close (tests drive the syncs).
+    OnFlush,
+}
+
 /// One change to the database file.
 #[derive(Debug)]
 enum Op {
@@ -144,33 +173,86 @@ struct Log {
     /// Changes redb made since its last sync, in order: in memory only, so the
     /// database file never holds a byte that is not in the log or synced there.
     pending: Vec<Op>,
-    /// Changes in the log but not yet in the database file (writing them there
-    /// failed; retried at the next sync), in order.
+    /// Records written to the log but not synced yet, in order, with their sequence
+    /// numbers: their changes reach the database file only once they are synced.
+    logged: VecDeque<(u64, Vec<Op>)>,
+    /// Changes in the log (synced) but not yet in the database file (writing them
+    /// there failed; retried at the next sync), in order.
     unapplied: Vec<Op>,
     /// The database's length as redb sees it (with the changes above).
     len: u64,
-    /// Its length at the last sync.
+    /// Its length as of the last record written to the log.
     synced_len: u64,
     /// Where the next record goes.
     tail: u64,
     /// The next record's sequence number.
     next_seq: u64,
+    /// Why a background sync of the log failed: every later commit and flush fails
+    /// with it (the records it should have made stable may be lost), until the store
+    /// is opened again.
+    sync_failed: Option<(io::ErrorKind, Option<i32>, String)>,
+    /// Set when the file is closed or dropped: the background syncer stops.
+    closing: bool,
 }
 
 impl Log {
     /// The changes the database file does not have yet, in order.
     fn overlay(&self) -> impl Iterator<Item = &Op> {
-        self.unapplied.iter().chain(self.pending.iter())
+        self.unapplied
+            .iter()
+            .chain(self.logged.iter().flat_map(|(_, ops)| ops.iter()))
+            .chain(self.pending.iter())
     }
 }
 
 /// redb's storage backend: the database file, made durable through the redo log.
 #[derive(Debug)]
 pub struct LoggedFile<D: Disk = OsDisk> {
+    core: Arc<Core<D>>,
+    /// The background syncer of [`SyncPolicy::Every`].
+    syncer: Option<JoinHandle<()>>,
+}
+
+/// What the backend and its flushers share.
+#[derive(Debug)]
+struct Core<D: Disk> {
     db: D,
     log_disk: D,
     capacity: u64,
+    policy: SyncPolicy,
     log: Mutex<Log>,
+    /// Signalled when a record is written unsynced, and at close.
+    written: Condvar,
+}
+
+/// Syncs the log of one [`LoggedFile`] on demand (a client's fsync): every commit
+/// acknowledged before the call is on disk when it returns. Cheap to clone.
+#[derive(Clone)]
+pub struct LogFlusher(Arc<dyn Flush>);
+
+impl fmt::Debug for LogFlusher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogFlusher")
+    }
+}
+
+impl LogFlusher {
+    /// Syncs every record written so far (a no-op when none waits); fails if the
+    /// sync fails, or if an earlier background sync did.
+    pub fn flush(&self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The flush of a [`Core`], whatever its disk type.
+trait Flush: Send + Sync {
+    fn flush(&self) -> io::Result<()>;
+}
+
+impl<D: Disk> Flush for Core<D> {
+    fn flush(&self) -> io::Result<()> {
+        Core::flush(self)
+    }
 }
 
 /// What [`LoggedFile::open`] found in the log.
@@ -350,6 +432,16 @@ impl<D: Disk> LoggedFile<D> {
     /// reaches `capacity` bytes: redoes every valid record after the last checkpoint,
     /// syncs the database and starts the log over.
     pub fn open(db: D, log: D, capacity: u64) -> io::Result<(LoggedFile<D>, Recovery)> {
+        LoggedFile::open_with(db, log, capacity, SyncPolicy::EveryCommit)
+    }
+
+    /// [`LoggedFile::open`], syncing the log as `policy` says.
+    pub fn open_with(
+        db: D,
+        log: D,
+        capacity: u64,
+        policy: SyncPolicy,
+    ) -> io::Result<(LoggedFile<D>, Recovery)> {
         assert!(capacity > HEADER_LEN, "a log holds its header and records");
         let end = log.len()?;
         let mut base = None;
@@ -380,7 +472,7 @@ impl<D: Disk> LoggedFile<D> {
             log.write_at(0, &header(1, db.len()?))?;
             log.sync()?;
             return Ok((
-                LoggedFile::new(db, log, capacity, 1)?,
+                LoggedFile::new(db, log, capacity, policy, 1)?,
                 Recovery { replayed: 0 },
             ));
         };
@@ -404,31 +496,77 @@ impl<D: Disk> LoggedFile<D> {
         if replayed > 0 || resized {
             db.sync()?;
         }
+        // Records after the last one redone may still lie in the log with later
+        // numbers (unsynced ones that landed after one that did not): the new records
+        // start past any number the log can hold, so none of them is ever taken for
+        // a successor.
+        let seq = seq + capacity / RECORD_HEAD as u64 + 1;
         log.write_at(0, &header(seq, db_len))?;
         log.sync()?;
         Ok((
-            LoggedFile::new(db, log, capacity, seq)?,
+            LoggedFile::new(db, log, capacity, policy, seq)?,
             Recovery { replayed },
         ))
     }
 
-    fn new(db: D, log_disk: D, capacity: u64, next_seq: u64) -> io::Result<LoggedFile<D>> {
+    fn new(
+        db: D,
+        log_disk: D,
+        capacity: u64,
+        policy: SyncPolicy,
+        next_seq: u64,
+    ) -> io::Result<LoggedFile<D>> {
         let len = db.len()?;
-        Ok(LoggedFile {
+        let core = Arc::new(Core {
             db,
             log_disk,
             capacity,
+            policy,
             log: Mutex::new(Log {
                 pending: Vec::new(),
+                logged: VecDeque::new(),
                 unapplied: Vec::new(),
                 len,
                 synced_len: len,
                 tail: HEADER_LEN,
                 next_seq,
+                sync_failed: None,
+                closing: false,
             }),
-        })
+            written: Condvar::new(),
+        });
+        let syncer = match policy {
+            SyncPolicy::Every(interval) => {
+                let c = core.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("pvfs-meta-sync".into())
+                        .spawn(move || c.sync_in_background(interval))?,
+                )
+            }
+            SyncPolicy::EveryCommit | SyncPolicy::OnFlush => None,
+        };
+        Ok(LoggedFile { core, syncer })
     }
 
+    /// A handle that syncs this log on demand, usable while the database owns the
+    /// file (and harmless after: a closed log has nothing to sync).
+    pub fn flusher(&self) -> LogFlusher {
+        LogFlusher(self.core.clone())
+    }
+}
+
+impl<D: Disk> Drop for LoggedFile<D> {
+    fn drop(&mut self) {
+        self.core.lock().closing = true;
+        self.core.written.notify_all();
+        if let Some(t) = self.syncer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<D: Disk> Core<D> {
     fn lock(&self) -> MutexGuard<'_, Log> {
         match self.log.lock() {
             Ok(g) => g,
@@ -453,6 +591,10 @@ impl<D: Disk> LoggedFile<D> {
     /// either the old records, all intact, or the new header. Pending changes stay
     /// pending: the database file never gets a change before the log has it.
     fn checkpoint(&self, log: &mut Log, next_seq: u64) -> io::Result<()> {
+        if !log.logged.is_empty() {
+            self.log_disk.sync()?;
+            Self::synced(log, u64::MAX);
+        }
         self.apply_unapplied(log)?;
         self.db.sync()?;
         self.log_disk
@@ -462,23 +604,110 @@ impl<D: Disk> LoggedFile<D> {
         log.next_seq = next_seq;
         Ok(())
     }
+
+    /// Records up to `through` are synced: their changes may go to the database file.
+    fn synced(log: &mut Log, through: u64) {
+        while log.logged.front().is_some_and(|(seq, _)| *seq <= through) {
+            if let Some((_, ops)) = log.logged.pop_front() {
+                log.unapplied.extend(ops);
+            }
+        }
+    }
+
+    /// The error a failed background sync left, if any.
+    fn check_sync_failed(log: &Log) -> io::Result<()> {
+        match &log.sync_failed {
+            None => Ok(()),
+            Some((kind, code, msg)) => Err(match code {
+                Some(c) => io::Error::from_raw_os_error(*c),
+                None => io::Error::new(*kind, format!("redo log sync failed earlier: {msg}")),
+            }),
+        }
+    }
+
+    /// Syncs every record written so far, then writes their changes into the
+    /// database file (without syncing it). The sync runs without the lock, so commits
+    /// go on meanwhile; what they write waits for the next flush.
+    fn flush(&self) -> io::Result<()> {
+        let through = {
+            let log = self.lock();
+            Self::check_sync_failed(&log)?;
+            match log.logged.back() {
+                Some((seq, _)) => *seq,
+                None => return Ok(()),
+            }
+        };
+        let r = self.log_disk.sync();
+        let mut log = self.lock();
+        if let Err(e) = r {
+            if log.sync_failed.is_none() {
+                log.sync_failed = Some((e.kind(), e.raw_os_error(), e.to_string()));
+            }
+            return Err(e);
+        }
+        Self::synced(&mut log, through);
+        // Should this fail, reads keep seeing the changes and the next sync retries.
+        let _ = self.apply_unapplied(&mut log);
+        Ok(())
+    }
+
+    /// The background syncer of [`SyncPolicy::Every`]: once a record is written
+    /// unsynced, waits `interval` (more records join meanwhile) and syncs them all.
+    fn sync_in_background(&self, interval: Duration) {
+        loop {
+            let mut log = self.lock();
+            while log.logged.is_empty() && !log.closing {
+                log = self
+                    .written
+                    .wait(log)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            let deadline = Instant::now() + interval;
+            while !log.closing {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                log = self
+                    .written
+                    .wait_timeout(log, deadline - now)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+            if log.closing {
+                return;
+            }
+            let failed = log.sync_failed.is_some();
+            drop(log);
+            if failed {
+                // Every commit fails now; nothing more to sync until a reopen.
+                return;
+            }
+            if let Err(e) = self.flush() {
+                tracing::error!("metadata redo log: background sync failed: {e}");
+                return;
+            }
+        }
+    }
 }
 
 impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
     fn len(&self) -> Result<u64, io::Error> {
-        Ok(self.lock().len)
+        Ok(self.core.lock().len)
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
-        let log = self.lock();
+        let log = self.core.lock();
         let end = offset + out.len() as u64;
         if end > log.len {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
         }
         // The file's bytes (zeros past its end), then the changes it lacks, in order.
-        let file_len = self.db.len()?;
+        let file_len = self.core.db.len()?;
         let from_file = file_len.saturating_sub(offset).min(out.len() as u64) as usize;
-        self.db.read_at(offset, &mut out[..from_file])?;
+        if from_file > 0 {
+            self.core.db.read_at(offset, &mut out[..from_file])?;
+        }
         out[from_file..].fill(0);
         for op in log.overlay() {
             match op {
@@ -502,14 +731,16 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
-        let mut log = self.lock();
+        let mut log = self.core.lock();
         log.pending.push(Op::SetLen(len));
         log.len = len;
         Ok(())
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
-        let mut log = self.lock();
+        let core = &*self.core;
+        let mut log = core.lock();
+        Core::<D>::check_sync_failed(&log)?;
         if log.pending.is_empty() {
             return Ok(());
         }
@@ -519,35 +750,46 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
         let len = log.len;
         log.pending.push(Op::SetLen(len));
         let rec = record(seq, &log.pending);
-        if log.tail > HEADER_LEN && log.tail + rec.len() as u64 > self.capacity {
+        if log.tail > HEADER_LEN && log.tail + rec.len() as u64 > core.capacity {
             // The log is full: start it over. (A record larger than the whole log
             // still goes in, alone; the next commit starts the log over.)
-            if let Err(e) = self.checkpoint(&mut log, seq) {
+            if let Err(e) = core.checkpoint(&mut log, seq) {
                 log.pending.pop();
                 return Err(e);
             }
         }
-        if let Err(e) = self
-            .log_disk
-            .write_at(log.tail, &rec)
-            .and_then(|()| self.log_disk.sync())
-        {
+        let every_commit = core.policy == SyncPolicy::EveryCommit;
+        if let Err(e) = core.log_disk.write_at(log.tail, &rec).and_then(|()| {
+            if every_commit {
+                core.log_disk.sync()
+            } else {
+                Ok(())
+            }
+        }) {
             log.pending.pop();
             return Err(e);
         }
         log.tail += rec.len() as u64;
         log.next_seq = seq + 1;
         log.synced_len = len;
+        let done = std::mem::take(&mut log.pending);
+        if !every_commit {
+            // In the log file (a killed process loses nothing); the next flush makes
+            // it stable and only then gives the database file its changes.
+            log.logged.push_back((seq, done));
+            drop(log);
+            core.written.notify_all();
+            return Ok(());
+        }
         // Durable now. The database file gets the changes without a sync; should
         // that fail, reads keep seeing them and the next sync tries again.
-        let done = std::mem::take(&mut log.pending);
         log.unapplied.extend(done);
-        let _ = self.apply_unapplied(&mut log);
+        let _ = core.apply_unapplied(&mut log);
         Ok(())
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
-        let mut log = self.lock();
+        let mut log = self.core.lock();
         log.pending.push(Op::Write {
             offset,
             data: data.to_vec(),
@@ -559,10 +801,11 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
     fn close(&self) -> Result<(), io::Error> {
         // A clean close checkpoints, so the next open has nothing to redo. What is
         // pending was never synced by redb: it is dropped.
-        let mut log = self.lock();
+        let mut log = self.core.lock();
         log.pending.clear();
         log.len = log.synced_len;
+        Core::<D>::check_sync_failed(&log)?;
         let next = log.next_seq;
-        self.checkpoint(&mut log, next)
+        self.core.checkpoint(&mut log, next)
     }
 }

@@ -29,6 +29,7 @@ pub mod set_dir_layout;
 pub mod set_parent;
 pub mod setattr;
 pub mod statfs;
+pub mod sync;
 pub mod test_lock;
 pub mod unlink;
 pub mod unlock;
