@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use gen::GenOptions;
+pub use parse::parse_metadata_sync;
 pub use pvfs_proto::{Handle, Roles};
 pub use units::{format_duration, format_size, parse_duration, parse_size};
 

@@ -237,6 +237,12 @@ fn duration_value(v: &Value) -> Result<std::time::Duration, String> {
     }
 }
 
+/// Parses a `metadata_sync` value given as text (`pvfs genconfig --metadata-sync`):
+/// `commit`, or a duration ("10ms").
+pub fn parse_metadata_sync(s: &str) -> Result<MetadataSync, String> {
+    metadata_sync_value(&Value::String(s.to_string()))
+}
+
 /// `"commit"`, or the longest time between two syncs of the redo log.
 fn metadata_sync_value(v: &Value) -> Result<MetadataSync, String> {
     if let Value::String(s) = v {

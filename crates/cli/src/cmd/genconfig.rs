@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use pvfs_config::{parse_size, Config, GenOptions};
+use pvfs_config::{parse_metadata_sync, parse_size, Config, GenOptions, MetadataSync};
 
 use super::keygen;
 
@@ -48,6 +48,11 @@ pub struct GenconfigArgs {
     /// (STEM-tls.pem, STEM-tls.key: servers only) beside the configuration.
     #[arg(long)]
     tls: bool,
+    /// When metadata servers sync their redo logs: "commit" (every change on disk
+    /// before it is answered) or at least every DURATION (default "10ms"; changes
+    /// are in the kernel when answered, and fsync makes them stable at once).
+    #[arg(long, value_name = "commit|DURATION", value_parser = parse_metadata_sync)]
+    metadata_sync: Option<MetadataSync>,
     /// Where to write the configuration ("-" for standard output). Its key files are
     /// written beside it (STEM.key, STEM-server.key); all are readable by their owner
     /// only.
@@ -90,6 +95,9 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
     };
     let mut config = Config::generate(&opts)?;
     config.security.munge_socket = a.munge_socket;
+    if let Some(m) = a.metadata_sync {
+        config.defaults.metadata_sync = m;
+    }
     if stdout {
         print!("{}", config.to_toml());
         eprintln!(
