@@ -73,7 +73,7 @@ static void namespace_ops(const char *base) {
     struct pvfs_layout_hint lh;
     CHECK_ERR(pvfs_get_layout(d, &lh), EISDIR);
     CHECK_ERR(pvfs_set_partition(d, 0, 1, 1), EISDIR);
-    CHECK_OK(pvfs_fsync(d)); /* nothing to do for a directory */
+    CHECK_OK(pvfs_fsync(d)); /* a directory: syncs the metadata servers */
     CHECK_OK(pvfs_close(d));
     CHECK_ERR(pvfs_fsync(d), EBADF);
     CHECK_ERR(pvfs_lseek(d, 0, SEEK_SET), EBADF);

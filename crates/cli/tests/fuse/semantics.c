@@ -201,6 +201,11 @@ static void files(void) {
     EXPECT_OK("fsync", fsync(fd));
     EXPECT_OK("fdatasync", fdatasync(fd));
     close(fd);
+    /* fsync of a directory syncs the metadata servers. */
+    fd = open(dir, O_RDONLY | O_DIRECTORY);
+    CHECK("open a directory", fd >= 0, "errno %d", errno);
+    EXPECT_OK("fsync of a directory", fsync(fd));
+    close(fd);
 
     /* O_TRUNC */
     fd = open(f, O_WRONLY | O_TRUNC);

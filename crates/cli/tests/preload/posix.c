@@ -132,6 +132,13 @@ static int fds(const char *dir)
 	CHECK(write(fd, "0123456789", 10) == 10);
 	CHECK(pos(fd) == 10);
 
+	/* fsync, fdatasync and syncfs of a file, fsync of its directory and sync reach
+	 * the servers (Fsync, Sync) and succeed. */
+	CHECK(fsync(fd) == 0 && fdatasync(fd) == 0 && syncfs(fd) == 0);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	CHECK(dfd >= 0 && fsync(dfd) == 0 && close(dfd) == 0);
+	sync();
+
 	/* dup, dup2, dup3, F_DUPFD share the offset. */
 	int d1 = dup(fd);
 	CHECK(d1 >= 0 && d1 != fd);
