@@ -492,6 +492,25 @@ fn fsync_and_syncfs_sync_every_server_holding_metadata() {
     cluster.client().run(call(), async |c| {
         assert_eq!(c.stat("/d/f").await.unwrap().size, 300_000);
     });
+
+    // Where every commit is synced before it is answered, an fsync has no metadata
+    // server to ask.
+    let cluster = Cluster::builder()
+        .set("metadata_sync", "\"commit\"")
+        .start();
+    cluster.client().run(call(), async |c| {
+        let f = c
+            .create("/f", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, b"x").await.unwrap();
+        f.fsync().await.unwrap();
+        assert_eq!(
+            c.stats().per_op().get("Sync"),
+            None,
+            "no Sync with \"commit\""
+        );
+    });
 }
 
 #[test]

@@ -442,8 +442,13 @@ pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result
 
 /// `Sync`: makes what the servers acknowledged stable on disk; to every metadata
 /// server (their redo logs), or with `data` to every server (datafiles too: syncfs).
-/// Syncing a log that is synced already is a no-op, so this costs a round trip.
+/// Syncing a log that is synced already is a no-op, so this costs a round trip; none
+/// at all when the file system syncs every metadata commit (`metadata_sync =
+/// "commit"`), as the configuration every client shares says.
 pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Result<()> {
+    if !data && pool.config().defaults.metadata_sync == pvfs_config::MetadataSync::Commit {
+        return Ok(());
+    }
     let servers = if data {
         (0..pool.config().servers.len()).collect()
     } else {

@@ -221,7 +221,7 @@ struct Core<D: Disk> {
     capacity: u64,
     policy: SyncPolicy,
     log: Mutex<Log>,
-    /// Signalled when a record is written unsynced, and at close.
+    /// Signalled when the first unsynced record is written, and at close.
     written: Condvar,
 }
 
@@ -777,8 +777,13 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
             // In the log file (a killed process loses nothing); the next flush makes
             // it stable and only then gives the database file its changes.
             log.logged.push_back((seq, done));
+            // Only the first unsynced record starts the syncer's wait; the records
+            // after it join that wait without waking anyone.
+            let first = log.logged.len() == 1;
             drop(log);
-            core.written.notify_all();
+            if first {
+                core.written.notify_all();
+            }
             return Ok(());
         }
         // Durable now. The database file gets the changes without a sync; should
