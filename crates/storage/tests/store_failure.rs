@@ -1,12 +1,13 @@
 //! A metadata store that meets an I/O error it cannot undo fails (every operation then
 //! fails at once with the real errno) and works again after `MetaStore::reopen`, with
 //! everything it acknowledged. The disks are local files behind a wrapper that refuses
-//! to grow a file (a full disk: ENOSPC) or to sync (EIO) while told to.
+//! to grow a file (a full disk: ENOSPC) or to sync (EIO) while told to. A store whose
+//! log is synced later than its commits fails when that sync fails.
 #![allow(clippy::unwrap_used)]
 
 use pvfs_proto::{Errno, Handle};
 use pvfs_storage::redo::{Disk, OsDisk};
-use pvfs_storage::{Identity, MetaStore, OpenDisks, StorageError, StoreHealth};
+use pvfs_storage::{Identity, MetaStore, OpenDisks, StorageError, StoreHealth, SyncPolicy};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,6 +81,10 @@ impl Disk for FaultyDisk {
 }
 
 fn open(dir: &Path, faults: &Arc<Faults>) -> MetaStore {
+    open_syncing(dir, faults, SyncPolicy::EveryCommit)
+}
+
+fn open_syncing(dir: &Path, faults: &Arc<Faults>, sync: SyncPolicy) -> MetaStore {
     let f = faults.clone();
     let disks: OpenDisks = Arc::new(move |db: &Path, log: &Path| {
         let db: Box<dyn Disk> = Box::new(FaultyDisk {
@@ -92,7 +97,7 @@ fn open(dir: &Path, faults: &Arc<Faults>) -> MetaStore {
         });
         Ok((db, log))
     });
-    MetaStore::open_on(dir, &id(), RANGE, 1 << 20, disks).unwrap()
+    MetaStore::open_on_with_sync(dir, &id(), RANGE, 1 << 20, disks, sync).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -224,5 +229,34 @@ fn an_io_error_in_a_commit_fails_the_store_until_reopened() {
         // Reopening a store that works changes nothing.
         s.reopen().unwrap();
         check_all(&s, 5);
+    });
+}
+
+#[test]
+fn a_failed_sync_of_a_deferred_log_fails_the_store_until_reopened() {
+    let d = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    rt().block_on(async {
+        let s = open_syncing(d.path(), &faults, SyncPolicy::OnFlush);
+        for i in 0..5 {
+            set(&s, i).await.unwrap();
+        }
+        s.sync().unwrap();
+        // Acknowledged, written to the log, not synced: the sync that should make them
+        // stable fails, and so does the store.
+        for i in 5..8 {
+            set(&s, i).await.unwrap();
+        }
+        faults.sync_fails.store(true, Ordering::SeqCst);
+        let e = s.sync().unwrap_err();
+        assert_eq!(e.errno(), Errno::EIO, "{e}");
+        assert_eq!(failure(&s).error.errno(), Errno::EIO);
+        assert_eq!(set(&s, 9).await.unwrap_err().errno(), Errno::EIO);
+        faults.sync_fails.store(false, Ordering::SeqCst);
+        s.reopen().unwrap();
+        // The process did not die: the log file still holds every acknowledged commit.
+        check_all(&s, 8);
+        set(&s, 100).await.unwrap();
+        s.sync().unwrap();
     });
 }
