@@ -90,7 +90,7 @@ pub extern "C" fn pvfs_requests_sent() -> u64 {
 /// `op` is a protocol operation name: "Lookup", "GetAttr", "ListAttr", "SetAttr",
 /// "Create", "Unlink", "LinkEntry", "Rename", "ReadDir", "SealDir", "SetParent",
 /// "SetDirLayout", "RemoveObject", "Read", "Write", "GetSizes", "Truncate",
-/// "RemoveDatafiles", "Fsync", "StatFs", "Ping", "GetXattr", "SetXattr",
+/// "RemoveDatafiles", "Fsync", "Sync", "StatFs", "Ping", "GetXattr", "SetXattr",
 /// "ListXattr", "RemoveXattr"; "data" sums the data-role operations and "meta" the
 /// others. Returns 0 for an unknown name, a NULL `op`, or an uninitialized library.
 ///
