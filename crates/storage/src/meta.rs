@@ -380,7 +380,8 @@ impl MetaStore {
         })
     }
 
-    /// Runs `f` in the group-commit writer and returns once its effects are durable.
+    /// Runs `f` in the group-commit writer and returns once its effects are committed:
+    /// in the redo log, synced or to be synced as the store's [`SyncPolicy`] says.
     /// If `f` returns `Err` (or panics, reported as EIO) none of its writes happen.
     /// On a failed store it fails at once with [`StorageError::Failed`].
     ///
