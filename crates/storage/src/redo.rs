@@ -152,7 +152,7 @@ pub enum SyncPolicy {
     /// it is answered.
     EveryCommit,
     /// Records are written before redb's sync returns and synced by a background
-    /// thread at most this long after the first unsynced one was written, and by
+    /// thread at most this long after each was written (plus the sync's own time), and by
     /// [`LogFlusher::flush`].
     Every(Duration),
     /// Records are written before redb's sync returns and synced only by
@@ -174,8 +174,9 @@ struct Log {
     /// database file never holds a byte that is not in the log or synced there.
     pending: Vec<Op>,
     /// Records written to the log but not synced yet, in order, with their sequence
-    /// numbers: their changes reach the database file only once they are synced.
-    logged: VecDeque<(u64, Vec<Op>)>,
+    /// numbers and when they were written: their changes reach the database file
+    /// only once they are synced.
+    logged: VecDeque<(u64, Instant, Vec<Op>)>,
     /// Changes in the log (synced) but not yet in the database file (writing them
     /// there failed; retried at the next sync), in order.
     unapplied: Vec<Op>,
@@ -200,7 +201,7 @@ impl Log {
     fn overlay(&self) -> impl Iterator<Item = &Op> {
         self.unapplied
             .iter()
-            .chain(self.logged.iter().flat_map(|(_, ops)| ops.iter()))
+            .chain(self.logged.iter().flat_map(|(_, _, ops)| ops.iter()))
             .chain(self.pending.iter())
     }
 }
@@ -607,8 +608,12 @@ impl<D: Disk> Core<D> {
 
     /// Records up to `through` are synced: their changes may go to the database file.
     fn synced(log: &mut Log, through: u64) {
-        while log.logged.front().is_some_and(|(seq, _)| *seq <= through) {
-            if let Some((_, ops)) = log.logged.pop_front() {
+        while log
+            .logged
+            .front()
+            .is_some_and(|(seq, _, _)| *seq <= through)
+        {
+            if let Some((_, _, ops)) = log.logged.pop_front() {
                 log.unapplied.extend(ops);
             }
         }
@@ -633,7 +638,7 @@ impl<D: Disk> Core<D> {
             let log = self.lock();
             Self::check_sync_failed(&log)?;
             match log.logged.back() {
-                Some((seq, _)) => *seq,
+                Some((seq, _, _)) => *seq,
                 None => return Ok(()),
             }
         };
@@ -652,7 +657,9 @@ impl<D: Disk> Core<D> {
     }
 
     /// The background syncer of [`SyncPolicy::Every`]: once a record is written
-    /// unsynced, waits `interval` (more records join meanwhile) and syncs them all.
+    /// unsynced, waits until `interval` after it was written (more records join
+    /// meanwhile) and syncs them all. So every record is synced at most `interval`
+    /// after it was written, plus the time the sync takes.
     fn sync_in_background(&self, interval: Duration) {
         loop {
             let mut log = self.lock();
@@ -662,7 +669,11 @@ impl<D: Disk> Core<D> {
                     .wait(log)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
-            let deadline = Instant::now() + interval;
+            let Some(&(_, oldest, _)) = log.logged.front() else {
+                // Empty after the wait above only when closing.
+                return;
+            };
+            let deadline = oldest + interval;
             while !log.closing {
                 let now = Instant::now();
                 if now >= deadline {
@@ -776,7 +787,7 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
         if !every_commit {
             // In the log file (a killed process loses nothing); the next flush makes
             // it stable and only then gives the database file its changes.
-            log.logged.push_back((seq, done));
+            log.logged.push_back((seq, Instant::now(), done));
             // Only the first unsynced record starts the syncer's wait; the records
             // after it join that wait without waking anyone.
             let first = log.logged.len() == 1;
