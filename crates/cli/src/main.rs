@@ -44,6 +44,8 @@ enum Command {
     Df(cmd::admin::DfArgs),
     /// Health of every server: ok, degraded (with the reason) or down; exit 1 unless all are ok.
     Status(cmd::admin::StatusArgs),
+    /// Make everything the file system acknowledged stable on every server's disk (as sync(1)).
+    Sync(cmd::admin::SyncArgs),
     /// List a directory.
     Ls(cmd::namespace::LsArgs),
     /// Show the attributes of a file, directory or symlink.
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Ping(a) => cmd::admin::ping(a),
         Command::Df(a) => cmd::admin::df(a),
         Command::Status(a) => cmd::admin::status(a),
+        Command::Sync(a) => cmd::admin::sync(a),
         Command::Ls(a) => cmd::namespace::ls(a),
         Command::Stat(a) => cmd::namespace::stat(a),
         Command::Mkdir(a) => cmd::namespace::mkdir(a),

@@ -34,6 +34,24 @@ pub struct DfArgs {
     json: bool,
 }
 
+/// Options of `pvfs sync`.
+#[derive(Args)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+/// `pvfs sync`: makes everything the file system acknowledged so far stable on disk
+/// on every server (metadata and data), as `sync(1)` does for local file systems; the
+/// way to do it for a mount, which `sync(1)` does not reach.
+pub fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    with_client(&config_path, |client| async move {
+        client.syncfs().await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
 /// Options of `pvfs status`.
 #[derive(Args)]
 pub struct StatusArgs {
