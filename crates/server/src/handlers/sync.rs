@@ -9,7 +9,8 @@ use crate::ctx::Ctx;
 use crate::error::OpResult;
 
 /// Syncs the metadata store's redo log (a no-op when every commit is synced already;
-/// a data-only server's store holds little, but what it holds is synced too) and, with `data` on a data server, the file system holding the datafiles. Any
+/// a data-only server's store holds little, but what it holds is synced too) and,
+/// with `data` on a data server, the file system holding the datafiles. Any
 /// authenticated client may ask: it changes nothing, and costs no more than the
 /// fsyncs any client may send.
 pub async fn handle(ctx: &Arc<Ctx>, data: bool) -> OpResult<Response> {
