@@ -575,10 +575,11 @@ ssize_t pvfs_writex(int fd,
 off_t pvfs_lseek(int fd, off_t offset, int whence);
 
 /**
- * `fsync(2)`: makes every byte written to the file durable on its data servers (one
- * request per data server) and, if this descriptor wrote, records the modification
- * time on the metadata server. 0 for a directory. Returns 0, or -1 with errno:
- * EBADF, EIO/EHOSTDOWN/ETIMEDOUT.
+ * `fsync(2)`: if this descriptor wrote, records the modification time on the metadata
+ * server; then makes every byte written to the file durable on its data servers (one
+ * request per data server) and every metadata change acknowledged so far durable on
+ * every metadata server (the file's name, its attributes). For a directory, the
+ * metadata part. Returns 0, or -1 with errno: EBADF, EIO/EHOSTDOWN/ETIMEDOUT.
  */
 int pvfs_fsync(int fd);
 
@@ -907,7 +908,7 @@ uint64_t pvfs_requests_sent(void);
  * `op` is a protocol operation name: "Lookup", "GetAttr", "ListAttr", "SetAttr",
  * "Create", "Unlink", "LinkEntry", "Rename", "ReadDir", "SealDir", "SetParent",
  * "SetDirLayout", "RemoveObject", "Read", "Write", "GetSizes", "Truncate",
- * "RemoveDatafiles", "Fsync", "StatFs", "Ping", "GetXattr", "SetXattr",
+ * "RemoveDatafiles", "Fsync", "Sync", "StatFs", "Ping", "GetXattr", "SetXattr",
  * "ListXattr", "RemoveXattr"; "data" sums the data-role operations and "meta" the
  * others. Returns 0 for an unknown name, a NULL `op`, or an uninitialized library.
  *
