@@ -426,8 +426,12 @@ fn python_imports_a_module_another_process_just_wrote() {
     }
     let cluster = Cluster::start();
     let mut m = Mount::start(&cluster, &[]);
-    // A second mount (another client, as on another node) that keeps no attributes.
-    let mut other = Mount::start(&cluster, &["--attr-timeout", "0s", "--entry-timeout", "0s"]);
+    // A second mount (another client, as on another node), whose caches only the
+    // servers' change feeds keep current.
+    let mut other = Mount::start(
+        &cluster,
+        &["--attr-timeout", "600s", "--entry-timeout", "600s"],
+    );
     let local = tempfile::tempdir().unwrap();
     let script = local.path().join("import.py");
     std::fs::write(&script, IMPORT_SCRIPT).unwrap();

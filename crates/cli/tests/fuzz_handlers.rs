@@ -170,7 +170,7 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
 /// The number of distinct request kinds [`request`] makes (every `Request` but
 /// `ScanDatafiles` and `ScanSeals`): one per arm of its match (Write and Read take
 /// two slots each), six from [`lock_request`]. The test checks that each was sent.
-const KINDS: usize = 44;
+const KINDS: usize = 45;
 
 /// One random request of any kind [`KINDS`] counts.
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
@@ -183,7 +183,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
     // KINDS (above) counts the distinct kinds this match makes.
-    match rng.range(0, 47) {
+    match rng.range(0, 48) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -387,6 +387,11 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             cap: cap(rng, h),
         },
         38..=44 => lock_request(rng, h),
+        46 => Request::Changes {
+            epoch: if rng.chance(0.5) { 0 } else { rng.next_u64() },
+            since: rng.range(0, 100),
+            wait_ms: rng.range(0, 50) as u32,
+        },
         45 => Request::Sync {
             data: rng.chance(0.5),
         },

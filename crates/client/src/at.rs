@@ -269,10 +269,20 @@ impl Client {
         }
     }
 
-    /// Deletes what an unlink left ([`Client::unlink_at_expect`]).
+    /// Deletes what an unlink left ([`Client::unlink_at_expect`]): a deleted
+    /// file's datafiles are queued, each data server getting them in batches in the
+    /// background ([`Client::reaped`] waits for them).
     pub async fn delete_leftovers(&self, leftovers: Leftovers) -> Result<()> {
-        self.settle(leftovers.handle, &leftovers.left, leftovers.tickets)
-            .await;
+        match &leftovers.left {
+            Remains::Deleted(ObjDetail::File { layout }) => {
+                self.forget_caps(leftovers.handle);
+                self.reap_datafiles(layout, &leftovers.tickets);
+            }
+            _ => {
+                self.settle(leftovers.handle, &leftovers.left, leftovers.tickets)
+                    .await
+            }
+        }
         Ok(())
     }
 

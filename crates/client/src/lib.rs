@@ -12,6 +12,7 @@ pub mod blocking;
 mod caps;
 mod degraded;
 mod error;
+pub mod feed;
 mod file;
 mod fsck;
 mod group;
@@ -20,6 +21,7 @@ pub mod locks;
 mod namespace;
 mod placement;
 mod pool;
+mod reaper;
 
 use std::sync::Arc;
 
@@ -55,6 +57,8 @@ pub(crate) struct Inner {
     caps: caps::CapCache,
     /// Locks held, leases, lost locks (`locks`).
     locks: locks::LockState,
+    /// Datafiles of deleted files waiting to be deleted (`reaper`).
+    reaper: reaper::Reaper,
 }
 
 /// A connection to one pvfs file system. Cheap to clone; clones share connections.
@@ -77,6 +81,7 @@ impl Client {
                 dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
                 caps: caps::CapCache::default(),
                 locks: locks::LockState::default(),
+                reaper: reaper::Reaper::new(config.servers.len()),
                 config,
             }),
             creds: Creds::current(),

@@ -574,6 +574,18 @@ impl Client {
     }
 
     /// Opens a file by handle (for callers that keep handles, e.g. a FUSE mount).
+    /// Opens the regular file whose attributes the caller holds and knows current
+    /// (a mount whose caches the change feeds keep): no server is asked.
+    pub fn open_attr(&self, attr: Attr) -> Result<File> {
+        match attr.kind() {
+            ObjKind::File if attr.layout().is_some() => Ok(File::new(self.clone(), attr)),
+            _ => Err(Error::new(
+                Errno::EISDIR,
+                format!("{:#x} is not a regular file", attr.handle),
+            )),
+        }
+    }
+
     pub async fn open_handle(&self, handle: Handle) -> Result<File> {
         let attr = self.getattr(handle).await?;
         match attr.kind() {

@@ -152,6 +152,7 @@ impl Pool {
     }
 
     pub fn new(config: &Config) -> Pool {
+        let client_id = random_id();
         Pool {
             config: config.clone(),
             auth: Auth::for_config(config),
@@ -159,7 +160,12 @@ impl Pool {
                 pvfs_transport::tls::TlsClient::load(&config.security.tls_ca)
                     .map_err(|e| e.to_string())
             }),
-            name: pvfs_transport::session::client_name(),
+            // Servers read the id after '#': a client is not fed back the changes it
+            // caused itself (the servers' change feeds).
+            name: format!(
+                "{}#{client_id:016x}",
+                pvfs_transport::session::client_name()
+            ),
             slots: config
                 .servers
                 .iter()
@@ -175,7 +181,7 @@ impl Pool {
                 per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
                 ..Stats::default()
             },
-            client_id: random_id(),
+            client_id,
             next_seq: AtomicU64::new(1),
         }
     }

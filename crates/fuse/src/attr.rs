@@ -118,17 +118,29 @@ pub(crate) fn file_attr(root: Handle, attr: &Attr, orphan: bool) -> FileAttr {
 /// fetched (its server is down): listed with a zero cache time, so any `stat` of it
 /// asks again and gets the real error.
 pub(crate) fn placeholder(root: Handle, entry: &DirEntry) -> FileAttr {
+    bare(ino_of(root, entry.handle), file_type(entry.kind), 1)
+}
+
+/// The answer to a lookup of a name that does not exist: inode 0, which the kernel
+/// keeps as a negative entry for the entry cache time (a create through this mount
+/// replaces it; another client's, through the change feeds, drops it).
+pub(crate) fn negative() -> FileAttr {
+    bare(INodeNo(0), FileType::RegularFile, 0)
+}
+
+/// Attributes that say nothing but the inode, its type and link count.
+fn bare(ino: INodeNo, kind: FileType, nlink: u32) -> FileAttr {
     FileAttr {
-        ino: ino_of(root, entry.handle),
+        ino,
         size: 0,
         blocks: 0,
         atime: UNIX_EPOCH,
         mtime: UNIX_EPOCH,
         ctime: UNIX_EPOCH,
         crtime: UNIX_EPOCH,
-        kind: file_type(entry.kind),
+        kind,
         perm: 0,
-        nlink: 1,
+        nlink,
         uid: 0,
         gid: 0,
         rdev: 0,

@@ -188,7 +188,7 @@ impl PvfsFs {
     }
 
     fn ttls(&self) -> (Duration, Duration) {
-        (self.inner.opts.attr_timeout, self.inner.opts.entry_timeout)
+        (self.inner.attr_ttl(), self.inner.entry_ttl())
     }
 
     /// Answers with a new entry (lookup, mkdir, mknod, symlink).
@@ -250,16 +250,36 @@ impl Filesystem for PvfsFs {
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
-        self.entry_op(reply, async move {
-            let creds = inner.creds.creds(uid, gid, pid);
-            inner.lookup(creds, parent, &name).await
-        });
+        // A name that does not exist is cached as a negative entry, for the short
+        // entry time: names programs probe for (headers, modules) are asked once.
+        let negative_ttl = self.inner.opts.entry_timeout;
+        let (attr_ttl, entry_ttl) = self.ttls();
+        self.run(
+            reply,
+            async move {
+                let creds = inner.creds.creds(uid, gid, pid);
+                match inner.lookup(creds, parent, &name).await {
+                    Ok(a) => Ok(Some(a)),
+                    Err(e) if e == Errno::ENOENT && negative_ttl > Duration::ZERO => Ok(None),
+                    Err(e) => Err(e),
+                }
+            },
+            move |r, found| match found {
+                Some(a) => r.entry_with_ttls(&attr_ttl, &entry_ttl, &a, Generation(0)),
+                None => r.entry_with_ttls(
+                    &Duration::ZERO,
+                    &negative_ttl,
+                    &crate::attr::negative(),
+                    Generation(0),
+                ),
+            },
+        );
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let inner = self.inner.clone();
         let handle = inner.handle(ino);
-        let ttl = self.inner.opts.attr_timeout;
+        let ttl = self.inner.attr_ttl();
         self.run(
             reply,
             async move { inner.getattr(handle).await },
@@ -288,7 +308,7 @@ impl Filesystem for PvfsFs {
         let inner = self.inner.clone();
         let (ruid, rgid, pid) = ids(req);
         let handle = inner.handle(ino);
-        let ttl = self.inner.opts.attr_timeout;
+        let ttl = self.inner.attr_ttl();
         let set = SetReq {
             mode,
             uid,
@@ -859,11 +879,7 @@ impl Filesystem for PvfsFs {
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
-        let ttl = self
-            .inner
-            .opts
-            .attr_timeout
-            .min(self.inner.opts.entry_timeout);
+        let ttl = self.inner.attr_ttl().min(self.inner.entry_ttl());
         self.run(
             reply,
             async move {

@@ -22,6 +22,7 @@
 
 mod attr;
 mod creds;
+mod feed;
 mod fs;
 mod locks;
 mod mount;

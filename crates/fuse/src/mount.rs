@@ -36,6 +36,10 @@ pub struct MountOptions {
     pub attr_timeout: Duration,
     /// How long the kernel may cache names (which object a name means).
     pub entry_timeout: Duration,
+    /// How long the kernel may cache names and attributes, and keep a file's pages
+    /// across opens, while every server feeds the mount the changes other clients
+    /// make (`feed.rs`); zero turns the feeds off.
+    pub cache_timeout: Duration,
     /// FUSE threads reading requests (each with its own cloned device).
     pub threads: usize,
     /// Let other users in (`allow_other`; a non-root mount needs
@@ -64,6 +68,7 @@ impl Default for MountOptions {
         MountOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
+            cache_timeout: Duration::from_secs(60),
             threads: 4,
             allow_other: false,
             direct_io: false,
@@ -247,6 +252,9 @@ pub fn serve(
         fuser::Session::from_fd(fs, fd, fcfg.acl, fcfg.clone()).map_err(mount_err)?
     };
     let _ = inner.notifier.set(session.notifier());
+    if opts.cache_timeout > Duration::ZERO {
+        crate::feed::start(&inner, rt.handle()).map_err(Error::Start)?;
+    }
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("fuse-session".into())

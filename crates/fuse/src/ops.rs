@@ -166,6 +166,9 @@ pub(crate) struct Inner {
     /// Sends the kernel invalidations (set once the session exists): a granted lock
     /// drops the file's cached pages (`locks.rs`).
     pub notifier: std::sync::OnceLock<fuser::Notifier>,
+    /// Servers whose change feed this mount follows now (`feed.rs`): with all of
+    /// them, the kernel may cache for `cache_timeout`.
+    pub feeds_live: std::sync::atomic::AtomicUsize,
 }
 
 /// Most deletions of unlinked objects running in the background at once; an unlink
@@ -190,6 +193,36 @@ impl Inner {
             creds: CredCache::default(),
             removals: Arc::new(tokio::sync::Semaphore::new(REMOVALS as usize)),
             notifier: std::sync::OnceLock::new(),
+            feeds_live: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The number of servers in the file system.
+    pub(crate) fn servers(&self) -> usize {
+        self.client.config().servers.len()
+    }
+
+    /// Whether every server's changes reach this mount (`feed.rs`).
+    pub(crate) fn coherent(&self) -> bool {
+        self.opts.cache_timeout > Duration::ZERO
+            && self.feeds_live.load(Ordering::Acquire) == self.servers()
+    }
+
+    /// How long the kernel may keep attributes answered now.
+    pub(crate) fn attr_ttl(&self) -> Duration {
+        if self.coherent() {
+            self.opts.cache_timeout.max(self.opts.attr_timeout)
+        } else {
+            self.opts.attr_timeout
+        }
+    }
+
+    /// How long the kernel may keep names answered now.
+    pub(crate) fn entry_ttl(&self) -> Duration {
+        if self.coherent() {
+            self.opts.cache_timeout.max(self.opts.entry_timeout)
+        } else {
+            self.opts.entry_timeout
         }
     }
 
@@ -227,7 +260,7 @@ impl Inner {
     /// Attributes of directory `dir`, from the recent cache or its servers (with its
     /// shards' times and link count, as `getattr` answers from the same cache).
     async fn dir_attr(&self, dir: Handle) -> OpResult<Attr> {
-        if let Some(a) = self.tables.dir_attr(dir, self.opts.attr_timeout) {
+        if let Some(a) = self.tables.dir_attr(dir, self.attr_ttl()) {
             return Ok(a);
         }
         let attr = self.client.stat_handle(dir).await.map_err(errno)?;
@@ -293,6 +326,7 @@ impl Inner {
         // Locks still held (files open on a detached mount) go with the mount.
         let _ = tokio::time::timeout(limit, self.client.release_all_locks()).await;
         let _ = tokio::time::timeout(limit, self.removals.acquire_many(REMOVALS)).await;
+        let _ = tokio::time::timeout(limit, self.client.reaped()).await;
         let _ = tokio::time::timeout(limit, self.remove_orphans()).await;
     }
 
@@ -336,7 +370,7 @@ impl Inner {
         // remove in it (to check permissions): what was seen within the attribute
         // timeout answers, with the changes this mount made patched in
         // (`Tables::dir_changed`), as the kernel's own cache would.
-        if let Some(dir) = self.tables.dir_attr(handle, self.opts.attr_timeout) {
+        if let Some(dir) = self.tables.dir_attr(handle, self.attr_ttl()) {
             return Ok(self.fattr(&dir));
         }
         let attr = self.stat(handle).await?;
@@ -361,6 +395,7 @@ impl Inner {
         handle: Handle,
         req: SetReq,
     ) -> OpResult<FileAttr> {
+        self.tables.forget_file_attr(handle);
         if let Some(size) = req.size {
             // Writes still on their way go first.
             if let Some(p) = self.tables.any_pending(handle) {
@@ -731,7 +766,14 @@ impl Inner {
                 file,
                 stream: None,
             });
-            return (fh, FopenFlags::empty());
+            // While other clients' changes reach the mount, the pages the kernel
+            // holds are current: the feeds drop those another client changed.
+            let keep = if self.coherent() {
+                FopenFlags::FOPEN_KEEP_CACHE
+            } else {
+                FopenFlags::empty()
+            };
+            return (fh, keep);
         }
         let stream = (flags & libc::O_ACCMODE != libc::O_WRONLY).then(|| {
             ReadAhead::new(
@@ -753,8 +795,16 @@ impl Inner {
         if !self.tables.begin_open(handle) {
             return Err(Errno::ENOENT);
         }
+        // While the feeds run, the attributes kept are current: no server is asked.
+        let known = self
+            .tables
+            .file_attr(handle)
+            .filter(|_| self.coherent() && flags & libc::O_TRUNC == 0);
         let opened = async {
-            let file = self.client.open_handle(handle).await?;
+            let file = match known {
+                Some(attr) => self.client.open_attr(attr)?,
+                None => self.client.open_handle(handle).await?,
+            };
             if flags & libc::O_TRUNC != 0 {
                 if let Some(p) = self.tables.any_pending(handle) {
                     p.drain().await;
@@ -833,7 +883,18 @@ impl Inner {
         }
         match (&of.stream, wait) {
             (Some(stream), Some(w)) => stream.finish(w, &of.file, &self.bufs).await,
-            _ => readahead::direct(&of.file, &self.bufs, offset, size).await,
+            _ => {
+                // The kernel asks for whole pages: a read reaching past the size it
+                // was told (current while the feeds run) stops there, so the data
+                // servers beyond are not asked whether the file goes on.
+                let size = match self.tables.size(of.handle) {
+                    Some(known) if self.coherent() && offset < known => {
+                        size.min(usize::try_from(known - offset).unwrap_or(usize::MAX))
+                    }
+                    _ => size,
+                };
+                readahead::direct(&of.file, &self.bufs, offset, size).await
+            }
         }
     }
 
@@ -1089,7 +1150,7 @@ impl Inner {
             }
             return Ok(out);
         }
-        let ttl = self.opts.attr_timeout.min(self.opts.entry_timeout);
+        let ttl = self.attr_ttl().min(self.entry_ttl());
         let mut start = start;
         let dots = out.len();
         // Attributes come a run of entries at a time; runs whose entries all

@@ -84,6 +84,12 @@ pub(crate) struct Tables {
     dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
     dir_attrs: Mutex<HashMap<Handle, (Instant, Attr)>>,
     layouts: Mutex<HashMap<Handle, Arc<Layout>>>,
+    /// The file each datafile of a known layout belongs to: a data server's change
+    /// feed names datafiles.
+    datafiles: Mutex<HashMap<Handle, Handle>>,
+    /// Files' attributes as last answered by their servers: an open while the
+    /// change feeds run needs no server (another client's change drops them).
+    file_attrs: Mutex<HashMap<Handle, Attr>>,
     /// Which object a name of a directory meant when last seen (files and
     /// symlinks only): lets an unlink name the object it expects to remove.
     names: Mutex<HashMap<(Handle, String), Handle>>,
@@ -112,6 +118,8 @@ impl Tables {
             dirs: Mutex::new(HashMap::new()),
             dir_attrs: Mutex::new(HashMap::new()),
             layouts: Mutex::new(HashMap::new()),
+            datafiles: Mutex::new(HashMap::new()),
+            file_attrs: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             sizes: Mutex::new(HashMap::new()),
             lock_owners: Mutex::new(HashMap::new()),
@@ -431,14 +439,24 @@ impl Tables {
     pub(crate) fn note(&self, attr: &Attr) {
         match attr.layout() {
             Some(layout) => {
+                {
+                    let mut a = lock(&self.file_attrs);
+                    if a.len() >= LAYOUT_CACHE_MAX {
+                        a.clear();
+                    }
+                    a.insert(attr.handle, attr.clone());
+                }
                 let mut m = lock(&self.layouts);
                 if m.contains_key(&attr.handle) {
                     return;
                 }
+                let mut d = lock(&self.datafiles);
                 if m.len() >= LAYOUT_CACHE_MAX {
                     m.clear();
+                    d.clear();
                 }
                 m.insert(attr.handle, Arc::new(layout.clone()));
+                d.extend(layout.datafiles.iter().map(|df| (df.handle, attr.handle)));
             }
             None => self.note_dir(attr),
         }
@@ -451,7 +469,57 @@ impl Tables {
 
     /// Forgets a deleted file's layout.
     pub(crate) fn forget_layout(&self, handle: Handle) {
-        lock(&self.layouts).remove(&handle);
+        lock(&self.file_attrs).remove(&handle);
+        let mut m = lock(&self.layouts);
+        if let Some(layout) = m.remove(&handle) {
+            let mut d = lock(&self.datafiles);
+            for df in &layout.datafiles {
+                d.remove(&df.handle);
+            }
+        }
+    }
+
+    /// File `handle`'s attributes as last answered, if kept.
+    pub(crate) fn file_attr(&self, handle: Handle) -> Option<Attr> {
+        lock(&self.file_attrs).get(&handle).cloned()
+    }
+
+    /// Forgets file `handle`'s attributes (this mount changed them).
+    pub(crate) fn forget_file_attr(&self, handle: Handle) {
+        lock(&self.file_attrs).remove(&handle);
+    }
+
+    /// The file datafile `handle` belongs to, if its layout is known.
+    pub(crate) fn file_of_datafile(&self, handle: Handle) -> Option<Handle> {
+        lock(&self.datafiles).get(&handle).copied()
+    }
+
+    // ----- another client's changes ------------------------------------------
+
+    /// Forgets what is cached of object `handle`, which another client changed: a
+    /// directory's attributes, a file's size; readers of it read afresh.
+    pub(crate) fn forget_cached(&self, handle: Handle) {
+        self.forget_dir(handle);
+        self.forget_file_attr(handle);
+        lock(&self.sizes).remove(&handle);
+        self.note_write(handle);
+    }
+
+    /// Forgets every cached attribute, size and name (a change feed lost changes):
+    /// the objects and names the kernel may hold, for it to forget too.
+    pub(crate) fn forget_everything(&self) -> (Vec<Handle>, Vec<(Handle, String)>) {
+        let mut handles: Vec<Handle> = lock(&self.dir_attrs).drain().map(|(h, _)| h).collect();
+        handles.extend(lock(&self.sizes).drain().map(|(h, _)| h));
+        handles.extend(lock(&self.layouts).keys().copied());
+        lock(&self.file_attrs).clear();
+        handles.extend(lock(&self.inodes).keys().copied());
+        handles.sort_unstable();
+        handles.dedup();
+        for &h in &handles {
+            self.note_write(h);
+        }
+        let names = lock(&self.names).drain().map(|(k, _)| k).collect();
+        (handles, names)
     }
 }
 

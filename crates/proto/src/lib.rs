@@ -32,7 +32,7 @@ pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use locks::{LockConflict, LockKey, LockOwner, LockType};
 pub use message::{
-    CreateWhat, LinkDrop, Remains, Request, RequestBody, RequestClass, Response, RetryKey,
+    Changed, CreateWhat, LinkDrop, Remains, Request, RequestBody, RequestClass, Response, RetryKey,
     UnlinkWant,
 };
 pub use regions::{Extent, Regions};

@@ -414,6 +414,13 @@ wire_enum! {
         /// A page of the datafiles this data server created and did not remove that
         /// are missing from its disk (lost, not holes), after `after` (fsck).
         55 => ScanLost { after: Option<Handle>, max: u32 },
+        /// The changes this server made since position `since` of its change feed
+        /// `epoch` that other clients caused (for the caches of a mount): answered
+        /// at once when there are some, otherwise when one comes or after `wait_ms`
+        /// (the server waits at most a third of its request timeout). Epoch 0 asks
+        /// where the feed stands now. Key-holding nodes only: it names entries of
+        /// every directory.
+        66 => Changes { epoch: u64, since: u64, wait_ms: u32 },
     }
 }
 
@@ -446,7 +453,8 @@ impl Request {
             | Request::Forget { .. }
             | Request::AddLink { .. }
             | Request::DropLink { .. }
-            | Request::WaitFor { .. } => RequestClass::Peer,
+            | Request::WaitFor { .. }
+            | Request::Changes { .. } => RequestClass::Peer,
             Request::ScanObjects { .. }
             | Request::ScanEntries { .. }
             | Request::ScanDatafiles { .. }
@@ -485,6 +493,7 @@ impl Request {
                 | Request::CancelLock { .. }
                 | Request::RenewLease { .. }
                 | Request::ScanLost { .. }
+                | Request::Changes { .. }
         )
     }
 }
@@ -722,6 +731,11 @@ wire_enum! {
         /// server does not know it: restarted, or the lease ended), and whether the
         /// server is in its grace period (an unknown lease then means: reclaim).
         63 => Lease { lease: u64, grace: bool },
+        /// Answer to `Changes`: the feed's `epoch` (a new one each time the server
+        /// starts), the position to ask from next, whether changes were lost since
+        /// the position asked (another epoch, or more changes than the server keeps:
+        /// drop everything cached from this server), and the changes, oldest first.
+        64 => Changes { epoch: u64, next: u64, lost: bool, changes: Vec<Changed> },
     }
 }
 
@@ -803,6 +817,21 @@ pub struct RetryKey {
 wire_struct!(RetryKey {
     client: u64,
     seq: u64
+});
+
+/// One change a server made, in its change feed (`Request::Changes`): what clients
+/// that cache names and attributes must forget.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Changed {
+    /// An object whose attributes or contents changed (a datafile's, on a data
+    /// server: its file's size and times changed).
+    pub handle: Handle,
+    /// A directory entry that was added, removed or changed (the name's meaning).
+    pub entry: Option<(Handle, String)>,
+}
+wire_struct!(Changed {
+    handle: Handle,
+    entry: Option<(Handle, String)>,
 });
 
 /// The body of a request frame: who asks, what, and (for mutations) its retry key.

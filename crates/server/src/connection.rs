@@ -205,6 +205,7 @@ pub async fn serve(
     let session = Arc::new(Session {
         identity: opened.identity,
         peer: peer.clone(),
+        origin: crate::feed::origin_of(&opened.client),
         client: opened.client,
     });
     tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");

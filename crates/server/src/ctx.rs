@@ -77,6 +77,8 @@ pub struct Ctx {
     /// The wait-for graph of POSIX lock waits, on the coordinating metadata server
     /// (`crate::waitfor`).
     pub wait_graph: crate::waitfor::WaitGraph,
+    /// What this server changed, for clients' caches (`crate::feed`).
+    pub feed: crate::feed::ChangeFeed,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

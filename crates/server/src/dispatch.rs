@@ -48,6 +48,7 @@ pub async fn dispatch(
         seq: k.seq,
     });
     let c = &caller;
+    let touched = crate::feed::touched(&request);
     let result = match request {
         Request::Ping {} => ping::handle(ctx),
         Request::StatFs {} => statfs::handle(ctx).await,
@@ -291,7 +292,15 @@ pub async fn dispatch(
             server,
             handle,
         } => wait_for::handle(ctx, waiter, &blockers, server, handle),
+        Request::Changes {
+            epoch,
+            since,
+            wait_ms,
+        } => Ok(changes::handle(ctx, session, epoch, since, wait_ms).await),
     };
+    if matches!(result, Ok(ref r) if !matches!(r, Response::Error { .. })) {
+        ctx.feed.record(session.origin, touched);
+    }
     if ctx.faults.drop_reply(op) {
         tracing::warn!(op, "fault injection: dropping the reply");
         reply.abort();

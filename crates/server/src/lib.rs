@@ -12,6 +12,7 @@ pub mod connection;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
+pub mod feed;
 pub mod handlers;
 pub mod health;
 pub mod lifetime;
@@ -187,6 +188,7 @@ pub async fn run(
         health: health::Health::default(),
         locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
+        feed: feed::ChangeFeed::new(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -253,6 +255,7 @@ pub async fn run(
     tracing::info!(server = %sc.name, inflight = ctx.inflight.count(), "stopping");
     drop(listener);
     let _ = stop_tx.send(true);
+    ctx.feed.close();
     if tokio::time::timeout(DRAIN_TIMEOUT, ctx.inflight.wait_idle())
         .await
         .is_err()

@@ -307,7 +307,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A random 64-bit number from the kernel (else from the clock and pid).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::io::Read;
     let mut b = [0u8; 8];
     if std::fs::File::open("/dev/urandom")

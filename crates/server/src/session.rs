@@ -19,6 +19,9 @@ pub struct Session {
     pub peer: String,
     /// What the client called itself, for logs.
     pub client: String,
+    /// The client instance's id, from its name (0 if it gave none): the changes it
+    /// causes are not fed back to it (`crate::feed`).
+    pub origin: u64,
 }
 
 /// Who one request acts as.
@@ -123,6 +126,7 @@ mod tests {
             },
             peer: "test".into(),
             client: "test".into(),
+            origin: 0,
         }
     }
 
@@ -167,6 +171,7 @@ mod tests {
             identity: Identity::Trusted,
             peer: "t".into(),
             client: "t".into(),
+            origin: 0,
         };
         let c = trusted.caller(creds(0, 0, &[])).unwrap();
         assert!(c.trusted);

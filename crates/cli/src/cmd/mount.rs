@@ -33,12 +33,19 @@ pub struct MountArgs {
     /// Serve from this process until unmounted (default: in the background).
     #[arg(long, short = 'f')]
     foreground: bool,
-    /// How long the kernel may cache attributes (size, mode, times).
+    /// How long the kernel may cache attributes (size, mode, times) when other
+    /// clients' changes cannot reach the mount.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     attr_timeout: Duration,
-    /// How long the kernel may cache names.
+    /// How long the kernel may cache names when other clients' changes cannot reach
+    /// the mount.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     entry_timeout: Duration,
+    /// How long the kernel may cache names, attributes and file pages while every
+    /// server sends the mount the changes other clients make (they are dropped as
+    /// they come); 0 turns this off.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    cache_timeout: Duration,
     /// Threads reading FUSE requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -123,6 +130,7 @@ fn serve(a: MountArgs) -> anyhow::Result<ExitCode> {
     let opts = MountOptions {
         attr_timeout: a.attr_timeout,
         entry_timeout: a.entry_timeout,
+        cache_timeout: a.cache_timeout,
         threads: usize::from(a.threads),
         allow_other: a.allow_other,
         direct_io: a.direct_io,
@@ -183,6 +191,8 @@ fn background(a: MountArgs) -> anyhow::Result<ExitCode> {
         .arg(format!("{}ms", a.attr_timeout.as_millis()))
         .arg("--entry-timeout")
         .arg(format!("{}ms", a.entry_timeout.as_millis()))
+        .arg("--cache-timeout")
+        .arg(format!("{}ms", a.cache_timeout.as_millis()))
         .arg("--threads")
         .arg(a.threads.to_string())
         .arg("--read-ahead")

@@ -4,6 +4,7 @@
 pub mod acl;
 pub mod add_link;
 pub mod cancel_lock;
+pub mod changes;
 pub mod create;
 pub mod datafiles;
 pub mod dir_stats;

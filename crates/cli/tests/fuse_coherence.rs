@@ -1,0 +1,138 @@
+//! Coherent caching across mounts: two mounts of one file system (two clients),
+//! each letting the kernel cache names, attributes and pages for ten minutes, so
+//! only the servers' change feeds can explain one mount seeing the other's change.
+//! Every change made through mount B (contents, size, mode, a new name where A
+//! cached its absence, a rename, an unlink, a new directory entry seen by `ls`) is
+//! seen through mount A within seconds; and a mount's own caches still serve it
+//! (a mount does not invalidate what it changed itself).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[path = "fuse/mount.rs"]
+mod mount;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{scaled, Cluster};
+use mount::Mount;
+
+/// Caches far longer than the test: expiry cannot explain what it sees.
+const LONG: &[&str] = &[
+    "--attr-timeout",
+    "600s",
+    "--entry-timeout",
+    "600s",
+    "--cache-timeout",
+    "600s",
+];
+
+/// Longest a change may take to reach the other mount here (a few milliseconds on
+/// an idle machine).
+fn reach() -> Duration {
+    scaled(Duration::from_secs(10))
+}
+
+/// Waits until `seen` holds of what mount A shows, or fails with `what`.
+fn until(what: &str, mut seen: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if seen() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < reach(),
+            "mount A did not see {what} within {:?}",
+            reach()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn size(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+#[test]
+fn a_change_through_one_mount_reaches_the_caches_of_another() {
+    let cluster = Cluster::start();
+    let a = Mount::start(&cluster, LONG);
+    let b = Mount::start(&cluster, LONG);
+    let mut took = Vec::new();
+
+    // Contents and size: A caches the file's attributes and pages.
+    std::fs::write(b.join("f"), b"first version").unwrap();
+    until("a file B wrote", || {
+        std::fs::read(a.join("f")).is_ok_and(|d| d == b"first version")
+    });
+    assert_eq!(size(&a.join("f")), Some(13));
+    std::fs::write(b.join("f"), b"second, longer version").unwrap();
+    took.push(until("B's new contents and size", || {
+        size(&a.join("f")) == Some(22)
+            && std::fs::read(a.join("f")).is_ok_and(|d| d == b"second, longer version")
+    }));
+    // The same size, other bytes: the cached pages must go.
+    std::fs::write(b.join("f"), b"SECOND, LONGER VERSION").unwrap();
+    took.push(until("B's rewrite of the same length", || {
+        std::fs::read(a.join("f")).is_ok_and(|d| d == b"SECOND, LONGER VERSION")
+    }));
+
+    // Mode.
+    std::fs::set_permissions(b.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    took.push(until("B's chmod", || {
+        std::fs::metadata(a.join("f")).is_ok_and(|m| m.permissions().mode() & 0o7777 == 0o600)
+    }));
+
+    // A name A cached as absent (a negative entry), then created by B.
+    assert!(!a.join("late").exists());
+    std::fs::write(b.join("late"), b"x").unwrap();
+    took.push(until("a name B created where A saw none", || {
+        a.join("late").exists()
+    }));
+
+    // Rename and unlink.
+    std::fs::rename(b.join("late"), b.join("moved")).unwrap();
+    took.push(until("B's rename taking the old name away", || {
+        !a.join("late").exists()
+    }));
+    took.push(until("B's rename giving the new name", || {
+        a.join("moved").exists()
+    }));
+    std::fs::remove_file(b.join("moved")).unwrap();
+    took.push(until("B's unlink", || !a.join("moved").exists()));
+
+    // A directory's listing (the kernel caches it with the directory's pages).
+    std::fs::create_dir(b.join("d")).unwrap();
+    let names = |p: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    until("B's new directory", || {
+        names(&a.join("d")).is_empty() && a.join("d").is_dir()
+    });
+    std::fs::write(b.join("d/one"), b"1").unwrap();
+    took.push(until("an entry B added to a directory A listed", || {
+        names(&a.join("d")) == ["one"]
+    }));
+
+    // A mount's own changes are its own to cache: A writes, B sees, A still reads
+    // its file (no feedback of its own change breaks its caches).
+    std::fs::write(a.join("mine"), b"from A").unwrap();
+    until("A's own file through B", || {
+        std::fs::read(b.join("mine")).is_ok_and(|d| d == b"from A")
+    });
+    assert_eq!(std::fs::read(a.join("mine")).unwrap(), b"from A");
+
+    took.sort();
+    eprintln!("changes reached the other mount in {took:?}");
+    drop(a);
+    drop(b);
+}
