@@ -7,7 +7,7 @@ use pvfs_proto::{rights, Attr, Errno, Extent, Handle, Regions};
 
 use crate::caps::Granted;
 use crate::error::{Error, Result};
-use crate::io;
+use crate::io::{self, WrittenStats};
 use crate::Client;
 
 /// Most extents one request carries; longer lists are sent in several rounds.
@@ -117,8 +117,30 @@ impl File {
     /// Writes `buf` to `regions` (list I/O, writex): the buffer holds the regions'
     /// bytes one after the other. One request per involved data server.
     pub async fn write_regions(&self, regions: &Regions, buf: &[u8]) -> Result<u64> {
+        self.write_regions_stats(regions, buf).await.map(|(n, _)| n)
+    }
+
+    /// [`File::write_at`], also returning what the data servers said of the
+    /// datafiles written (index in the layout, stats after the write): with the
+    /// stats of the others, the file's size and times without asking.
+    pub async fn write_at_stats(&self, offset: u64, buf: &[u8]) -> Result<(usize, WrittenStats)> {
+        if buf.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let (n, stats) = self
+            .write_regions_stats(&Regions::contig(offset, buf.len() as u64), buf)
+            .await?;
+        Ok((n as usize, stats))
+    }
+
+    async fn write_regions_stats(
+        &self,
+        regions: &Regions,
+        buf: &[u8],
+    ) -> Result<(u64, WrittenStats)> {
         let c = &self.client;
         let mut done = 0;
+        let mut stats = WrittenStats::new();
         for (part, range) in split(regions, buf.len())? {
             let mut caps = self.caps(rights::WRITE).await?;
             let n = loop {
@@ -137,9 +159,10 @@ impl File {
                     other => break other?,
                 }
             };
-            done += n;
+            done += n.0;
+            stats.extend(n.1);
         }
-        Ok(done)
+        Ok((done, stats))
     }
 
     /// Reads `regions` into `buf` (list I/O, readx); returns how many of the bytes

@@ -36,7 +36,12 @@ pub(crate) fn check(regions: &Regions, buf_len: usize) -> Result<()> {
     Ok(())
 }
 
-/// Writes `buf` to the bytes `regions` describe (in stream order); returns bytes written.
+/// What data servers said of the datafiles a write changed: (index in the layout,
+/// size, modification time and allocation after the write).
+pub type WrittenStats = Vec<(usize, DatafileStat)>;
+
+/// Writes `buf` to the bytes `regions` describe (in stream order); returns bytes
+/// written and the written datafiles' stats after it.
 pub(crate) async fn write(
     pool: &Pool,
     creds: &Creds,
@@ -45,7 +50,7 @@ pub(crate) async fn write(
     regions: &Regions,
     buf: &[u8],
     sync: bool,
-) -> Result<u64> {
+) -> Result<(u64, WrittenStats)> {
     check(regions, buf.len())?;
     let stripe = layout.stripe();
     let jobs = (0..stripe.count).filter_map(|idx| {
@@ -58,7 +63,11 @@ pub(crate) async fn write(
         })
     });
     let written = try_join_all(jobs).await?;
-    Ok(written.iter().sum())
+    let bytes = written.iter().map(|(_, n, _)| n).sum();
+    Ok((
+        bytes,
+        written.into_iter().map(|(idx, _, st)| (idx, st)).collect(),
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -73,7 +82,7 @@ async fn write_one(
     buf: &[u8],
     bytes: u64,
     sync: bool,
-) -> Result<u64> {
+) -> Result<(usize, u64, DatafileStat)> {
     let df = layout.datafiles[idx as usize];
     let server = df.server as usize;
     let body = encode(&RequestBody {
@@ -113,8 +122,8 @@ async fn write_one(
     }
     let frame = pool.recv(server, &mut call).await?;
     match pool.response(server, &frame)? {
-        Response::Written { bytes: done } if done == bytes => Ok(done),
-        Response::Written { bytes: done } => Err(Error::new(
+        Response::Written { bytes: done, stat } if done == bytes => Ok((idx as usize, done, stat)),
+        Response::Written { bytes: done, .. } => Err(Error::new(
             Errno::EIO,
             format!("server {} wrote {done} of {bytes} bytes", pool.name(server)),
         )),

@@ -165,7 +165,7 @@ pub(crate) fn merge_data_mtime(attr: &mut Attr, data_mtime: pvfs_proto::Timespec
 /// Fills in a regular file's size, block count and modification time from the stats
 /// of its datafiles (in layout order): the size from the stripe arithmetic, the blocks
 /// from what the data servers allocate, the mtime by [`merge_data_mtime`].
-pub(crate) fn apply_datafile_stats(attr: &mut Attr, layout: &Layout, stats: &[DatafileStat]) {
+pub fn apply_datafile_stats(attr: &mut Attr, layout: &Layout, stats: &[DatafileStat]) {
     let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
     attr.size = layout.stripe().file_size(&sizes);
     attr.blocks = stats
@@ -574,18 +574,6 @@ impl Client {
     }
 
     /// Opens a file by handle (for callers that keep handles, e.g. a FUSE mount).
-    /// Opens the regular file whose attributes the caller holds and knows current
-    /// (a mount whose caches the change feeds keep): no server is asked.
-    pub fn open_attr(&self, attr: Attr) -> Result<File> {
-        match attr.kind() {
-            ObjKind::File if attr.layout().is_some() => Ok(File::new(self.clone(), attr)),
-            _ => Err(Error::new(
-                Errno::EISDIR,
-                format!("{:#x} is not a regular file", attr.handle),
-            )),
-        }
-    }
-
     pub async fn open_handle(&self, handle: Handle) -> Result<File> {
         let attr = self.getattr(handle).await?;
         match attr.kind() {

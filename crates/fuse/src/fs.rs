@@ -280,6 +280,9 @@ impl Filesystem for PvfsFs {
         let inner = self.inner.clone();
         let handle = inner.handle(ino);
         let ttl = self.inner.attr_ttl();
+        if let Some(Some(a)) = guarded("getattr", || inner.getattr_now(handle)) {
+            return reply.attr(&ttl, &a);
+        }
         self.run(
             reply,
             async move { inner.getattr(handle).await },
@@ -476,6 +479,13 @@ impl Filesystem for PvfsFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let inner = self.inner.clone();
         let handle = inner.handle(ino);
+        // Answered here when no server need be asked (no hop to the runtime).
+        match guarded("open", || inner.open_now(handle, flags.0)) {
+            Some(Some(Ok((fh, how)))) => return reply.opened(FileHandle(fh), how),
+            Some(Some(Err(e))) => return reply.error(e),
+            Some(None) => {}
+            None => return reply.error(Errno::EIO),
+        }
         self.run(
             reply,
             async move { inner.open(handle, flags.0).await },
@@ -594,6 +604,26 @@ impl Filesystem for PvfsFs {
         reply: ReplyEmpty,
     ) {
         let inner = self.inner.clone();
+        // Answered here when no server need be asked (no hop to the runtime).
+        match guarded("release", || {
+            inner.release_now(fh.0, lock_owner.map(|o| o.0))
+        }) {
+            Some(Some(None)) => return reply.ok(),
+            Some(Some(Some(orphan))) => {
+                // Unlinked between the check and the close: deleted before the
+                // answer, as the general way does.
+                return self.run(
+                    reply,
+                    async move {
+                        inner.remove_orphan(orphan).await;
+                        Ok(())
+                    },
+                    |r, ()| r.ok(),
+                );
+            }
+            Some(None) => {}
+            None => return reply.error(Errno::EIO),
+        }
         self.run(
             reply,
             async move {
@@ -678,6 +708,10 @@ impl Filesystem for PvfsFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let fh = self.inner.tables.open_dir(self.inner.handle(ino));
+        // Listings are not kept by the kernel (`FOPEN_CACHE_DIR`): a kept listing
+        // carries no attributes, so an `ls -l` after an `ls` would look every name
+        // up alone instead of reading the attributes with the names
+        // (docs/fuse.md, "Caching").
         reply.opened(FileHandle(fh), FopenFlags::empty());
     }
 

@@ -365,6 +365,22 @@ impl Inner {
         Ok(self.fattr(&attr))
     }
 
+    /// A directory's attributes from the recent cache, without waiting (on a FUSE
+    /// thread); None when the servers must be asked ([`Inner::getattr`]).
+    pub(crate) fn getattr_now(&self, handle: Handle) -> Option<FileAttr> {
+        if let Some(dir) = self.tables.dir_attr(handle, self.attr_ttl()) {
+            return Some(self.fattr(&dir));
+        }
+        // A file whose every datafile this mount knows (it created the file, or
+        // wrote it since), while other clients' changes reach it: its size and times
+        // are known here.
+        if self.opts.write_behind || !self.coherent() {
+            return None;
+        }
+        let attr = self.tables.known_file_attr(handle)?;
+        Some(self.fattr(&attr))
+    }
+
     pub(crate) async fn getattr(&self, handle: Handle) -> OpResult<FileAttr> {
         // The kernel asks again for a directory's attributes after every create or
         // remove in it (to check permissions): what was seen within the attribute
@@ -584,6 +600,7 @@ impl Inner {
             Ok(file) => {
                 let handle = file.handle();
                 self.tables.note(file.attr());
+                self.tables.fresh_datafiles(file.attr());
                 self.tables.note_name(parent, name, handle, ObjKind::File);
                 self.tables.dir_changed(parent, file.attr().ctime, 0);
                 let fattr = self.fattr(file.attr());
@@ -795,20 +812,13 @@ impl Inner {
         if !self.tables.begin_open(handle) {
             return Err(Errno::ENOENT);
         }
-        // While the feeds run, the attributes kept are current: no server is asked.
-        let known = self
-            .tables
-            .file_attr(handle)
-            .filter(|_| self.coherent() && flags & libc::O_TRUNC == 0);
         let opened = async {
-            let file = match known {
-                Some(attr) => self.client.open_attr(attr)?,
-                None => self.client.open_handle(handle).await?,
-            };
+            let file = self.client.open_handle(handle).await?;
             if flags & libc::O_TRUNC != 0 {
                 if let Some(p) = self.tables.any_pending(handle) {
                     p.drain().await;
                 }
+                self.tables.forget_file_attr(handle);
                 file.truncate(0).await?;
                 self.tables.note_write(handle);
                 self.tables.note_size(handle, 0);
@@ -820,12 +830,7 @@ impl Inner {
         }
         .await;
         match opened {
-            Ok(file) => {
-                self.tables.note(file.attr());
-                let mode = file.attr().mode;
-                self.tables.set_privileged(handle, privileged(mode));
-                Ok(self.add_open(handle, file, flags))
-            }
+            Ok(file) => Ok(self.opened(handle, file, flags)),
             Err(e) => {
                 if self.tables.end_open(handle) {
                     self.remove_orphan(handle).await;
@@ -835,7 +840,54 @@ impl Inner {
         }
     }
 
-    async fn remove_orphan(&self, handle: Handle) {
+    /// Opens `handle` without waiting (on a FUSE thread) when no server need be
+    /// asked: while the change feeds run, the file's attributes kept are current.
+    /// None when it must go the general way ([`Inner::open`]).
+    pub(crate) fn open_now(
+        &self,
+        handle: Handle,
+        flags: i32,
+    ) -> Option<OpResult<(u64, FopenFlags)>> {
+        if flags & libc::O_TRUNC != 0 || !self.coherent() {
+            return None;
+        }
+        let attr = self.tables.file_attr(handle)?;
+        let file = self.client.file_from_attr(attr).ok()?;
+        if !self.tables.begin_open(handle) {
+            return Some(Err(Errno::ENOENT));
+        }
+        Some(Ok(self.opened(handle, file, flags)))
+    }
+
+    /// Registers a file just opened: a new file handle, and how the kernel serves it.
+    fn opened(&self, handle: Handle, file: pvfs_client::File, flags: i32) -> (u64, FopenFlags) {
+        self.tables.note(file.attr());
+        self.tables
+            .set_privileged(handle, privileged(file.attr().mode));
+        self.add_open(handle, file, flags)
+    }
+
+    /// Releases file handle `fh` without waiting (on a FUSE thread) when that takes no
+    /// server: no background writes, no locks taken through it or by `owner`, not a
+    /// file unlinked while open. None when it must go the general way
+    /// ([`Inner::release`]); otherwise the handle of an object an unlink that came
+    /// in between left for this close to delete ([`Inner::remove_orphan`]).
+    pub(crate) fn release_now(&self, fh: u64, owner: Option<u64>) -> Option<Option<Handle>> {
+        if self.opts.write_behind || self.tables.has_lock_owners(fh) {
+            return None;
+        }
+        let handle = self.tables.file(fh)?.handle;
+        if self.tables.is_orphan(handle)
+            || owner.is_some_and(|o| self.client.may_hold_locks(handle, o))
+        {
+            return None;
+        }
+        let of = self.tables.remove_file(fh)?;
+        Some(self.tables.end_open(of.handle).then_some(of.handle))
+    }
+
+    /// Deletes an object whose last name went while it was open, at its last close.
+    pub(crate) async fn remove_orphan(&self, handle: Handle) {
         if let Err(e) = self.client.remove_object(handle).await {
             tracing::warn!("unlinked file {handle:#x} left behind (fsck removes it): {e}");
         }
@@ -953,11 +1005,18 @@ impl Inner {
         data: &[u8],
         uid: u32,
     ) -> OpResult<u32> {
-        let written = of.file.write_at(offset, data).await;
+        let written = of.file.write_at_stats(offset, data).await;
         // Counted once the write is over, so read-ahead fetched before or during it
         // is not used after it (even if it failed part way).
         self.tables.note_write(of.handle);
-        let n = written.map_err(errno)?;
+        let (n, stats) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                self.tables.forget_file_attr(of.handle);
+                return Err(errno(e));
+            }
+        };
+        self.tables.note_datafile_stats(of.handle, &stats);
         self.tables
             .grow_size(of.handle, offset.saturating_add(n as u64));
         if uid != 0 && self.tables.take_privileged(of.handle) {
@@ -1029,6 +1088,7 @@ impl Inner {
         if let Some(p) = self.tables.any_pending(of.handle) {
             p.drain().await;
         }
+        self.tables.forget_file_attr(of.handle);
         let done = of.file.fallocate(mode, offset, len).await;
         // Punched and zeroed bytes change: read-ahead fetched before must not be used.
         self.tables.note_write(of.handle);

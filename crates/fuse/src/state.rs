@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use pvfs_client::{Attr, DirEntry, File};
 use pvfs_proto::layout::Layout;
+use pvfs_proto::message::DatafileStat;
 use pvfs_proto::Handle;
 
 use crate::readahead::ReadAhead;
@@ -90,6 +91,10 @@ pub(crate) struct Tables {
     /// Files' attributes as last answered by their servers: an open while the
     /// change feeds run needs no server (another client's change drops them).
     file_attrs: Mutex<HashMap<Handle, Attr>>,
+    /// What the data servers last said of each datafile of a file this mount
+    /// created or wrote (in layout order; None: not known): with all known, the
+    /// file's size and times need no server.
+    data_stats: Mutex<HashMap<Handle, Vec<Option<DatafileStat>>>>,
     /// Which object a name of a directory meant when last seen (files and
     /// symlinks only): lets an unlink name the object it expects to remove.
     names: Mutex<HashMap<(Handle, String), Handle>>,
@@ -120,6 +125,7 @@ impl Tables {
             layouts: Mutex::new(HashMap::new()),
             datafiles: Mutex::new(HashMap::new()),
             file_attrs: Mutex::new(HashMap::new()),
+            data_stats: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             sizes: Mutex::new(HashMap::new()),
             lock_owners: Mutex::new(HashMap::new()),
@@ -469,7 +475,7 @@ impl Tables {
 
     /// Forgets a deleted file's layout.
     pub(crate) fn forget_layout(&self, handle: Handle) {
-        lock(&self.file_attrs).remove(&handle);
+        self.forget_file_attr(handle);
         let mut m = lock(&self.layouts);
         if let Some(layout) = m.remove(&handle) {
             let mut d = lock(&self.datafiles);
@@ -484,9 +490,65 @@ impl Tables {
         lock(&self.file_attrs).get(&handle).cloned()
     }
 
-    /// Forgets file `handle`'s attributes (this mount changed them).
+    /// Forgets file `handle`'s attributes and datafile stats (this mount changed
+    /// them in a way it does not follow: truncation, preallocation, a failed write).
     pub(crate) fn forget_file_attr(&self, handle: Handle) {
         lock(&self.file_attrs).remove(&handle);
+        lock(&self.data_stats).remove(&handle);
+    }
+
+    /// A file just created: every datafile is empty.
+    pub(crate) fn fresh_datafiles(&self, attr: &Attr) {
+        let Some(layout) = attr.layout() else { return };
+        let empty = DatafileStat {
+            size: 0,
+            mtime: pvfs_client::Timespec::default(),
+            allocated: 0,
+        };
+        let mut m = lock(&self.data_stats);
+        if m.len() >= LAYOUT_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(attr.handle, vec![Some(empty); layout.datafiles.len()]);
+    }
+
+    /// Takes in what data servers said of datafiles of `handle` after a write: a
+    /// datafile's size and times only grow with writes (truncation forgets them), so
+    /// of two answers that cross the later one wins field by field.
+    pub(crate) fn note_datafile_stats(&self, handle: Handle, stats: &[(usize, DatafileStat)]) {
+        let mut m = lock(&self.data_stats);
+        let Some(known) = m.get_mut(&handle) else {
+            return;
+        };
+        for (idx, st) in stats {
+            let Some(slot) = known.get_mut(*idx) else {
+                continue;
+            };
+            *slot = Some(match slot.take() {
+                Some(old) => DatafileStat {
+                    size: old.size.max(st.size),
+                    mtime: old.mtime.max(st.mtime),
+                    allocated: old.allocated.max(st.allocated),
+                },
+                None => *st,
+            });
+        }
+    }
+
+    /// File `handle`'s attributes from what is kept, when every datafile is known.
+    pub(crate) fn known_file_attr(&self, handle: Handle) -> Option<Attr> {
+        let stats: Vec<DatafileStat> = lock(&self.data_stats)
+            .get(&handle)?
+            .iter()
+            .cloned()
+            .collect::<Option<Vec<_>>>()?;
+        let mut attr = self.file_attr(handle)?;
+        let layout = attr.layout()?.clone();
+        if layout.datafiles.len() != stats.len() {
+            return None;
+        }
+        pvfs_client::apply_datafile_stats(&mut attr, &layout, &stats);
+        Some(attr)
     }
 
     /// The file datafile `handle` belongs to, if its layout is known.
@@ -512,6 +574,7 @@ impl Tables {
         handles.extend(lock(&self.sizes).drain().map(|(h, _)| h));
         handles.extend(lock(&self.layouts).keys().copied());
         lock(&self.file_attrs).clear();
+        lock(&self.data_stats).clear();
         handles.extend(lock(&self.inodes).keys().copied());
         handles.sort_unstable();
         handles.dedup();

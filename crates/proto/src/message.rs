@@ -698,8 +698,10 @@ wire_enum! {
         20 => HardLinked { attr: Attr, changed: Timespec },
         /// Answer to `Precreate`: handles `first .. first + count`.
         30 => Handles { first: Handle, count: u32 },
-        /// Answer to `Write`: bytes written.
-        31 => Written { bytes: u64 },
+        /// Answer to `Write`: bytes written, and the datafile's size, modification
+        /// time and allocation after them (a client that knows every datafile's
+        /// knows the file's attributes without asking).
+        31 => Written { bytes: u64, stat: DatafileStat },
         /// First frame of the answer to `Read`: the datafile's local size. The stream
         /// that follows holds the requested pieces cut at that size.
         32 => ReadStart { local_size: u64 },

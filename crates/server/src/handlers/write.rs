@@ -33,6 +33,8 @@ pub async fn handle(
     let mut end = stream.is_none() || first.end;
     let mut chunk = first;
     let mut pieces = Vec::new();
+    // The datafile's size and times after the last chunk, for the answer.
+    let mut after = None;
     loop {
         if !chunk.buf.is_empty() {
             let n = chunk.buf.len() as u64;
@@ -48,17 +50,19 @@ pub async fn handle(
             received += n;
             let runs = local_runs(&pieces);
             let data = ctx.data.clone();
+            let last = end;
             // The chunk (and its share of the buffer budget) is released once written.
-            ctx.blocking(move || {
-                let mut at = 0usize;
-                for (off, len) in runs {
-                    let len = len as usize;
-                    data.write_at(handle, off, &chunk.buf[at..at + len])?;
-                    at += len;
-                }
-                Ok(())
-            })
-            .await?;
+            after = ctx
+                .blocking(move || {
+                    let mut at = 0usize;
+                    for (off, len) in runs {
+                        let len = len as usize;
+                        data.write_at(handle, off, &chunk.buf[at..at + len])?;
+                        at += len;
+                    }
+                    Ok(if last { Some(data.stat(handle)?) } else { None })
+                })
+                .await?;
         }
         if end {
             break;
@@ -88,7 +92,17 @@ pub async fn handle(
         let data = ctx.data.clone();
         ctx.blocking(move || Ok(data.sync(handle)?)).await?;
     }
-    Ok(Response::Written { bytes: received })
+    let stat = match after {
+        Some(st) => st,
+        None => {
+            let data = ctx.data.clone();
+            ctx.blocking(move || Ok(data.stat(handle)?)).await?
+        }
+    };
+    Ok(Response::Written {
+        bytes: received,
+        stat,
+    })
 }
 
 /// Checks the stripe geometry a data request carries.
