@@ -123,6 +123,17 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
         names(&a.join("d")) == ["one"]
     }));
 
+    // A directory A made and filled itself: A answers for the names it lacks without
+    // asking, until another client adds one.
+    std::fs::create_dir(a.join("k")).unwrap();
+    std::fs::write(a.join("k/mine"), b"a").unwrap();
+    assert!(!a.join("k/theirs").exists());
+    std::fs::write(b.join("k/theirs"), b"b").unwrap();
+    took.push(until("a name B added in a directory A made", || {
+        a.join("k/theirs").exists()
+    }));
+    assert_eq!(names(&a.join("k")), ["mine", "theirs"]);
+
     // A mount's own changes are its own to cache: A writes, B sees, A still reads
     // its file (no feedback of its own change breaks its caches).
     std::fs::write(a.join("mine"), b"from A").unwrap();

@@ -132,6 +132,7 @@ fn forget(inner: &Inner, change: &Changed) -> Vec<Forget> {
     out.push(Forget::Inode(ino_of(inner.root, handle)));
     if let Some((dir, name)) = &change.entry {
         inner.tables.forget_name(*dir, name);
+        inner.tables.dir_unknown(*dir);
         out.push(Forget::Entry(ino_of(inner.root, *dir), name.into()));
     }
     out

@@ -254,6 +254,23 @@ impl Filesystem for PvfsFs {
         // entry time: names programs probe for (headers, modules) are asked once.
         let negative_ttl = self.inner.opts.entry_timeout;
         let (attr_ttl, entry_ttl) = self.ttls();
+        // In a directory whose every name the mount knows (it made it, and every
+        // change since was its own), a name it does not know is answered here: the
+        // lookup that comes before each create.
+        let absent = guarded("lookup", || inner.surely_absent(parent, &name));
+        match absent {
+            Some(true) if negative_ttl > Duration::ZERO => {
+                return reply.entry_with_ttls(
+                    &Duration::ZERO,
+                    &negative_ttl,
+                    &crate::attr::negative(),
+                    Generation(0),
+                )
+            }
+            Some(true) => return reply.error(Errno::ENOENT),
+            Some(false) => {}
+            None => return reply.error(Errno::EIO),
+        }
         self.run(
             reply,
             async move {

@@ -365,6 +365,12 @@ impl Inner {
         Ok(self.fattr(&attr))
     }
 
+    /// Whether `name` is surely not in `parent`, as this mount knows every name there
+    /// (a name a lookup would refuse is left to it, for its error).
+    pub(crate) fn surely_absent(&self, parent: Handle, name: &OsStr) -> bool {
+        lookup_name(name).is_ok_and(|n| self.coherent() && self.tables.surely_absent(parent, n))
+    }
+
     /// A directory's attributes from the recent cache, without waiting (on a FUSE
     /// thread); None when the servers must be asked ([`Inner::getattr`]).
     pub(crate) fn getattr_now(&self, handle: Handle) -> Option<FileAttr> {
@@ -511,7 +517,8 @@ impl Inner {
                 .with_umask(umask)
                 .mknod_under(&pattr, name, kind, mode, u64::from(rdev))
                 .await
-                .map_err(errno)?;
+                .map_err(|e| self.failed_in(parent, e))?;
+            self.tables.name_made(parent, name);
             self.tables
                 .note_name(parent, name, attr.handle, attr.kind());
             self.tables.dir_changed(parent, attr.ctime, 0);
@@ -526,8 +533,10 @@ impl Inner {
             .with_umask(umask)
             .create_under(&pattr, name, mode, LayoutSpec::default())
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.failed_in(parent, e))?;
         self.tables.note(file.attr());
+        self.tables.fresh_datafiles(file.attr());
+        self.tables.name_made(parent, name);
         self.tables
             .note_name(parent, name, file.handle(), ObjKind::File);
         self.tables.dir_changed(parent, file.attr().ctime, 0);
@@ -549,9 +558,13 @@ impl Inner {
             .with_umask(umask)
             .mkdir_under(&pattr, name, mode)
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.failed_in(parent, e))?;
         self.tables.note_dir(&attr);
         self.tables.dir_changed(parent, attr.ctime, 1);
+        self.tables.name_made(parent, name);
+        if self.coherent() {
+            self.tables.dir_made(attr.handle);
+        }
         Ok(self.fattr(&attr))
     }
 
@@ -573,7 +586,8 @@ impl Inner {
             .caller(&c)
             .symlink_at(parent, name, target)
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.failed_in(parent, e))?;
+        self.tables.name_made(parent, name);
         self.tables
             .note_name(parent, name, attr.handle, ObjKind::Symlink);
         self.tables.dir_changed(parent, attr.ctime, 0);
@@ -601,6 +615,7 @@ impl Inner {
                 let handle = file.handle();
                 self.tables.note(file.attr());
                 self.tables.fresh_datafiles(file.attr());
+                self.tables.name_made(parent, name);
                 self.tables.note_name(parent, name, handle, ObjKind::File);
                 self.tables.dir_changed(parent, file.attr().ctime, 0);
                 let fattr = self.fattr(file.attr());
@@ -617,6 +632,7 @@ impl Inner {
             }
             Err(e) if e.errno == pvfs_client::Errno::EEXIST && flags & libc::O_EXCL == 0 => {
                 // Someone created it since the kernel looked: open it as open(2) would.
+                self.tables.dir_unknown(parent);
                 let attr = self
                     .caller(&creds)
                     .lookup(parent, name)
@@ -647,7 +663,7 @@ impl Inner {
                     }
                 }
             }
-            Err(e) => Err(errno(e)),
+            Err(e) => Err(self.failed_in(parent, e)),
         }
     }
 
@@ -666,6 +682,7 @@ impl Inner {
                     Ok((gone, leftovers)) => {
                         self.tables.forget_name(parent, name);
                         self.tables.dir_changed(parent, gone.changed, 0);
+                        self.tables.name_gone(parent, name);
                         if matches!(gone.left, Remains::Deleted(_)) {
                             self.tables.forget_layout(h);
                         }
@@ -676,14 +693,18 @@ impl Inner {
                     Err(e) if e.errno == pvfs_client::Errno::ESTALE => {}
                     Err(e) => {
                         self.tables.forget_name(parent, name);
-                        return Err(errno(e));
+                        return Err(self.failed_in(parent, e));
                     }
                 }
             }
         }
         // Otherwise remove the name; an object left without a name is kept, and
         // deleted unless open.
-        let gone = caller.unlink_at(parent, name, true).await.map_err(errno)?;
+        let gone = caller
+            .unlink_at(parent, name, true)
+            .await
+            .map_err(|e| self.failed_in(parent, e))?;
+        self.tables.name_gone(parent, name);
         self.tables.forget_name(parent, name);
         self.tables.dir_changed(parent, gone.changed, 0);
         if gone.left == Remains::Kept {
@@ -697,7 +718,9 @@ impl Inner {
         let done = self.caller(&creds).rmdir_at(parent, name).await;
         // Its time and link count changed (or may have): asked again when needed.
         self.tables.forget_dir(parent);
-        done.map_err(errno)
+        done.map_err(|e| self.failed_in(parent, e))?;
+        self.tables.name_gone(parent, name);
+        Ok(())
     }
 
     pub(crate) async fn link(
@@ -712,7 +735,8 @@ impl Inner {
             .caller(&creds)
             .link_at(handle, newparent, name)
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.failed_in(newparent, e))?;
+        self.tables.name_made(newparent, name);
         self.tables.note(&attr);
         self.tables
             .note_name(newparent, name, attr.handle, attr.kind());
@@ -748,7 +772,14 @@ impl Inner {
         // Times and link counts of both directories changed (or may have).
         self.tables.forget_dir(parent);
         self.tables.forget_dir(newparent);
-        let replaced = renamed.map_err(errno)?;
+        let replaced = renamed.map_err(|e| {
+            self.tables.dir_unknown(parent);
+            self.failed_in(newparent, e)
+        })?;
+        if mode != RenameMode::Exchange {
+            self.tables.name_gone(parent, name);
+            self.tables.name_made(newparent, newname);
+        }
         self.tables.rename_name(
             (parent, name),
             (newparent, newname),
@@ -838,6 +869,14 @@ impl Inner {
                 Err(errno(e))
             }
         }
+    }
+
+    /// The errno of a namespace change in `dir` that failed: `dir`'s names are no
+    /// longer known completely here (the failure may mean another client changed
+    /// them, or left a step half done).
+    fn failed_in(&self, dir: Handle, e: pvfs_client::Error) -> Errno {
+        self.tables.dir_unknown(dir);
+        errno(e)
     }
 
     /// Opens `handle` without waiting (on a FUSE thread) when no server need be

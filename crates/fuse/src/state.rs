@@ -26,6 +26,9 @@ const DIR_CACHE_MAX: usize = 65536;
 const LAYOUT_CACHE_MAX: usize = 65536;
 /// Names remembered before the cache is emptied (a memory bound).
 const NAME_CACHE_MAX: usize = 1 << 18;
+/// Most names kept in all the directories whose every name the mount knows
+/// ([`Tables::surely_absent`]); beyond it they are all forgotten.
+const KNOWN_NAMES_MAX: usize = 1 << 20;
 /// File sizes remembered before the cache is emptied (a memory bound).
 const SIZE_CACHE_MAX: usize = 1 << 18;
 
@@ -95,6 +98,11 @@ pub(crate) struct Tables {
     /// created or wrote (in layout order; None: not known): with all known, the
     /// file's size and times need no server.
     data_stats: Mutex<HashMap<Handle, Vec<Option<DatafileStat>>>>,
+    /// Directories whose every name this mount knows: it made them, and each change
+    /// in them since was its own (another client's, reported by a change feed, or a
+    /// failure ends that). A lookup of a name not among them is answered ENOENT
+    /// without a server, as a create's first step always is.
+    known_dirs: Mutex<KnownDirs>,
     /// Which object a name of a directory meant when last seen (files and
     /// symlinks only): lets an unlink name the object it expects to remove.
     names: Mutex<HashMap<(Handle, String), Handle>>,
@@ -105,6 +113,13 @@ pub(crate) struct Tables {
     /// release: OFD locks and `flock`s end at the last close of an open file).
     lock_owners: Mutex<HashMap<u64, Vec<u64>>>,
     next_fh: AtomicU64,
+}
+
+/// The names of the directories a mount knows completely, and their count.
+#[derive(Default)]
+pub(crate) struct KnownDirs {
+    dirs: HashMap<Handle, std::collections::HashSet<String>>,
+    names: usize,
 }
 
 /// Locks a mutex, recovering the data if a holder panicked (the tables stay usable).
@@ -126,6 +141,7 @@ impl Tables {
             datafiles: Mutex::new(HashMap::new()),
             file_attrs: Mutex::new(HashMap::new()),
             data_stats: Mutex::new(HashMap::new()),
+            known_dirs: Mutex::new(KnownDirs::default()),
             names: Mutex::new(HashMap::new()),
             sizes: Mutex::new(HashMap::new()),
             lock_owners: Mutex::new(HashMap::new()),
@@ -556,6 +572,59 @@ impl Tables {
         lock(&self.datafiles).get(&handle).copied()
     }
 
+    // ----- directories known completely ---------------------------------------
+
+    /// Directory `dir` was just made by this mount: it is empty.
+    pub(crate) fn dir_made(&self, dir: Handle) {
+        let mut k = lock(&self.known_dirs);
+        if k.dirs.len() >= DIR_CACHE_MAX {
+            *k = KnownDirs::default();
+        }
+        k.dirs.insert(dir, Default::default());
+    }
+
+    /// This mount added `name` to `dir`.
+    pub(crate) fn name_made(&self, dir: Handle, name: &str) {
+        let mut k = lock(&self.known_dirs);
+        let Some(names) = k.dirs.get_mut(&dir) else {
+            return;
+        };
+        if names.insert(name.to_string()) {
+            k.names += 1;
+            if k.names > KNOWN_NAMES_MAX {
+                *k = KnownDirs::default();
+            }
+        }
+    }
+
+    /// This mount removed `name` from `dir`.
+    pub(crate) fn name_gone(&self, dir: Handle, name: &str) {
+        let mut k = lock(&self.known_dirs);
+        let Some(names) = k.dirs.get_mut(&dir) else {
+            return;
+        };
+        if names.remove(name) {
+            k.names -= 1;
+        }
+    }
+
+    /// `dir` is no longer known completely (another client changed it, or a change
+    /// of this mount failed in a way that leaves its names in doubt).
+    pub(crate) fn dir_unknown(&self, dir: Handle) {
+        let mut k = lock(&self.known_dirs);
+        if let Some(names) = k.dirs.remove(&dir) {
+            k.names -= names.len();
+        }
+    }
+
+    /// Whether `name` is surely not in `dir` (`dir` known completely, without it).
+    pub(crate) fn surely_absent(&self, dir: Handle, name: &str) -> bool {
+        lock(&self.known_dirs)
+            .dirs
+            .get(&dir)
+            .is_some_and(|names| !names.contains(name))
+    }
+
     // ----- another client's changes ------------------------------------------
 
     /// Forgets what is cached of object `handle`, which another client changed: a
@@ -575,6 +644,7 @@ impl Tables {
         handles.extend(lock(&self.layouts).keys().copied());
         lock(&self.file_attrs).clear();
         lock(&self.data_stats).clear();
+        *lock(&self.known_dirs) = KnownDirs::default();
         handles.extend(lock(&self.inodes).keys().copied());
         handles.sort_unstable();
         handles.dedup();
