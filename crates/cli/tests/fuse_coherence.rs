@@ -1,8 +1,8 @@
 //! Coherent caching across mounts: two mounts of one file system (two clients),
 //! each letting the kernel cache names, attributes and pages for ten minutes, so
 //! only the servers' change feeds can explain one mount seeing the other's change.
-//! Every change made through mount B (contents, size, mode, a new name where A
-//! cached its absence, a rename, an unlink, a new directory entry seen by `ls`) is
+//! Every change made through mount B (contents, size, mode, an ACL, a new name where
+//! A cached its absence, a rename, an unlink, a new directory entry seen by `ls`) is
 //! seen through mount A within seconds; and a mount's own caches still serve it
 //! (a mount does not invalidate what it changed itself).
 #![allow(clippy::unwrap_used)]
@@ -82,6 +82,26 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
     std::fs::set_permissions(b.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
     took.push(until("B's chmod", || {
         std::fs::metadata(a.join("f")).is_ok_and(|m| m.permissions().mode() & 0o7777 == 0o600)
+    }));
+
+    // An ACL (it travels with the attributes A holds).
+    let acl_of = |p: &Path| -> String {
+        let out = std::process::Command::new("getfacl")
+            .args(["--omit-header", "--absolute-names", "--numeric"])
+            .arg(p)
+            .output()
+            .expect("getfacl (scripts/install-deps installs it)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(!acl_of(&a.join("f")).contains("user:65534:"));
+    let set = std::process::Command::new("setfacl")
+        .args(["-m", "u:65534:r"])
+        .arg(b.join("f"))
+        .status()
+        .expect("setfacl (scripts/install-deps installs it)");
+    assert!(set.success());
+    took.push(until("B's ACL", || {
+        acl_of(&a.join("f")).contains("user:65534:r--")
     }));
 
     // A name A cached as absent (a negative entry), then created by B.

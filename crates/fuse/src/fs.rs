@@ -872,6 +872,17 @@ impl Filesystem for PvfsFs {
         let inner = self.inner.clone();
         let (uid, gid, pid) = ids(req);
         let handle = inner.handle(ino);
+        // ACLs travel with the attributes: held ones answer here (`ls -l` asks for
+        // every file's).
+        let now = guarded("getxattr", || {
+            name.to_str().and_then(|n| inner.acl_xattr_now(handle, n))
+        });
+        match now {
+            Some(Some(Ok(v))) => return xattr_reply(reply, size, &v),
+            Some(Some(Err(e))) => return reply.error(e),
+            Some(None) => {}
+            None => return reply.error(Errno::EIO),
+        }
         let name = name.to_owned();
         self.run(
             reply,

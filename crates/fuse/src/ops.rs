@@ -371,20 +371,69 @@ impl Inner {
         lookup_name(name).is_ok_and(|n| self.coherent() && self.tables.surely_absent(parent, n))
     }
 
-    /// A directory's attributes from the recent cache, without waiting (on a FUSE
-    /// thread); None when the servers must be asked ([`Inner::getattr`]).
-    pub(crate) fn getattr_now(&self, handle: Handle) -> Option<FileAttr> {
-        if let Some(dir) = self.tables.dir_attr(handle, self.attr_ttl()) {
-            return Some(self.fattr(&dir));
+    /// Attributes of directory entries, in order, for readdirplus: those this mount
+    /// holds current answer here ([`Inner::getattr_now`]'s sources), the others come
+    /// from their servers in batches.
+    async fn entry_attrs(
+        &self,
+        entries: &[pvfs_client::DirEntry],
+    ) -> Vec<(pvfs_client::DirEntry, pvfs_client::Result<Attr>)> {
+        let known: Vec<Option<Attr>> = entries.iter().map(|e| self.attr_now(e.handle)).collect();
+        let missing: Vec<pvfs_client::DirEntry> = entries
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(e, _)| e.clone())
+            .collect();
+        let mut fetched = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.client.entry_attrs(missing, true).await
         }
-        // A file whose every datafile this mount knows (it created the file, or
-        // wrote it since), while other clients' changes reach it: its size and times
-        // are known here.
+        .into_iter();
+        entries
+            .iter()
+            .zip(known)
+            .filter_map(|(e, k)| match k {
+                Some(a) => Some((e.clone(), Ok(a))),
+                None => fetched.next(),
+            })
+            .collect()
+    }
+
+    /// The attributes of `handle` this mount holds current, if any: a directory's
+    /// seen within the attribute time, a file's whose every datafile it knows
+    /// (while the change feeds run).
+    fn attr_now(&self, handle: Handle) -> Option<Attr> {
+        if let Some(dir) = self.tables.dir_attr(handle, self.attr_ttl()) {
+            return Some(dir);
+        }
         if self.opts.write_behind || !self.coherent() {
             return None;
         }
-        let attr = self.tables.known_file_attr(handle)?;
-        Some(self.fattr(&attr))
+        self.tables.known_file_attr(handle)
+    }
+
+    /// The value of ACL attribute `name` of `handle` from the attributes this mount
+    /// holds current (they carry the ACLs), without waiting; None for another name
+    /// or attributes not held.
+    pub(crate) fn acl_xattr_now(&self, handle: Handle, name: &str) -> Option<OpResult<Vec<u8>>> {
+        if name != pvfs_proto::acl::XATTR_ACCESS && name != pvfs_proto::acl::XATTR_DEFAULT {
+            return None;
+        }
+        let attr = self.attr_now(handle)?;
+        let entries = pvfs_proto::acl::named(attr.acl.as_deref(), name);
+        Some(if entries.is_empty() {
+            Err(Errno::ENODATA)
+        } else {
+            Ok(pvfs_proto::acl::to_xattr(entries))
+        })
+    }
+
+    /// A directory's attributes from the recent cache, without waiting (on a FUSE
+    /// thread); None when the servers must be asked ([`Inner::getattr`]).
+    pub(crate) fn getattr_now(&self, handle: Handle) -> Option<FileAttr> {
+        self.attr_now(handle).map(|a| self.fattr(&a))
     }
 
     pub(crate) async fn getattr(&self, handle: Handle) -> OpResult<FileAttr> {
@@ -1259,10 +1308,7 @@ impl Inner {
                 matches!(&st.attrs, Some((first, v)) if *first <= start && start < first + v.len());
             if !have {
                 let end = entries.len().min(start + ATTR_CHUNK);
-                let got = self
-                    .client
-                    .entry_attrs(entries[start..end].to_vec(), true)
-                    .await;
+                let got = self.entry_attrs(&entries[start..end]).await;
                 for a in got.iter().filter_map(|(_, r)| r.as_ref().ok()) {
                     self.tables.note(a);
                 }
@@ -1396,6 +1442,7 @@ impl Inner {
         self.restore_mtime(handle, keep).await;
         // An ACL may change the mode: asked again when needed.
         self.tables.forget_dir(handle);
+        self.tables.forget_file_attr(handle);
         Ok(())
     }
 
@@ -1419,6 +1466,7 @@ impl Inner {
             .map_err(errno)?;
         self.restore_mtime(handle, keep).await;
         self.tables.forget_dir(handle);
+        self.tables.forget_file_attr(handle);
         Ok(())
     }
 

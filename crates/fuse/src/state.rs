@@ -23,7 +23,7 @@ use crate::writebehind::Pending;
 /// Directory attributes remembered before the cache is emptied (a memory bound).
 const DIR_CACHE_MAX: usize = 65536;
 /// File layouts remembered before the cache is emptied (a memory bound).
-const LAYOUT_CACHE_MAX: usize = 65536;
+const LAYOUT_CACHE_MAX: usize = 1 << 17;
 /// Names remembered before the cache is emptied (a memory bound).
 const NAME_CACHE_MAX: usize = 1 << 18;
 /// Most names kept in all the directories whose every name the mount knows

@@ -253,6 +253,16 @@ pub fn permits(entries: &[AclEntry], uid: u32, gid: u32, creds: &Creds, want: u3
     false
 }
 
+/// The entries of ACL attribute `name` ([`XATTR_ACCESS`] or [`XATTR_DEFAULT`]) in
+/// `acl` (empty: none).
+pub fn named<'a>(acl: Option<&'a Acl>, name: &str) -> &'a [AclEntry] {
+    match acl {
+        Some(a) if name == XATTR_ACCESS => &a.access,
+        Some(a) => &a.default,
+        None => &[],
+    }
+}
+
 /// An ACL in the form of Linux's `system.posix_acl_*` extended attribute values:
 /// version 2 (u32), then each entry's tag (u16), permissions (u16) and id (u32), all
 /// little-endian.

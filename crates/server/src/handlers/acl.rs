@@ -25,11 +25,7 @@ pub fn is_acl(name: &str) -> bool {
 
 /// The entries attribute `name` names in `attr` (empty: none).
 fn entries<'a>(attr: &'a Attr, name: &str) -> &'a [AclEntry] {
-    match attr.acl.as_deref() {
-        Some(a) if name == XATTR_ACCESS => &a.access,
-        Some(a) => &a.default,
-        None => &[],
-    }
+    acl::named(attr.acl.as_deref(), name)
 }
 
 /// The ACL attribute names `attr` has (for `ListXattr`).
