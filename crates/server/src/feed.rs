@@ -151,16 +151,26 @@ impl ChangeFeed {
     }
 
     /// Answers a poll: at once if there are changes for `origin` after `since`,
-    /// otherwise when one comes, the server stops, or `wait` has passed.
+    /// otherwise when one comes, the server stops, or `wait` has passed. Changes the
+    /// caller made itself move its position on without an answer (it would only
+    /// come back to ask again).
     pub async fn poll(&self, epoch: u64, since: u64, origin: u64, wait: Duration) -> Response {
         let deadline = tokio::time::Instant::now() + wait;
+        let mut since = since;
         loop {
             let woken = self.wake.notified();
             tokio::pin!(woken);
             // Registered before looking, so a change recorded in between wakes it.
             woken.as_mut().enable();
-            if let Some(answer) = self.answer_now(epoch, since, origin) {
-                return answer;
+            match self.answer_now(epoch, since, origin) {
+                Some(Response::Changes {
+                    epoch: e,
+                    next,
+                    lost: false,
+                    changes,
+                }) if e == epoch && changes.is_empty() => since = next,
+                Some(answer) => return answer,
+                None => {}
             }
             let now_or_never = self.closed.load(Ordering::Acquire);
             if now_or_never || tokio::time::Instant::now() >= deadline {
@@ -383,6 +393,27 @@ mod tests {
             panic!("the poll did not wake: {answer:?}");
         };
         assert_eq!(changes, vec![object(5)]);
+    }
+
+    #[tokio::test]
+    async fn a_poll_waits_through_its_own_changes() {
+        let feed = ChangeFeed::new();
+        let Response::Changes { epoch, next, .. } = poll_now(&feed, 0, 0, 1) else {
+            panic!("not a Changes answer");
+        };
+        feed.record(1, vec![object(5), object(6)]);
+        let answer = feed.poll(epoch, next, 1, Duration::from_millis(30)).await;
+        let Response::Changes {
+            next: after,
+            changes,
+            lost,
+            ..
+        } = answer
+        else {
+            panic!("not a Changes answer");
+        };
+        assert!(changes.is_empty() && !lost);
+        assert_eq!(after, next + 2, "its own changes are passed over");
     }
 
     #[test]
