@@ -112,23 +112,24 @@ fn python_stopping_s2(cluster: &Cluster, m: &Mount, script: &str) -> (String, Du
     (text, took)
 }
 
+/// Mount options that cache nothing (neither the kernel nor the mount): every command
+/// asks the servers.
+const NO_CACHE: &[&str] = &[
+    "--attr-timeout",
+    "0s",
+    "--entry-timeout",
+    "0s",
+    "--cache-timeout",
+    "0s",
+];
+
 #[test]
 fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
     let cluster = cluster_with_timeouts();
     assert_eq!(cluster.config().timeouts.request, timeout());
     // No cache (neither the kernel's nor the mount's): every command asks the servers,
     // so it meets the failure at once, without waiting for a cache to expire.
-    let mut m = Mount::start(
-        &cluster,
-        &[
-            "--attr-timeout",
-            "0s",
-            "--entry-timeout",
-            "0s",
-            "--cache-timeout",
-            "0s",
-        ],
-    );
+    let mut m = Mount::start(&cluster, NO_CACHE);
     let mut rng = Rng::new(7);
     // Files striped over every server, in a directory sharded over every server.
     std::fs::create_dir(m.join("d")).unwrap();
@@ -197,17 +198,7 @@ fn a_hung_or_killed_server_gives_prompt_errors_never_a_stuck_mount() {
 #[test]
 fn an_emergency_stop_fails_the_mount_at_once_and_umount_works() {
     let cluster = Cluster::start();
-    let mut m = Mount::start(
-        &cluster,
-        &[
-            "--attr-timeout",
-            "0s",
-            "--entry-timeout",
-            "0s",
-            "--cache-timeout",
-            "0s",
-        ],
-    );
+    let mut m = Mount::start(&cluster, NO_CACHE);
     let mut rng = Rng::new(0x0e5);
     let durable = rng.bytes(8 << 20);
     std::fs::create_dir(m.join("keep")).unwrap();

@@ -109,6 +109,17 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
+/// Answers a lookup of a name that does not exist with a negative entry the kernel
+/// keeps for `ttl`.
+fn answer_absent(reply: ReplyEntry, ttl: Duration) {
+    reply.entry_with_ttls(
+        &Duration::ZERO,
+        &ttl,
+        &crate::attr::negative(),
+        Generation(0),
+    );
+}
+
 /// Who made a request: uid, gid, pid.
 fn ids(req: &Request) -> (u32, u32, u32) {
     (req.uid(), req.gid(), req.pid())
@@ -260,12 +271,7 @@ impl Filesystem for PvfsFs {
         let absent = guarded("lookup", || inner.surely_absent(parent, &name));
         match absent {
             Some(true) if negative_ttl > Duration::ZERO => {
-                return reply.entry_with_ttls(
-                    &Duration::ZERO,
-                    &negative_ttl,
-                    &crate::attr::negative(),
-                    Generation(0),
-                )
+                return answer_absent(reply, negative_ttl)
             }
             Some(true) => return reply.error(Errno::ENOENT),
             Some(false) => {}
@@ -283,12 +289,7 @@ impl Filesystem for PvfsFs {
             },
             move |r, found| match found {
                 Some(a) => r.entry_with_ttls(&attr_ttl, &entry_ttl, &a, Generation(0)),
-                None => r.entry_with_ttls(
-                    &Duration::ZERO,
-                    &negative_ttl,
-                    &crate::attr::negative(),
-                    Generation(0),
-                ),
+                None => answer_absent(r, negative_ttl),
             },
         );
     }
