@@ -1,8 +1,8 @@
 //! `pvfs cp`: copies between the local file system and pvfs, and within pvfs.
 //!
 //! The copy moves in chunks of a whole number of stripe rows (every data server gets
-//! its share of each chunk in one request), and the next chunk is read while the
-//! previous one is written, so both sides stay busy.
+//! its share of each chunk in one request), and two chunks move at once: one is
+//! read while the other is written, so both sides stay busy.
 
 use std::io::IsTerminal;
 use std::os::unix::fs::FileExt;
@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use futures::{stream, StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use pvfs_client::{Client, Errno, File, LayoutSpec, ObjKind};
 use pvfs_config::{format_size, parse_size};
@@ -209,6 +210,11 @@ async fn write_chunk(dst: &End, off: u64, buf: Vec<u8>) -> anyhow::Result<Vec<u8
     }
 }
 
+/// Chunks moving at once. Each is read and then written; with two, one chunk is read
+/// while the other is on the wire, and the data servers never wait for the next
+/// request between chunks.
+const IN_FLIGHT: usize = 2;
+
 async fn copy(
     src: &End,
     dst: &End,
@@ -216,34 +222,40 @@ async fn copy(
     chunk: usize,
     bar: Option<&ProgressBar>,
 ) -> anyhow::Result<()> {
-    let mut off = 0u64;
-    let mut spare = vec![0u8; chunk];
-    let mut current = read_chunk(src, 0, vec![0u8; chunk]).await?;
-    while !current.is_empty() {
-        let n = current.len() as u64;
-        let next_off = off + n;
-        spare.resize(chunk, 0);
-        // Write this chunk while reading the next one.
-        let (written, next) = tokio::join!(write_chunk(dst, off, current), async {
-            if next_off < size {
-                read_chunk(src, next_off, std::mem::take(&mut spare)).await
-            } else {
-                Ok(Vec::new())
-            }
-        });
-        spare = written?;
-        current = next?;
-        off = next_off;
-        if let Some(b) = bar {
-            b.set_position(off);
+    assert!(chunk > 0, "a copy moves in non-empty chunks");
+    // Buffers come back after their write, so a copy allocates IN_FLIGHT of them.
+    let spare = std::sync::Mutex::new(Vec::<Vec<u8>>::new());
+    let spare = &spare;
+    let one = |off: u64| async move {
+        let want = (size - off).min(chunk as u64) as usize;
+        let mut buf = spare
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default();
+        buf.resize(want, 0);
+        let buf = read_chunk(src, off, buf).await?;
+        let end = off + buf.len() as u64;
+        if buf.len() < want {
+            return Err(pvfs_client::Error::new(
+                Errno::EIO,
+                format!("source ended at {end} of {size} bytes"),
+            )
+            .into());
         }
-    }
-    if off < size {
-        return Err(pvfs_client::Error::new(
-            Errno::EIO,
-            format!("source ended at {off} of {size} bytes"),
-        )
-        .into());
+        let buf = write_chunk(dst, off, buf).await?;
+        if let Ok(mut s) = spare.lock() {
+            s.push(buf);
+        }
+        Ok::<u64, anyhow::Error>(end)
+    };
+    let mut chunks = stream::iter((0..size).step_by(chunk))
+        .map(one)
+        .buffered(IN_FLIGHT);
+    while let Some(end) = chunks.try_next().await? {
+        if let Some(b) = bar {
+            b.set_position(end);
+        }
     }
     Ok(())
 }
