@@ -161,6 +161,12 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
         std::fs::read(b.join("mine")).is_ok_and(|d| d == b"from A")
     });
     assert_eq!(std::fs::read(a.join("mine")).unwrap(), b"from A");
+    // A keeps the contents of the small file it wrote (reads of it take no data
+    // server); B's rewrite of it reaches A all the same.
+    std::fs::write(b.join("mine"), b"by B!!").unwrap();
+    took.push(until("B's rewrite of a small file A wrote", || {
+        std::fs::read(a.join("mine")).is_ok_and(|d| d == b"by B!!")
+    }));
 
     took.sort();
     eprintln!("changes reached the other mount in {took:?}");

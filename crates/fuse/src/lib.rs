@@ -28,6 +28,7 @@ mod locks;
 mod mount;
 mod ops;
 mod readahead;
+mod smallfiles;
 mod state;
 mod writebehind;
 mod xattr;

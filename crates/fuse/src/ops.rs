@@ -23,7 +23,7 @@ use pvfs_transport::{BufPool, PooledBuf};
 use crate::attr::{self, file_attr, ino_of, may_access, placeholder, timespec};
 use crate::creds::CredCache;
 use crate::mount::MountOptions;
-use crate::readahead::{self, Begun, Budget, ReadAhead, ReadData, Wait};
+use crate::readahead::{self, Begun, Budget, ReadAhead, ReadData, Wait, SKEW};
 use crate::state::{Disposal, OpenFile, Tables};
 use crate::writebehind;
 use crate::xattr::{self, LAYOUT_XATTR};
@@ -1001,6 +1001,17 @@ impl Inner {
             return ReadStart::Wait(of, None, offset, size);
         }
         let Some(stream) = &of.stream else {
+            // A small file this mount wrote: its contents are here.
+            if self.coherent() {
+                let kept = self.tables.small.read(of.handle, offset, size, |data| {
+                    let mut buf = self.bufs.get(SKEW + data.len());
+                    buf[SKEW..].copy_from_slice(data);
+                    ReadData::Owned(buf, SKEW..SKEW + data.len())
+                });
+                if let Some(data) = kept {
+                    return ReadStart::Done(Ok(data));
+                }
+            }
             return ReadStart::Wait(of, None, offset, size);
         };
         let writes = self.tables.writes(of.handle);
@@ -1093,10 +1104,17 @@ impl Inner {
         data: &[u8],
         uid: u32,
     ) -> OpResult<u32> {
+        let followed = self.tables.small.begin_write(of.handle);
         let written = of.file.write_at_stats(offset, data).await;
         // Counted once the write is over, so read-ahead fetched before or during it
         // is not used after it (even if it failed part way).
         self.tables.note_write(of.handle);
+        if followed {
+            let whole = matches!(&written, Ok((n, _)) if *n == data.len());
+            self.tables
+                .small
+                .end_write(of.handle, whole.then_some((offset, data)));
+        }
         let (n, stats) = match written {
             Ok(w) => w,
             Err(e) => {

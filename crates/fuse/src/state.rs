@@ -18,6 +18,7 @@ use pvfs_proto::message::DatafileStat;
 use pvfs_proto::Handle;
 
 use crate::readahead::ReadAhead;
+use crate::smallfiles::SmallFiles;
 use crate::writebehind::Pending;
 
 /// Directory attributes remembered before the cache is emptied (a memory bound).
@@ -112,6 +113,8 @@ pub(crate) struct Tables {
     /// Lock owners that took locks through each file handle (released at its
     /// release: OFD locks and `flock`s end at the last close of an open file).
     lock_owners: Mutex<HashMap<u64, Vec<u64>>>,
+    /// Small files' contents this mount wrote (`smallfiles.rs`).
+    pub(crate) small: SmallFiles,
     next_fh: AtomicU64,
 }
 
@@ -145,6 +148,7 @@ impl Tables {
             names: Mutex::new(HashMap::new()),
             sizes: Mutex::new(HashMap::new()),
             lock_owners: Mutex::new(HashMap::new()),
+            small: SmallFiles::default(),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -506,15 +510,18 @@ impl Tables {
         lock(&self.file_attrs).get(&handle).cloned()
     }
 
-    /// Forgets file `handle`'s attributes and datafile stats (this mount changed
-    /// them in a way it does not follow: truncation, preallocation, a failed write).
+    /// Forgets file `handle`'s attributes, datafile stats and contents (this mount
+    /// changed them in a way it does not follow: truncation, preallocation, a failed
+    /// write).
     pub(crate) fn forget_file_attr(&self, handle: Handle) {
         lock(&self.file_attrs).remove(&handle);
         lock(&self.data_stats).remove(&handle);
+        self.small.forget(handle);
     }
 
-    /// A file just created: every datafile is empty.
+    /// A file just created: every datafile is empty, and so is the file.
     pub(crate) fn fresh_datafiles(&self, attr: &Attr) {
+        self.small.created(attr.handle);
         let Some(layout) = attr.layout() else { return };
         let empty = DatafileStat {
             size: 0,
@@ -644,6 +651,7 @@ impl Tables {
         handles.extend(lock(&self.layouts).keys().copied());
         lock(&self.file_attrs).clear();
         lock(&self.data_stats).clear();
+        self.small.clear();
         *lock(&self.known_dirs) = KnownDirs::default();
         handles.extend(lock(&self.inodes).keys().copied());
         handles.sort_unstable();
