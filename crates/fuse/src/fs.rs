@@ -159,7 +159,8 @@ impl PvfsFs {
         }
     }
 
-    /// Runs `op` as a task; `done` answers with its value, an error answers itself.
+    /// Runs `op` (on this thread or as a task); `done` answers with its value, an
+    /// error answers itself.
     fn run<R, T, F>(&self, reply: R, op: F, done: impl FnOnce(R, T) + Send + 'static)
     where
         R: Fail,
@@ -182,6 +183,27 @@ impl PvfsFs {
         T: Send + 'static,
         F: Future<Output = OpResult<T>> + Send + 'static,
     {
+        if let (Some(watchdog), Some(slot)) = (limit, self.waiters.try_take()) {
+            // Waited for here, on the FUSE thread: no hop to a runtime thread and
+            // back (two thread switches of a request's few). Only while another FUSE
+            // thread stays free for everything else; a request that may wait
+            // without a bound (a lock) always goes to a task.
+            let finished = guarded("file system", || {
+                self.rt
+                    .block_on(async { tokio::time::timeout(watchdog, op).await })
+            });
+            drop(slot);
+            match finished {
+                Some(Ok(Ok(v))) => done(reply, v),
+                Some(Ok(Err(e))) => reply.fail(e),
+                None => reply.fail(Errno::EIO),
+                Some(Err(_)) => {
+                    tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
+                    reply.fail(Errno::ETIMEDOUT)
+                }
+            }
+            return;
+        }
         self.rt.spawn(async move {
             let finished = match limit {
                 Some(watchdog) => tokio::time::timeout(watchdog, op).await,

@@ -410,10 +410,25 @@ fn read_record<D: Disk>(
     Ok(Some((ops, RECORD_HEAD as u64 + body_len)))
 }
 
+/// Writes `ops` into the database file, in order. A write whose bytes a later write
+/// of the same range replaces is skipped: commits rewrite the same pages (the
+/// header, the roots of the tables they touch), and a flush applies every commit of
+/// its interval at once. Skipping it changes nothing: a length change in between can
+/// only cut or zero bytes the later write sets again.
 fn apply<D: Disk>(db: &D, ops: &[Op]) -> io::Result<()> {
-    for op in ops {
+    let mut last = std::collections::HashMap::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Write { offset, data } = op {
+            last.insert((*offset, data.len()), i);
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
         match op {
-            Op::Write { offset, data } => db.write_at(*offset, data)?,
+            Op::Write { offset, data } => {
+                if last.get(&(*offset, data.len())) == Some(&i) {
+                    db.write_at(*offset, data)?;
+                }
+            }
             Op::SetLen(len) => db.set_len(*len)?,
         }
     }
