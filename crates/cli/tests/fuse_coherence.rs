@@ -154,6 +154,33 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
     }));
     assert_eq!(names(&a.join("k")), ["mine", "theirs"]);
 
+    // A directory A made and changed only itself is listed by A from what it knows:
+    // after every kind of change, A's listing is the servers' (B's, which did not
+    // make it and asks them), before and after B adds a name.
+    let l = a.join("l");
+    std::fs::create_dir(&l).unwrap();
+    for f in ["a", "b", "x", "y"] {
+        std::fs::write(l.join(f), f).unwrap();
+    }
+    std::fs::rename(l.join("a"), l.join("c")).unwrap();
+    std::fs::rename(l.join("x"), l.join("y")).unwrap();
+    std::fs::hard_link(l.join("b"), l.join("d")).unwrap();
+    std::fs::create_dir(l.join("sub")).unwrap();
+    std::os::unix::fs::symlink("c", l.join("s")).unwrap();
+    std::fs::remove_file(l.join("b")).unwrap();
+    std::fs::create_dir(l.join("gone")).unwrap();
+    std::fs::remove_dir(l.join("gone")).unwrap();
+    std::fs::rename(l.join("sub"), a.join("k/sub")).unwrap();
+    std::fs::create_dir(l.join("e")).unwrap();
+    let want = ["c", "d", "e", "s", "y"];
+    assert_eq!(names(&l), want, "A's listing of the directory it made");
+    until("A's directory through B", || names(&b.join("l")) == want);
+    std::fs::write(b.join("l/z"), b"z").unwrap();
+    took.push(until(
+        "a name B added to a directory A listed from memory",
+        || names(&l) == ["c", "d", "e", "s", "y", "z"],
+    ));
+
     // A mount's own changes are its own to cache: A writes, B sees, A still reads
     // its file (no feedback of its own change breaks its caches).
     std::fs::write(a.join("mine"), b"from A").unwrap();

@@ -567,7 +567,8 @@ impl Inner {
                 .mknod_under(&pattr, name, kind, mode, u64::from(rdev))
                 .await
                 .map_err(|e| self.failed_in(parent, e))?;
-            self.tables.name_made(parent, name);
+            self.tables
+                .name_made(parent, name, attr.handle, attr.kind());
             self.tables
                 .note_name(parent, name, attr.handle, attr.kind());
             self.tables.dir_changed(parent, attr.ctime, 0);
@@ -585,7 +586,8 @@ impl Inner {
             .map_err(|e| self.failed_in(parent, e))?;
         self.tables.note(file.attr());
         self.tables.fresh_datafiles(file.attr());
-        self.tables.name_made(parent, name);
+        self.tables
+            .name_made(parent, name, file.handle(), ObjKind::File);
         self.tables
             .note_name(parent, name, file.handle(), ObjKind::File);
         self.tables.dir_changed(parent, file.attr().ctime, 0);
@@ -610,7 +612,8 @@ impl Inner {
             .map_err(|e| self.failed_in(parent, e))?;
         self.tables.note_dir(&attr);
         self.tables.dir_changed(parent, attr.ctime, 1);
-        self.tables.name_made(parent, name);
+        self.tables
+            .name_made(parent, name, attr.handle, ObjKind::Dir);
         if self.coherent() {
             self.tables.dir_made(attr.handle);
         }
@@ -636,7 +639,8 @@ impl Inner {
             .symlink_at(parent, name, target)
             .await
             .map_err(|e| self.failed_in(parent, e))?;
-        self.tables.name_made(parent, name);
+        self.tables
+            .name_made(parent, name, attr.handle, ObjKind::Symlink);
         self.tables
             .note_name(parent, name, attr.handle, ObjKind::Symlink);
         self.tables.dir_changed(parent, attr.ctime, 0);
@@ -664,7 +668,7 @@ impl Inner {
                 let handle = file.handle();
                 self.tables.note(file.attr());
                 self.tables.fresh_datafiles(file.attr());
-                self.tables.name_made(parent, name);
+                self.tables.name_made(parent, name, handle, ObjKind::File);
                 self.tables.note_name(parent, name, handle, ObjKind::File);
                 self.tables.dir_changed(parent, file.attr().ctime, 0);
                 let fattr = self.fattr(file.attr());
@@ -785,7 +789,8 @@ impl Inner {
             .link_at(handle, newparent, name)
             .await
             .map_err(|e| self.failed_in(newparent, e))?;
-        self.tables.name_made(newparent, name);
+        self.tables
+            .name_made(newparent, name, attr.handle, attr.kind());
         self.tables.note(&attr);
         self.tables
             .note_name(newparent, name, attr.handle, attr.kind());
@@ -825,10 +830,11 @@ impl Inner {
             self.tables.dir_unknown(parent);
             self.failed_in(newparent, e)
         })?;
-        if mode != RenameMode::Exchange {
-            self.tables.name_gone(parent, name);
-            self.tables.name_made(newparent, newname);
-        }
+        self.tables.name_moved(
+            (parent, name),
+            (newparent, newname),
+            mode == RenameMode::Exchange,
+        );
         self.tables.rename_name(
             (parent, name),
             (newparent, newname),
@@ -1251,10 +1257,22 @@ impl Inner {
         let entries = match (&st.entries, offset) {
             (Some(e), o) if o > 0 => e.clone(),
             _ => {
-                let list = self.client.readdir_at(st.handle).await.map_err(errno)?;
-                for e in &list {
-                    self.tables.note_name(st.handle, &e.name, e.handle, e.kind);
-                }
+                // A directory whose every entry this mount knows (it made it, and
+                // every change in it since was its own) is listed without a server.
+                let known = match self.coherent() {
+                    true => self.tables.known_entries(st.handle),
+                    false => None,
+                };
+                let list = match known {
+                    Some(list) => list,
+                    None => {
+                        let list = self.client.readdir_at(st.handle).await.map_err(errno)?;
+                        for e in &list {
+                            self.tables.note_name(st.handle, &e.name, e.handle, e.kind);
+                        }
+                        list
+                    }
+                };
                 let list = Arc::new(list);
                 st.entries = Some(list.clone());
                 st.attrs = None;

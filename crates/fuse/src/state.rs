@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pvfs_client::{Attr, DirEntry, File};
+use pvfs_client::{Attr, DirEntry, File, ObjKind};
 use pvfs_proto::layout::Layout;
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::Handle;
@@ -118,10 +118,11 @@ pub(crate) struct Tables {
     next_fh: AtomicU64,
 }
 
-/// The names of the directories a mount knows completely, and their count.
+/// The entries of the directories a mount knows completely (each name's object and
+/// kind), and their count.
 #[derive(Default)]
 pub(crate) struct KnownDirs {
-    dirs: HashMap<Handle, std::collections::HashSet<String>>,
+    dirs: HashMap<Handle, HashMap<String, (Handle, ObjKind)>>,
     names: usize,
 }
 
@@ -590,13 +591,13 @@ impl Tables {
         k.dirs.insert(dir, Default::default());
     }
 
-    /// This mount added `name` to `dir`.
-    pub(crate) fn name_made(&self, dir: Handle, name: &str) {
+    /// This mount added `name` to `dir`: object `handle`, of `kind`.
+    pub(crate) fn name_made(&self, dir: Handle, name: &str, handle: Handle, kind: ObjKind) {
         let mut k = lock(&self.known_dirs);
         let Some(names) = k.dirs.get_mut(&dir) else {
             return;
         };
-        if names.insert(name.to_string()) {
+        if names.insert(name.to_string(), (handle, kind)).is_none() {
             k.names += 1;
             if k.names > KNOWN_NAMES_MAX {
                 *k = KnownDirs::default();
@@ -604,14 +605,41 @@ impl Tables {
         }
     }
 
-    /// This mount removed `name` from `dir`.
-    pub(crate) fn name_gone(&self, dir: Handle, name: &str) {
+    /// This mount removed `name` from `dir`; what it meant, if `dir` is known.
+    pub(crate) fn name_gone(&self, dir: Handle, name: &str) -> Option<(Handle, ObjKind)> {
         let mut k = lock(&self.known_dirs);
-        let Some(names) = k.dirs.get_mut(&dir) else {
-            return;
-        };
-        if names.remove(name) {
+        let gone = k.dirs.get_mut(&dir)?.remove(name);
+        if gone.is_some() {
             k.names -= 1;
+        }
+        gone
+    }
+
+    /// This mount renamed `from` to `to` (exchanging the two names' objects if
+    /// `exchange`): a known directory that gets a name whose object is not known
+    /// stops being known.
+    pub(crate) fn name_moved(&self, from: (Handle, &str), to: (Handle, &str), exchange: bool) {
+        if exchange {
+            let a = self.name_gone(from.0, from.1);
+            let b = self.name_gone(to.0, to.1);
+            match (a, b) {
+                (Some(a), Some(b)) => {
+                    self.name_made(to.0, to.1, a.0, a.1);
+                    self.name_made(from.0, from.1, b.0, b.1);
+                }
+                _ => {
+                    self.dir_unknown(from.0);
+                    self.dir_unknown(to.0);
+                }
+            }
+            return;
+        }
+        let moved = self.name_gone(from.0, from.1);
+        // A name replaced at the destination goes with it.
+        self.name_gone(to.0, to.1);
+        match moved {
+            Some((handle, kind)) => self.name_made(to.0, to.1, handle, kind),
+            None => self.dir_unknown(to.0),
         }
     }
 
@@ -629,7 +657,23 @@ impl Tables {
         lock(&self.known_dirs)
             .dirs
             .get(&dir)
-            .is_some_and(|names| !names.contains(name))
+            .is_some_and(|names| !names.contains_key(name))
+    }
+
+    /// Every entry of `dir`, if known completely (in no particular order).
+    pub(crate) fn known_entries(&self, dir: Handle) -> Option<Vec<DirEntry>> {
+        let k = lock(&self.known_dirs);
+        let names = k.dirs.get(&dir)?;
+        Some(
+            names
+                .iter()
+                .map(|(name, &(handle, kind))| DirEntry {
+                    name: name.clone(),
+                    handle,
+                    kind,
+                })
+                .collect(),
+        )
     }
 
     // ----- another client's changes ------------------------------------------
