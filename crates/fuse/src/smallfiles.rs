@@ -15,20 +15,35 @@
 //! - A write in progress hides the entry; reads then go to the servers.
 //! - Another client's change to the file (a change feed) drops it; a feed that lost
 //!   changes drops them all; and entries serve reads only while every feed runs.
-//! - Memory is bounded by [`SMALL_FILES_BYTES`] and [`SMALL_FILES_MAX`]: reaching
-//!   either starts the cache over.
+//! - Memory is bounded (bytes: a 64th of the machine's memory, between 16 MiB and
+//!   1 GiB; files: [`SMALL_FILES_MAX`]): past either bound the files kept longest go
+//!   first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use pvfs_proto::Handle;
 
 /// Largest file kept.
 pub(crate) const SMALL_FILE_MAX: usize = 64 << 10;
-/// Bytes kept for all files at most.
-pub(crate) const SMALL_FILES_BYTES: usize = 64 << 20;
 /// Files kept at most.
-pub(crate) const SMALL_FILES_MAX: usize = 1 << 16;
+pub(crate) const SMALL_FILES_MAX: usize = 1 << 17;
+
+/// Bytes kept for all files at most: a 64th of the machine's memory (as much as the
+/// page cache would hold of these files and more), between 16 MiB and 1 GiB.
+fn budget() -> usize {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let total = usize::try_from(pages)
+        .unwrap_or(0)
+        .saturating_mul(usize::try_from(page).unwrap_or(0));
+    (total / 64).clamp(16 << 20, 1 << 30)
+}
 
 /// One file's contents, from byte 0 to its end.
 #[derive(Default)]
@@ -41,6 +56,9 @@ struct Entry {
 #[derive(Default)]
 struct Kept {
     files: HashMap<Handle, Entry>,
+    /// Handles in the order their files were created (some since dropped): the
+    /// oldest go first when a bound is passed.
+    order: VecDeque<Handle>,
     bytes: usize,
 }
 
@@ -50,12 +68,34 @@ impl Kept {
             self.bytes -= e.data.len();
         }
     }
+
+    /// Drops the oldest files until both bounds hold, and forgets handles of files
+    /// dropped since (so `order` stays within twice the files kept).
+    fn trim(&mut self, budget: usize) {
+        while self.bytes > budget || self.files.len() > SMALL_FILES_MAX {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.drop_file(oldest);
+        }
+        if self.order.len() > 2 * self.files.len() + 1024 {
+            let files = &self.files;
+            self.order.retain(|h| files.contains_key(h));
+        }
+    }
 }
 
 /// Small files' contents written through this mount (module docs).
-#[derive(Default)]
 pub(crate) struct SmallFiles {
     kept: Mutex<Kept>,
+    /// Bytes kept at most.
+    budget: usize,
+}
+
+impl Default for SmallFiles {
+    fn default() -> SmallFiles {
+        SmallFiles::with_budget(budget())
+    }
 }
 
 /// Locks the table, recovering it if a holder panicked.
@@ -67,14 +107,21 @@ fn lock(m: &Mutex<Kept>) -> MutexGuard<'_, Kept> {
 }
 
 impl SmallFiles {
+    /// Small files' contents kept up to `budget` bytes.
+    pub(crate) fn with_budget(budget: usize) -> SmallFiles {
+        SmallFiles {
+            kept: Mutex::new(Kept::default()),
+            budget,
+        }
+    }
+
     /// File `handle` was just created by this mount: it is empty.
     pub(crate) fn created(&self, handle: Handle) {
         let mut k = lock(&self.kept);
-        if k.files.len() >= SMALL_FILES_MAX {
-            *k = Kept::default();
-        }
         k.drop_file(handle);
         k.files.insert(handle, Entry::default());
+        k.order.push_back(handle);
+        k.trim(self.budget);
     }
 
     /// A write to `handle` begins; true if its contents are followed (then
@@ -120,9 +167,7 @@ impl SmallFiles {
         e.data[start..end].copy_from_slice(data);
         let grown = e.data.len() - old;
         k.bytes += grown;
-        if k.bytes > SMALL_FILES_BYTES {
-            *k = Kept::default();
-        }
+        k.trim(self.budget);
     }
 
     /// Up to `size` bytes of `handle` from `offset` (fewer at its end), handed to
@@ -229,19 +274,36 @@ mod tests {
     }
 
     #[test]
-    fn memory_stays_bounded() {
-        let s = SmallFiles::default();
-        let files = SMALL_FILES_BYTES / SMALL_FILE_MAX + 1;
-        for h in 0..files as Handle {
+    fn memory_stays_bounded_and_the_oldest_go_first() {
+        let budget = 4 * SMALL_FILE_MAX;
+        let s = SmallFiles::with_budget(budget);
+        for h in 0..6 {
             s.created(h);
             assert!(write(&s, h, 0, &vec![1; SMALL_FILE_MAX]));
+            assert!(lock(&s.kept).bytes <= budget);
         }
-        assert!(lock(&s.kept).bytes <= SMALL_FILES_BYTES);
-        for h in 0..SMALL_FILES_MAX as Handle + 1 {
+        assert_eq!(s.read(0, 0, 1, <[u8]>::to_vec), None, "the oldest went");
+        assert_eq!(s.read(1, 0, 1, <[u8]>::to_vec), None);
+        assert!(s.read(5, 0, 1, <[u8]>::to_vec).is_some(), "the newest stay");
+        assert!(s.read(2, 0, 1, <[u8]>::to_vec).is_some());
+        for h in 10..10 + SMALL_FILES_MAX as Handle + 5 {
             s.created(h);
+            s.forget(h - 1);
         }
-        assert!(lock(&s.kept).files.len() <= SMALL_FILES_MAX);
+        let k = lock(&s.kept);
+        assert!(k.files.len() <= SMALL_FILES_MAX);
+        assert!(
+            k.order.len() <= 2 * k.files.len() + 1024,
+            "dropped handles are forgotten"
+        );
+        drop(k);
         s.clear();
         assert_eq!(lock(&s.kept).bytes, 0);
+    }
+
+    #[test]
+    fn the_budget_follows_the_machine() {
+        let b = budget();
+        assert!((16 << 20..=1 << 30).contains(&b), "{b}");
     }
 }
