@@ -159,20 +159,40 @@ impl PvfsFs {
         }
     }
 
-    /// Runs `op` (on this thread or as a task); `done` answers with its value, an
-    /// error answers itself.
+    /// Runs `op` (on this thread or as a task) under the watchdog; `done` answers
+    /// with its value, an error answers itself.
     fn run<R, T, F>(&self, reply: R, op: F, done: impl FnOnce(R, T) + Send + 'static)
     where
         R: Fail,
         T: Send + 'static,
         F: Future<Output = OpResult<T>> + Send + 'static,
     {
-        self.run_within(Some(self.watchdog), reply, op, done);
+        let watchdog = self.watchdog;
+        let Some(slot) = self.waiters.try_take() else {
+            return self.spawn_within(Some(watchdog), reply, op, done);
+        };
+        // Waited for here, on the FUSE thread: no hop to a runtime thread and back
+        // (two thread switches of a request's few). Only while another FUSE thread
+        // stays free for everything else.
+        let finished = guarded("file system", || {
+            self.rt
+                .block_on(async { tokio::time::timeout(watchdog, op).await })
+        });
+        drop(slot);
+        match finished {
+            Some(Ok(Ok(v))) => done(reply, v),
+            Some(Ok(Err(e))) => reply.fail(e),
+            None => reply.fail(Errno::EIO),
+            Some(Err(_)) => {
+                tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
+                reply.fail(Errno::ETIMEDOUT)
+            }
+        }
     }
 
-    /// [`PvfsFs::run`] with the watchdog `limit`, or none: a lock wait may last as
-    /// long as the lock is held (every network wait in it has its own deadline).
-    fn run_within<R, T, F>(
+    /// Runs `op` as a task with the watchdog `limit`, or none: a lock wait may last
+    /// as long as the lock is held (every network wait in it has its own deadline).
+    fn spawn_within<R, T, F>(
         &self,
         limit: Option<Duration>,
         reply: R,
@@ -183,27 +203,6 @@ impl PvfsFs {
         T: Send + 'static,
         F: Future<Output = OpResult<T>> + Send + 'static,
     {
-        if let (Some(watchdog), Some(slot)) = (limit, self.waiters.try_take()) {
-            // Waited for here, on the FUSE thread: no hop to a runtime thread and
-            // back (two thread switches of a request's few). Only while another FUSE
-            // thread stays free for everything else; a request that may wait
-            // without a bound (a lock) always goes to a task.
-            let finished = guarded("file system", || {
-                self.rt
-                    .block_on(async { tokio::time::timeout(watchdog, op).await })
-            });
-            drop(slot);
-            match finished {
-                Some(Ok(Ok(v))) => done(reply, v),
-                Some(Ok(Err(e))) => reply.fail(e),
-                None => reply.fail(Errno::EIO),
-                Some(Err(_)) => {
-                    tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
-                    reply.fail(Errno::ETIMEDOUT)
-                }
-            }
-            return;
-        }
         self.rt.spawn(async move {
             let finished = match limit {
                 Some(watchdog) => tokio::time::timeout(watchdog, op).await,
@@ -556,7 +555,11 @@ impl Filesystem for PvfsFs {
             None => return reply.error(Errno::EIO),
         };
         let inner = self.inner.clone();
-        self.run(
+        // As a task, not on this thread: the runtime thread that receives the data
+        // answers with it. Waiting here instead measured slower for 4 KiB random
+        // reads (`pread` median 104 µs against 99, four fresh file systems each).
+        self.spawn_within(
+            Some(self.watchdog),
             reply,
             async move { inner.read_finish(of, wait, offset, size).await },
             |r, buf| r.data(&buf),
@@ -721,7 +724,7 @@ impl Filesystem for PvfsFs {
         let k = KernelLock::new(req, ino, fh, lock_owner, (start, end), typ, pid);
         // A waiting lock may be held back for as long as its holder keeps it.
         let limit = (!sleep).then_some(self.watchdog);
-        self.run_within(
+        self.spawn_within(
             limit,
             reply,
             async move {
