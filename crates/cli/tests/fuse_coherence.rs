@@ -195,6 +195,30 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
         std::fs::read(a.join("mine")).is_ok_and(|d| d == b"by B!!")
     }));
 
+    // chmod and utimes keep what A holds of a file it wrote (no server for the stat
+    // after them), and what A then shows is what the servers say (B).
+    std::fs::write(a.join("kept"), b"four").unwrap();
+    std::fs::set_permissions(a.join("kept"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let when = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(a.join("kept"))
+        .unwrap();
+    f.set_modified(when).unwrap();
+    drop(f);
+    let shown = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (
+            m.len(),
+            m.permissions().mode() & 0o7777,
+            m.modified().unwrap(),
+        )
+    };
+    assert_eq!(shown(&a.join("kept")), (4, 0o600, when), "A's own view");
+    until("A's chmod and utimes through B", || {
+        b.join("kept").exists() && shown(&b.join("kept")) == (4, 0o600, when)
+    });
+
     took.sort();
     eprintln!("changes reached the other mount in {took:?}");
     drop(a);

@@ -466,7 +466,13 @@ impl Inner {
         handle: Handle,
         req: SetReq,
     ) -> OpResult<FileAttr> {
-        self.tables.forget_file_attr(handle);
+        if req.size.is_some() {
+            // The datafiles change: what is known of them goes. Other changes are
+            // the metafile's alone: its new attributes are noted below, and with
+            // the datafiles' stats kept a `stat` after `chmod` or `utimes` (as
+            // `rsync` and `tar` do for every file) needs no server.
+            self.tables.forget_file_attr(handle);
+        }
         if let Some(size) = req.size {
             // Writes still on their way go first.
             if let Some(p) = self.tables.any_pending(handle) {
@@ -508,7 +514,10 @@ impl Inner {
         if set == SetAttr::default() {
             return self.getattr(handle).await;
         }
-        let current = self.stat(handle).await?;
+        let current = match self.attr_now(handle) {
+            Some(held) => held,
+            None => self.stat(handle).await?,
+        };
         if set.mtime.is_none() && current.kind() == ObjKind::File {
             // Changing the metafile makes its mtime the one that counts (see the
             // client's merge_data_mtime): carry the current one over.
@@ -738,6 +747,9 @@ impl Inner {
                         self.tables.name_gone(parent, name);
                         if matches!(gone.left, Remains::Deleted(_)) {
                             self.tables.forget_layout(h);
+                        } else {
+                            // Another link is left: its count and ctime changed.
+                            self.tables.forget_file_attr(h);
                         }
                         self.delete_later(leftovers).await;
                         return Ok(());
@@ -760,6 +772,7 @@ impl Inner {
         self.tables.name_gone(parent, name);
         self.tables.forget_name(parent, name);
         self.tables.dir_changed(parent, gone.changed, 0);
+        self.tables.forget_file_attr(gone.entry.handle);
         if gone.left == Remains::Kept {
             self.dispose(gone.entry.handle).await;
         }
@@ -819,6 +832,13 @@ impl Inner {
         };
         let name = lookup_name(name)?;
         let newname = new_name(newname)?;
+        // A file the rename replaces loses a link: what is held of it goes. (The
+        // servers leave a moved object's attributes as they are.)
+        if mode == RenameMode::Replace {
+            if let Some(h) = self.tables.name(newparent, newname) {
+                self.tables.forget_file_attr(h);
+            }
+        }
         let renamed = self
             .caller(&creds)
             .rename_at_keep(parent, name, newparent, newname, mode)
@@ -1155,13 +1175,17 @@ impl Inner {
                 mtime: Some(attr.mtime),
                 ..SetAttr::default()
             };
-            self.client
+            let attr = self
+                .client
                 .setattr_handle(handle, set)
                 .await
                 .map_err(errno)?;
+            self.tables.note(&attr);
             Ok::<_, Errno>(())
         };
         if let Err(e) = cleared.await {
+            // What is held of the file may be stale now.
+            self.tables.forget_file_attr(handle);
             tracing::warn!("clearing set-user-ID of {handle:#x} after a write: {e:?}");
         }
     }
