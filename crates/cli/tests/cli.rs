@@ -317,6 +317,21 @@ fn usage_errors_are_one_line() {
     )
     .err_containing("--bogus");
     run_pvfs(&["ls", "/"], none, &["PVFS_CONFIG"]).err_containing("config");
+    let out = run_pvfs(
+        &[
+            "cp",
+            "-c",
+            "/no/such/fs.toml",
+            "--chunk",
+            "0",
+            "/etc/hostname",
+            "pvfs:/h",
+        ],
+        none,
+        &[],
+    );
+    out.err_containing("--chunk");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
 }
 
 #[test]

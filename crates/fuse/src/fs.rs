@@ -167,25 +167,36 @@ impl PvfsFs {
         T: Send + 'static,
         F: Future<Output = OpResult<T>> + Send + 'static,
     {
-        let watchdog = self.watchdog;
         let Some(slot) = self.waiters.try_take() else {
-            return self.spawn_within(Some(watchdog), reply, op, done);
+            return self.spawn_within(Some(self.watchdog), reply, op, done);
         };
         // Waited for here, on the FUSE thread: no hop to a runtime thread and back
         // (two thread switches of a request's few). Only while another FUSE thread
         // stays free for everything else.
-        let finished = guarded("file system", || {
+        let finished = self.wait_here("file system", op);
+        drop(slot);
+        match finished {
+            Ok(v) => done(reply, v),
+            Err(e) => reply.fail(e),
+        }
+    }
+
+    /// Runs `op` on this (FUSE) thread under the watchdog: a panic (a bug) is EIO,
+    /// the watchdog's end ETIMEDOUT. The caller holds a [`Waiters`] place.
+    fn wait_here<T>(&self, what: &str, op: impl Future<Output = OpResult<T>>) -> OpResult<T> {
+        let watchdog = self.watchdog;
+        let finished = guarded(what, || {
             self.rt
                 .block_on(async { tokio::time::timeout(watchdog, op).await })
         });
-        drop(slot);
         match finished {
-            Some(Ok(Ok(v))) => done(reply, v),
-            Some(Ok(Err(e))) => reply.fail(e),
-            None => reply.fail(Errno::EIO),
+            Some(Ok(r)) => r,
+            None => Err(Errno::EIO),
             Some(Err(_)) => {
-                tracing::warn!("a request took longer than {watchdog:?}; answering ETIMEDOUT");
-                reply.fail(Errno::ETIMEDOUT)
+                tracing::warn!(
+                    "a {what} request took longer than {watchdog:?}; answering ETIMEDOUT"
+                );
+                Err(Errno::ETIMEDOUT)
             }
         }
     }
@@ -585,21 +596,9 @@ impl Filesystem for PvfsFs {
             // thread stays free for everything else.
             if let Some(_slot) = self.waiters.try_take() {
                 let op = self.inner.write_now(fh.0, offset, data, uid);
-                let watchdog = self.watchdog;
-                let done = guarded("write", || {
-                    self.rt
-                        .block_on(async { tokio::time::timeout(watchdog, op).await })
-                });
-                return match done {
-                    Some(Ok(Ok(n))) => reply.written(n),
-                    Some(Ok(Err(e))) => reply.error(e),
-                    None => reply.error(Errno::EIO),
-                    Some(Err(_)) => {
-                        tracing::warn!(
-                            "a write took longer than {watchdog:?}; answering ETIMEDOUT"
-                        );
-                        reply.error(Errno::ETIMEDOUT)
-                    }
+                return match self.wait_here("write", op) {
+                    Ok(n) => reply.written(n),
+                    Err(e) => reply.error(e),
                 };
             }
         }

@@ -840,3 +840,87 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
         self.core.checkpoint(&mut log, next)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file in memory.
+    #[derive(Debug, Default)]
+    struct MemDisk(Mutex<Vec<u8>>);
+
+    impl Disk for MemDisk {
+        fn len(&self) -> io::Result<u64> {
+            Ok(self.0.lock().map_or(0, |b| b.len() as u64))
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            let b = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let at = offset as usize;
+            let src = b
+                .get(at..at + buf.len())
+                .ok_or(io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let mut b = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let end = offset as usize + data.len();
+            if b.len() < end {
+                b.resize(end, 0);
+            }
+            b[offset as usize..end].copy_from_slice(data);
+            Ok(())
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            let mut b = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            b.resize(len as usize, 0);
+            Ok(())
+        }
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Skipping writes a later write of the same range replaces leaves the file as
+    /// writing every operation in order does, whatever the length changes between.
+    #[test]
+    fn apply_skips_only_what_changes_nothing() {
+        let mut seed: u64 = 0x5eed;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..500 {
+            let mut ops = Vec::new();
+            for _ in 0..1 + next(30) {
+                if next(5) == 0 {
+                    ops.push(Op::SetLen(next(6) * 512));
+                } else {
+                    // Few distinct ranges, so writes of the same range repeat.
+                    let offset = next(4) * 512;
+                    let len = 256 * (1 + next(3)) as usize;
+                    let fill = next(256) as u8;
+                    ops.push(Op::Write {
+                        offset,
+                        data: vec![fill; len],
+                    });
+                }
+            }
+            let (skipping, every) = (MemDisk::default(), MemDisk::default());
+            apply(&skipping, &ops).unwrap();
+            for op in &ops {
+                match op {
+                    Op::Write { offset, data } => every.write_at(*offset, data).unwrap(),
+                    Op::SetLen(len) => every.set_len(*len).unwrap(),
+                }
+            }
+            assert_eq!(
+                *skipping.0.lock().unwrap(),
+                *every.0.lock().unwrap(),
+                "{ops:?}"
+            );
+        }
+    }
+}

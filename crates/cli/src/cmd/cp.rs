@@ -71,6 +71,9 @@ pub fn run(a: CpArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    if a.chunk == Some(0) {
+        return Err(UsageError("--chunk must be at least one byte".into()).into());
+    }
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
         let started = Instant::now();
