@@ -18,6 +18,7 @@
 
 use crate::born::{BornLog, Event};
 use crate::error::StorageError;
+use crate::spares::Spares;
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::{Handle, Timespec};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -28,7 +29,8 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::SystemTime;
 
 /// How many open datafiles [`FileData`] keeps cached.
 pub const FD_CACHE_SIZE: usize = 512;
@@ -155,6 +157,9 @@ struct FdCache {
     map: HashMap<Handle, (Arc<File>, u64)>,
     order: BTreeMap<u64, Handle>,
     tick: u64,
+    /// Files evicted while someone still used them, so a removal can tell that the
+    /// datafile is still open somewhere (pruned of dead ones as it grows).
+    lent: HashMap<Handle, Weak<File>>,
 }
 
 impl FdCache {
@@ -174,10 +179,17 @@ impl FdCache {
         }
         self.order.insert(self.tick, h);
         while self.map.len() > FD_CACHE_SIZE {
-            match self.order.pop_first() {
-                Some((_, old)) => self.map.remove(&old),
-                None => break,
+            let Some((_, old)) = self.order.pop_first() else {
+                break;
             };
+            if let Some((f, _)) = self.map.remove(&old) {
+                if Arc::strong_count(&f) > 1 {
+                    if self.lent.len() >= FD_CACHE_SIZE {
+                        self.lent.retain(|_, w| w.strong_count() > 0);
+                    }
+                    self.lent.insert(old, Arc::downgrade(&f));
+                }
+            }
         }
     }
 
@@ -185,6 +197,15 @@ impl FdCache {
         let (f, used) = self.map.remove(&h)?;
         self.order.remove(&used);
         Some(f)
+    }
+
+    /// Drops `h` from the cache; its descriptor if it was cached, and whether anyone
+    /// else may still use an open descriptor of it (one handed out by [`FileData::file`]).
+    fn take(&mut self, h: Handle) -> (Option<Arc<File>>, bool) {
+        let cached = self.remove(h);
+        let lent = self.lent.remove(&h).is_some_and(|w| w.strong_count() > 0);
+        let shared = cached.as_ref().is_some_and(|f| Arc::strong_count(f) > 1);
+        (cached, lent || shared)
     }
 }
 
@@ -196,6 +217,8 @@ pub struct FileData {
     dirty_dirs: [AtomicBool; 256],
     /// Which datafiles were ever created and removed.
     born: BornLog,
+    /// Emptied datafiles kept for reuse (no inode freed or allocated per file).
+    spares: Spares,
 }
 
 impl FileData {
@@ -206,12 +229,19 @@ impl FileData {
             std::fs::create_dir_all(root.join(format!("{hh:02x}")))?;
         }
         let born = BornLog::open(&root, &list_under(&root)?)?;
+        let spares = Spares::open(&root)?;
         Ok(FileData {
             root,
             cache: Mutex::default(),
             dirty_dirs: std::array::from_fn(|_| AtomicBool::new(false)),
             born,
+            spares,
         })
+    }
+
+    /// How many emptied datafiles are kept for reuse now.
+    pub fn spare_count(&self) -> usize {
+        self.spares.len()
     }
 
     fn dir_of(&self, h: Handle) -> PathBuf {
@@ -240,7 +270,14 @@ impl FileData {
         let f = match opts.open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound && create => {
-                let f = opts.create(true).open(&path)?;
+                let f = if self.spares.take(&path) {
+                    let f = opts.open(&path)?;
+                    // A spare's times are those of its emptying.
+                    f.set_times(std::fs::FileTimes::new().set_modified(SystemTime::now()))?;
+                    f
+                } else {
+                    opts.create(true).open(&path)?
+                };
                 // Recorded before its directory can be flushed for it (`sync`); a
                 // datafile that cannot be recorded is not kept.
                 if let Err(e) = self.born.append(Event::Created, h) {
@@ -444,7 +481,7 @@ impl DataBackend for FileData {
 
     fn remove(&self, h: Handle) -> Result<(), StorageError> {
         let mut cache = self.cache();
-        cache.remove(h);
+        let (cached, in_use) = cache.take(h);
         let path = self.path(h);
         match std::fs::symlink_metadata(&path) {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -455,6 +492,11 @@ impl DataBackend for FileData {
         // removed on purpose (a crash in between leaves a file the next open records
         // again).
         self.born.append(Event::Removed, h)?;
+        // Kept as a spare unless a descriptor handed out may still read or write it:
+        // then that I/O must not reach whatever file the spare becomes.
+        if !in_use && self.spares.keep(&path, cached.as_deref()) {
+            return Ok(());
+        }
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),

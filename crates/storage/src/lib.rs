@@ -8,7 +8,8 @@
 //!   are made durable through a redo log under the database ([`redo::LoggedFile`]).
 //! - [`FileData`]: the data store, one local file per datafile handle, read and written
 //!   with positioned I/O through a small cache of open files, with a log of which
-//!   datafiles it ever created (`born.rs`), so a lost datafile is told from a hole. The server uses it
+//!   datafiles it ever created (`born.rs`), so a lost datafile is told from a hole, and
+//!   removed datafiles kept emptied for reuse (`spares.rs`). The server uses it
 //!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
 //!   tests inject faults ([`fault::FaultyData`]).
 //!
@@ -24,6 +25,7 @@ pub mod fault;
 mod lockmark;
 mod meta;
 pub mod redo;
+mod spares;
 mod txn;
 
 pub use born::{BORN_FILE, BORN_VERSION};
@@ -35,4 +37,5 @@ pub use meta::{
     FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
 };
 pub use redo::{LogFlusher, SyncPolicy};
+pub use spares::{SPARES_MAX, SPARE_DIR};
 pub use txn::MetaTxn;

@@ -1,0 +1,203 @@
+//! Emptied datafiles kept for reuse: `<dir>/data/spare/<n>` (docs/storage-format.md).
+//!
+//! Why: removing a datafile frees its inode and creating one allocates an inode, and on
+//! ext4 without a journal the allocation checks every free inode it meets for a recent
+//! deletion, up to five minutes back (the kernel's `recently_deleted`, which reads the
+//! inode table), and skips those: after many
+//! files were removed, each create walks over all of them. Measured on this project's
+//! test machine, a data server spent about a third of the machine's CPU there while
+//! files were created right after others were removed (`docs/benchmarks.md`). A removed
+//! datafile is instead emptied and renamed into the spare directory, and a new
+//! datafile is a spare renamed into place: no inode is freed or allocated.
+//!
+//! Invariants: a spare is empty (length 0, no blocks) whenever it can be taken, except
+//! after a crash between its rename and its emptying, which [`Spares::open`] repairs;
+//! a spare is never renamed over an existing name (`RENAME_NOREPLACE`); a datafile that
+//! anyone may still read or write (an open descriptor handed out) is never made a
+//! spare, so its I/O cannot reach another file (the caller checks that). At most
+//! [`SPARES_MAX`] are kept; beyond, removed datafiles are unlinked. On a file system
+//! without `RENAME_NOREPLACE`, nothing is kept.
+
+use crate::error::StorageError;
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, ErrorKind};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Most emptied datafiles a data server keeps for reuse (each is one inode and one
+/// directory entry, no data blocks).
+pub const SPARES_MAX: usize = 65_536;
+
+/// Name of the spare directory under the data directory.
+pub const SPARE_DIR: &str = "spare";
+
+/// The spare datafiles of one data store.
+pub(crate) struct Spares {
+    dir: PathBuf,
+    state: Mutex<State>,
+    /// False once the file system refused `RENAME_NOREPLACE`.
+    enabled: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    /// Names (numbers) of the spares there now.
+    free: Vec<u64>,
+    /// Next unused name.
+    next: u64,
+}
+
+impl Spares {
+    /// Opens (creating if needed) `<root>/spare`: empties spares a crash left with
+    /// contents, removes names that are not spares and spares beyond the bound.
+    pub(crate) fn open(root: &Path) -> Result<Spares, StorageError> {
+        let dir = root.join(SPARE_DIR);
+        std::fs::create_dir_all(&dir)?;
+        let mut state = State::default();
+        for ent in std::fs::read_dir(&dir)? {
+            let ent = ent?;
+            let path = ent.path();
+            let id = std::str::from_utf8(ent.file_name().as_bytes())
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok());
+            let keep = match id {
+                Some(_) if state.free.len() < SPARES_MAX => {
+                    let md = std::fs::symlink_metadata(&path)?;
+                    md.is_file() && (md.len() == 0 && md.blocks() == 0 || empty(&path).is_ok())
+                }
+                _ => false,
+            };
+            match (keep, id) {
+                (true, Some(id)) => {
+                    state.free.push(id);
+                    state.next = state.next.max(id.saturating_add(1));
+                }
+                _ => remove_any(&path)?,
+            }
+        }
+        Ok(Spares {
+            dir,
+            state: Mutex::new(state),
+            enabled: AtomicBool::new(true),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Number of spares kept now.
+    pub(crate) fn len(&self) -> usize {
+        self.state().free.len()
+    }
+
+    /// Moves the datafile at `path`, which nobody holds open but `open` (its cached
+    /// descriptor, if any), into the spares and empties it. False when it was not
+    /// moved (no room, or the rename failed): the caller unlinks it then.
+    pub(crate) fn keep(&self, path: &Path, open: Option<&File>) -> bool {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return false;
+        }
+        let id = {
+            let mut s = self.state();
+            if s.free.len() >= SPARES_MAX {
+                return false;
+            }
+            s.next += 1;
+            s.next - 1
+        };
+        let to = self.dir.join(id.to_string());
+        if let Err(e) = rename_noreplace(path, &to) {
+            self.refused(&e);
+            return false;
+        }
+        let emptied = match open {
+            Some(f) => f.set_len(0),
+            None => empty(&to),
+        };
+        match emptied {
+            Ok(()) => self.state().free.push(id),
+            // Not reusable; gone from `path` all the same.
+            Err(_) => {
+                let _ = std::fs::remove_file(&to);
+            }
+        }
+        true
+    }
+
+    /// Renames a spare to `path` if there is one and nothing is at `path`. True when
+    /// `path` now names an empty file that was a spare.
+    pub(crate) fn take(&self, path: &Path) -> bool {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return false;
+        }
+        loop {
+            let Some(id) = self.state().free.pop() else {
+                return false;
+            };
+            match rename_noreplace(&self.dir.join(id.to_string()), path) {
+                Ok(()) => return true,
+                // Gone behind our back: try the next one.
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => {
+                    self.refused(&e);
+                    self.state().free.push(id);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Stops keeping spares on a file system that cannot rename without replacing.
+    fn refused(&self, e: &io::Error) {
+        if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            self.enabled.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Truncates the file at `path` to nothing (freeing its blocks).
+fn empty(path: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map(drop)
+}
+
+/// Removes whatever is at `path` (a stray directory with its contents too).
+fn remove_any(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `renameat2(from, to, RENAME_NOREPLACE)`: fails with `EEXIST` instead of replacing.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from(ErrorKind::InvalidInput))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths that outlive the call; no memory is shared.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
