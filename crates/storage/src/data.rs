@@ -271,10 +271,18 @@ impl FileData {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound && create => {
                 let f = if self.spares.take(&path) {
-                    let f = opts.open(&path)?;
-                    // A spare's times are those of its emptying.
-                    f.set_times(std::fs::FileTimes::new().set_modified(SystemTime::now()))?;
-                    f
+                    // A spare's times are those of its emptying: give it a creation's.
+                    let reused = opts.open(&path).and_then(|f| {
+                        f.set_times(std::fs::FileTimes::new().set_modified(SystemTime::now()))?;
+                        Ok(f)
+                    });
+                    match reused {
+                        Ok(f) => f,
+                        Err(e) => {
+                            let _ = std::fs::remove_file(&path);
+                            return Err(e.into());
+                        }
+                    }
                 } else {
                     opts.create(true).open(&path)?
                 };
@@ -493,14 +501,23 @@ impl DataBackend for FileData {
         // again).
         self.born.append(Event::Removed, h)?;
         // Kept as a spare unless a descriptor handed out may still read or write it:
-        // then that I/O must not reach whatever file the spare becomes.
-        if !in_use && self.spares.keep(&path, cached.as_deref()) {
-            return Ok(());
-        }
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        // then that I/O must not reach whatever file the spare becomes. Moved under
+        // the cache lock (nobody can open the name meanwhile), emptied after it (a
+        // large file's blocks take a while to free).
+        let stashed = if in_use {
+            None
+        } else {
+            self.spares.stash(&path)
+        };
+        let Some(stashed) = stashed else {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            };
+        };
+        drop(cache);
+        self.spares.settle(stashed, cached.as_deref());
+        Ok(())
     }
 
     fn sync(&self, h: Handle) -> Result<(), StorageError> {

@@ -3,15 +3,16 @@
 //! Why: removing a datafile frees its inode and creating one allocates an inode, and on
 //! ext4 without a journal the allocation checks every free inode it meets for a recent
 //! deletion, up to five minutes back (the kernel's `recently_deleted`, which reads the
-//! inode table), and skips those: after many
-//! files were removed, each create walks over all of them. Measured on this project's
-//! test machine, a data server spent about a third of the machine's CPU there while
-//! files were created right after others were removed (`docs/benchmarks.md`). A removed
-//! datafile is instead emptied and renamed into the spare directory, and a new
-//! datafile is a spare renamed into place: no inode is freed or allocated.
+//! inode table), and skips those: after many files were removed, each create walks over
+//! all of them. On this project's test machine a data server spent about a third of
+//! the machine's CPU there while files were created right after others were removed
+//! (`docs/benchmarks.md`). A removed datafile is instead renamed into the spare
+//! directory ([`Spares::stash`]) and emptied ([`Spares::settle`]), and a new datafile
+//! is a spare renamed into place ([`Spares::take`]): no inode is freed or allocated.
 //!
-//! Invariants: a spare is empty (length 0, no blocks) whenever it can be taken, except
-//! after a crash between its rename and its emptying, which [`Spares::open`] repairs;
+//! Invariants: a spare is empty (length 0, no blocks) whenever it can be taken: it is
+//! offered only once emptied, and a crash between its rename and its emptying leaves
+//! one with contents that [`Spares::open`] empties;
 //! a spare is never renamed over an existing name (`RENAME_NOREPLACE`); a datafile that
 //! anyone may still read or write (an open descriptor handed out) is never made a
 //! spare, so its I/O cannot reach another file (the caller checks that). At most
@@ -41,6 +42,12 @@ pub(crate) struct Spares {
     state: Mutex<State>,
     /// False once the file system refused `RENAME_NOREPLACE`.
     enabled: AtomicBool,
+}
+
+/// A removed datafile moved into the spare directory, not emptied yet.
+pub(crate) struct Stashed {
+    id: u64,
+    path: PathBuf,
 }
 
 #[derive(Default)]
@@ -95,38 +102,45 @@ impl Spares {
         self.state().free.len()
     }
 
-    /// Moves the datafile at `path`, which nobody holds open but `open` (its cached
-    /// descriptor, if any), into the spares and empties it. False when it was not
-    /// moved (no room, or the rename failed): the caller unlinks it then.
-    pub(crate) fn keep(&self, path: &Path, open: Option<&File>) -> bool {
+    /// Moves the datafile at `path`, which nobody holds open but the caller (its
+    /// cached descriptor, if any), out of the way into the spare directory. None when
+    /// it was not moved (no room, or the rename failed): the caller unlinks it then.
+    /// The spare is not offered before [`Spares::settle`] emptied it.
+    pub(crate) fn stash(&self, path: &Path) -> Option<Stashed> {
         if !self.enabled.load(Ordering::Relaxed) {
-            return false;
+            return None;
         }
         let id = {
             let mut s = self.state();
             if s.free.len() >= SPARES_MAX {
-                return false;
+                return None;
             }
             s.next += 1;
             s.next - 1
         };
         let to = self.dir.join(id.to_string());
-        if let Err(e) = rename_noreplace(path, &to) {
-            self.refused(&e);
-            return false;
-        }
-        let emptied = match open {
-            Some(f) => f.set_len(0),
-            None => empty(&to),
-        };
-        match emptied {
-            Ok(()) => self.state().free.push(id),
-            // Not reusable; gone from `path` all the same.
-            Err(_) => {
-                let _ = std::fs::remove_file(&to);
+        match rename_noreplace(path, &to) {
+            Ok(()) => Some(Stashed { id, path: to }),
+            Err(e) => {
+                self.refused(&e);
+                None
             }
         }
-        true
+    }
+
+    /// Empties a stashed datafile (through `open`, its descriptor, if there is one)
+    /// and offers it for reuse; one that cannot be emptied is removed.
+    pub(crate) fn settle(&self, stashed: Stashed, open: Option<&File>) {
+        let emptied = match open {
+            Some(f) => f.set_len(0),
+            None => empty(&stashed.path),
+        };
+        match emptied {
+            Ok(()) => self.state().free.push(stashed.id),
+            Err(_) => {
+                let _ = std::fs::remove_file(&stashed.path);
+            }
+        }
     }
 
     /// Renames a spare to `path` if there is one and nothing is at `path`. True when
