@@ -609,6 +609,17 @@ fn every_command_end_to_end() {
     cli(&["mkdir", "/proj/striped/sub"]).ok();
     cli(&["cp", small.to_str().unwrap(), "pvfs:/proj/striped/sub/h"]).ok();
     check_layout(&cluster, "/proj/striped/sub/h", 128 * KIB, 2, 5);
+    // One stripe is said in the singular.
+    let one = cli(&["setlayout", "/proj/striped/sub", "--stripe-count", "1"])
+        .ok()
+        .to_string();
+    assert!(one.contains("new files get 1 stripe\n"), "{one}");
+    cli(&["cp", small.to_str().unwrap(), "pvfs:/proj/striped/sub/one"]).ok();
+    let text = cli(&["stat", "/proj/striped/sub/one"]).ok().to_string();
+    assert!(
+        text.contains("layout: 1 stripe of 64K"),
+        "stat output:\n{text}"
+    );
     cli(&["setlayout", "--clear", "/proj/striped"]).ok();
     cli(&["cp", small.to_str().unwrap(), "pvfs:/proj/striped/i"]).ok();
     check_layout(&cluster, "/proj/striped/i", 64 * KIB, 4, 5);

@@ -43,6 +43,15 @@ pub struct SetlayoutArgs {
     path: String,
 }
 
+/// "1 stripe", "4 stripes": a stripe count in words.
+pub fn stripes(n: u64) -> String {
+    if n == 1 {
+        "1 stripe".into()
+    } else {
+        format!("{n} stripes")
+    }
+}
+
 /// A layout request in words, e.g. "stripe size 64K, 4 stripes".
 pub fn spec_string(s: &LayoutSpec) -> String {
     let mut parts = Vec::new();
@@ -50,7 +59,7 @@ pub fn spec_string(s: &LayoutSpec) -> String {
         parts.push(format!("stripe size {}", format_size(size)));
     }
     if let Some(c) = s.stripe_count {
-        parts.push(format!("{c} stripes"));
+        parts.push(stripes(u64::from(c)));
     }
     if let Some(b) = s.base {
         parts.push(format!("first data server {b}"));

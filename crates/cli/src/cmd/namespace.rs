@@ -177,8 +177,8 @@ pub fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
         }
         match &attr.detail {
             pvfs_proto::ObjDetail::File { layout } => println!(
-                "layout: {} stripes of {}",
-                layout.datafiles.len(),
+                "layout: {} of {}",
+                super::layout::stripes(layout.datafiles.len() as u64),
                 pvfs_config::format_size(layout.stripe_size)
             ),
             pvfs_proto::ObjDetail::Dir {
