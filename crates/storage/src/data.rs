@@ -529,10 +529,10 @@ impl DataBackend for FileData {
         // The born log first: every name the flush makes durable is recorded there.
         // A failed flush marks the directory again, for the next sync to retry.
         if self.dirty_dirs[bucket(h)].swap(false, Ordering::AcqRel) {
-            let flushed = self
-                .born
-                .sync()
-                .and_then(|()| Ok(File::open(self.dir_of(h))?.sync_all()?));
+            let flushed = self.born.sync().and_then(|()| {
+                self.spares.sync_dir()?;
+                Ok(File::open(self.dir_of(h))?.sync_all()?)
+            });
             if let Err(e) = flushed {
                 self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
                 return Err(e);

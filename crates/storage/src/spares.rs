@@ -12,7 +12,9 @@
 //!
 //! Invariants: a spare is empty (length 0, no blocks) whenever it can be taken: it is
 //! offered only once emptied, and a crash between its rename and its emptying leaves
-//! one with contents that [`Spares::open`] empties;
+//! one with contents that [`Spares::open`] empties (unless the file has another name:
+//! a rename a crash left in both directories, where only the spare's name goes), and
+//! the spare directory is flushed before a datafile's directory is for a taken spare;
 //! a spare is never renamed over an existing name (`RENAME_NOREPLACE`); a datafile that
 //! anyone may still read or write (an open descriptor handed out) is never made a
 //! spare, so its I/O cannot reach another file (the caller checks that). At most
@@ -42,6 +44,8 @@ pub(crate) struct Spares {
     state: Mutex<State>,
     /// False once the file system refused `RENAME_NOREPLACE`.
     enabled: AtomicBool,
+    /// A spare was taken since the directory was last flushed.
+    taken: AtomicBool,
 }
 
 /// A removed datafile moved into the spare directory, not emptied yet.
@@ -71,10 +75,15 @@ impl Spares {
             let id = std::str::from_utf8(ent.file_name().as_bytes())
                 .ok()
                 .and_then(|s| s.parse::<u64>().ok());
+            // A spare with another name too is a rename a crash left half on disk
+            // (both directories' entries): that other name is a datafile, so only
+            // this name goes; emptying the file would empty the datafile.
             let keep = match id {
                 Some(_) if state.free.len() < SPARES_MAX => {
                     let md = std::fs::symlink_metadata(&path)?;
-                    md.is_file() && (md.len() == 0 && md.blocks() == 0 || empty(&path).is_ok())
+                    md.is_file()
+                        && md.nlink() == 1
+                        && (md.len() == 0 && md.blocks() == 0 || empty(&path).is_ok())
                 }
                 _ => false,
             };
@@ -90,6 +99,7 @@ impl Spares {
             dir,
             state: Mutex::new(state),
             enabled: AtomicBool::new(true),
+            taken: AtomicBool::new(false),
         })
     }
 
@@ -154,7 +164,10 @@ impl Spares {
                 return false;
             };
             match rename_noreplace(&self.dir.join(id.to_string()), path) {
-                Ok(()) => return true,
+                Ok(()) => {
+                    self.taken.store(true, Ordering::Release);
+                    return true;
+                }
                 // Gone behind our back: try the next one.
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => {
@@ -164,6 +177,20 @@ impl Spares {
                 }
             }
         }
+    }
+
+    /// Flushes the spare directory if a spare left it since the last flush: called
+    /// before a datafile's directory is flushed for its new names, so that a taken
+    /// spare's old name is gone from the disk no later than its new one is there.
+    pub(crate) fn sync_dir(&self) -> io::Result<()> {
+        if self.taken.swap(false, Ordering::AcqRel) {
+            let flushed = File::open(&self.dir).and_then(|d| d.sync_all());
+            if flushed.is_err() {
+                self.taken.store(true, Ordering::Release);
+            }
+            flushed?;
+        }
+        Ok(())
     }
 
     /// Stops keeping spares on a file system that cannot rename without replacing.
