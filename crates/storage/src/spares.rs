@@ -41,6 +41,8 @@ pub const SPARE_DIR: &str = "spare";
 /// The spare datafiles of one data store.
 pub(crate) struct Spares {
     dir: PathBuf,
+    /// Most spares kept ([`SPARES_MAX`]).
+    max: usize,
     state: Mutex<State>,
     /// False once the file system refused `RENAME_NOREPLACE`.
     enabled: AtomicBool,
@@ -66,6 +68,11 @@ impl Spares {
     /// Opens (creating if needed) `<root>/spare`: empties spares a crash left with
     /// contents, removes names that are not spares and spares beyond the bound.
     pub(crate) fn open(root: &Path) -> Result<Spares, StorageError> {
+        Spares::open_with_max(root, SPARES_MAX)
+    }
+
+    /// [`Spares::open`] keeping at most `max`.
+    fn open_with_max(root: &Path, max: usize) -> Result<Spares, StorageError> {
         let dir = root.join(SPARE_DIR);
         std::fs::create_dir_all(&dir)?;
         let mut state = State::default();
@@ -79,7 +86,7 @@ impl Spares {
             // (both directories' entries): that other name is a datafile, so only
             // this name goes; emptying the file would empty the datafile.
             let keep = match id {
-                Some(_) if state.free.len() < SPARES_MAX => {
+                Some(_) if state.free.len() < max => {
                     let md = std::fs::symlink_metadata(&path)?;
                     md.is_file()
                         && md.nlink() == 1
@@ -97,6 +104,7 @@ impl Spares {
         }
         Ok(Spares {
             dir,
+            max,
             state: Mutex::new(state),
             enabled: AtomicBool::new(true),
             taken: AtomicBool::new(false),
@@ -122,7 +130,7 @@ impl Spares {
         }
         let id = {
             let mut s = self.state();
-            if s.free.len() >= SPARES_MAX {
+            if s.free.len() >= self.max {
                 return None;
             }
             s.next += 1;
@@ -240,5 +248,51 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn file(path: &Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn keeps_at_most_its_bound_and_never_replaces_a_name() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let s = Spares::open_with_max(root, 2).unwrap();
+        for name in ["a", "b", "c"] {
+            file(&root.join(name), b"contents");
+        }
+        for name in ["a", "b"] {
+            let stashed = s.stash(&root.join(name)).unwrap();
+            s.settle(stashed, None);
+        }
+        // Full: the third stays where it is, for the caller to unlink.
+        assert!(s.stash(&root.join("c")).is_none());
+        assert!(root.join("c").exists());
+        assert_eq!(s.len(), 2);
+        // A name that exists is never replaced by a spare.
+        assert!(!s.take(&root.join("c")));
+        assert_eq!(std::fs::read(root.join("c")).unwrap(), b"contents");
+        assert_eq!(s.len(), 2);
+        // Taken spares are empty files.
+        assert!(s.take(&root.join("x")));
+        assert_eq!(std::fs::metadata(root.join("x")).unwrap().len(), 0);
+        assert_eq!(s.len(), 1);
+        // Reopened with a smaller bound, the spares beyond it go.
+        let stashed = s.stash(&root.join("c")).unwrap();
+        s.settle(stashed, None);
+        assert_eq!(s.len(), 2);
+        drop(s);
+        let s = Spares::open_with_max(root, 1).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(std::fs::read_dir(root.join(SPARE_DIR)).unwrap().count(), 1);
+        assert!(s.take(&root.join("y")));
+        assert!(!s.take(&root.join("z")));
     }
 }
