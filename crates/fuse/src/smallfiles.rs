@@ -42,7 +42,12 @@ fn budget() -> usize {
     let total = usize::try_from(pages)
         .unwrap_or(0)
         .saturating_mul(usize::try_from(page).unwrap_or(0));
-    (total / 64).clamp(16 << 20, 1 << 30)
+    budget_for(total)
+}
+
+/// The budget on a machine with `memory` bytes.
+fn budget_for(memory: usize) -> usize {
+    (memory / 64).clamp(16 << 20, 1 << 30)
 }
 
 /// One file's contents, from byte 0 to its end.
@@ -303,7 +308,9 @@ mod tests {
 
     #[test]
     fn the_budget_follows_the_machine() {
-        let b = budget();
-        assert!((16 << 20..=1 << 30).contains(&b), "{b}");
+        assert_eq!(budget_for(24 << 30), 384 << 20);
+        assert_eq!(budget_for(256 << 20), 16 << 20, "at least 16 MiB");
+        assert_eq!(budget_for(0), 16 << 20, "memory unknown");
+        assert_eq!(budget_for(1 << 40), 1 << 30, "at most 1 GiB");
     }
 }

@@ -944,17 +944,21 @@ mod tests {
         }
     }
 
+    /// A replayable stream of numbers: `next(n)` is below `n` (0 for `n` = 0).
+    fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n.max(1)
+        }
+    }
+
     /// Skipping writes a later write of the same range replaces leaves the file as
     /// writing every operation in order does, whatever the length changes between.
     #[test]
     fn apply_skips_only_what_changes_nothing() {
-        let mut seed: u64 = 0x5eed;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = seeded(0x5eed);
         for _ in 0..500 {
             let mut ops = Vec::new();
             for _ in 0..1 + next(30) {
@@ -1007,13 +1011,7 @@ mod tests {
     /// written to a log and read again; runs of zeros are left out.
     #[test]
     fn writes_are_logged_without_their_zeros_and_read_back_whole() {
-        let mut seed: u64 = 0x2e705;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n.max(1)
-        };
+        let mut next = seeded(0x2e705);
         let mut fixed = vec![vec![], vec![0; 7], vec![5; 7], vec![0; 4096], vec![9; 4096]];
         let mut page = vec![0u8; 4096];
         page[..100].fill(3);

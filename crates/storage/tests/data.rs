@@ -418,7 +418,8 @@ fn a_spare_that_a_crash_left_with_a_datafile_name_too_is_not_emptied() {
     let mut buf = [0u8; 64];
     assert_eq!(fd.read_at(2, 0, &mut buf).unwrap(), 12);
     assert_eq!(&buf[..12], b"synced bytes");
-    // Taking a spare flushes the spare directory before the datafile's at its sync.
+    // A datafile made from a spare syncs (its directory, and first the spare
+    // directory the spare left).
     fd.write_at(3, 0, b"x").unwrap();
     fd.remove(3).unwrap();
     fd.write_at(4, 0, b"y").unwrap();
