@@ -65,7 +65,7 @@ typedef struct pvfs_dir PVFS_DIR;
  * of 4096 datafiles); a handle for a file striped over `c` servers takes
  * `85 + 12 * c` bytes.
  */
-#define PVFS_GROUP_HANDLE_MAX 229481
+#define PVFS_GROUP_HANDLE_MAX 229485
 
 /**
  * Servers whose request counts `struct pvfs_stats` reports one by one.

@@ -64,11 +64,18 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Runs the body of a C function: `Ok(v)` returns `v`; `Err(Fail(e))` sets errno to
-/// `e` and returns `failed`; a panic sets EIO and returns `failed`.
+/// Runs the body of a C function: `Ok(v)` returns `v` with errno as the caller left
+/// it (connecting a socket on the way sets it, and a caller of `readdir` tells the end
+/// of a listing from an error by errno); `Err(Fail(e))` sets errno to `e` and returns
+/// `failed`; a panic sets EIO and returns `failed`.
 pub(crate) fn ffi<T>(failed: T, f: impl FnOnce() -> CResult<T>) -> T {
+    // SAFETY: __errno_location returns this thread's errno slot, always valid.
+    let caller_errno = unsafe { *libc::__errno_location() };
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => v,
+        Ok(Ok(v)) => {
+            set_errno(caller_errno);
+            v
+        }
         Ok(Err(Fail(e))) => {
             set_errno(e);
             failed

@@ -32,7 +32,7 @@ pub const PVFS_SLITE_ALL: c_ulong = 0x1f;
 /// A buffer of this many bytes holds any group handle `pvfs_openg` makes (a layout
 /// of 4096 datafiles); a handle for a file striped over `c` servers takes
 /// `85 + 12 * c` bytes.
-pub const PVFS_GROUP_HANDLE_MAX: size_t = 229481;
+pub const PVFS_GROUP_HANDLE_MAX: size_t = 229485;
 
 /// Servers whose request counts `struct pvfs_stats` reports one by one.
 pub const PVFS_STATS_MAX_SERVERS: usize = 64;

@@ -28,7 +28,7 @@ fn call() -> Duration {
 /// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
 /// fixes it (a directory's several names and impossible layouts are only reported:
 /// which name or which server is right cannot be known).
-const KINDS: [(&str, bool); 11] = [
+const KINDS: [(&str, bool); 12] = [
     ("DanglingEntry", true),
     ("OrphanEntry", true),
     ("MisplacedEntry", true),
@@ -40,6 +40,7 @@ const KINDS: [(&str, bool); 11] = [
     ("BadLayout", false),
     ("MissingDatafile", true),
     ("OrphanDatafile", true),
+    ("PastWidth", true),
 ];
 
 /// Sends one raw request to server `server` (for damage the client library has no
@@ -176,8 +177,19 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         f.write_at(0, &small).await.unwrap();
         c.mkdir("/a/sealed", 0o755).await.unwrap();
         c.mkdir("/a/c", 0o755).await.unwrap();
+        let f = c
+            .create("/a/narrow", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, &small[..3901]).await.unwrap();
         let df = c.open("/big").await.unwrap().layout().datafiles[1];
         (df.handle, df.server as usize)
+    });
+    // The small file's bytes are on its first datafile only: it is 1 wide.
+    let narrow_df = tc.run(call(), async |c| {
+        let l = c.stat("/a/narrow").await.unwrap().layout().unwrap().clone();
+        assert_eq!((l.width, l.datafiles.len()), (1, 4), "{l:?}");
+        l.datafiles[1]
     });
     let clean = fsck_json(&cluster, false);
     assert!(
@@ -188,6 +200,17 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
 
     // MissingDatafile: a lost datafile of a written file (a lost disk).
     std::fs::remove_file(cluster.datafile_path(victim_server, victim_df)).unwrap();
+    // PastWidth: bytes on a datafile past its file's width (a metadata server
+    // restored from a copy older than the file's growth).
+    std::fs::write(
+        cluster.datafile_path(narrow_df.server as usize, narrow_df.handle),
+        &small[..100],
+    )
+    .unwrap();
+    tc.run(call(), async |c| {
+        let size = c.stat("/a/narrow").await.unwrap().size;
+        assert_eq!(size, 3901, "sizes ask only the datafiles within the width");
+    });
     // OrphanDatafile: a datafile no layout names (an interrupted unlink).
     let stray = config.servers[2].handles.first + 0xfff_0000;
     std::fs::create_dir_all(cluster.datafile_path(2, stray).parent().unwrap()).unwrap();
@@ -523,6 +546,23 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
             common::assert_bytes_eq(&got, want, path);
         }
         assert_eq!(c.readlink("/a/link").await.unwrap(), "f1");
+        // Widened over the bytes past its width: they count and read back.
+        let f = c.open("/a/narrow").await.unwrap();
+        let mut got = vec![0u8; 65536 + 200];
+        let n = f.read_at(0, &mut got).await.unwrap();
+        assert_eq!(n, 65536 + 100, "/a/narrow's size after repair");
+        common::assert_bytes_eq(&got[..3901], &small[..3901], "/a/narrow's first stripe");
+        assert!(
+            got[3901..65536].iter().all(|&b| b == 0),
+            "the hole reads as zeros"
+        );
+        common::assert_bytes_eq(
+            &got[65536..n],
+            &small[..100],
+            "/a/narrow past its old width",
+        );
+        let l = c.stat("/a/narrow").await.unwrap().layout().unwrap().clone();
+        assert_eq!(l.width, 2, "{l:?}");
     });
 }
 

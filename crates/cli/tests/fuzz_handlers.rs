@@ -170,7 +170,7 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
 /// The number of distinct request kinds [`request`] makes (every `Request` but
 /// `ScanDatafiles` and `ScanSeals`): one per arm of its match (Write and Read take
 /// two slots each), six from [`lock_request`]. The test checks that each was sent.
-const KINDS: usize = 45;
+const KINDS: usize = 46;
 
 /// One random request of any kind [`KINDS`] counts.
 fn request(rng: &mut Rng, real: &[Handle]) -> Request {
@@ -183,7 +183,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
     // KINDS (above) counts the distinct kinds this match makes.
-    match rng.range(0, 48) {
+    match rng.range(0, 49) {
         0 => Request::Ping {},
         1 => Request::StatFs {},
         2 => Request::Lookup {
@@ -394,6 +394,11 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         },
         45 => Request::Sync {
             data: rng.chance(0.5),
+        },
+        47 => Request::Widen {
+            handle: h,
+            width: pick(rng, &[0, 1, 2, 4, 5, u32::MAX]),
+            cap: cap(rng, h),
         },
         _ => Request::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),

@@ -75,17 +75,18 @@ impl Client {
     }
 
     /// Like [`Client::stat_handle`] for a regular file whose layout the caller
-    /// already knows (layouts never change): the metadata server and the data servers
+    /// already knows (its datafiles never change; its width only grows): the metadata
+    /// server and the data servers
     /// are asked at the same time, one round trip instead of two.
     pub async fn stat_file(&self, handle: Handle, layout: &Layout) -> Result<Attr> {
-        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
         let (attr, stats) = futures::join!(
             self.getattr(handle),
-            crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all)
+            crate::io::sized_stats(&self.inner.pool, &self.creds, layout)
         );
         let mut attr = attr?;
         if attr.layout() != Some(layout) {
-            // Not the file the caller thought (cannot happen: handles are not reused).
+            // Widened since the caller saw it (or, which cannot happen as handles are
+            // not reused, another file): the datafiles within the new width.
             self.fill_size(&mut attr).await?;
             return Ok(attr);
         }
@@ -104,10 +105,9 @@ impl Client {
         expect: Handle,
         layout: &Layout,
     ) -> Result<Attr> {
-        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
         let (attr, stats) = futures::join!(
             self.lookup_lite(dir, name),
-            crate::io::datafile_stats(&self.inner.pool, &self.creds, layout, &all)
+            crate::io::sized_stats(&self.inner.pool, &self.creds, layout)
         );
         let mut attr = attr?;
         let expected = attr.handle == expect && attr.layout() == Some(layout);

@@ -2,8 +2,11 @@
 //! partitions (the PVFS paper, Carns et al., 2000), region lists (readx/writex), size,
 //! fsync, truncate.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
 use pvfs_proto::layout::Layout;
-use pvfs_proto::{rights, Attr, Errno, Extent, Handle, Regions};
+use pvfs_proto::{rights, Attr, Errno, Extent, Handle, Regions, Request, Response};
 
 use crate::caps::Granted;
 use crate::error::{Error, Result};
@@ -46,6 +49,10 @@ pub struct File {
     /// Boxed: interfaces keep files in enums next to small variants.
     attr: Box<Attr>,
     layout: Layout,
+    /// The layout's width as far as this file (and its clones) knows: a lower bound
+    /// of the metadata server's. Bytes are written past it only after a `Widen`.
+    /// Reads never use it: another client may have widened the file since.
+    width: Arc<AtomicU32>,
 }
 
 impl File {
@@ -57,6 +64,7 @@ impl File {
         File {
             client,
             attr: Box::new(attr),
+            width: Arc::new(AtomicU32::new(layout.width)),
             layout,
         }
     }
@@ -71,9 +79,44 @@ impl File {
         &self.attr
     }
 
-    /// Stripe size and datafiles.
+    /// Stripe size and datafiles, and the width as of open.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The layout's width as the file's metadata server says now (None when it does
+    /// not answer: then every datafile is asked).
+    async fn fresh_width(&self) -> Option<u32> {
+        let attr = self.client.getattr(self.attr.handle).await.ok()?;
+        let width = attr
+            .layout()
+            .filter(|l| l.datafiles == self.layout.datafiles)?
+            .width;
+        self.width.fetch_max(width, Ordering::AcqRel);
+        Some(width)
+    }
+
+    /// Makes sure the file's datafiles may hold bytes up to `end` (exclusive): widens
+    /// it at its metadata server first when they reach past the width known here.
+    /// `caps` hold WRITE on the file (the server checks it).
+    async fn widen_for(&self, end: u64, caps: &Granted) -> Result<()> {
+        let need = self.layout.width_for(end);
+        if need <= self.width.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let c = &self.client;
+        let handle = self.attr.handle;
+        let req = Request::Widen {
+            handle,
+            width: need,
+            cap: caps.object().cloned(),
+        };
+        let width = match c.rpc(c.owner(handle)?, req).await? {
+            Response::Attr { attr, .. } => attr.layout().map_or(need, |l| l.width),
+            other => return Err(crate::pool::unexpected("Widen", &other)),
+        };
+        self.width.fetch_max(width.max(need), Ordering::AcqRel);
+        Ok(())
     }
 
     /// Writes `buf` at `offset`; returns `buf.len()`.
@@ -144,16 +187,21 @@ impl File {
         for (part, range) in split(regions, buf.len())? {
             let mut caps = self.caps(rights::WRITE).await?;
             let n = loop {
-                let w = io::write(
-                    &c.inner.pool,
-                    &c.creds,
-                    &self.layout,
-                    &caps,
-                    &part,
-                    &buf[range.clone()],
-                    false,
-                )
-                .await;
+                let w = match self.widen_for(part.end(), &caps).await {
+                    Ok(()) => {
+                        io::write(
+                            &c.inner.pool,
+                            &c.creds,
+                            &self.layout,
+                            &caps,
+                            &part,
+                            &buf[range.clone()],
+                            false,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
                 match w {
                     Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
                     other => break other?,
@@ -181,7 +229,7 @@ impl File {
         let mut size = 0;
         for (part, range) in split(regions, buf.len())? {
             let mut caps = self.caps(rights::READ).await?;
-            let s = loop {
+            let (mut s, involved) = loop {
                 let r = io::read(
                     &c.inner.pool,
                     &c.creds,
@@ -196,6 +244,14 @@ impl File {
                     other => break other?,
                 }
             };
+            if s < part.end() {
+                // The data ended before the request: holes, or the end of the file?
+                // The datafiles within the width say; the width this file holds may
+                // be behind another client's writes, so it is asked afresh.
+                let width = self.fresh_width().await;
+                let past = io::size_past(&c.inner.pool, &c.creds, &self.layout, &involved, width);
+                s = s.max(past.await?);
+            }
             size = size.max(s);
         }
         Ok(size)
@@ -255,7 +311,19 @@ impl File {
             .map_err(|(e, why)| Error::new(e, why))?;
         let c = &self.client;
         let mut caps = self.caps(rights::WRITE).await?;
+        // Every mode but punching holes may allocate, and bytes (or blocks) past the
+        // width need it widened first; a hole is punched in whatever is there.
+        let grows = mode & pvfs_proto::message::falloc::PUNCH_HOLE == 0;
         loop {
+            if grows {
+                match self.widen_for(offset.saturating_add(len), &caps).await {
+                    Err(e) if self.expired(&e) => {
+                        caps = self.caps(rights::WRITE).await?;
+                        continue;
+                    }
+                    other => other?,
+                }
+            }
             let r = io::fallocate(
                 &c.inner.pool,
                 &c.creds,
@@ -281,7 +349,13 @@ impl File {
         let c = &self.client;
         let mut caps = self.caps(rights::WRITE).await?;
         loop {
-            match io::truncate(&c.inner.pool, &c.creds, &self.layout, &caps, size).await {
+            // Extending puts the new end on the datafile that holds it: widen first.
+            // (Cutting goes to every datafile: this file's width may be behind.)
+            let r = match self.widen_for(size, &caps).await {
+                Ok(()) => io::truncate(&c.inner.pool, &c.creds, &self.layout, &caps, size).await,
+                Err(e) => Err(e),
+            };
+            match r {
                 Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
                 other => break other?,
             }

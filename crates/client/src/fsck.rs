@@ -69,6 +69,9 @@ pub enum ProblemKind {
     MissingDatafile,
     /// A datafile no layout names.
     OrphanDatafile,
+    /// Bytes on a datafile past its file's width: sizes do not ask it, so the file
+    /// looks shorter than it is.
+    PastWidth,
 }
 
 /// One finding.
@@ -368,6 +371,25 @@ impl Client {
                 );
             }
         }
+        // Bytes past a file's width (written by a client that skipped widening, or
+        // under a metadata server restored from an older copy): the file's size
+        // misses them. Repair widens the file over them.
+        for (h, idx) in self.past_width(&snap).await? {
+            // Confirm: the file may have been widened after the object scan.
+            let now = self.getattr(h).await?;
+            if now.layout().is_none_or(|l| l.width as usize > idx) {
+                continue;
+            }
+            let fixed = repair && self.widen(h, idx as u32 + 1).await;
+            add(
+                ProblemKind::PastWidth,
+                format!(
+                    "file {h:#x}: datafile {idx} holds bytes past the file's width ({}): sizes miss them",
+                    now.layout().map_or(0, |l| l.width)
+                ),
+                fixed,
+            );
+        }
         for (server, present) in &snap.datafiles {
             let known = referenced.get(server);
             let orphans: Vec<Handle> = present
@@ -406,6 +428,58 @@ impl Client {
             .servers
             .get(i)
             .map_or("?", |s| s.name.as_str())
+    }
+
+    /// Files with bytes on datafiles past their width, and the last such datafile:
+    /// one `GetSizes` per data server (in batches) for every datafile past a width.
+    async fn past_width(&self, snap: &Snapshot) -> Result<Vec<(Handle, usize)>> {
+        // (file, datafile index, datafile handle), grouped by data server.
+        type Wanted = Vec<(Handle, usize, Handle)>;
+        let mut by_server: Vec<(usize, Wanted)> = Vec::new();
+        for (h, a) in &snap.objects {
+            let Some(layout) = a.layout() else { continue };
+            let past = layout
+                .datafiles
+                .iter()
+                .enumerate()
+                .skip(layout.width as usize);
+            for (i, df) in past.filter(|(_, df)| self.can_hold(df)) {
+                let s = df.server as usize;
+                match by_server.iter_mut().find(|(x, _)| *x == s) {
+                    Some((_, v)) => v.push((*h, i, df.handle)),
+                    None => by_server.push((s, vec![(*h, i, df.handle)])),
+                }
+            }
+        }
+        let mut found: BTreeMap<Handle, usize> = BTreeMap::new();
+        for (server, items) in crate::namespace::split_batches(by_server) {
+            let handles = items.iter().map(|x| x.2).collect();
+            let sizes = match self.rpc(server, Request::GetSizes { handles }).await? {
+                Response::Sizes { sizes } if sizes.len() == items.len() => sizes,
+                other => return Err(crate::pool::unexpected("GetSizes", &other)),
+            };
+            for ((h, i, _), st) in items.iter().zip(sizes) {
+                if st.size > 0 || st.allocated > 0 {
+                    let last = found.entry(*h).or_default();
+                    *last = (*last).max(*i);
+                }
+            }
+        }
+        Ok(found.into_iter().collect())
+    }
+
+    /// Widens file `h` to `width` datafiles (fsck's repair), with a WRITE capability
+    /// asked for it.
+    async fn widen(&self, h: Handle, width: u32) -> bool {
+        let Ok(caps) = self.caps_for(h, pvfs_proto::rights::WRITE).await else {
+            return false;
+        };
+        let req = Request::Widen {
+            handle: h,
+            width,
+            cap: caps.object().cloned(),
+        };
+        self.rpc_owner(h, req).await.is_ok()
     }
 
     async fn rpc_owner(&self, h: Handle, req: Request) -> Result<Response> {

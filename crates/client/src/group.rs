@@ -39,7 +39,8 @@ const VERSION: u16 = 2;
 /// Bytes of one encoded capability (handle, rights, uid, expiry, a 16-byte seal).
 const CAP_LEN: usize = 8 + 4 + 4 + 8 + 4 + pvfs_proto::cap::CAP_MAC_LEN;
 /// Largest group handle this version makes (a layout of 4096 datafiles).
-pub const GROUP_HANDLE_MAX: usize = 32 + (1 + 8 + 4 + 4 + 4096 * 12) + 4 + (4 + 4097 * CAP_LEN) + 4;
+pub const GROUP_HANDLE_MAX: usize =
+    32 + (1 + 8 + 4 + 4 + 4096 * 12 + 4) + 4 + (4 + 4097 * CAP_LEN) + 4;
 
 fn bad(why: &str) -> Error {
     Error::new(Errno::EBADMSG, format!("invalid group handle: {why}"))
@@ -170,6 +171,7 @@ mod tests {
                     handle: (u64::from(i) + 1) << 40 | 99,
                 })
                 .collect(),
+            width: 1,
         };
         let handle = 0x1_0000_0000_0042;
         // What a lookup would have granted (the servers seal them; the client only

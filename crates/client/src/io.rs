@@ -172,8 +172,9 @@ impl Scatter {
 }
 
 /// Reads the bytes `regions` describe into `buf` (stream order); holes read as
-/// zeros. Returns the file's size when the read reached past the end of the data,
-/// otherwise a lower bound of it that covers the whole request.
+/// zeros. Returns how far the data the involved datafiles hold reaches (the file's
+/// size is at least that) and which datafiles were involved: when that ends before
+/// the request does, [`size_past`] settles whether the rest is holes or past the end.
 pub(crate) async fn read(
     pool: &Pool,
     creds: &Creds,
@@ -181,10 +182,10 @@ pub(crate) async fn read(
     caps: &Granted,
     regions: &Regions,
     buf: &mut [u8],
-) -> Result<u64> {
+) -> Result<(u64, Vec<u64>)> {
     check(regions, buf.len())?;
     if buf.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let stripe = layout.stripe();
     let involved: Vec<u64> = (0..stripe.count)
@@ -204,19 +205,34 @@ pub(crate) async fn read(
         known = known.max(stripe.logical_end(idx, local));
         zero_unfilled(stripe, idx, regions, local, buf);
     }
-    if known >= regions.end() {
-        return Ok(known);
-    }
-    // The request reaches past what the involved datafiles hold: the other datafiles
-    // decide whether those bytes are holes or past the end of the file.
-    let others: Vec<usize> = (0..stripe.count as usize)
-        .filter(|i| !involved.contains(&(*i as u64)))
+    Ok((known, involved))
+}
+
+/// How far the datafiles a read did not involve reach (0 when none holds bytes):
+/// whether the bytes past what the involved ones hold are holes or past the end of
+/// the file. Asks the datafiles within `width` (the layout's width as its metadata
+/// server answered it after the read's data came back: any datafile past it was
+/// still empty then), or every datafile when it is not known.
+pub(crate) async fn size_past(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    involved: &[u64],
+    width: Option<u32>,
+) -> Result<u64> {
+    let stripe = layout.stripe();
+    let upto = width.map_or(stripe.count, |w| u64::from(w).min(stripe.count));
+    let others: Vec<usize> = (0..upto)
+        .filter(|i| !involved.contains(i))
+        .map(|i| i as usize)
         .collect();
     let sizes = datafile_stats(pool, creds, layout, &others).await?;
-    for (i, st) in others.iter().zip(sizes) {
-        known = known.max(stripe.logical_end(*i as u64, st.size));
-    }
-    Ok(known)
+    Ok(others
+        .iter()
+        .zip(sizes)
+        .map(|(i, st)| stripe.logical_end(*i as u64, st.size))
+        .max()
+        .unwrap_or(0))
 }
 
 /// Reads datafile `idx`'s part of a request into `out`; returns its local size.
@@ -322,6 +338,21 @@ fn zero_unfilled(stripe: Stripe, idx: u64, regions: &Regions, local_size: u64, b
             buf[(p.pos + have) as usize..(p.pos + p.len) as usize].fill(0);
         }
     }
+}
+
+/// Stats of every datafile of a layout for a file's size: asked of the datafiles
+/// within its width (the others are empty, by the layout's invariant), which must
+/// come from attributes fetched for this answer: a width held since an earlier one
+/// may have grown since.
+pub(crate) async fn sized_stats(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+) -> Result<Vec<DatafileStat>> {
+    let which: Vec<usize> = layout.sized().collect();
+    let mut stats = datafile_stats(pool, creds, layout, &which).await?;
+    stats.resize(layout.datafiles.len(), DatafileStat::default());
+    Ok(stats)
 }
 
 /// Sizes and mtimes of the datafiles at positions `which` of a layout, one request

@@ -140,7 +140,7 @@ pub struct LayoutReport {
 const BATCH: usize = 16384;
 
 /// Splits per-server work lists into batches of at most [`BATCH`] items.
-fn split_batches<T: Clone>(groups: Vec<(usize, Vec<T>)>) -> Vec<(usize, Vec<T>)> {
+pub(crate) fn split_batches<T: Clone>(groups: Vec<(usize, Vec<T>)>) -> Vec<(usize, Vec<T>)> {
     groups
         .into_iter()
         .flat_map(|(server, items)| {
@@ -377,8 +377,7 @@ impl Client {
         let Some(layout) = attr.layout().cloned() else {
             return Ok(());
         };
-        let all: Vec<usize> = (0..layout.datafiles.len()).collect();
-        let stats = io::datafile_stats(&self.inner.pool, &self.creds, &layout, &all).await?;
+        let stats = io::sized_stats(&self.inner.pool, &self.creds, &layout).await?;
         apply_datafile_stats(attr, &layout, &stats);
         Ok(())
     }
@@ -1313,7 +1312,8 @@ impl Client {
         let mut by_server: Vec<(usize, Wanted)> = Vec::new();
         for (i, a) in attrs.iter().enumerate() {
             if let Ok(Some(layout)) = a.as_ref().map(|a| a.layout()) {
-                for (k, df) in layout.datafiles.iter().enumerate() {
+                // The attributes were just fetched: their width holds.
+                for (k, df) in layout.datafiles[layout.sized()].iter().enumerate() {
                     let s = df.server as usize;
                     match by_server.iter_mut().find(|(x, _)| *x == s) {
                         Some((_, v)) => v.push((i, k, df.handle)),

@@ -1683,6 +1683,7 @@ mod tests {
                         server: 0,
                         handle: 9,
                     }],
+                    width: 1,
                 },
             },
             blocks: 0,

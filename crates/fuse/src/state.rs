@@ -461,8 +461,9 @@ impl Tables {
 
     // ----- file layouts --------------------------------------------------------
 
-    /// Remembers what `attr` tells: a directory's attributes, a file's layout
-    /// (fixed at create, and handles are never reused, so it never goes stale).
+    /// Remembers what `attr` tells: a directory's attributes, a file's layout (its
+    /// datafiles are fixed at create and handles are never reused; only its width
+    /// grows, and a wider one replaces the one kept).
     pub(crate) fn note(&self, attr: &Attr) {
         match attr.layout() {
             Some(layout) => {
@@ -474,7 +475,10 @@ impl Tables {
                     a.insert(attr.handle, attr.clone());
                 }
                 let mut m = lock(&self.layouts);
-                if m.contains_key(&attr.handle) {
+                if let Some(kept) = m.get_mut(&attr.handle) {
+                    if kept.width < layout.width && kept.datafiles == layout.datafiles {
+                        *kept = Arc::new(layout.clone());
+                    }
                     return;
                 }
                 let mut d = lock(&self.datafiles);

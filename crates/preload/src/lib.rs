@@ -144,8 +144,14 @@ impl Drop for Busy {
 /// and the failure value, and a panic into EIO (a panic never crosses into C).
 pub(crate) fn pvfs_call<T: Failure>(f: impl FnOnce() -> R<T>) -> T {
     let _busy = Busy::enter();
+    let caller_errno = errno();
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => v,
+        // Success leaves errno as the program left it (a socket connected on the way
+        // sets it; `readdir` callers tell the end of a listing from an error by it).
+        Ok(Ok(v)) => {
+            set_errno(caller_errno);
+            v
+        }
         Ok(Err(e)) => {
             set_errno(e);
             T::failure()

@@ -279,6 +279,7 @@ mod tests {
                     stripe_size: 65536,
                     replicas: 1,
                     datafiles: vec![],
+                    width: 1,
                 },
             },
             ..obj(mode, 1000, 100, false)

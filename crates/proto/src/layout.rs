@@ -12,8 +12,9 @@ use crate::types::Handle;
 use crate::wire_struct;
 use crate::Errno;
 
-/// Version of the stored and wire layout format.
-pub const LAYOUT_VERSION: u8 = 1;
+/// Version of the stored and wire layout format (1: without `width`, read as every
+/// datafile; 2: with it).
+pub const LAYOUT_VERSION: u8 = 2;
 /// Smallest stripe size accepted for a file.
 pub const MIN_STRIPE_SIZE: u64 = 512;
 /// Largest stripe size accepted for a file.
@@ -36,7 +37,8 @@ wire_struct!(Datafile {
     handle: Handle,
 });
 
-/// Where a regular file's bytes live; fixed when the file is created.
+/// Where a regular file's bytes live. The stripe geometry and the datafiles are
+/// fixed when the file is created; `width` only grows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Bytes per stripe unit.
@@ -45,6 +47,12 @@ pub struct Layout {
     pub replicas: u32,
     /// The datafiles in round-robin order; stripe unit `u` is on `datafiles[u % len]`.
     pub datafiles: Vec<Datafile>,
+    /// How many leading datafiles may hold bytes (1 ..= `datafiles.len()`); the
+    /// others are empty. A file starts 1 wide and is widened at its metadata server
+    /// before any byte lands past it, so a size asks only `width` data servers and a
+    /// small file needs only its first. The stripe arithmetic ignores it: widening
+    /// moves no byte. A width held since an earlier answer is a lower bound.
+    pub width: u32,
 }
 
 impl Wire for Layout {
@@ -54,19 +62,30 @@ impl Wire for Layout {
         self.stripe_size.put(out);
         self.replicas.put(out);
         self.datafiles.put(out);
+        self.width.put(out);
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let version = u8::get(r)?;
-        if version != LAYOUT_VERSION {
+        if version != 1 && version != LAYOUT_VERSION {
             return Err(DecodeError::UnknownTag {
                 what: "layout version",
                 tag: u32::from(version),
             });
         }
+        let stripe_size = Wire::get(r)?;
+        let replicas = Wire::get(r)?;
+        let datafiles: Vec<Datafile> = Wire::get(r)?;
+        // Version 1 had no width: every datafile may hold bytes.
+        let width = if version == 1 {
+            datafiles.len().min(MAX_STRIPE_COUNT as usize) as u32
+        } else {
+            Wire::get(r)?
+        };
         let layout = Layout {
-            stripe_size: Wire::get(r)?,
-            replicas: Wire::get(r)?,
-            datafiles: Wire::get(r)?,
+            stripe_size,
+            replicas,
+            datafiles,
+            width,
         };
         layout.validate().map_err(|e| DecodeError::Invalid {
             what: "layout",
@@ -85,10 +104,26 @@ impl Layout {
         }
     }
 
+    /// The datafiles that may hold bytes (the first `width`): the only ones a size
+    /// must ask.
+    pub fn sized(&self) -> std::ops::Range<usize> {
+        0..(self.width as usize).min(self.datafiles.len())
+    }
+
+    /// The width a file needs for bytes up to `end` (exclusive): every datafile
+    /// holding a stripe unit before it, at least 1.
+    pub fn width_for(&self, end: u64) -> u32 {
+        let units = end.div_ceil(self.stripe_size).max(1);
+        units.min(self.datafiles.len() as u64) as u32
+    }
+
     /// Checks the invariants every stored layout satisfies.
     pub fn validate(&self) -> Result<(), Errno> {
         check_stripe_size(self.stripe_size)?;
         if self.datafiles.is_empty() || self.datafiles.len() > MAX_STRIPE_COUNT as usize {
+            return Err(Errno::EINVAL);
+        }
+        if self.width == 0 || self.width as usize > self.datafiles.len() {
             return Err(Errno::EINVAL);
         }
         if self.replicas != 1 {
@@ -471,9 +506,25 @@ mod tests {
                     handle: 9,
                 },
             ],
+            width: 1,
         };
         let bytes = crate::codec::encode(&l);
         assert_eq!(crate::codec::decode::<Layout>(&bytes).unwrap(), l);
+        for width in [0, 3] {
+            let bad = Layout { width, ..l.clone() };
+            assert!(crate::codec::decode::<Layout>(&crate::codec::encode(&bad)).is_err());
+        }
+        // Version 1 (no width) is still read: every datafile may hold bytes.
+        let mut v1 = bytes[..bytes.len() - 4].to_vec();
+        v1[0] = 1;
+        let old = crate::codec::decode::<Layout>(&v1).unwrap();
+        assert_eq!(
+            old,
+            Layout {
+                width: 2,
+                ..l.clone()
+            }
+        );
         let bad = Layout {
             stripe_size: 3,
             ..l.clone()
@@ -482,5 +533,29 @@ mod tests {
         let mut wrong_version = bytes.clone();
         wrong_version[0] = 9;
         assert!(crate::codec::decode::<Layout>(&wrong_version).is_err());
+    }
+
+    #[test]
+    fn width_for_counts_leading_datafiles() {
+        let l = Layout {
+            stripe_size: 1000,
+            replicas: 1,
+            datafiles: (0..4)
+                .map(|i| Datafile {
+                    server: i,
+                    handle: u64::from(i) + 1,
+                })
+                .collect(),
+            width: 1,
+        };
+        assert_eq!(l.width_for(0), 1);
+        assert_eq!(l.width_for(1), 1);
+        assert_eq!(l.width_for(1000), 1);
+        assert_eq!(l.width_for(1001), 2);
+        assert_eq!(l.width_for(3000), 3);
+        assert_eq!(l.width_for(3001), 4);
+        assert_eq!(l.width_for(u64::MAX), 4);
+        assert_eq!(l.sized(), 0..1);
+        assert_eq!(Layout { width: 4, ..l }.sized(), 0..4);
     }
 }

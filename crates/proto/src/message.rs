@@ -338,6 +338,11 @@ wire_enum! {
         /// subdirectories), in request order: for a directory's exact times and link
         /// count (its owner merges its own shard into the attributes it answers).
         28 => DirStats { dirs: Vec<Handle> },
+        /// Widens regular file `handle`'s layout to at least `width` datafiles (never
+        /// narrows it), before a client writes, extends or preallocates bytes past
+        /// its width; answered with the file's attributes (their layout shows the
+        /// width now). `cap`: WRITE on the file (from its open).
+        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> },
         /// Reserves `count` datafile handles on this data server (precreate pool).
         30 => Precreate { count: u32 },
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
@@ -479,6 +484,7 @@ impl Request {
                 | Request::ReadDir { .. }
                 | Request::Read { .. }
                 | Request::GetSizes { .. }
+                | Request::Widen { .. }
                 | Request::Fsync { .. }
                 | Request::Sync { .. }
                 | Request::GetXattr { .. }

@@ -224,7 +224,8 @@ pub enum ObjDetail {
     },
     /// A regular file: where its data lives.
     File {
-        /// Stripe size, datafiles and their servers; fixed at create.
+        /// Stripe size, datafiles and their servers (fixed at create), and how many
+        /// of the datafiles may hold bytes (grows with the file).
         layout: Layout,
     },
     /// A symbolic link: its target.

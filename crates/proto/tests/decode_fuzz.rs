@@ -37,6 +37,7 @@ fn samples() -> Vec<Vec<u8>> {
                         handle: 9,
                     },
                 ],
+                width: 2,
             },
         },
         blocks: 0,

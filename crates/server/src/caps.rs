@@ -281,6 +281,7 @@ mod tests {
                                 handle: 11,
                             },
                         ],
+                        width: 2,
                     },
                 },
                 blocks: 0,

@@ -195,6 +195,15 @@ pub async fn dispatch(
             Err(e) => Err(e),
         },
         Request::GetSizes { handles } => datafiles::get_sizes(ctx, handles).await,
+        Request::Widen { handle, width, cap } => {
+            match ctx
+                .caps
+                .check(cap.as_ref(), handle, rights::WRITE, c, false)
+            {
+                Ok(()) => widen::handle(ctx, handle, width).await,
+                Err(e) => Err(e),
+            }
+        }
         Request::Truncate {
             handle,
             stripe,

@@ -225,6 +225,7 @@ pub fn touched(request: &Request) -> Vec<Changed> {
         | Request::Write { handle, .. }
         | Request::Truncate { handle, .. }
         | Request::Fallocate { handle, .. }
+        | Request::Widen { handle, .. }
         | Request::SetXattr { handle, .. }
         | Request::RemoveXattr { handle, .. } => vec![object(*handle)],
         Request::Create { parent, name, .. } => vec![entry(*parent, name)],

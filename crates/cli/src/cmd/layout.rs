@@ -96,7 +96,7 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
                 "path": a.path, "handle": report.attr.handle, "size": report.attr.size,
                 "blocks": report.attr.blocks,
                 "stripe_size": layout.stripe_size, "stripe_count": layout.datafiles.len(),
-                "datafiles": dfs,
+                "width": layout.width, "datafiles": dfs,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
             return Ok(ExitCode::SUCCESS);
@@ -106,10 +106,11 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
             a.path, report.attr.size, report.attr.handle
         );
         println!(
-            "stripe size {} ({} bytes), stripe count {}",
+            "stripe size {} ({} bytes), stripe count {}, bytes on the first {} so far",
             format_size(layout.stripe_size),
             layout.stripe_size,
-            layout.datafiles.len()
+            layout.datafiles.len(),
+            layout.width
         );
         println!(
             "{:>5}  {:<8} {:>20} {:>14} {:>14}",

@@ -61,9 +61,9 @@ static void all(const char *base) {
     /* Size negotiation: NULL buffer or a short one give ERANGE and the size. */
     size_t len = 0;
     CHECK_ERR(pvfs_openg(path, NULL, &len, O_CREAT | O_RDWR, 0644), ERANGE);
-    /* 4 datafiles: 32 + the layout (17 + 12 each) + 4 + the capabilities (4 + 44 for the
+    /* 4 datafiles: 32 + the layout (21 + 12 each) + 4 + the capabilities (4 + 44 for the
        file's and for each datafile's) + the CRC. */
-    CHECK(len == 105 + 56 * 4);
+    CHECK(len == 109 + 56 * 4);
     size_t need = len;
     len = 10;
     CHECK_ERR(pvfs_openg(path, handle, &len, O_RDWR, 0), ERANGE);

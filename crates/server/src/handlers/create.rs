@@ -148,10 +148,13 @@ pub async fn handle(
                                 handle: h,
                             });
                         }
+                        // Bytes start on the first datafile; writes past its
+                        // stripe unit widen the file first (`Widen`).
                         let layout = Layout {
                             stripe_size,
                             replicas: 1,
                             datafiles,
+                            width: 1,
                         };
                         (ObjDetail::File { layout }, mode & 0o7777, 1, 0)
                     }

@@ -12,7 +12,7 @@ use pvfs_proto::{rights, Capability, Errno, Handle, LockKey, Request, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::no_object;
+use crate::handlers::local_object;
 use crate::locks::{ensure_marked, TryLock, WaitState, Want};
 use crate::session::Caller;
 
@@ -57,13 +57,7 @@ pub(crate) fn may_lock(
     want: u32,
     proof: Option<&Capability>,
 ) -> OpResult<()> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    let attr = ctx
-        .meta
-        .read()?
-        .get_object(handle)?
-        .ok_or_else(|| no_object(handle))?;
+    let attr = local_object(ctx, handle)?;
     if !caller.trusted {
         ctx.caps.check(proof, handle, 0, caller, true)?;
     }

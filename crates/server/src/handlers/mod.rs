@@ -35,6 +35,7 @@ pub mod test_lock;
 pub mod unlink;
 pub mod unlock;
 pub mod wait_for;
+pub mod widen;
 pub mod write;
 pub mod xattr;
 
@@ -68,6 +69,20 @@ pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
 /// The error for a handle with no object.
 pub(crate) fn no_object(handle: Handle) -> OpError {
     OpError::new(Errno::ENOENT, format!("no object {handle:#x}"))
+}
+
+/// Object `handle` of this metadata server as committed now (ENOENT if there is none,
+/// an error if the handle is not this server's).
+pub(crate) fn local_object(
+    ctx: &crate::ctx::Ctx,
+    handle: Handle,
+) -> crate::error::OpResult<pvfs_proto::Attr> {
+    ctx.require_meta()?;
+    ctx.require_local(handle)?;
+    ctx.meta
+        .read()?
+        .get_object(handle)?
+        .ok_or_else(|| no_object(handle))
 }
 
 /// The error for an entry that changed under a multi-step operation (the client
