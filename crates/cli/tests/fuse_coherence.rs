@@ -195,6 +195,19 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
         std::fs::read(a.join("mine")).is_ok_and(|d| d == b"by B!!")
     }));
 
+    // A file A held while it was 1 datafile wide, grown by B past its first stripe
+    // unit (B widens it first): A sees the new size and the bytes on the others.
+    std::fs::write(b.join("grows"), b"small").unwrap();
+    until("B's small file", || {
+        std::fs::read(a.join("grows")).is_ok_and(|d| d == b"small")
+    });
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(b.join("grows"), &big).unwrap();
+    took.push(until("B's file grown past its first stripe unit", || {
+        size(&a.join("grows")) == Some(200_000)
+            && std::fs::read(a.join("grows")).is_ok_and(|d| d == big)
+    }));
+
     // chmod and utimes keep what A holds of a file it wrote (no server for the stat
     // after them), and what A then shows is what the servers say (B).
     std::fs::write(a.join("kept"), b"four").unwrap();
