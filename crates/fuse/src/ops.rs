@@ -1601,7 +1601,7 @@ impl Inner {
                 mtime: Some(mtime),
                 ..SetAttr::default()
             };
-            if let Err(e) = self.client.setattr_handle(handle, set).await {
+            if let Err(e) = self.client.setattr_lite(handle, set).await {
                 tracing::debug!("keeping the mtime of {handle:#x}: {e}");
             }
         }

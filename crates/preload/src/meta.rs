@@ -828,7 +828,8 @@ fn setattr_obj(o: &Obj, set: SetAttr, follow: bool) -> R<c_int> {
         }
         Obj::Fd(d) => d.handle,
     };
-    pr.call(c.setattr_handle(handle, set))?;
+    // The new attributes are not returned: no data server is asked for a size.
+    pr.call(c.setattr_lite(handle, set))?;
     Ok(0)
 }
 
