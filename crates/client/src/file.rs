@@ -187,21 +187,20 @@ impl File {
         for (part, range) in split(regions, buf.len())? {
             let mut caps = self.caps(rights::WRITE).await?;
             let n = loop {
-                let w = match self.widen_for(part.end(), &caps).await {
-                    Ok(()) => {
-                        io::write(
-                            &c.inner.pool,
-                            &c.creds,
-                            &self.layout,
-                            &caps,
-                            &part,
-                            &buf[range.clone()],
-                            false,
-                        )
-                        .await
-                    }
-                    Err(e) => Err(e),
-                };
+                let w = async {
+                    self.widen_for(part.end(), &caps).await?;
+                    io::write(
+                        &c.inner.pool,
+                        &c.creds,
+                        &self.layout,
+                        &caps,
+                        &part,
+                        &buf[range.clone()],
+                        false,
+                    )
+                    .await
+                }
+                .await;
                 match w {
                     Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
                     other => break other?,
@@ -315,24 +314,21 @@ impl File {
         // width need it widened first; a hole is punched in whatever is there.
         let grows = mode & pvfs_proto::message::falloc::PUNCH_HOLE == 0;
         loop {
-            if grows {
-                match self.widen_for(offset.saturating_add(len), &caps).await {
-                    Err(e) if self.expired(&e) => {
-                        caps = self.caps(rights::WRITE).await?;
-                        continue;
-                    }
-                    other => other?,
+            let r = async {
+                if grows {
+                    self.widen_for(offset.saturating_add(len), &caps).await?;
                 }
+                io::fallocate(
+                    &c.inner.pool,
+                    &c.creds,
+                    &self.layout,
+                    &caps,
+                    mode,
+                    offset,
+                    len,
+                )
+                .await
             }
-            let r = io::fallocate(
-                &c.inner.pool,
-                &c.creds,
-                &self.layout,
-                &caps,
-                mode,
-                offset,
-                len,
-            )
             .await;
             match r {
                 Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
@@ -351,10 +347,11 @@ impl File {
         loop {
             // Extending puts the new end on the datafile that holds it: widen first.
             // (Cutting goes to every datafile: this file's width may be behind.)
-            let r = match self.widen_for(size, &caps).await {
-                Ok(()) => io::truncate(&c.inner.pool, &c.creds, &self.layout, &caps, size).await,
-                Err(e) => Err(e),
-            };
+            let r = async {
+                self.widen_for(size, &caps).await?;
+                io::truncate(&c.inner.pool, &c.creds, &self.layout, &caps, size).await
+            }
+            .await;
             match r {
                 Err(e) if self.expired(&e) => caps = self.caps(rights::WRITE).await?,
                 other => break other?,
