@@ -29,6 +29,8 @@ pub struct Ctx {
     pub meta: MetaStore,
     /// Datafiles.
     pub data: Arc<dyn DataBackend>,
+    /// Whether small datafile calls run on the async threads now (`crate::inline`).
+    pub inline: crate::inline::InlineIo,
     /// Bulk-data buffers.
     pub pool: BufPool,
     /// Connections to the other servers (precreate).

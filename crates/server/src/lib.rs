@@ -15,6 +15,7 @@ pub mod error;
 pub mod feed;
 pub mod handlers;
 pub mod health;
+pub mod inline;
 pub mod lifetime;
 pub mod limits;
 pub mod locks;
@@ -162,6 +163,7 @@ pub async fn run(
         me,
         meta,
         data,
+        inline: inline::InlineIo::default(),
         peers: Peers::new(&config, pool.clone(), keys, tls_client),
         policy,
         tls,

@@ -54,6 +54,18 @@ pub struct FsSpace {
     pub fs_id: u64,
 }
 
+/// A datafile's size, modification time and allocated bytes from its metadata.
+fn stat_of(md: &std::fs::Metadata) -> DatafileStat {
+    DatafileStat {
+        size: md.size(),
+        mtime: Timespec {
+            secs: md.mtime(),
+            nsecs: u32::try_from(md.mtime_nsec()).unwrap_or(0),
+        },
+        allocated: md.blocks().saturating_mul(512),
+    }
+}
+
 /// Blocking access to the datafiles of one server; the seam for fault injection.
 pub trait DataBackend: Send + Sync + 'static {
     /// Writes `data` at `off`, creating the datafile on first write.
@@ -93,6 +105,39 @@ pub trait DataBackend: Send + Sync + 'static {
     /// exist or the backend has no file to offer (callers then use `read_at`).
     fn file_for_send(&self, _h: Handle) -> Result<Option<Arc<File>>, StorageError> {
         Ok(None)
+    }
+
+    /// Writes `data`, run after run (`(local offset, length)` pairs covering it in
+    /// order), only if the datafile is open already (nothing to open or create
+    /// first), and answers its [`DataBackend::stat`] after: a small write the server
+    /// then makes on the thread that received it. None when it is not open (nothing
+    /// written): the caller uses [`DataBackend::write_at`] from a blocking thread.
+    fn write_runs_if_open(
+        &self,
+        _h: Handle,
+        _runs: &[(u64, u64)],
+        _data: &[u8],
+    ) -> Option<Result<DatafileStat, StorageError>> {
+        None
+    }
+
+    /// [`DataBackend::stat`] only if the datafile is open already (one `fstat`);
+    /// None when it is not.
+    fn stat_if_open(&self, _h: Handle) -> Option<Result<DatafileStat, StorageError>> {
+        None
+    }
+
+    /// Fills `buf` from `off` only if the datafile is open and every byte asked for
+    /// is in the page cache (`preadv2` with `RWF_NOWAIT`: no wait for the disk); None
+    /// otherwise (not open, not all cached, or fewer bytes than `buf` holds), and the
+    /// caller reads from a blocking thread.
+    fn read_if_cached(
+        &self,
+        _h: Handle,
+        _off: u64,
+        _buf: &mut [u8],
+    ) -> Option<Result<(), StorageError>> {
+        None
     }
 
     /// Writes the concatenation of `bufs` at `off` (a locally contiguous run gathered
@@ -382,6 +427,66 @@ impl DataBackend for FileData {
         self.file(h, false)
     }
 
+    fn write_runs_if_open(
+        &self,
+        h: Handle,
+        runs: &[(u64, u64)],
+        data: &[u8],
+    ) -> Option<Result<DatafileStat, StorageError>> {
+        let f = self.cache().get(h)?;
+        let mut at = 0usize;
+        let written = runs.iter().try_for_each(|&(off, len)| {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            let piece = data
+                .get(at..at.saturating_add(len))
+                .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
+            at += len;
+            f.write_all_at(piece, off)
+        });
+        Some(
+            written
+                .and_then(|()| f.metadata())
+                .map(|md| stat_of(&md))
+                .map_err(StorageError::from),
+        )
+    }
+
+    fn stat_if_open(&self, h: Handle) -> Option<Result<DatafileStat, StorageError>> {
+        let f = self.cache().get(h)?;
+        Some(
+            f.metadata()
+                .map(|md| stat_of(&md))
+                .map_err(StorageError::from),
+        )
+    }
+
+    fn read_if_cached(
+        &self,
+        h: Handle,
+        off: u64,
+        buf: &mut [u8],
+    ) -> Option<Result<(), StorageError>> {
+        let f = self.cache().get(h)?;
+        let pos = libc::off_t::try_from(off).ok()?;
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: the iovec points into `buf` for its length, and the descriptor stays
+        // open while `f` is held.
+        let n = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                // Not all in the page cache, or RWF_NOWAIT unsupported here.
+                Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::EINTR) => None,
+                _ => Some(Err(e.into())),
+            };
+        }
+        // A short read: part of it not cached, or the datafile shrank.
+        (n as usize == buf.len()).then_some(Ok(()))
+    }
+
     fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {
         let mut dirs: Vec<usize> = Vec::new();
         for &h in hs {
@@ -440,14 +545,7 @@ impl DataBackend for FileData {
             None => std::fs::metadata(self.path(h)),
         };
         match md {
-            Ok(md) => Ok(DatafileStat {
-                size: md.size(),
-                mtime: Timespec {
-                    secs: md.mtime(),
-                    nsecs: u32::try_from(md.mtime_nsec()).unwrap_or(0),
-                },
-                allocated: md.blocks().saturating_mul(512),
-            }),
+            Ok(md) => Ok(stat_of(&md)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(DatafileStat::default()),
             Err(e) => Err(e.into()),
         }

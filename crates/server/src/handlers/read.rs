@@ -48,6 +48,13 @@ async fn run(
     ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
     let idx = u64::from(index);
+    // A small read wholly in the page cache is answered right here (`crate::inline`).
+    if let Some(answer) = read_inline(ctx, handle, stripe, idx, &regions) {
+        let (start, buf) = answer?;
+        // A send error means the client is gone: nobody to tell.
+        let _ = reply.response(&start, &[&buf], true).await;
+        return Ok(());
+    }
     let (local_size, regions) = if reply.can_send_file() {
         match first_zero_copy(ctx, reply, handle, stripe, idx, regions).await? {
             First::Done => return Ok(()),
@@ -112,6 +119,47 @@ async fn run(
         }
     }
     Ok(())
+}
+
+/// The whole answer to a read of at most `inline::INLINE_MAX` bytes of an open
+/// datafile, every one in the page cache, read on this thread; None when the read is
+/// not such (it then takes the blocking path, from the start).
+fn read_inline(
+    ctx: &Ctx,
+    handle: Handle,
+    stripe: Stripe,
+    idx: u64,
+    regions: &Regions,
+) -> Option<OpResult<(Response, PooledBuf)>> {
+    let local_size = match ctx.data.stat_if_open(handle)? {
+        Ok(st) => st.size,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let pieces: Vec<Piece> = clip_pieces(stripe.pieces(idx, regions), local_size).collect();
+    let total: u64 = pieces.iter().map(|p| p.len).sum();
+    let total = usize::try_from(total).ok()?;
+    if !ctx.inline.allows(total) {
+        return None;
+    }
+    let mut buf = ctx.pool.get(total);
+    let mut at = 0usize;
+    let read = ctx.inline.run(|| {
+        for (off, len) in local_runs(&pieces) {
+            let len = len as usize;
+            match ctx
+                .data
+                .read_if_cached(handle, off, &mut buf[at..at + len])?
+            {
+                Ok(()) => at += len,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    })?;
+    Some(match read {
+        Ok(()) => Ok((Response::ReadStart { local_size }, buf)),
+        Err(e) => Err(e.into()),
+    })
 }
 
 /// Bytes of a zero-copy stream: all of it, and how much the first frame carried.

@@ -52,17 +52,28 @@ pub async fn handle(
             let data = ctx.data.clone();
             let last = end;
             // The chunk (and its share of the buffer budget) is released once written.
-            after = ctx
-                .blocking(move || {
-                    let mut at = 0usize;
-                    for (off, len) in runs {
-                        let len = len as usize;
-                        data.write_at(handle, off, &chunk.buf[at..at + len])?;
-                        at += len;
-                    }
-                    Ok(if last { Some(data.stat(handle)?) } else { None })
-                })
-                .await?;
+            // A small chunk into an open datafile is written right here (`crate::inline`).
+            let inline = if ctx.inline.allows(chunk.buf.len()) {
+                ctx.inline
+                    .run(|| data.write_runs_if_open(handle, &runs, &chunk.buf))
+            } else {
+                None
+            };
+            after = match inline {
+                Some(stat) => Some(stat?),
+                None => {
+                    ctx.blocking(move || {
+                        let mut at = 0usize;
+                        for (off, len) in runs {
+                            let len = len as usize;
+                            data.write_at(handle, off, &chunk.buf[at..at + len])?;
+                            at += len;
+                        }
+                        Ok(if last { Some(data.stat(handle)?) } else { None })
+                    })
+                    .await?
+                }
+            };
         }
         if end {
             break;
