@@ -54,7 +54,10 @@ fn inline_calls_only_on_open_datafiles_and_cached_bytes() {
     fd.read_if_cached(h, 0, &mut buf).unwrap().unwrap();
     assert_eq!(&buf, b"01AB4567xyz");
     // Runs that do not fit the data fail, writing nothing past it.
-    assert!(fd.write_runs_if_open(h, &[(0, 9)], b"short").unwrap().is_err());
+    assert!(fd
+        .write_runs_if_open(h, &[(0, 9)], b"short")
+        .unwrap()
+        .is_err());
     // Fewer bytes than asked (past the end): not answered inline.
     assert!(fd.read_if_cached(h, 8, &mut [0u8; 8]).is_none());
     // The fault-injecting wrapper offers no inline path: its faults always apply.
