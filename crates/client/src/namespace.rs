@@ -166,8 +166,15 @@ pub(crate) fn merge_data_mtime(attr: &mut Attr, data_mtime: pvfs_proto::Timespec
 /// of its datafiles (in layout order): the size from the stripe arithmetic, the blocks
 /// from what the data servers allocate, the mtime by [`merge_data_mtime`].
 pub fn apply_datafile_stats(attr: &mut Attr, layout: &Layout, stats: &[DatafileStat]) {
+    apply_stripe_stats(attr, layout.stripe(), stats);
+}
+
+/// [`apply_datafile_stats`] with the layout's stripe geometry alone (`stats` holds
+/// one entry per datafile, in layout order), for callers that hold the layout inside
+/// `attr`.
+pub fn apply_stripe_stats(attr: &mut Attr, stripe: pvfs_proto::Stripe, stats: &[DatafileStat]) {
     let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-    attr.size = layout.stripe().file_size(&sizes);
+    attr.size = stripe.file_size(&sizes);
     attr.blocks = stats
         .iter()
         .fold(0u64, |sum, s| sum.saturating_add(s.allocated))

@@ -385,12 +385,17 @@ impl Inner {
             .filter(|(_, k)| k.is_none())
             .map(|(e, _)| e.clone())
             .collect();
-        let mut fetched = if missing.is_empty() {
+        let fetched = if missing.is_empty() {
             Vec::new()
         } else {
             self.client.entry_attrs(missing, true).await
+        };
+        // Kept for the lookups and stats that follow a listing (those held are kept
+        // already).
+        for a in fetched.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            self.tables.note(a);
         }
-        .into_iter();
+        let mut fetched = fetched.into_iter();
         entries
             .iter()
             .zip(known)
@@ -1388,9 +1393,6 @@ impl Inner {
             if !have {
                 let end = entries.len().min(start + ATTR_CHUNK);
                 let got = self.entry_attrs(&entries[start..end]).await;
-                for a in got.iter().filter_map(|(_, r)| r.as_ref().ok()) {
-                    self.tables.note(a);
-                }
                 st.attrs = Some((start, got.into_iter().map(|(_, r)| r).collect()));
             }
             let Some((first, attrs)) = &st.attrs else {

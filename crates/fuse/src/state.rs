@@ -571,11 +571,12 @@ impl Tables {
             .cloned()
             .collect::<Option<Vec<_>>>()?;
         let mut attr = self.file_attr(handle)?;
-        let layout = attr.layout()?.clone();
+        let layout = attr.layout()?;
         if layout.datafiles.len() != stats.len() {
             return None;
         }
-        pvfs_client::apply_datafile_stats(&mut attr, &layout, &stats);
+        let stripe = layout.stripe();
+        pvfs_client::apply_stripe_stats(&mut attr, stripe, &stats);
         Some(attr)
     }
 
