@@ -48,6 +48,16 @@ fn a_full_data_server_gives_enospc_and_recovers() {
             assert!(written < 1 << 30, "s3 never filled up");
         };
         assert_eq!(err.errno, Errno::ENOSPC, "{err}");
+        // Small writes too (made by a data server on the thread that received them,
+        // into a datafile it holds open): of four 4 KiB writes far past the end, one
+        // per stripe unit and so one per data server, exactly s3's fails.
+        let mut refused = Vec::new();
+        for k in 0..4u64 {
+            if let Err(e) = f.write_at((1 << 30) + k * 65536, &block[..4096]).await {
+                refused.push(e.errno);
+            }
+        }
+        assert_eq!(refused, [Errno::ENOSPC], "one small write per server");
         // What was acknowledged reads back intact.
         for at in (0..written).step_by(block.len()) {
             let mut got = vec![0u8; block.len()];
