@@ -13,6 +13,16 @@
 //! neighbours still commit. Reads never wait for the writer: [`MetaStore::read`] opens
 //! an MVCC snapshot on the caller's thread.
 //!
+//! **A mutation alone commits on its caller's thread.** When nothing is queued and the
+//! writer is not committing, [`MetaStore::write`] runs the job as a batch of one right
+//! where it was called ([`MetaStore::commit_here`]), under the same commit role the
+//! writer takes for each batch: the hand-off to the writer thread and back cost two
+//! thread wake-ups (a tenth of a create's time through the mount on the 2-vCPU machine
+//! of `docs/benchmarks.md`). Not with [`SyncPolicy::EveryCommit`] (each commit waits
+//! for a disk sync, which must not hold an async thread), and not for [`INLINE_PAUSE`]
+//! after a commit here took longer than [`INLINE_SLOW`] (a checkpoint syncs the
+//! database file): the writer thread then takes them all.
+//!
 //! **Failure and reopening.** After an I/O error (a full disk when the redo log has to
 //! checkpoint, EIO) redb refuses every later transaction until the database is opened
 //! again. The store then *fails* ([`StoreHealth::Failed`]): the writer answers what is
@@ -49,6 +59,11 @@ pub const RESERVED_HANDLES: u64 = 16;
 pub const QUEUE_MAX: usize = 1024;
 /// Most mutations committed together in one transaction.
 pub const BATCH_MAX: usize = 256;
+/// A commit on a caller's thread that took longer than this sends the mutations to the
+/// writer thread for [`INLINE_PAUSE`].
+pub const INLINE_SLOW: Duration = Duration::from_millis(2);
+/// How long mutations go to the writer thread after a slow commit on a caller's thread.
+pub const INLINE_PAUSE: Duration = Duration::from_secs(1);
 /// redb page cache size of [`MetaStore::open`]; servers pass their `[limits] meta_cache`
 /// to [`MetaStore::open_with_cache`].
 const CACHE_BYTES: usize = 1 << 20;
@@ -136,6 +151,9 @@ struct Shared {
     reopening: Mutex<()>,
     /// Number of the next generation (one per open of the files).
     next_gen: AtomicU64,
+    /// Until when mutations go to the writer thread rather than commit on their
+    /// caller's thread (after a slow commit there).
+    inline_paused: Mutex<Option<Instant>>,
 }
 
 enum State {
@@ -167,6 +185,9 @@ struct Gen {
     /// Syncs this generation's redo log ([`MetaStore::sync`]).
     flusher: LogFlusher,
     tx: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
+    /// The commit role: held by the writer for each batch, and by a caller committing
+    /// its job itself.
+    commit: Arc<Mutex<()>>,
     done: watch::Receiver<bool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -341,6 +362,7 @@ impl MetaStore {
             status: watch::Sender::new(Status::Ok),
             reopening: Mutex::new(()),
             next_gen: AtomicU64::new(1),
+            inline_paused: Mutex::new(None),
         });
         let gen = shared.open_gen()?;
         *write_lock(&shared.state) = State::Open(gen);
@@ -399,16 +421,57 @@ impl MetaStore {
             res: None,
             reply,
         });
-        // The writer stops on a failure, answering what it had taken: a job it never
-        // took gets the store's state.
-        if tx.send(job).await.is_err() {
-            return Err(self.inner.why_not().into());
+        if let Some(job) = self.commit_here(job, &tx) {
+            // The writer stops on a failure, answering what it had taken: a job it
+            // never took gets the store's state.
+            if tx.send(job).await.is_err() {
+                return Err(self.inner.why_not().into());
+            }
         }
         drop(tx);
         match answer.await {
             Ok(r) => r,
             Err(_) => Err(self.inner.why_not().into()),
         }
+    }
+
+    /// Commits `job` alone on this thread, answering it, when nothing waits for the
+    /// writer and it is not committing (see the module's documentation); gives the job
+    /// back when it must go to the writer.
+    fn commit_here(
+        &self,
+        job: Box<dyn Job>,
+        queue: &mpsc::Sender<Box<dyn Job>>,
+    ) -> Option<Box<dyn Job>> {
+        let paused = lock(&self.inner.inline_paused).is_some_and(|until| Instant::now() < until);
+        if paused
+            || matches!(self.inner.sync, SyncPolicy::EveryCommit)
+            || queue.capacity() != queue.max_capacity()
+        {
+            return Some(job);
+        }
+        let gen = match &*read_lock(&self.inner.state) {
+            State::Open(g) => g.clone(),
+            _ => return Some(job),
+        };
+        let Ok(role) = gen.commit.try_lock() else {
+            return Some(job);
+        };
+        let started = Instant::now();
+        let mut batch = vec![job];
+        let res = commit_batch(&gen.db, &mut batch, self.inner.range.1);
+        let watch = Watch {
+            shared: Arc::downgrade(&self.inner),
+            gen: gen.id,
+        };
+        // A failure fails the store (state Failed): no job reaches this generation's
+        // writer any more, and one that raced into its queue fails there.
+        let _ = finish_batch(&mut batch, res, &watch);
+        drop(role);
+        if started.elapsed() > INLINE_SLOW {
+            *lock(&self.inner.inline_paused) = Some(Instant::now() + INLINE_PAUSE);
+        }
+        None
     }
 
     /// Stops the writer after it has committed everything queued; later writes fail
@@ -591,18 +654,21 @@ impl Shared {
         let (tx, rx) = mpsc::channel(QUEUE_MAX);
         let (done_tx, done) = watch::channel(false);
         let wdb = db.clone();
+        let commit = Arc::new(Mutex::new(()));
+        let wcommit = commit.clone();
         let watch = Watch {
             shared: Arc::downgrade(self),
             gen,
         };
         let thread = std::thread::Builder::new()
             .name("pvfs-meta-writer".into())
-            .spawn(move || writer(&wdb, rx, last, &done_tx, &watch))?;
+            .spawn(move || writer(&wdb, rx, last, &done_tx, &watch, &wcommit))?;
         Ok(Arc::new(Gen {
             id: gen,
             db,
             flusher,
             tx: Mutex::new(Some(tx)),
+            commit,
             done,
             thread: Mutex::new(Some(thread)),
         }))
@@ -781,6 +847,7 @@ fn writer(
     last: Handle,
     done: &watch::Sender<bool>,
     watch: &Watch,
+    commit: &Mutex<()>,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(BATCH_MAX);
     while let Some(job) = rx.blocking_recv() {
@@ -791,27 +858,14 @@ fn writer(
                 Err(_) => break,
             }
         }
-        let res = commit_batch(db, &mut batch, last);
-        // The first error that fails the store: a job's (a read that failed) comes
-        // before the commit's, which is then only redb's "previous I/O error".
-        let job_failure = batch.iter().find_map(|j| j.store_failure());
-        let failure = match (&res, job_failure) {
-            (_, Some(e)) => Some(e),
-            (Err(e), None) if e.fails_store() => Some(e.clone()),
-            _ => None,
+        let failed = {
+            let _role = lock(commit);
+            let res = commit_batch(db, &mut batch, last);
+            finish_batch(&mut batch, res, watch)
         };
-        let Some(failure) = failure else {
-            for job in batch.drain(..) {
-                job.answer(&res);
-            }
+        let Some(error) = failed else {
             continue;
         };
-        let error = watch.seen(failure);
-        // A batch that committed is durable: its jobs get their own results.
-        let res = res.map_err(|_| error.clone());
-        for job in batch.drain(..) {
-            job.answer(&res);
-        }
         rx.close();
         let failed = Err(error);
         while let Some(job) = rx.blocking_recv() {
@@ -820,6 +874,36 @@ fn writer(
         break;
     }
     done.send_replace(true);
+}
+
+/// Answers a committed (or failed) batch's jobs; returns the error that failed the
+/// store, if the batch did (the store is failed then).
+fn finish_batch(
+    batch: &mut Vec<Box<dyn Job>>,
+    res: Result<(), StorageError>,
+    watch: &Watch,
+) -> Option<StorageError> {
+    // The first error that fails the store: a job's (a read that failed) comes
+    // before the commit's, which is then only redb's "previous I/O error".
+    let job_failure = batch.iter().find_map(|j| j.store_failure());
+    let failure = match (&res, job_failure) {
+        (_, Some(e)) => Some(e),
+        (Err(e), None) if e.fails_store() => Some(e.clone()),
+        _ => None,
+    };
+    let Some(failure) = failure else {
+        for job in batch.drain(..) {
+            job.answer(&res);
+        }
+        return None;
+    };
+    let error = watch.seen(failure);
+    // A batch that committed is durable: its jobs get their own results.
+    let res = res.map_err(|_| error.clone());
+    for job in batch.drain(..) {
+        job.answer(&res);
+    }
+    Some(error)
 }
 
 /// Runs a batch in one write transaction and commits it durably. On any storage

@@ -260,3 +260,47 @@ fn a_failed_sync_of_a_deferred_log_fails_the_store_until_reopened() {
         s.sync().unwrap();
     });
 }
+
+/// With the log synced later than each commit, a mutation alone commits on its
+/// caller's thread (the writer takes the rest): many at once all land, and a full
+/// disk fails the store and a reopen heals it as with the writer.
+#[test]
+fn commits_on_the_callers_thread_land_and_fail_the_store_alike() {
+    let d = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    rt().block_on(async {
+        let s = open_syncing(d.path(), &faults, SyncPolicy::OnFlush);
+        for i in 0..10 {
+            set(&s, i).await.unwrap();
+        }
+        // Many at once: some commit where they are called, the others queue.
+        let all: Vec<_> = (10..60)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move { set(&s, i).await })
+            })
+            .collect();
+        for t in all {
+            t.await.unwrap().unwrap();
+        }
+        check_all(&s, 60);
+        faults.full.store(true, Ordering::SeqCst);
+        let mut acked = 60;
+        let err = loop {
+            match set(&s, acked).await {
+                Ok(()) => acked += 1,
+                Err(e) => break e,
+            }
+            assert!(acked < 2000, "the store never ran out of space");
+        };
+        assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+        assert_eq!(failure(&s).error.errno(), Errno::ENOSPC);
+        assert_eq!(set(&s, 99_999).await.unwrap_err().errno(), Errno::ENOSPC);
+        faults.full.store(false, Ordering::SeqCst);
+        s.reopen().unwrap();
+        check_all(&s, acked);
+        set(&s, acked).await.unwrap();
+        s.sync().unwrap();
+        check_all(&s, acked + 1);
+    });
+}
