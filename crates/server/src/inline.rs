@@ -18,8 +18,9 @@
 //! under write pressure goes back to the blocking threads and keeps its async threads
 //! for everything else, so at most one such wait per async thread per pause.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use pvfs_storage::SlowGate;
 
 /// Bytes a storage call may move on an async thread at most.
 pub const INLINE_MAX: usize = 64 << 10;
@@ -29,46 +30,23 @@ pub const SLOW: Duration = Duration::from_millis(1);
 pub const PAUSE: Duration = Duration::from_secs(1);
 
 /// Whether small storage calls may run inline now, and the timing that decides it.
-pub struct InlineIo {
-    /// The origin of the times below.
-    born: Instant,
-    /// Nanoseconds since `born` until which calls go to the blocking threads.
-    closed_until: AtomicU64,
-}
+pub struct InlineIo(SlowGate);
 
 impl Default for InlineIo {
     fn default() -> InlineIo {
-        InlineIo {
-            born: Instant::now(),
-            closed_until: AtomicU64::new(0),
-        }
+        InlineIo(SlowGate::new(SLOW, PAUSE))
     }
 }
 
 impl InlineIo {
-    fn now(&self) -> u64 {
-        u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
     /// Whether a call moving `bytes` may run inline now.
     pub fn allows(&self, bytes: usize) -> bool {
-        bytes <= INLINE_MAX && self.now() >= self.closed_until.load(Ordering::Relaxed)
+        bytes <= INLINE_MAX && self.0.open()
     }
 
     /// Runs `call` here, timing it: a slow one closes the inline path for a while.
     pub fn run<R>(&self, call: impl FnOnce() -> R) -> R {
-        let start = self.now();
-        let out = call();
-        let end = self.now();
-        if end.saturating_sub(start) > SLOW.as_nanos() as u64 {
-            let until = end.saturating_add(PAUSE.as_nanos() as u64);
-            self.closed_until.fetch_max(until, Ordering::Relaxed);
-            tracing::debug!(
-                took_us = end.saturating_sub(start) / 1000,
-                "a storage call on an async thread was slow; using blocking threads for {PAUSE:?}"
-            );
-        }
-        out
+        self.0.run(call)
     }
 }
 
@@ -77,7 +55,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slow_call_closes_the_inline_path_for_a_pause() {
+    fn a_slow_call_closes_the_inline_path_and_large_calls_never_run_inline() {
         let io = InlineIo::default();
         assert!(io.allows(INLINE_MAX));
         assert!(!io.allows(INLINE_MAX + 1), "too large to run inline");
@@ -85,8 +63,5 @@ mod tests {
         assert!(io.allows(4096), "a quick call leaves it open");
         io.run(|| std::thread::sleep(SLOW * 3));
         assert!(!io.allows(4096), "a slow call closes it");
-        // Reopened once the pause is over (moved back in time rather than waited for).
-        io.closed_until.store(io.now(), Ordering::Relaxed);
-        assert!(io.allows(4096));
     }
 }

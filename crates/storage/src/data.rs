@@ -127,14 +127,15 @@ pub trait DataBackend: Send + Sync + 'static {
         None
     }
 
-    /// Fills `buf` from `off` only if the datafile is open and every byte asked for
-    /// is in the page cache (`preadv2` with `RWF_NOWAIT`: no wait for the disk); None
-    /// otherwise (not open, not all cached, or fewer bytes than `buf` holds), and the
-    /// caller reads from a blocking thread.
-    fn read_if_cached(
+    /// Fills `buf`, run after run (`(local offset, length)` pairs covering it in
+    /// order), only if the datafile is open and every byte asked for is in the page
+    /// cache (`preadv2` with `RWF_NOWAIT`: no wait for the disk); None otherwise (not
+    /// open, not all cached, or fewer bytes than the runs ask), and the caller reads
+    /// from a blocking thread.
+    fn read_runs_if_cached(
         &self,
         _h: Handle,
-        _off: u64,
+        _runs: &[(u64, u64)],
         _buf: &mut [u8],
     ) -> Option<Result<(), StorageError>> {
         None
@@ -460,31 +461,40 @@ impl DataBackend for FileData {
         )
     }
 
-    fn read_if_cached(
+    fn read_runs_if_cached(
         &self,
         h: Handle,
-        off: u64,
+        runs: &[(u64, u64)],
         buf: &mut [u8],
     ) -> Option<Result<(), StorageError>> {
         let f = self.cache().get(h)?;
-        let pos = libc::off_t::try_from(off).ok()?;
-        let iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: the iovec points into `buf` for its length, and the descriptor stays
-        // open while `f` is held.
-        let n = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            return match e.raw_os_error() {
-                // Not all in the page cache, or RWF_NOWAIT unsupported here.
-                Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::EINTR) => None,
-                _ => Some(Err(e.into())),
+        let mut at = 0usize;
+        for &(off, len) in runs {
+            let len = usize::try_from(len).ok()?;
+            let dst = buf.get_mut(at..at.checked_add(len)?)?;
+            at += len;
+            let pos = libc::off_t::try_from(off).ok()?;
+            let iov = libc::iovec {
+                iov_base: dst.as_mut_ptr().cast::<libc::c_void>(),
+                iov_len: dst.len(),
             };
+            // SAFETY: the iovec points into `buf` for its length, and the descriptor
+            // stays open while `f` is held.
+            let n = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    // Not all in the page cache, or RWF_NOWAIT unsupported here.
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::EINTR) => None,
+                    _ => Some(Err(e.into())),
+                };
+            }
+            // A short read: part of it not cached, or the datafile shrank.
+            if n as usize != dst.len() {
+                return None;
+            }
         }
-        // A short read: part of it not cached, or the datafile shrank.
-        (n as usize == buf.len()).then_some(Ok(()))
+        Some(Ok(()))
     }
 
     fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {

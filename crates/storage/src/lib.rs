@@ -22,6 +22,7 @@ mod born;
 mod data;
 mod error;
 pub mod fault;
+mod gate;
 mod lockmark;
 mod meta;
 pub mod redo;
@@ -31,6 +32,7 @@ mod txn;
 pub use born::{BORN_FILE, BORN_VERSION};
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
 pub use error::{MetaError, StorageError};
+pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};
 pub use meta::{
     Identity, MetaStore, OpenDisks, ReadView, StoreFailure, StoreHealth, Superblock, BATCH_MAX,

@@ -151,9 +151,9 @@ struct Shared {
     reopening: Mutex<()>,
     /// Number of the next generation (one per open of the files).
     next_gen: AtomicU64,
-    /// Until when mutations go to the writer thread rather than commit on their
-    /// caller's thread (after a slow commit there).
-    inline_paused: Mutex<Option<Instant>>,
+    /// Whether mutations may commit on their caller's thread (closed for a while
+    /// after a slow commit there).
+    inline: crate::SlowGate,
 }
 
 enum State {
@@ -362,7 +362,7 @@ impl MetaStore {
             status: watch::Sender::new(Status::Ok),
             reopening: Mutex::new(()),
             next_gen: AtomicU64::new(1),
-            inline_paused: Mutex::new(None),
+            inline: crate::SlowGate::new(INLINE_SLOW, INLINE_PAUSE),
         });
         let gen = shared.open_gen()?;
         *write_lock(&shared.state) = State::Open(gen);
@@ -443,8 +443,7 @@ impl MetaStore {
         job: Box<dyn Job>,
         queue: &mpsc::Sender<Box<dyn Job>>,
     ) -> Option<Box<dyn Job>> {
-        let paused = lock(&self.inner.inline_paused).is_some_and(|until| Instant::now() < until);
-        if paused
+        if !self.inner.inline.open()
             || matches!(self.inner.sync, SyncPolicy::EveryCommit)
             || queue.capacity() != queue.max_capacity()
         {
@@ -457,9 +456,11 @@ impl MetaStore {
         let Ok(role) = gen.commit.try_lock() else {
             return Some(job);
         };
-        let started = Instant::now();
         let mut batch = vec![job];
-        let res = commit_batch(&gen.db, &mut batch, self.inner.range.1);
+        let res = self
+            .inner
+            .inline
+            .run(|| commit_batch(&gen.db, &mut batch, self.inner.range.1));
         let watch = Watch {
             shared: Arc::downgrade(&self.inner),
             gen: gen.id,
@@ -468,9 +469,6 @@ impl MetaStore {
         // writer any more, and one that raced into its queue fails there.
         let _ = finish_batch(&mut batch, res, &watch);
         drop(role);
-        if started.elapsed() > INLINE_SLOW {
-            *lock(&self.inner.inline_paused) = Some(Instant::now() + INLINE_PAUSE);
-        }
         None
     }
 

@@ -40,7 +40,9 @@ fn inline_calls_only_on_open_datafiles_and_cached_bytes() {
     // Nothing open: nothing written, created or read.
     assert!(fd.write_runs_if_open(h, &[(0, 3)], b"abc").is_none());
     assert!(fd.stat_if_open(h).is_none());
-    assert!(fd.read_if_cached(h, 0, &mut [0u8; 3]).is_none());
+    assert!(fd
+        .read_runs_if_cached(h, &[(0, 3)], &mut [0u8; 3])
+        .is_none());
     assert_eq!(fd.count().unwrap(), 0);
     // Once a blocking write opened it, runs go where they say and the stat follows.
     fd.write_at(h, 0, b"0123456789").unwrap();
@@ -51,7 +53,9 @@ fn inline_calls_only_on_open_datafiles_and_cached_bytes() {
     assert_eq!(st.size, 11);
     assert_eq!(fd.stat_if_open(h).unwrap().unwrap(), fd.stat(h).unwrap());
     let mut buf = [0u8; 11];
-    fd.read_if_cached(h, 0, &mut buf).unwrap().unwrap();
+    fd.read_runs_if_cached(h, &[(0, 11)], &mut buf)
+        .unwrap()
+        .unwrap();
     assert_eq!(&buf, b"01AB4567xyz");
     // Runs that do not fit the data fail, writing nothing past it.
     assert!(fd
@@ -59,7 +63,9 @@ fn inline_calls_only_on_open_datafiles_and_cached_bytes() {
         .unwrap()
         .is_err());
     // Fewer bytes than asked (past the end): not answered inline.
-    assert!(fd.read_if_cached(h, 8, &mut [0u8; 8]).is_none());
+    assert!(fd
+        .read_runs_if_cached(h, &[(8, 8)], &mut [0u8; 8])
+        .is_none());
     // The fault-injecting wrapper offers no inline path: its faults always apply.
     let faulty = FaultyData::new(FileData::open(d.path()).unwrap());
     assert!(faulty.stat_if_open(h).is_none());

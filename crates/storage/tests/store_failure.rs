@@ -122,6 +122,19 @@ async fn set(s: &MetaStore, i: u32) -> Result<(), pvfs_storage::MetaError> {
     .await
 }
 
+/// Sets attributes `from..` until the store refuses one: how many are set in all,
+/// and the refusal.
+async fn set_until_refused(s: &MetaStore, from: u32) -> (u32, pvfs_storage::MetaError) {
+    let mut acked = from;
+    loop {
+        match set(s, acked).await {
+            Ok(()) => acked += 1,
+            Err(e) => return (acked, e),
+        }
+        assert!(acked < 2000, "the store never ran out of space");
+    }
+}
+
 /// Every attribute in `0..n` is there with its value.
 fn check_all(s: &MetaStore, n: u32) {
     let r = s.read().unwrap();
@@ -150,14 +163,7 @@ fn a_full_disk_fails_the_store_and_a_reopen_heals_it() {
         // The disk fills: commits go on through the redo log (written in place) until
         // it must checkpoint into the database file, which cannot grow.
         faults.full.store(true, Ordering::SeqCst);
-        let mut acked = 10;
-        let err = loop {
-            match set(&s, acked).await {
-                Ok(()) => acked += 1,
-                Err(e) => break e,
-            }
-            assert!(acked < 2000, "the store never ran out of space");
-        };
+        let (acked, err) = set_until_refused(&s, 10).await;
         assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
         assert!(
             acked > 10,
@@ -285,14 +291,7 @@ fn commits_on_the_callers_thread_land_and_fail_the_store_alike() {
         }
         check_all(&s, 60);
         faults.full.store(true, Ordering::SeqCst);
-        let mut acked = 60;
-        let err = loop {
-            match set(&s, acked).await {
-                Ok(()) => acked += 1,
-                Err(e) => break e,
-            }
-            assert!(acked < 2000, "the store never ran out of space");
-        };
+        let (acked, err) = set_until_refused(&s, 60).await;
         assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
         assert_eq!(failure(&s).error.errno(), Errno::ENOSPC);
         assert_eq!(set(&s, 99_999).await.unwrap_err().errno(), Errno::ENOSPC);

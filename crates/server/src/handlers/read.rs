@@ -142,20 +142,10 @@ fn read_inline(
         return None;
     }
     let mut buf = ctx.pool.get(total);
-    let mut at = 0usize;
-    let read = ctx.inline.run(|| {
-        for (off, len) in local_runs(&pieces) {
-            let len = len as usize;
-            match ctx
-                .data
-                .read_if_cached(handle, off, &mut buf[at..at + len])?
-            {
-                Ok(()) => at += len,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
-    })?;
+    let runs = local_runs(&pieces);
+    let read = ctx
+        .inline
+        .run(|| ctx.data.read_runs_if_cached(handle, &runs, &mut buf))?;
     Some(match read {
         Ok(()) => Ok((Response::ReadStart { local_size }, buf)),
         Err(e) => Err(e.into()),
