@@ -36,7 +36,7 @@ pub use fsck::{FsckReport, Problem, ProblemKind};
 pub use group::GROUP_HANDLE_MAX;
 pub use io::WrittenStats;
 pub use locks::{LockKind, LockRequest};
-pub use namespace::{apply_datafile_stats, apply_stripe_stats};
+pub use namespace::{apply_datafile_stats, apply_stripe_stats, StripeTotals};
 pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Unlinked};
 pub use pool::Stats;
 pub use pvfs_proto::message::falloc;

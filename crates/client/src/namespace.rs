@@ -173,14 +173,57 @@ pub fn apply_datafile_stats(attr: &mut Attr, layout: &Layout, stats: &[DatafileS
 /// one entry per datafile, in layout order), for callers that hold the layout inside
 /// `attr`.
 pub fn apply_stripe_stats(attr: &mut Attr, stripe: pvfs_proto::Stripe, stats: &[DatafileStat]) {
-    let sizes: Vec<u64> = stats.iter().map(|s| s.size).collect();
-    attr.size = stripe.file_size(&sizes);
-    attr.blocks = stats
-        .iter()
-        .fold(0u64, |sum, s| sum.saturating_add(s.allocated))
-        .div_ceil(512);
-    for st in stats {
-        merge_data_mtime(attr, st.mtime);
+    let totals = StripeTotals::of(stripe, stats.iter());
+    attr.size = totals.size;
+    attr.blocks = totals.blocks;
+    merge_data_mtime(attr, totals.data_mtime);
+}
+
+/// What the stats of a file's datafiles say of the file, computed without the file's
+/// attributes at hand (a listing adds them to attributes it holds borrowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StripeTotals {
+    /// The file's size, by the stripe arithmetic.
+    pub size: u64,
+    /// 512-byte blocks the data servers allocate for it.
+    pub blocks: u64,
+    /// The latest datafile modification time (merged as [`merge_data_mtime`] says).
+    pub data_mtime: pvfs_proto::Timespec,
+}
+
+impl StripeTotals {
+    /// The totals of `stats`, one per datafile in layout order.
+    pub fn of<'a>(
+        stripe: pvfs_proto::Stripe,
+        stats: impl Iterator<Item = &'a DatafileStat>,
+    ) -> StripeTotals {
+        let mut size = 0u64;
+        let mut allocated = 0u64;
+        let mut data_mtime = pvfs_proto::Timespec::default();
+        for (idx, st) in stats.enumerate() {
+            size = size.max(stripe.logical_end(idx as u64, st.size));
+            allocated = allocated.saturating_add(st.allocated);
+            data_mtime = data_mtime.max(st.mtime);
+        }
+        StripeTotals {
+            size,
+            blocks: allocated.div_ceil(512),
+            data_mtime,
+        }
+    }
+
+    /// The modification time of a file whose metafile says `mtime` and `ctime`:
+    /// [`merge_data_mtime`] of the latest datafile time.
+    pub fn mtime(
+        &self,
+        mtime: pvfs_proto::Timespec,
+        ctime: pvfs_proto::Timespec,
+    ) -> pvfs_proto::Timespec {
+        if self.data_mtime > ctime {
+            mtime.max(self.data_mtime)
+        } else {
+            mtime
+        }
     }
 }
 

@@ -371,18 +371,22 @@ impl Inner {
         lookup_name(name).is_ok_and(|n| self.coherent() && self.tables.surely_absent(parent, n))
     }
 
-    /// Attributes of directory entries, in order, for readdirplus: those this mount
-    /// holds current answer here ([`Inner::getattr_now`]'s sources), the others come
-    /// from their servers in batches.
-    async fn entry_attrs(
+    /// Attributes of a run of a listing's entries, as the kernel takes them: those
+    /// this mount holds current ([`Inner::getattr_now`]'s sources) from memory, the
+    /// others from their servers in one batch (kept for the lookups and stats that
+    /// follow a listing).
+    async fn entry_fattrs(
         &self,
         entries: &[pvfs_client::DirEntry],
-    ) -> Vec<(pvfs_client::DirEntry, pvfs_client::Result<Attr>)> {
-        let known: Vec<Option<Attr>> = entries.iter().map(|e| self.attr_now(e.handle)).collect();
+    ) -> Vec<pvfs_client::Result<FileAttr>> {
+        let handles: Vec<Handle> = entries.iter().map(|e| e.handle).collect();
+        let held =
+            self.tables
+                .held_fattrs(self.root, &handles, self.attr_ttl(), self.file_attrs_held());
         let missing: Vec<pvfs_client::DirEntry> = entries
             .iter()
-            .zip(&known)
-            .filter(|(_, k)| k.is_none())
+            .zip(&held)
+            .filter(|(_, h)| h.is_none())
             .map(|(e, _)| e.clone())
             .collect();
         let fetched = if missing.is_empty() {
@@ -390,18 +394,19 @@ impl Inner {
         } else {
             self.client.entry_attrs(missing, true).await
         };
-        // Kept for the lookups and stats that follow a listing (those held are kept
-        // already).
         for a in fetched.iter().filter_map(|(_, r)| r.as_ref().ok()) {
             self.tables.note(a);
         }
-        let mut fetched = fetched.into_iter();
-        entries
-            .iter()
-            .zip(known)
-            .filter_map(|(e, k)| match k {
-                Some(a) => Some((e.clone(), Ok(a))),
-                None => fetched.next(),
+        let mut fetched = fetched.into_iter().map(|(_, r)| r.map(|a| self.fattr(&a)));
+        held.into_iter()
+            .map(|h| match h {
+                Some(fa) => Ok(fa),
+                None => fetched.next().unwrap_or_else(|| {
+                    Err(pvfs_client::Error::new(
+                        pvfs_client::Errno::EIO,
+                        "an entry's attributes did not come",
+                    ))
+                }),
             })
             .collect()
     }
@@ -413,10 +418,16 @@ impl Inner {
         if let Some(dir) = self.tables.dir_attr(handle, self.attr_ttl()) {
             return Some(dir);
         }
-        if self.opts.write_behind || !self.coherent() {
+        if !self.file_attrs_held() {
             return None;
         }
         self.tables.known_file_attr(handle)
+    }
+
+    /// Whether the files' attributes this mount keeps are current: while every change
+    /// feed runs, and not with `--write-behind` (bytes on their way change sizes).
+    fn file_attrs_held(&self) -> bool {
+        !self.opts.write_behind && self.coherent()
     }
 
     /// The value of ACL attribute `name` of `handle` from the attributes this mount
@@ -426,13 +437,15 @@ impl Inner {
         if name != pvfs_proto::acl::XATTR_ACCESS && name != pvfs_proto::acl::XATTR_DEFAULT {
             return None;
         }
-        let attr = self.attr_now(handle)?;
-        let entries = pvfs_proto::acl::named(attr.acl.as_deref(), name);
-        Some(if entries.is_empty() {
-            Err(Errno::ENODATA)
-        } else {
-            Ok(pvfs_proto::acl::to_xattr(entries))
-        })
+        self.tables
+            .with_held_attr(handle, self.attr_ttl(), self.file_attrs_held(), |attr| {
+                let entries = pvfs_proto::acl::named(attr.acl.as_deref(), name);
+                if entries.is_empty() {
+                    Err(Errno::ENODATA)
+                } else {
+                    Ok(pvfs_proto::acl::to_xattr(entries))
+                }
+            })
     }
 
     /// A directory's attributes from the recent cache, without waiting (on a FUSE
@@ -1392,8 +1405,7 @@ impl Inner {
                 matches!(&st.attrs, Some((first, v)) if *first <= start && start < first + v.len());
             if !have {
                 let end = entries.len().min(start + ATTR_CHUNK);
-                let got = self.entry_attrs(&entries[start..end]).await;
-                st.attrs = Some((start, got.into_iter().map(|(_, r)| r).collect()));
+                st.attrs = Some((start, self.entry_fattrs(&entries[start..end]).await));
             }
             let Some((first, attrs)) = &st.attrs else {
                 break;
@@ -1402,7 +1414,7 @@ impl Inner {
                 let i = first + j;
                 let Some(e) = entries.get(i) else { break };
                 let attr = match r {
-                    Ok(a) => (self.fattr(a), ttl),
+                    Ok(fa) => (*fa, ttl),
                     // Removed since the listing was read: leave it out.
                     Err(err) if err.errno == pvfs_client::Errno::ENOENT => continue,
                     // Its server is down: list the name, let a stat find the error.
