@@ -28,7 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::SystemTime;
 
@@ -265,6 +265,9 @@ pub struct FileData {
     born: BornLog,
     /// Emptied datafiles kept for reuse (no inode freed or allocated per file).
     spares: Spares,
+    /// How many datafiles there are: counted once at open, then kept with every
+    /// create and removal, so a `statfs` reads no directory.
+    datafiles: AtomicU64,
 }
 
 impl FileData {
@@ -274,7 +277,8 @@ impl FileData {
         for hh in 0..256 {
             std::fs::create_dir_all(root.join(format!("{hh:02x}")))?;
         }
-        let born = BornLog::open(&root, &list_under(&root)?)?;
+        let present = list_under(&root)?;
+        let born = BornLog::open(&root, &present)?;
         let spares = Spares::open(&root)?;
         Ok(FileData {
             root,
@@ -282,7 +286,17 @@ impl FileData {
             dirty_dirs: std::array::from_fn(|_| AtomicBool::new(false)),
             born,
             spares,
+            datafiles: AtomicU64::new(present.len() as u64),
         })
+    }
+
+    /// A datafile went (under the descriptor cache's lock, as every removal).
+    fn one_less(&self) {
+        let _ = self
+            .datafiles
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
     }
 
     /// How many emptied datafiles are kept for reuse now.
@@ -338,6 +352,7 @@ impl FileData {
                     let _ = std::fs::remove_file(&path);
                     return Err(e);
                 }
+                self.datafiles.fetch_add(1, Ordering::Relaxed);
                 self.dirty_dirs[bucket(h)].store(true, Ordering::Release);
                 f
             }
@@ -512,6 +527,7 @@ impl DataBackend for FileData {
                         let _ = std::fs::remove_file(&path);
                         return Err(e);
                     }
+                    self.datafiles.fetch_add(1, Ordering::Relaxed);
                     // A descriptor cached for this handle names a file that was lost
                     // (deleted behind our back); later I/O must see the new one.
                     self.cache().remove(h);
@@ -620,9 +636,14 @@ impl DataBackend for FileData {
         let Some(stashed) = stashed else {
             return match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
-                _ => Ok(()),
+                Err(_) => Ok(()),
+                Ok(()) => {
+                    self.one_less();
+                    Ok(())
+                }
             };
         };
+        self.one_less();
         drop(cache);
         self.spares.settle(stashed, cached.as_deref());
         Ok(())
@@ -663,7 +684,7 @@ impl DataBackend for FileData {
     }
 
     fn count(&self) -> Result<u64, StorageError> {
-        Ok(self.list()?.len() as u64)
+        Ok(self.datafiles.load(Ordering::Relaxed))
     }
 
     fn list(&self) -> Result<Vec<Handle>, StorageError> {

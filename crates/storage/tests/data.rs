@@ -351,6 +351,11 @@ fn inode(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).unwrap().ino()
 }
 
+/// The datafile count a `statfs` reports is what a listing of the directories finds.
+fn counted_as_listed(fd: &FileData) {
+    assert_eq!(fd.count().unwrap(), fd.list().unwrap().len() as u64);
+}
+
 #[test]
 fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     use pvfs_storage::SPARE_DIR;
@@ -363,10 +368,12 @@ fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     fd.remove(1).unwrap();
     assert!(!datafile(dir, 1).exists());
     assert_eq!(fd.spare_count(), 1);
+    counted_as_listed(&fd);
     // A new datafile is the spare, with nothing of what it held.
     fd.write_at(2, 10, b"new").unwrap();
     assert_eq!(inode(&datafile(dir, 2)), ino, "the spare was reused");
     assert_eq!(fd.spare_count(), 0);
+    counted_as_listed(&fd);
     let mut buf = vec![0xffu8; 200_000];
     assert_eq!(fd.read_at(2, 0, &mut buf).unwrap(), 13);
     assert_eq!(&buf[..13], b"\0\0\0\0\0\0\0\0\0\0new");
@@ -389,6 +396,7 @@ fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     let held = fd.file_for_send(3).unwrap().unwrap();
     fd.remove(3).unwrap();
     assert_eq!(fd.spare_count(), 0);
+    counted_as_listed(&fd);
     drop(held);
     // Also when the descriptor left the cache while still held.
     fd.write_at(4, 0, b"evicted").unwrap();
@@ -404,6 +412,8 @@ fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     assert_eq!(fd.spare_count(), 1);
     fd.write_at(1001, 1, b"y").unwrap();
     assert_eq!(fd.spare_count(), 1);
+    counted_as_listed(&fd);
+    let before = fd.count().unwrap();
     // Spares outlive the process; one a crash left with contents (renamed, not yet
     // emptied) is emptied at open, and stray names are removed.
     drop(fd);
@@ -417,6 +427,7 @@ fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     std::fs::write(spare_dir.join("stray"), b"?").unwrap();
     let fd = FileData::open(dir).unwrap();
     assert_eq!(fd.spare_count(), 1);
+    assert_eq!(fd.count().unwrap(), before, "counted again at open");
     assert!(!spare_dir.join("stray").exists());
     assert_eq!(
         std::fs::metadata(spare_dir.join(&names[0])).unwrap().len(),
@@ -428,6 +439,13 @@ fn removed_datafiles_are_emptied_and_reused_for_new_ones() {
     // Spares are not datafiles: not listed, never lost.
     assert!(!fd.list().unwrap().contains(&1000));
     assert_eq!(fd.lost().unwrap(), Vec::<u64>::new());
+    counted_as_listed(&fd);
+    // Created in a batch, one of them there already; removed twice.
+    fd.create_all(&[7, 8, 2]).unwrap();
+    counted_as_listed(&fd);
+    fd.remove(8).unwrap();
+    fd.remove(8).unwrap();
+    counted_as_listed(&fd);
 }
 
 #[test]
