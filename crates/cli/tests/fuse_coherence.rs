@@ -180,6 +180,25 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
         "a name B added to a directory A listed from memory",
         || names(&l) == ["c", "d", "e", "s", "y", "z"],
     ));
+    // The kernel keeps the listing of a directory A knows completely: A's own
+    // changes show in the next listing at once, B's as its change arrives.
+    let m = a.join("m");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("p"), b"p").unwrap();
+    assert_eq!(names(&m), ["p"]);
+    assert_eq!(names(&m), ["p"], "listed again from what the kernel kept");
+    std::fs::write(m.join("q"), b"q").unwrap();
+    assert_eq!(names(&m), ["p", "q"], "A's own create, listed at once");
+    std::fs::remove_file(m.join("p")).unwrap();
+    assert_eq!(names(&m), ["q"], "A's own unlink, listed at once");
+    std::fs::remove_file(b.join("m/q")).unwrap();
+    took.push(until("a name B removed from a listing A kept", || {
+        names(&m).is_empty()
+    }));
+    std::fs::write(b.join("m/r"), b"r").unwrap();
+    took.push(until("a name B added to a listing A kept", || {
+        names(&m) == ["r"]
+    }));
 
     // A mount's own changes are its own to cache: A writes, B sees, A still reads
     // its file (no feedback of its own change breaks its caches).

@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags,
-    PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, Generation, INodeNo,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::locks::KernelLock;
@@ -749,12 +749,9 @@ impl Filesystem for PvfsFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let fh = self.inner.tables.open_dir(self.inner.handle(ino));
-        // Listings are not kept by the kernel (`FOPEN_CACHE_DIR`): a kept listing
-        // carries no attributes, so an `ls -l` after an `ls` would look every name
-        // up alone instead of reading the attributes with the names
-        // (docs/fuse.md, "Caching").
-        reply.opened(FileHandle(fh), FopenFlags::empty());
+        let handle = self.inner.handle(ino);
+        let fh = self.inner.tables.open_dir(handle);
+        reply.opened(FileHandle(fh), self.inner.dir_open_flags(handle));
     }
 
     fn readdir(

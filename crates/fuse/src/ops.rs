@@ -424,6 +424,23 @@ impl Inner {
         self.tables.known_file_attr(handle)
     }
 
+    /// How the kernel may keep a listing of directory `dir` opened now. Only a
+    /// directory this mount knows completely (it made it, and every change in it
+    /// since was its own), while the change feeds run, is kept (`FOPEN_CACHE_DIR`,
+    /// across opens): the kernel made a name for each of its entries as this mount
+    /// created them, so a kept listing, which carries no attributes, sends no
+    /// lookups after it; the kernel drops it at its own changes of the directory,
+    /// and the feeds at another client's. Any other listing is read afresh, with
+    /// the attributes, so an `ls -l` after an `ls` of a directory made elsewhere
+    /// does not look every name up alone (docs/fuse.md, "Caching").
+    pub(crate) fn dir_open_flags(&self, dir: Handle) -> FopenFlags {
+        if self.coherent() && self.tables.knows_entries(dir) {
+            FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
     /// Whether the files' attributes this mount keeps are current: while every change
     /// feed runs, and not with `--write-behind` (bytes on their way change sizes).
     fn file_attrs_held(&self) -> bool {

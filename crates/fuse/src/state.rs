@@ -781,6 +781,11 @@ impl Tables {
             .is_some_and(|names| !names.contains_key(name))
     }
 
+    /// Whether this mount knows every entry of directory `dir` ([`Tables::known_entries`]).
+    pub(crate) fn knows_entries(&self, dir: Handle) -> bool {
+        lock(&self.known_dirs).dirs.contains_key(&dir)
+    }
+
     /// Every entry of `dir`, if known completely (in no particular order).
     pub(crate) fn known_entries(&self, dir: Handle) -> Option<Vec<DirEntry>> {
         let k = lock(&self.known_dirs);
