@@ -1,6 +1,6 @@
 /*
  * The file-system workloads of scripts/bench-everyday, in C so that the rates measure
- * the file system rather than an interpreter. One binary, four modes; each prints
+ * the file system rather than an interpreter. One binary, six modes; each prints
  * "name value" lines on stdout and exits non-zero with a message on any error (every
  * read is checked against what was written).
  *
@@ -26,15 +26,27 @@
  *       Creates DIR/dNNN/eNN/fNNNN: TOP x SUB directories of FILES files each, with
  *       0 to 4095 bytes each, by PROCS processes (the untimed set-up of the find, du,
  *       ls -lR and rm -rf steps).
+ *   workload open-close FILE OPS
+ *       One process opens FILE read-only and closes it OPS times; prints the mean
+ *       time of one open and close in us (on the mount: three kernel round trips,
+ *       no server).
+ *   workload ping-pong OPS
+ *       Two processes exchange 64-byte messages over a loopback TCP connection
+ *       (TCP_NODELAY, blocking reads and writes), OPS round trips; prints the mean
+ *       round trip in us: what waking a process on the other end costs here.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -420,6 +432,75 @@ static int tree(int argc, char **argv) {
     return 0;
 }
 
+/* --- open-close, ping-pong ------------------------------------------------------ */
+
+static int open_close(int argc, char **argv) {
+    if (argc != 4) fail("usage: workload open-close FILE OPS", NULL);
+    const char *file = argv[2];
+    long ops = num(argv[3]);
+    if (ops < 1) fail("need at least one open", NULL);
+    double t0 = now();
+    for (long i = 0; i < ops; i++) {
+        int fd = open(file, O_RDONLY);
+        if (fd < 0) die("open", file);
+        if (close(fd)) die("close", file);
+    }
+    printf("open_close_us %.2f\n", (now() - t0) * 1e6 / (double)ops);
+    return 0;
+}
+
+/* Writes or reads exactly n bytes of a socket. */
+static void exchange(int fd, char *buf, size_t n, int out) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = out ? write(fd, buf + done, n - done) : read(fd, buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) die(out ? "send" : "receive", "loopback");
+        done += (size_t)r;
+    }
+}
+
+static int ping_pong(int argc, char **argv) {
+    if (argc != 3) fail("usage: workload ping-pong OPS", NULL);
+    long ops = num(argv[2]);
+    if (ops < 1) fail("need at least one round trip", NULL);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr *)&a, &alen))
+        die("listen", "loopback");
+    int one = 1;
+    char buf[64] = {0};
+    pid_t pid = fork();
+    if (pid < 0) die("fork", NULL);
+    if (pid == 0) {
+        int c = accept(l, NULL, NULL);
+        if (c < 0) _exit(1);
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        for (long i = 0; i < ops; i++) {
+            exchange(c, buf, sizeof buf, 0);
+            exchange(c, buf, sizeof buf, 1);
+        }
+        _exit(0);
+    }
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) die("connect", "loopback");
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    double t0 = now();
+    for (long i = 0; i < ops; i++) {
+        exchange(s, buf, sizeof buf, 1);
+        exchange(s, buf, sizeof buf, 0);
+    }
+    double t = now() - t0;
+    int st;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) fail("the echo process failed", NULL);
+    printf("ping_pong_us %.2f\n", t * 1e6 / (double)ops);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     for (size_t i = 0; i < SMALL; i++) small_data[i] = (char)(i * 31 + 7);
     signal(SIGPIPE, SIG_IGN); /* a rank that died shows as a failed phase */
@@ -428,6 +509,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "shared-write")) return shared_write(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "randio")) return randio(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tree")) return tree(argc, argv);
-    fail("usage: workload mdtest|shared-write|randio|tree ...", NULL);
+    if (argc >= 2 && !strcmp(argv[1], "open-close")) return open_close(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "ping-pong")) return ping_pong(argc, argv);
+    fail("usage: workload mdtest|shared-write|randio|tree|open-close|ping-pong ...", NULL);
     return 2;
 }

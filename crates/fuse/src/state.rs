@@ -566,21 +566,31 @@ impl Tables {
         }
     }
 
-    /// File `handle`'s attributes from what is kept, when every datafile is known.
-    pub(crate) fn known_file_attr(&self, handle: Handle) -> Option<Attr> {
+    /// `f` of file `handle`'s kept attributes (borrowed), its stripe geometry and its
+    /// datafiles' stats in layout order, when this mount knows every datafile's stat.
+    fn with_known_file<R>(
+        &self,
+        handle: Handle,
+        f: impl FnOnce(&Attr, pvfs_proto::Stripe, &[DatafileStat]) -> R,
+    ) -> Option<R> {
         let stats: Vec<DatafileStat> = lock(&self.data_stats)
             .get(&handle)?
             .iter()
-            .cloned()
+            .copied()
             .collect::<Option<Vec<_>>>()?;
-        let mut attr = self.file_attr(handle)?;
-        let layout = attr.layout()?;
-        if layout.datafiles.len() != stats.len() {
-            return None;
-        }
-        let stripe = layout.stripe();
-        pvfs_client::apply_stripe_stats(&mut attr, stripe, &stats);
-        Some(attr)
+        let attrs = lock(&self.file_attrs);
+        let a = attrs.get(&handle)?;
+        let layout = a.layout()?;
+        (layout.datafiles.len() == stats.len()).then(|| f(a, layout.stripe(), &stats))
+    }
+
+    /// File `handle`'s attributes from what is kept, when every datafile is known.
+    pub(crate) fn known_file_attr(&self, handle: Handle) -> Option<Attr> {
+        self.with_known_file(handle, |a, stripe, stats| {
+            let mut attr = a.clone();
+            pvfs_client::apply_stripe_stats(&mut attr, stripe, stats);
+            attr
+        })
     }
 
     /// `f` of the attributes of `handle` this mount holds current, borrowed where they
@@ -602,13 +612,7 @@ impl Tables {
         if !files {
             return None;
         }
-        let count = lock(&self.data_stats)
-            .get(&handle)
-            .filter(|v| v.iter().all(Option::is_some))?
-            .len();
-        let attrs = lock(&self.file_attrs);
-        let a = attrs.get(&handle)?;
-        (a.layout()?.datafiles.len() == count).then(|| f(a))
+        self.with_known_file(handle, |a, _, _| f(a))
     }
 
     /// For a listing of `handles`: the attributes this mount holds current, as the

@@ -33,6 +33,8 @@ struct Faults {
     full: AtomicBool,
     /// Every sync: EIO.
     sync_fails: AtomicBool,
+    /// The names of the threads that wrote (who committed).
+    writers: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 #[derive(Debug)]
@@ -59,6 +61,15 @@ impl Disk for FaultyDisk {
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let me = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        self.faults
+            .writers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(me);
         if self.faults.full.load(Ordering::SeqCst)
             && offset + data.len() as u64 > self.inner.len()?
         {
@@ -112,6 +123,18 @@ fn value(i: u32) -> Vec<u8> {
     let mut v = vec![(i % 251) as u8; 60 << 10];
     v[..4].copy_from_slice(&i.to_le_bytes());
     v
+}
+
+/// A store whose log is synced on request only (`SyncPolicy::OnFlush`), with
+/// attributes `0..n` set.
+async fn deferred_store(dir: &Path, faults: &Arc<Faults>, n: u32) -> MetaStore {
+    let s = open_syncing(dir, faults, SyncPolicy::OnFlush);
+    // Who wrote while opening does not count.
+    faults.writers.lock().unwrap().clear();
+    for i in 0..n {
+        set(&s, i).await.unwrap();
+    }
+    s
 }
 
 async fn set(s: &MetaStore, i: u32) -> Result<(), pvfs_storage::MetaError> {
@@ -243,10 +266,7 @@ fn a_failed_sync_of_a_deferred_log_fails_the_store_until_reopened() {
     let d = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
     rt().block_on(async {
-        let s = open_syncing(d.path(), &faults, SyncPolicy::OnFlush);
-        for i in 0..5 {
-            set(&s, i).await.unwrap();
-        }
+        let s = deferred_store(d.path(), &faults, 5).await;
         s.sync().unwrap();
         // Acknowledged, written to the log, not synced: the sync that should make them
         // stable fails, and so does the store.
@@ -275,10 +295,12 @@ fn commits_on_the_callers_thread_land_and_fail_the_store_alike() {
     let d = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
     rt().block_on(async {
-        let s = open_syncing(d.path(), &faults, SyncPolicy::OnFlush);
-        for i in 0..10 {
-            set(&s, i).await.unwrap();
-        }
+        let s = deferred_store(d.path(), &faults, 10).await;
+        // One at a time, the test's own thread committed them (the log's writes are
+        // made by whoever commits).
+        let me = std::thread::current().name().unwrap().to_string();
+        let writers = faults.writers.lock().unwrap().clone();
+        assert!(writers.contains(&me), "not committed here: {writers:?}");
         // Many at once: some commit where they are called, the others queue.
         let all: Vec<_> = (10..60)
             .map(|i| {
