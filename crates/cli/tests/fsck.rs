@@ -10,6 +10,7 @@
 
 mod common;
 
+use pvfs_proto::req;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -48,7 +49,7 @@ const KINDS: [(&str, bool); 12] = [
 async fn raw(config: &pvfs_config::Config, server: usize, request: Request) -> Response {
     let op = request.op_name();
     let r = raw_answer(config, server, request).await;
-    if let Response::Error { errno, message } = &r {
+    if let Response::Error { errno, message, .. } = &r {
         panic!("{op} on server {server}: error {errno}: {message}");
     }
     r
@@ -226,11 +227,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             config.owner_of(dangling).unwrap(),
-            Request::SetLinks {
+            Request::SetLinks(req::SetLinks {
                 handle: dangling,
                 links: 0,
                 expect: 1,
-            },
+            }),
         )
         .await;
         // StaleSeal: a sealed shard of a directory that still exists (an interrupted
@@ -239,11 +240,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             config.owner_of(sealed).unwrap(),
-            Request::SealDir {
+            Request::SealDir(req::SealDir {
                 dir: sealed,
                 seal: true,
                 ticket: None,
-            },
+            }),
         )
         .await;
         // LinkCount: a second name of /a/b/f2 in /a, not counted (an interrupted
@@ -252,7 +253,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             entry_server(&config, a, a_shards, "alias"),
-            Request::LinkEntry {
+            Request::LinkEntry(req::LinkEntry {
                 dir: a,
                 name: "alias".into(),
                 handle: f2,
@@ -260,7 +261,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 replace: None,
                 fate: LinkDrop::Moved,
                 ticket: None,
-            },
+            }),
         )
         .await;
         // MultipleNames: a second name of directory /a/c at the root (the same, for
@@ -271,7 +272,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             entry_server(&config, root, root_shards, "calias"),
-            Request::LinkEntry {
+            Request::LinkEntry(req::LinkEntry {
                 dir: root,
                 name: "calias".into(),
                 handle: c_dir,
@@ -279,7 +280,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 replace: None,
                 fate: LinkDrop::Moved,
                 ticket: None,
-            },
+            }),
         )
         .await;
         // OrphanEntry: an entry in a directory that does not exist (a directory
@@ -292,7 +293,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             entry_server(&config, ghost, ghost_shards, "lost"),
-            Request::LinkEntry {
+            Request::LinkEntry(req::LinkEntry {
                 dir: ghost,
                 name: "lost".into(),
                 handle: f1,
@@ -300,28 +301,28 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 replace: None,
                 fate: LinkDrop::Moved,
                 ticket: None,
-            },
+            }),
         )
         .await;
         raw(
             &config,
             entry_server(&config, a, a_shards, "ghost"),
-            Request::Unlink {
+            Request::Unlink(req::Unlink {
                 dir: a,
                 name: "ghost".into(),
                 expect: Some(ghost),
                 want: pvfs_proto::UnlinkWant::Dir,
                 fate: LinkDrop::Moved,
-            },
+            }),
         )
         .await;
         raw(
             &config,
             config.owner_of(ghost).unwrap(),
-            Request::RemoveObject {
+            Request::RemoveObject(req::RemoveObject {
                 handle: ghost,
                 ticket: None,
-            },
+            }),
         )
         .await;
         // A name in the wrong shard is refused (it would be invisible).
@@ -331,7 +332,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         let refused = raw_answer(
             &config,
             wrong,
-            Request::LinkEntry {
+            Request::LinkEntry(req::LinkEntry {
                 dir: a,
                 name: "misplaced".into(),
                 handle: f1,
@@ -339,7 +340,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 replace: None,
                 fate: LinkDrop::Moved,
                 ticket: None,
-            },
+            }),
         )
         .await;
         assert!(
@@ -351,11 +352,11 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             config.owner_of(b_dir).unwrap(),
-            Request::SetParent {
+            Request::SetParent(req::SetParent {
                 dir: b_dir,
                 parent: c.root(),
                 ticket: None,
-            },
+            }),
         )
         .await;
         (a, b_dir)
@@ -490,13 +491,13 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
         raw(
             &config,
             entry_server(&config, root, root_shards, "calias"),
-            Request::Unlink {
+            Request::Unlink(req::Unlink {
                 dir: root,
                 name: "calias".into(),
                 expect: Some(c_dir),
                 want: pvfs_proto::UnlinkWant::Dir,
                 fate: LinkDrop::Moved,
-            },
+            }),
         )
         .await;
     });

@@ -11,6 +11,7 @@
 
 mod common;
 
+use pvfs_proto::req;
 use std::time::{Duration, Instant};
 
 use common::{Cluster, Rng};
@@ -117,7 +118,7 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
     let typ = pick(rng, &[LockType::Read, LockType::Write]);
     let (start, end) = (num(rng), num(rng));
     match rng.range(0, 6) {
-        0 => Request::Lock {
+        0 => Request::Lock(req::Lock {
             handle: h,
             owner,
             typ,
@@ -130,40 +131,40 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
                 rng.next_u64() as u32 & !LOCK_WAIT
             },
             proof: cap(rng, h),
-        },
-        1 => Request::Unlock {
+        }),
+        1 => Request::Unlock(req::Unlock {
             handle: h,
             owner,
             start,
             end,
-        },
-        2 => Request::TestLock {
+        }),
+        2 => Request::TestLock(req::TestLock {
             handle: h,
             owner,
             typ,
             start,
             end,
             proof: cap(rng, h),
-        },
-        3 => Request::CancelLock {
+        }),
+        3 => Request::CancelLock(req::CancelLock {
             handle: h,
             owner,
             typ,
             start,
             end,
-        },
-        4 => Request::RenewLease {
+        }),
+        4 => Request::RenewLease(req::RenewLease {
             client: owner.client,
             release: rng.chance(0.5),
-        },
-        _ => Request::WaitFor {
+        }),
+        _ => Request::WaitFor(req::WaitFor {
             waiter: LockKey::new(rng.range(0, 2), owner),
             blockers: (0..rng.range(0, 4))
                 .map(|_| LockKey::new(rng.range(0, 2), owner))
                 .collect(),
             server: rng.range(0, 4) as u32,
             handle: h,
-        },
+        }),
     }
 }
 
@@ -184,22 +185,22 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
     // KINDS (above) counts the distinct kinds this match makes.
     match rng.range(0, 49) {
-        0 => Request::Ping {},
-        1 => Request::StatFs {},
-        2 => Request::Lookup {
+        0 => Request::Ping(req::Ping {}),
+        1 => Request::StatFs(req::StatFs {}),
+        2 => Request::Lookup(req::Lookup {
             dir,
             name: name(rng),
             want: rng.next_u64() as u32,
-        },
-        3 => Request::GetAttr {
+        }),
+        3 => Request::GetAttr(req::GetAttr {
             handle: h,
             want: rng.next_u64() as u32 & 0x3f,
             proof: cap(rng, h),
-        },
-        4 => Request::ListAttr {
+        }),
+        4 => Request::ListAttr(req::ListAttr {
             handles: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
-        },
-        5 => Request::SetAttr {
+        }),
+        5 => Request::SetAttr(req::SetAttr {
             handle: h,
             set: SetAttr {
                 mode: rng.chance(0.5).then(|| rng.next_u64() as u32),
@@ -212,8 +213,8 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
                 mtime: None,
                 now: rng.chance(0.3),
             },
-        },
-        6 => Request::Create {
+        }),
+        6 => Request::Create(req::Create {
             parent: dir,
             name: name(rng),
             mode: rng.next_u64() as u32,
@@ -242,15 +243,15 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
                     target: pick(rng, &[String::new(), "t".into(), "y".repeat(5000)]),
                 },
             },
-        },
-        7 => Request::Unlink {
+        }),
+        7 => Request::Unlink(req::Unlink {
             dir,
             name: name(rng),
             expect: rng.chance(0.5).then(|| handle(rng, real)),
             want: pick(rng, &[UnlinkWant::Any, UnlinkWant::Dir, UnlinkWant::NotDir]),
             fate: fate(rng),
-        },
-        8 => Request::LinkEntry {
+        }),
+        8 => Request::LinkEntry(req::LinkEntry {
             dir,
             name: name(rng),
             handle: h,
@@ -258,8 +259,8 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             replace: rng.chance(0.3).then(|| handle(rng, real)),
             fate: fate(rng),
             ticket: cap(rng, h),
-        },
-        9 => Request::Rename {
+        }),
+        9 => Request::Rename(req::Rename {
             src_dir: dir,
             src_name: name(rng),
             dst_dir: handle(rng, real),
@@ -267,117 +268,117 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             expect_src: h,
             replace: rng.chance(0.3).then(|| handle(rng, real)),
             fate: fate(rng),
-        },
-        10 => Request::ReadDir {
+        }),
+        10 => Request::ReadDir(req::ReadDir {
             dir,
             shard: rng.next_u64() as u32,
             after: rng.chance(0.5).then(|| name(rng)),
             max: pick(rng, &[0, 1, 100, u32::MAX]),
-        },
-        11 => Request::SealDir {
+        }),
+        11 => Request::SealDir(req::SealDir {
             dir,
             seal: rng.chance(0.2),
             ticket: cap(rng, dir),
-        },
-        12 => Request::SetParent {
+        }),
+        12 => Request::SetParent(req::SetParent {
             dir,
             parent: h,
             ticket: cap(rng, dir),
-        },
-        13 => Request::SetDirLayout {
+        }),
+        13 => Request::SetDirLayout(req::SetDirLayout {
             dir,
             layout: rng.chance(0.5).then_some(spec),
-        },
-        14 => Request::RemoveObject {
+        }),
+        14 => Request::RemoveObject(req::RemoveObject {
             handle: h,
             ticket: cap(rng, h),
-        },
-        15 => Request::Precreate {
+        }),
+        15 => Request::Precreate(req::Precreate {
             count: pick(rng, &[0, 1, 1 << 21, u32::MAX]),
-        },
-        16 | 17 => Request::Write {
+        }),
+        16 | 17 => Request::Write(req::Write {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
             regions: regions(rng),
             sync: rng.chance(0.1),
             cap: cap(rng, h),
-        },
-        18 | 19 => Request::Read {
+        }),
+        18 | 19 => Request::Read(req::Read {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
             regions: regions(rng),
             cap: cap(rng, h),
-        },
-        20 => Request::GetSizes {
+        }),
+        20 => Request::GetSizes(req::GetSizes {
             handles: (0..rng.range(0, 50)).map(|_| handle(rng, real)).collect(),
-        },
-        21 => Request::Truncate {
+        }),
+        21 => Request::Truncate(req::Truncate {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
             size: num(rng),
             cap: cap(rng, h),
-        },
+        }),
         22 => {
             let handles: Vec<Handle> = (0..rng.range(0, 5)).map(|_| handle(rng, &[])).collect();
             let tickets = handles.iter().filter_map(|&d| cap(rng, d)).collect();
-            Request::RemoveDatafiles { handles, tickets }
+            Request::RemoveDatafiles(req::RemoveDatafiles { handles, tickets })
         }
-        23 => Request::Fsync {
+        23 => Request::Fsync(req::Fsync {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
-        },
-        24 => Request::GetXattr {
+        }),
+        24 => Request::GetXattr(req::GetXattr {
             handle: h,
             name: name(rng),
-        },
-        25 => Request::SetXattr {
+        }),
+        25 => Request::SetXattr(req::SetXattr {
             handle: h,
             name: name(rng),
             value: vec![7; rng.range(0, 70_000) as usize],
             flags: rng.range(0, 5) as u32,
-        },
-        26 => Request::ListXattr { handle: h },
-        27 => Request::RemoveXattr {
+        }),
+        26 => Request::ListXattr(req::ListXattr { handle: h }),
+        27 => Request::RemoveXattr(req::RemoveXattr {
             handle: h,
             name: name(rng),
-        },
-        28 => Request::ScanObjects {
+        }),
+        28 => Request::ScanObjects(req::ScanObjects {
             after: rng.chance(0.5).then(|| handle(rng, real)),
             max: rng.next_u64() as u32,
-        },
-        29 => Request::ScanEntries {
+        }),
+        29 => Request::ScanEntries(req::ScanEntries {
             after: rng.chance(0.5).then(|| (handle(rng, real), name(rng))),
             max: rng.next_u64() as u32,
-        },
-        30 => Request::Forget {
+        }),
+        30 => Request::Forget(req::Forget {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
-        },
-        31 => Request::Link {
+        }),
+        31 => Request::Link(req::Link {
             dir,
             name: name(rng),
             handle: h,
             proof: cap(rng, h),
-        },
-        32 => Request::AddLink { handle: h },
-        33 => Request::DropLink {
+        }),
+        32 => Request::AddLink(req::AddLink { handle: h }),
+        33 => Request::DropLink(req::DropLink {
             handle: h,
             keep: rng.chance(0.5),
-        },
-        34 => Request::SetLinks {
+        }),
+        34 => Request::SetLinks(req::SetLinks {
             handle: h,
             links: pick(rng, &[0, 1, 2, u32::MAX]),
             expect: pick(rng, &[0, 1, 2]),
-        },
-        35 => Request::DirStats {
+        }),
+        35 => Request::DirStats(req::DirStats {
             dirs: (0..rng.range(0, 100)).map(|_| handle(rng, real)).collect(),
-        },
-        36 => Request::ScanLost {
+        }),
+        36 => Request::ScanLost(req::ScanLost {
             after: rng.chance(0.5).then(|| handle(rng, real)),
             max: rng.next_u64() as u32,
-        },
-        37 => Request::Fallocate {
+        }),
+        37 => Request::Fallocate(req::Fallocate {
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
@@ -385,24 +386,24 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             len: pick(rng, &[0, 1, 4096, 1 << 20, u64::MAX]),
             mode: pick(rng, &[0, 1, 2, 3, 0x10, 0x11, 0x12, 0x08, 0x20, u32::MAX]),
             cap: cap(rng, h),
-        },
+        }),
         38..=44 => lock_request(rng, h),
-        46 => Request::Changes {
+        46 => Request::Changes(req::Changes {
             epoch: if rng.chance(0.5) { 0 } else { rng.next_u64() },
             since: rng.range(0, 100),
             wait_ms: rng.range(0, 50) as u32,
-        },
-        45 => Request::Sync {
+        }),
+        45 => Request::Sync(req::Sync {
             data: rng.chance(0.5),
-        },
-        47 => Request::Widen {
+        }),
+        47 => Request::Widen(req::Widen {
             handle: h,
             width: pick(rng, &[0, 1, 2, 4, 5, u32::MAX]),
             cap: cap(rng, h),
-        },
-        _ => Request::CreateDatafiles {
+        }),
+        _ => Request::CreateDatafiles(req::CreateDatafiles {
             handles: (0..rng.range(0, 3)).map(|_| handle(rng, &[])).collect(),
-        },
+        }),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Hostile frames: raw TCP to real servers speaking protocol version 2, in which every
+//! Hostile frames: raw TCP to real servers speaking protocol version 3, in which every
 //! connection opens with an authenticated handshake and every later frame carries a
 //! MAC. Whatever a client sends — garbage, truncated, oversized, wrong-version,
 //! reserved-bit or unknown-kind frames, requests without a handshake, a handshake with
@@ -9,7 +9,7 @@
 //! not authenticated; and the server keeps serving everyone else.
 //!
 //! Frames are built here from the documented layout (crates/proto/src/frame.rs), not
-//! with the product's encoder: 32-byte header, magic "PVFS" (LE u32), version u16 = 2,
+//! with the product's encoder: 32-byte header, magic "PVFS" (LE u32), version u16 = 3,
 //! kind u8 (1 request, 2 response, 3 data, 4 handshake), flags u8 (1 = END), request
 //! id u64, body length u32, tag length u16, reserved u16, data length u32, reserved
 //! u32; then body, tag, data.
@@ -29,6 +29,7 @@
 
 mod common;
 
+use pvfs_proto::req;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
@@ -50,7 +51,7 @@ use pvfs_proto::{
 };
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 2;
+const VERSION: u16 = 3;
 const REQUEST: u8 = 1;
 const RESPONSE: u8 = 2;
 const DATA: u8 = 3;
@@ -142,7 +143,7 @@ fn create_symlink(config: &Config, name: &str) -> (usize, Request) {
     let metas = config.meta_servers();
     let server = metas[name_shard(name, metas.len() as u32) as usize];
     let creds = Creds::current();
-    let req = Request::Create {
+    let req = Request::Create(req::Create {
         parent: config.root_handle(),
         name: name.to_string(),
         mode: 0o777,
@@ -152,7 +153,7 @@ fn create_symlink(config: &Config, name: &str) -> (usize, Request) {
         what: CreateWhat::Symlink {
             target: "hostile".into(),
         },
-    };
+    });
     (server, req)
 }
 
@@ -404,7 +405,7 @@ impl Session {
                 assert_eq!(r.id, id, "{what}: reply to the wrong request id");
                 assert_eq!(r.flags & END, END, "{what}: error reply without END");
                 match r.response() {
-                    Response::Error { errno: e, message } => {
+                    Response::Error { errno: e, message, .. } => {
                         assert_eq!(Errno(e), errno, "{what}: errno (message {message:?})")
                     }
                     other => panic!("{what}: expected an error reply, got {other:?}"),
@@ -434,7 +435,7 @@ impl Session {
             Got::Frame(r) => {
                 assert_eq!(r.id, id, "{what}: reply to the wrong request id");
                 match r.response() {
-                    Response::Error { errno: e, message } => {
+                    Response::Error { errno: e, message, .. } => {
                         if let Some(want) = errno {
                             assert_eq!(Errno(e), want, "{what}: errno (message {message:?})");
                         }
@@ -450,7 +451,7 @@ impl Session {
     /// Sends a tagged ping and expects its Pong.
     #[track_caller]
     fn expect_ping(&mut self, id: u64, what: &str) {
-        let f = self.seal_request(id, Request::Ping {}, true, &[]);
+        let f = self.seal_request(id, Request::Ping(req::Ping {}), true, &[]);
         self.send(&f);
         match self.next() {
             Got::Frame(r) => {
@@ -528,11 +529,11 @@ fn datafile_caps(cluster: &Cluster, file: Handle, datafiles: &[Handle]) -> Vec<C
     let owner = cluster.config().owner_of(file).unwrap();
     let mut s = Session::open(cluster, owner);
     let want = rights::READ | rights::WRITE;
-    let req = Request::GetAttr {
+    let req = Request::GetAttr(req::GetAttr {
         handle: file,
         want,
         proof: None,
-    };
+    });
     let f = s.seal_request(1, req, true, &[]);
     s.send(&f);
     let caps = match s.next() {
@@ -639,7 +640,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
     // closed when the stream ends inside it.
     for (body_sent, data_sent) in [(10usize, 0usize), (100, 0), (100, 5000)] {
         let mut s = connect(&cluster, next_server());
-        let mut b = request_body(Request::Ping {});
+        let mut b = request_body(Request::Ping(req::Ping {}));
         b.resize(100, 0);
         let mut f = header(VERSION, REQUEST, END, 5, 100, 0, 8192).to_vec();
         f.extend_from_slice(&b[..body_sent]);
@@ -693,7 +694,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
             Box::new(|h: &mut [u8; 32]| h[31] = 0x40),
         ),
     ];
-    for version in [0u16, 1, 3, 0xffff] {
+    for version in [0u16, 1, 2, 4, 0xffff] {
         bad.push((
             format!("version {version}"),
             Box::new(move |h: &mut [u8; 32]| h[4..6].copy_from_slice(&version.to_le_bytes())),
@@ -771,7 +772,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
     // with a (made-up) tag, a create, a data frame, and a response frame as a client.
     // Closed without an answer, and nothing runs.
     let (create_srv, create) = create_symlink(&config, "no-handshake");
-    let ping = request_body(Request::Ping {});
+    let ping = request_body(Request::Ping(req::Ping {}));
     let mut tagged_ping = header(VERSION, REQUEST, END, 41, ping.len() as u32, TAG, 0).to_vec();
     tagged_ping.extend_from_slice(&ping);
     tagged_ping.extend_from_slice(&rng.bytes(TAG_LEN));
@@ -1091,9 +1092,9 @@ fn malformed_headers_after_the_handshake_get_an_error_then_a_close() {
         );
     }
 
-    // Unknown protocol versions (the old version 1 among them): EPROTO with the
+    // Unknown protocol versions (the old versions 1 and 2 among them): EPROTO with the
     // request id, then closed.
-    for version in [0u16, 1, 3, 0xffff] {
+    for version in [0u16, 1, 2, 4, 0xffff] {
         let mut s = Session::open(&cluster, next_server());
         s.send(&header(version, REQUEST, END, 21, 0, TAG, 0));
         s.expect_error_then_close(21, Errno::EPROTO, &format!("version {version}"));
@@ -1163,7 +1164,7 @@ fn malformed_headers_after_the_handshake_get_an_error_then_a_close() {
         (100, 16, 5000),
     ] {
         let mut s = Session::open(&cluster, next_server());
-        let mut b = request_body(Request::Ping {});
+        let mut b = request_body(Request::Ping(req::Ping {}));
         b.resize(100, 0);
         let h = header(VERSION, REQUEST, END, 5, 100, TAG, 8192);
         let tag = s.macs.send.seal(&h, &b);
@@ -1324,7 +1325,7 @@ fn forged_untagged_replayed_or_altered_frames_close_the_connection_without_runni
     );
     // The connection it was sealed for still serves (its sequence is one ahead now, so
     // its next frame is refused the same way: a lost frame is as bad as a forged one).
-    let ping = a.seal_request(31, Request::Ping {}, true, &[]);
+    let ping = a.seal_request(31, Request::Ping(req::Ping {}), true, &[]);
     a.send(&ping);
     a.expect_silent_close("a frame after one that was never sent");
     assert_healthy(
@@ -1355,7 +1356,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
 
     // Undecodable bodies, correctly tagged: EBADMSG for that request; the same
     // connection keeps serving.
-    let ping = request_body(Request::Ping {});
+    let ping = request_body(Request::Ping(req::Ping {}));
     let mut trailing = ping.clone();
     trailing.extend_from_slice(b"trailing junk");
     let bodies: Vec<(&str, Vec<u8>)> = vec![
@@ -1430,7 +1431,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     let impossible: Vec<(&str, Request, Vec<u8>)> = vec![
         (
             "a stride shorter than its block",
-            Request::Read {
+            Request::Read(req::Read {
                 handle: df.handle,
                 stripe,
                 index: 0,
@@ -1442,88 +1443,88 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
                     len: 1000,
                 },
                 cap: Some(df_cap.clone()),
-            },
+            }),
             vec![],
         ),
         (
             "a datafile index past the stripe count",
-            Request::Read {
+            Request::Read(req::Read {
                 handle: df.handle,
                 stripe,
                 index: 7,
                 regions: Regions::contig(0, 10),
                 cap: Some(df_cap.clone()),
-            },
+            }),
             vec![],
         ),
         (
             "a region past the largest file",
-            Request::Read {
+            Request::Read(req::Read {
                 handle: df.handle,
                 stripe,
                 index: 0,
                 regions: Regions::contig(u64::MAX - 5, 5),
                 cap: Some(df_cap.clone()),
-            },
+            }),
             vec![],
         ),
         (
             "a write with less data than its regions",
-            Request::Write {
+            Request::Write(req::Write {
                 handle: scratch.handle,
                 stripe,
                 index: 0,
                 regions: Regions::contig(0, 100_000),
                 sync: false,
                 cap: Some(scratch_cap.clone()),
-            },
+            }),
             vec![7u8; 10],
         ),
         (
             "a write with more data than its regions",
-            Request::Write {
+            Request::Write(req::Write {
                 handle: scratch.handle,
                 stripe,
                 index: 0,
                 regions: Regions::contig(0, 10),
                 sync: false,
                 cap: Some(scratch_cap.clone()),
-            },
+            }),
             vec![7u8; 5000],
         ),
         (
             "a stripe size of 0",
-            Request::Write {
+            Request::Write(req::Write {
                 handle: scratch.handle,
                 stripe: Stripe { size: 0, count: 4 },
                 index: 0,
                 regions: Regions::contig(0, 10),
                 sync: false,
                 cap: Some(scratch_cap.clone()),
-            },
+            }),
             vec![7u8; 10],
         ),
         (
             "a handle of another server",
-            Request::GetAttr {
+            Request::GetAttr(req::GetAttr {
                 handle: cluster.config().servers[(srv + 1) % 4].handles.first + 12345,
                 want: 0,
                 proof: None,
-            },
+            }),
             vec![],
         ),
         (
             "a handle of no server",
-            Request::GetAttr {
+            Request::GetAttr(req::GetAttr {
                 handle: 3,
                 want: 0,
                 proof: None,
-            },
+            }),
             vec![],
         ),
         (
             "a precreate of 4 billion handles",
-            Request::Precreate { count: u32::MAX },
+            Request::Precreate(req::Precreate { count: u32::MAX }),
             vec![],
         ),
     ];
@@ -1557,8 +1558,8 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
 
     // A request id reused by two pings in flight at once: both are answered.
     let mut s = Session::open(&cluster, 0);
-    let mut two = s.seal_request(7, Request::Ping {}, true, &[]);
-    two.extend(s.seal_request(7, Request::Ping {}, true, &[]));
+    let mut two = s.seal_request(7, Request::Ping(req::Ping {}), true, &[]);
+    two.extend(s.seal_request(7, Request::Ping(req::Ping {}), true, &[]));
     s.send(&two);
     for _ in 0..2 {
         match s.next() {
@@ -1586,26 +1587,26 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     // A request id reused while a streaming write with that id is still open: the
     // server answers (errors or not) or closes, and stays up.
     let mut s = Session::open(&cluster, srv);
-    let first = Request::Write {
+    let first = Request::Write(req::Write {
         handle: scratch.handle,
         stripe,
         index: 0,
         regions: Regions::contig(0, 65536),
         sync: false,
         cap: Some(scratch_cap.clone()),
-    };
+    });
     let f = s.seal_request(9, first, false, &[1u8; 1000]);
     s.send(&f);
-    let f = s.seal_request(9, Request::Ping {}, true, &[]);
+    let f = s.seal_request(9, Request::Ping(req::Ping {}), true, &[]);
     s.send(&f);
-    let second = Request::Write {
+    let second = Request::Write(req::Write {
         handle: scratch.handle,
         stripe,
         index: 0,
         regions: Regions::contig(0, 10),
         sync: false,
         cap: Some(scratch_cap.clone()),
-    };
+    });
     let f = s.seal_request(9, second, false, &[2u8; 5]);
     s.send(&f);
     let f = s.seal_data(9, false, &[3u8; 5]);
@@ -1684,7 +1685,7 @@ fn stalled_half_frames_do_not_block_other_clients() {
         watched.push(watch(s, "half a header"));
 
         let mut s = Session::open(&cluster, srv);
-        let body = request_body(Request::Ping {});
+        let body = request_body(Request::Ping(req::Ping {}));
         let mut f = s.seal_frame(REQUEST, END, 2, &body, &[]);
         f.truncate(32 + body.len() / 2);
         s.send(&f);
@@ -1715,14 +1716,14 @@ fn stalled_half_frames_do_not_block_other_clients() {
     }
     for (idx, df) in layout.datafiles.iter().enumerate() {
         let mut s = Session::open(&cluster, df.server as usize);
-        let req = Request::Write {
+        let req = Request::Write(req::Write {
             handle: df.handle,
             stripe,
             index: idx as u32,
             regions: Regions::contig(0, 4 << 20),
             sync: false,
             cap: Some(caps[idx].clone()),
-        };
+        });
         let f = s.seal_request(3, req, false, &[9u8; 4096]);
         s.send(&f);
         let since = Instant::now();

@@ -12,6 +12,7 @@
 
 mod common;
 
+use pvfs_proto::req;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -88,7 +89,7 @@ fn react() -> Duration {
 fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {
     let body = pvfs_proto::encode(&pvfs_proto::RequestBody {
         creds: pvfs_proto::Creds::current(),
-        request: pvfs_proto::Request::Ping {},
+        request: pvfs_proto::Request::Ping(req::Ping {}),
         retry: None,
     });
     let mut h = [0u8; 32];

@@ -14,6 +14,7 @@ mod common;
 #[path = "fuse/mount.rs"]
 mod mount;
 
+use pvfs_proto::req;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,7 +86,13 @@ fn without_the_key_nothing_runs_and_a_wrong_configuration_fails_clearly() {
     }
     // The same client with the key gets in and is answered.
     let (mut s, mut macs) = raw_session(&config, 0, &key_proof(&config)).unwrap();
-    let r = ask(&mut s, &mut macs, 1, root_creds(), Request::Ping {});
+    let r = ask(
+        &mut s,
+        &mut macs,
+        1,
+        root_creds(),
+        Request::Ping(req::Ping {}),
+    );
     assert!(matches!(r, Response::Pong { .. }), "{r:?}");
 
     // A request frame without a handshake is not answered: the connection closes.
@@ -96,10 +103,10 @@ fn without_the_key_nothing_runs_and_a_wrong_configuration_fails_clearly() {
             .unwrap();
         let body = encode(&RequestBody {
             creds: root_creds(),
-            request: Request::ScanObjects {
+            request: Request::ScanObjects(req::ScanObjects {
                 after: None,
                 max: 10,
-            },
+            }),
             retry: None,
         });
         let mut f = pvfs_proto::FrameHeader {
@@ -260,7 +267,7 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
         gid: 1000,
         groups: vec![],
     };
-    let r = ask(&mut s, &mut macs, 1, other, Request::Ping {});
+    let r = ask(&mut s, &mut macs, 1, other, Request::Ping(req::Ping {}));
     assert_eq!(errno_of(&r), Some(Errno::EPERM), "{r:?}");
     // Root's credential acts as nobody: it cannot create root-owned objects.
     let root = config.root_handle();
@@ -269,7 +276,7 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
         &mut macs,
         2,
         root_creds(),
-        Request::Create {
+        Request::Create(req::Create {
             parent: root,
             name: "made-by-squashed-root".into(),
             mode: 0o644,
@@ -279,7 +286,7 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
             what: CreateWhat::File {
                 spec: LayoutSpec::default(),
             },
-        },
+        }),
     );
     assert_eq!(errno_of(&r), Some(Errno::EPERM), "{r:?}");
     // Requests between servers and admin scans are refused; steps of operations
@@ -288,28 +295,32 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
     for (id, req, want) in [
         (
             3,
-            Request::ScanObjects {
+            Request::ScanObjects(req::ScanObjects {
                 after: None,
                 max: 10,
-            },
+            }),
             Errno::EPERM,
         ),
-        (5, Request::Precreate { count: 1 }, Errno::EPERM),
+        (
+            5,
+            Request::Precreate(req::Precreate { count: 1 }),
+            Errno::EPERM,
+        ),
         (
             6,
-            Request::RemoveObject {
+            Request::RemoveObject(req::RemoveObject {
                 handle: root,
                 ticket: None,
-            },
+            }),
             Errno::EACCES,
         ),
         (
             7,
-            Request::SealDir {
+            Request::SealDir(req::SealDir {
                 dir: root,
                 seal: true,
                 ticket: None,
-            },
+            }),
             Errno::EACCES,
         ),
     ] {
@@ -823,11 +834,11 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         &mut macs,
         1,
         root_creds(),
-        Request::Lookup {
+        Request::Lookup(req::Lookup {
             dir: root,
             name: "f".into(),
             want: pvfs_proto::rights::READ,
-        },
+        }),
     ) {
         Response::Entry {
             attr: Some(attr),
@@ -839,12 +850,14 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
     assert_eq!(caps.len(), 1 + layout.datafiles.len(), "{caps:?}");
     let df = layout.datafiles[0];
     let (mut d, mut dmacs) = raw_session(&config, df.server as usize, &key_proof(&config)).unwrap();
-    let read = |cap: Option<pvfs_proto::Capability>| Request::Read {
-        handle: df.handle,
-        stripe: layout.stripe(),
-        index: 0,
-        regions: pvfs_proto::Regions::contig(0, 10),
-        cap,
+    let read = |cap: Option<pvfs_proto::Capability>| {
+        Request::Read(req::Read {
+            handle: df.handle,
+            stripe: layout.stripe(),
+            index: 0,
+            regions: pvfs_proto::Regions::contig(0, 10),
+            cap,
+        })
     };
     let good = caps[1].clone();
     assert_eq!(good.handle, df.handle);
@@ -893,27 +906,29 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         "another datafile",
     );
     // A read capability does not write.
-    let write = Request::Write {
+    let write = Request::Write(req::Write {
         handle: df.handle,
         stripe: layout.stripe(),
         index: 0,
         regions: pvfs_proto::Regions::contig(0, 0),
         sync: false,
         cap: Some(good.clone()),
-    };
+    });
     refused(
         ask(&mut d, &mut dmacs, 8, root_creds(), write),
         "a read capability",
     );
     // Nor allocate, punch or zero, with it or without any.
-    let fallocate = |cap: Option<pvfs_proto::Capability>| Request::Fallocate {
-        handle: df.handle,
-        stripe: layout.stripe(),
-        index: 0,
-        offset: 0,
-        len: 4096,
-        mode: pvfs_client::falloc::PUNCH_HOLE | pvfs_client::falloc::KEEP_SIZE,
-        cap,
+    let fallocate = |cap: Option<pvfs_proto::Capability>| {
+        Request::Fallocate(req::Fallocate {
+            handle: df.handle,
+            stripe: layout.stripe(),
+            index: 0,
+            offset: 0,
+            len: 4096,
+            mode: pvfs_client::falloc::PUNCH_HOLE | pvfs_client::falloc::KEEP_SIZE,
+            cap,
+        })
     };
     refused(
         ask(
@@ -940,7 +955,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         &mut wmacs,
         9,
         root_creds(),
-        Request::Create {
+        Request::Create(req::Create {
             parent: root,
             name: "f".into(),
             mode: 0o644,
@@ -950,7 +965,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
             what: CreateWhat::File {
                 spec: LayoutSpec::default(),
             },
-        },
+        }),
     );
     assert_eq!(errno_of(&r), Some(Errno::EXDEV), "misplaced create: {r:?}");
 
@@ -1199,36 +1214,44 @@ fn lock_requests_reach_only_the_callers_own_locks() {
         client: 7,
         owner: 1,
     };
-    let lock = |typ, owner, proof| Request::Lock {
-        handle: f,
-        owner,
-        typ,
-        start: 0,
-        end: TO_EOF,
-        pid: 1,
-        flags: 0,
-        proof,
+    let lock = |typ, owner, proof| {
+        Request::Lock(req::Lock {
+            handle: f,
+            owner,
+            typ,
+            start: 0,
+            end: TO_EOF,
+            pid: 1,
+            flags: 0,
+            proof,
+        })
     };
-    let unlock = || Request::Unlock {
-        handle: f,
-        owner,
-        start: 0,
-        end: TO_EOF,
+    let unlock = || {
+        Request::Unlock(req::Unlock {
+            handle: f,
+            owner,
+            start: 0,
+            end: TO_EOF,
+        })
     };
-    let renew = |release| Request::RenewLease {
-        client: owner.client,
-        release,
+    let renew = |release| {
+        Request::RenewLease(req::RenewLease {
+            client: owner.client,
+            release,
+        })
     };
-    let test = |proof| Request::TestLock {
-        handle: f,
-        owner: LockOwner {
-            client: 8,
-            owner: 1,
-        },
-        typ: LockType::Read,
-        start: 0,
-        end: 0,
-        proof,
+    let test = |proof| {
+        Request::TestLock(req::TestLock {
+            handle: f,
+            owner: LockOwner {
+                client: 8,
+                owner: 1,
+            },
+            typ: LockType::Read,
+            start: 0,
+            end: 0,
+            proof,
+        })
     };
     let r = ask(
         &mut k,
@@ -1253,11 +1276,11 @@ fn lock_requests_reach_only_the_callers_own_locks() {
         &mut umacs,
         2,
         nobody(),
-        Request::Lookup {
+        Request::Lookup(req::Lookup {
             dir: root,
             name: "locked".into(),
             want: pvfs_proto::rights::READ,
-        },
+        }),
     );
     let Response::Entry { caps, .. } = r else {
         panic!("lookup: {r:?}")
@@ -1305,12 +1328,12 @@ fn lock_requests_reach_only_the_callers_own_locks() {
         &mut umacs,
         9,
         nobody(),
-        Request::WaitFor {
+        Request::WaitFor(req::WaitFor {
             waiter: pvfs_proto::LockKey::new(0, owner),
             blockers: vec![],
             server: 0,
             handle: f,
-        },
+        }),
     );
     assert_eq!(errno_of(&r), Some(Errno::EPERM), "{r:?}");
     // Root's own unlock works.

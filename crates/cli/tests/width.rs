@@ -9,6 +9,7 @@
 
 mod common;
 
+use pvfs_proto::req;
 use std::time::Duration;
 
 use common::{assert_bytes_eq, is_server_down_errno, scaled, Cluster, Rng};
@@ -204,11 +205,11 @@ async fn raw(config: &pvfs_config::Config, server: usize, creds: Creds, req: Req
 /// The capability on object `handle` its owner grants for `want`.
 async fn object_cap(config: &pvfs_config::Config, handle: Handle, want: u32) -> Capability {
     let owner = config.owner_of(handle).unwrap();
-    let req = Request::GetAttr {
+    let req = Request::GetAttr(req::GetAttr {
         handle,
         want,
         proof: None,
-    };
+    });
     match raw(config, owner, Creds::default(), req).await {
         Response::Attr { caps, .. } => caps.into_iter().next().unwrap(),
         other => panic!("GetAttr for a capability: {other:?}"),
@@ -226,14 +227,16 @@ fn widening_needs_a_write_capability_and_never_narrows() {
         c.mkdir("/dir", 0o755).await.unwrap();
         let h = f.handle();
         let owner = config.owner_of(h).unwrap();
-        let widen = |width, cap| Request::Widen {
-            handle: h,
-            width,
-            cap,
+        let widen = |width, cap| {
+            Request::Widen(req::Widen {
+                handle: h,
+                width,
+                cap,
+            })
         };
         let width = async |req| match raw(&config, owner, Creds::default(), req).await {
             Response::Attr { attr, .. } => Ok(attr.layout().unwrap().width),
-            Response::Error { errno, message } => Err((Errno(errno), message)),
+            Response::Error { errno, message, .. } => Err((Errno(errno), message)),
             other => panic!("Widen answered {other:?}"),
         };
         let read = object_cap(&config, h, rights::READ).await;
@@ -263,11 +266,11 @@ fn widening_needs_a_write_capability_and_never_narrows() {
         // Only regular files have a width (and only they are granted WRITE).
         let dir = c.stat("/dir").await.unwrap().handle;
         let cap = object_cap(&config, dir, rights::READ).await;
-        let req = Request::Widen {
+        let req = Request::Widen(req::Widen {
             handle: dir,
             width: 1,
             cap: Some(cap),
-        };
+        });
         match raw(
             &config,
             config.owner_of(dir).unwrap(),

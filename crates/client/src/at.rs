@@ -6,6 +6,7 @@
 
 use pvfs_proto::layout::Layout;
 use pvfs_proto::message::UnlinkWant;
+use pvfs_proto::req;
 use pvfs_proto::{
     rights, Attr, DirEntry, Errno, Handle, LayoutSpec, LinkDrop, ObjDetail, Remains, Request,
     Response, Timespec,
@@ -237,13 +238,13 @@ impl Client {
         expect: Handle,
     ) -> Result<(Unlinked, Leftovers)> {
         let d = self.dir(dir).await?;
-        let req = Request::Unlink {
+        let req = Request::Unlink(req::Unlink {
             dir,
             name: name.to_string(),
             expect: Some(expect),
             want: UnlinkWant::NotDir,
             fate: LinkDrop::Delete,
-        };
+        });
         match self.rpc(self.entry_server(&d, name), req).await? {
             Response::Unlinked {
                 entry,
@@ -332,7 +333,10 @@ impl Client {
         let owner = self.owner(handle)?;
         let ticket = self.ticket(handle, rights::REMOVE);
         let (detail, tickets) = match self
-            .rpc(owner, Request::RemoveObject { handle, ticket })
+            .rpc(
+                owner,
+                Request::RemoveObject(req::RemoveObject { handle, ticket }),
+            )
             .await?
         {
             Response::Removed { detail, tickets } => (detail, tickets),
@@ -376,7 +380,10 @@ impl Client {
     pub async fn set_dir_layout_at(&self, dir: Handle, layout: Option<LayoutSpec>) -> Result<Attr> {
         let owner = self.owner(dir)?;
         match self
-            .rpc(owner, Request::SetDirLayout { dir, layout })
+            .rpc(
+                owner,
+                Request::SetDirLayout(req::SetDirLayout { dir, layout }),
+            )
             .await?
         {
             Response::Attr { attr, .. } => Ok(attr),
@@ -389,10 +396,10 @@ impl Client {
     /// The value of extended attribute `name` of object `handle` (ENODATA if absent).
     pub async fn getxattr(&self, handle: Handle, name: &str) -> Result<Vec<u8>> {
         let owner = self.owner(handle)?;
-        let req = Request::GetXattr {
+        let req = Request::GetXattr(req::GetXattr {
             handle,
             name: name.to_string(),
-        };
+        });
         match self.rpc(owner, req).await? {
             Response::Xattr { value } => Ok(value),
             other => Err(unexpected("GetXattr", &other)),
@@ -409,19 +416,22 @@ impl Client {
         flags: u32,
     ) -> Result<()> {
         let owner = self.owner(handle)?;
-        let req = Request::SetXattr {
+        let req = Request::SetXattr(req::SetXattr {
             handle,
             name: name.to_string(),
             value: value.to_vec(),
             flags,
-        };
+        });
         self.rpc(owner, req).await.map(|_| ())
     }
 
     /// The names of the extended attributes of object `handle`.
     pub async fn listxattr(&self, handle: Handle) -> Result<Vec<String>> {
         let owner = self.owner(handle)?;
-        match self.rpc(owner, Request::ListXattr { handle }).await? {
+        match self
+            .rpc(owner, Request::ListXattr(req::ListXattr { handle }))
+            .await?
+        {
             Response::XattrNames { names } => Ok(names),
             other => Err(unexpected("ListXattr", &other)),
         }
@@ -430,10 +440,10 @@ impl Client {
     /// Removes extended attribute `name` of object `handle` (ENODATA if absent).
     pub async fn removexattr(&self, handle: Handle, name: &str) -> Result<()> {
         let owner = self.owner(handle)?;
-        let req = Request::RemoveXattr {
+        let req = Request::RemoveXattr(req::RemoveXattr {
             handle,
             name: name.to_string(),
-        };
+        });
         self.rpc(owner, req).await.map(|_| ())
     }
 }

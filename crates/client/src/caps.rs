@@ -9,6 +9,7 @@
 //! when a data server says it did, it is renewed at the object's owner by showing the
 //! old one (`GetAttr` with `want` and `proof`).
 
+use pvfs_proto::req;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -190,11 +191,11 @@ impl Client {
         let caps = match self
             .rpc(
                 owner,
-                Request::GetAttr {
+                Request::GetAttr(req::GetAttr {
                     handle,
                     want,
                     proof,
-                },
+                }),
             )
             .await?
         {

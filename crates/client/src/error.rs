@@ -1,7 +1,8 @@
-//! The client's error: a POSIX errno (what programs act on) and a message (what
+//! The client's error: a POSIX errno (what programs act on), its kind (what the
+//! library acts on: only some kinds are worth another try) and a message (what
 //! people read).
 
-use pvfs_proto::Errno;
+use pvfs_proto::{Errno, ErrorKind};
 use pvfs_transport::TransportError;
 
 /// A failed client operation.
@@ -10,6 +11,8 @@ use pvfs_transport::TransportError;
 pub struct Error {
     /// The POSIX errno.
     pub errno: Errno,
+    /// Why, as the server (or the library) classed it.
+    pub kind: ErrorKind,
     /// One line for humans.
     pub message: String,
 }
@@ -18,12 +21,25 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// An error with its own message.
+    /// An error with its own message, of the kind its errno stands for
+    /// ([`ErrorKind::of`]).
     pub fn new(errno: Errno, message: impl Into<String>) -> Error {
+        Error::of_kind(ErrorKind::of(errno), errno, message)
+    }
+
+    /// An error of a given kind.
+    pub fn of_kind(kind: ErrorKind, errno: Errno, message: impl Into<String>) -> Error {
         Error {
             errno,
+            kind,
             message: message.into(),
         }
+    }
+
+    /// Whether what a multi-step operation relied on changed under it, so that the
+    /// operation may be redone from its start.
+    pub fn is_changed(&self) -> bool {
+        self.kind == ErrorKind::Changed
     }
 
     /// An error about `path`, worded like the C library ("PATH: no such file or
@@ -52,8 +68,14 @@ impl Error {
             | Errno::EACCES
             | Errno::EPERM
             | Errno::ELOOP
-            | Errno::ENAMETOOLONG => Error::at(self.errno, path),
-            _ => Error::new(self.errno, format!("{path}: {}", self.message)),
+            | Errno::ENAMETOOLONG => Error {
+                message: format!("{path}: {}", self.errno.describe()),
+                ..self
+            },
+            _ => Error {
+                message: format!("{path}: {}", self.message),
+                ..self
+            },
         }
     }
 

@@ -1,5 +1,6 @@
 //! The servers' change feeds, for caches built on this client (the mount's).
 
+use pvfs_proto::req;
 use std::time::Duration;
 
 use pvfs_proto::{Changed, Request, Response};
@@ -33,11 +34,11 @@ impl Client {
         wait: Duration,
     ) -> Result<FeedAnswer> {
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-        let request = Request::Changes {
+        let request = Request::Changes(req::Changes {
             epoch,
             since,
             wait_ms,
-        };
+        });
         match self.rpc(server, request).await? {
             Response::Changes {
                 epoch,

@@ -2,6 +2,7 @@
 //! partitions (the PVFS paper, Carns et al., 2000), region lists (readx/writex), size,
 //! fsync, truncate.
 
+use pvfs_proto::req;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -106,11 +107,11 @@ impl File {
         }
         let c = &self.client;
         let handle = self.attr.handle;
-        let req = Request::Widen {
+        let req = Request::Widen(req::Widen {
             handle,
             width: need,
             cap: caps.object().cloned(),
-        };
+        });
         let width = match c.rpc(c.owner(handle)?, req).await? {
             Response::Attr { attr, .. } => attr.layout().map_or(need, |l| l.width),
             other => return Err(crate::pool::unexpected("Widen", &other)),

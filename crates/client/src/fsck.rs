@@ -32,6 +32,7 @@
 //! involved, so a client working during the check does not lose a file; objects changed
 //! in the last `grace` are left alone.
 
+use pvfs_proto::req;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -251,11 +252,11 @@ impl Client {
                         && self
                             .rpc_owner(
                                 *h,
-                                Request::SetParent {
+                                Request::SetParent(req::SetParent {
                                     dir: *h,
                                     parent: *dir,
                                     ticket: None,
-                                },
+                                }),
                             )
                             .await
                             .is_ok();
@@ -292,11 +293,11 @@ impl Client {
                     && self
                         .rpc(
                             *server,
-                            Request::SealDir {
+                            Request::SealDir(req::SealDir {
                                 dir: *dir,
                                 seal: false,
                                 ticket: None,
-                            },
+                            }),
                         )
                         .await
                         .is_ok();
@@ -349,9 +350,9 @@ impl Client {
                     && self
                         .rpc(
                             df.server as usize,
-                            Request::CreateDatafiles {
+                            Request::CreateDatafiles(req::CreateDatafiles {
                                 handles: vec![df.handle],
-                            },
+                            }),
                         )
                         .await
                         .is_ok();
@@ -454,7 +455,10 @@ impl Client {
         let mut found: BTreeMap<Handle, usize> = BTreeMap::new();
         for (server, items) in crate::namespace::split_batches(by_server) {
             let handles = items.iter().map(|x| x.2).collect();
-            let sizes = match self.rpc(server, Request::GetSizes { handles }).await? {
+            let sizes = match self
+                .rpc(server, Request::GetSizes(req::GetSizes { handles }))
+                .await?
+            {
                 Response::Sizes { sizes } if sizes.len() == items.len() => sizes,
                 other => return Err(crate::pool::unexpected("GetSizes", &other)),
             };
@@ -474,11 +478,11 @@ impl Client {
         let Ok(caps) = self.caps_for(h, pvfs_proto::rights::WRITE).await else {
             return false;
         };
-        let req = Request::Widen {
+        let req = Request::Widen(req::Widen {
             handle: h,
             width,
             cap: caps.object().cloned(),
-        };
+        });
         self.rpc_owner(h, req).await.is_ok()
     }
 
@@ -498,11 +502,15 @@ impl Client {
                 continue;
             }
             let present = self
-                .scan_handles(i, |after| Request::ScanDatafiles { after, max: PAGE })
+                .scan_handles(i, |after| {
+                    Request::ScanDatafiles(req::ScanDatafiles { after, max: PAGE })
+                })
                 .await?;
             snap.datafiles.insert(i, present);
             let lost = self
-                .scan_handles(i, |after| Request::ScanLost { after, max: PAGE })
+                .scan_handles(i, |after| {
+                    Request::ScanLost(req::ScanLost { after, max: PAGE })
+                })
                 .await?;
             snap.lost.insert(i, lost);
         }
@@ -513,7 +521,10 @@ impl Client {
             let mut after = None;
             loop {
                 match self
-                    .rpc(i, Request::ScanObjects { after, max: PAGE })
+                    .rpc(
+                        i,
+                        Request::ScanObjects(req::ScanObjects { after, max: PAGE }),
+                    )
                     .await?
                 {
                     Response::Objects { attrs, more } => {
@@ -532,10 +543,10 @@ impl Client {
                 match self
                     .rpc(
                         i,
-                        Request::ScanEntries {
+                        Request::ScanEntries(req::ScanEntries {
                             after: after.clone(),
                             max: PAGE,
-                        },
+                        }),
                     )
                     .await?
                 {
@@ -550,7 +561,7 @@ impl Client {
                     other => return Err(unexpected("ScanEntries", &other)),
                 }
             }
-            match self.rpc(i, Request::ScanSeals {}).await? {
+            match self.rpc(i, Request::ScanSeals(req::ScanSeals {})).await? {
                 Response::HandleList { handles, .. } => {
                     snap.seals.extend(handles.into_iter().map(|d| (i, d)));
                 }
@@ -589,7 +600,7 @@ impl Client {
     /// place there (if it is free, or already names the same object), then removed
     /// where it was (if it still names the same object).
     async fn move_entry_to(&self, from: usize, to: usize, dir: Handle, e: &DirEntry) -> bool {
-        let link = Request::LinkEntry {
+        let link = Request::LinkEntry(req::LinkEntry {
             dir,
             name: e.name.clone(),
             handle: e.handle,
@@ -597,7 +608,7 @@ impl Client {
             replace: None,
             fate: LinkDrop::Moved,
             ticket: None,
-        };
+        });
         let placed = match self.rpc(to, link).await {
             Ok(_) => true,
             Err(err) if err.errno == Errno::EEXIST => {
@@ -605,11 +616,11 @@ impl Client {
                 matches!(
                     self.rpc(
                         to,
-                        Request::Lookup {
+                        Request::Lookup(req::Lookup {
                             dir,
                             name: e.name.clone(),
                             want: 0,
-                        },
+                        }),
                     )
                     .await,
                     Ok(Response::Entry { entry, .. }) if entry.handle == e.handle
@@ -631,13 +642,13 @@ impl Client {
         name: &str,
         handle: Handle,
     ) -> bool {
-        let req = Request::Unlink {
+        let req = Request::Unlink(req::Unlink {
             dir,
             name: name.to_string(),
             expect: Some(handle),
             want: pvfs_proto::UnlinkWant::Any,
             fate: LinkDrop::Moved,
-        };
+        });
         self.rpc(server, req).await.is_ok()
     }
 
@@ -662,11 +673,11 @@ impl Client {
     /// Sets the link count of `a` to `links` if it is still the one seen (a file
     /// whose count reaches zero goes, with its datafiles).
     async fn set_links(&self, a: &Attr, links: u32) -> bool {
-        let req = Request::SetLinks {
+        let req = Request::SetLinks(req::SetLinks {
             handle: a.handle,
             links,
             expect: a.nlink,
-        };
+        });
         match self.rpc_owner(a.handle, req).await {
             Ok(Response::Dropped { left, tickets }) => {
                 self.settle(a.handle, &left, tickets).await;
@@ -688,10 +699,10 @@ impl Client {
                 match self
                     .rpc(
                         i,
-                        Request::ScanEntries {
+                        Request::ScanEntries(req::ScanEntries {
                             after: after.clone(),
                             max: PAGE,
-                        },
+                        }),
                     )
                     .await?
                 {
@@ -718,7 +729,13 @@ impl Client {
                 continue;
             }
             loop {
-                match self.rpc(i, Request::ScanObjects { after, max: PAGE }).await {
+                match self
+                    .rpc(
+                        i,
+                        Request::ScanObjects(req::ScanObjects { after, max: PAGE }),
+                    )
+                    .await
+                {
                     Ok(Response::Objects { attrs, more }) => {
                         let named = attrs.iter().any(|a| {
                             a.layout()
@@ -739,10 +756,10 @@ impl Client {
         }
         self.rpc(
             server,
-            Request::RemoveDatafiles {
+            Request::RemoveDatafiles(req::RemoveDatafiles {
                 handles: vec![h],
                 tickets: Vec::new(),
-            },
+            }),
         )
         .await
         .is_ok()

@@ -10,6 +10,7 @@
 use futures::future::try_join_all;
 use pvfs_proto::layout::{clip_pieces, Layout, Piece, PieceCursor};
 use pvfs_proto::message::DatafileStat;
+use pvfs_proto::req;
 use pvfs_proto::{
     encode, Capability, Creds, Errno, Handle, Regions, Request, RequestBody, Response, Stripe,
 };
@@ -87,14 +88,14 @@ async fn write_one(
     let server = df.server as usize;
     let body = encode(&RequestBody {
         creds: creds.clone(),
-        request: Request::Write {
+        request: Request::Write(req::Write {
             handle: df.handle,
             stripe,
             index: idx as u32,
             regions: regions.clone(),
             sync,
             cap,
-        },
+        }),
         retry: None,
     });
     let mut cursor = PieceCursor::new(stripe.pieces(idx, regions));
@@ -250,13 +251,13 @@ async fn receive(
     let server = df.server as usize;
     let body = encode(&RequestBody {
         creds: creds.clone(),
-        request: Request::Read {
+        request: Request::Read(req::Read {
             handle: df.handle,
             stripe,
             index: idx as u32,
             regions: regions.clone(),
             cap,
-        },
+        }),
         retry: None,
     });
     let fail = |what: &str| {
@@ -375,7 +376,7 @@ pub(crate) async fn datafile_stats(
     let answers = try_join_all(by_server.iter().map(|(server, items)| async move {
         let handles = items.iter().map(|(_, h)| *h).collect();
         match pool
-            .rpc(*server, creds, Request::GetSizes { handles })
+            .rpc(*server, creds, Request::GetSizes(req::GetSizes { handles }))
             .await?
         {
             Response::Sizes { sizes } if sizes.len() == items.len() => Ok(sizes),
@@ -426,13 +427,13 @@ pub(crate) async fn truncate(
 ) -> Result<()> {
     let stripe = layout.stripe();
     each_datafile(pool, creds, layout, "Truncate", |i, df| {
-        Some(Request::Truncate {
+        Some(Request::Truncate(req::Truncate {
             handle: df.handle,
             stripe,
             index: i as u32,
             size,
             cap: caps.datafile(i).cloned(),
-        })
+        }))
     })
     .await
 }
@@ -453,14 +454,16 @@ pub(crate) async fn fallocate(
     let end = offset + len;
     each_datafile(pool, creds, layout, "Fallocate", |i, df| {
         let idx = i as u64;
-        (stripe.local_size(idx, end) > stripe.local_size(idx, offset)).then(|| Request::Fallocate {
-            handle: df.handle,
-            stripe,
-            index: i as u32,
-            offset,
-            len,
-            mode,
-            cap: caps.datafile(i).cloned(),
+        (stripe.local_size(idx, end) > stripe.local_size(idx, offset)).then(|| {
+            Request::Fallocate(req::Fallocate {
+                handle: df.handle,
+                stripe,
+                index: i as u32,
+                offset,
+                len,
+                mode,
+                cap: caps.datafile(i).cloned(),
+            })
         })
     })
     .await
@@ -472,9 +475,9 @@ pub(crate) async fn fallocate(
 /// holding a datafile and one `Sync` per metadata server, all in parallel.
 pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result<()> {
     let data = each_datafile(pool, creds, layout, "Fsync", |_, df| {
-        Some(Request::Fsync {
+        Some(Request::Fsync(req::Fsync {
             handles: vec![df.handle],
-        })
+        }))
     });
     futures::future::try_join(data, sync_servers(pool, creds, false)).await?;
     Ok(())
@@ -495,7 +498,10 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
         pool.config().meta_servers()
     };
     try_join_all(servers.into_iter().map(|server| async move {
-        match pool.rpc(server, creds, Request::Sync { data }).await? {
+        match pool
+            .rpc(server, creds, Request::Sync(req::Sync { data }))
+            .await?
+        {
             Response::Done {} => Ok(()),
             other => Err(unexpected("Sync", &other)),
         }
@@ -528,8 +534,12 @@ pub(crate) async fn remove_datafiles(
                     .filter(|t| handles.contains(&t.handle))
                     .cloned()
                     .collect();
-                pool.rpc(server, creds, Request::RemoveDatafiles { handles, tickets })
-                    .await
+                pool.rpc(
+                    server,
+                    creds,
+                    Request::RemoveDatafiles(req::RemoveDatafiles { handles, tickets }),
+                )
+                .await
             })
         }))
         .await;

@@ -41,8 +41,8 @@ pub use namespace::{FsStat, LayoutReport, PingReport, RenameMode, ServerStat, Un
 pub use pool::Stats;
 pub use pvfs_proto::message::falloc;
 pub use pvfs_proto::{
-    Attr, DirEntry, Errno, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind, Regions, Remains,
-    SetAttr, Timespec,
+    Attr, DirEntry, Errno, ErrorKind, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind,
+    Regions, Remains, SetAttr, Timespec,
 };
 
 use placement::Placement;

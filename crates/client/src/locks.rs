@@ -21,6 +21,7 @@
 //!   [`POLL`]: when it says so the wait is withdrawn at the server and the call fails
 //!   with EINTR (unless the lock was granted meanwhile).
 
+use pvfs_proto::req;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -625,7 +626,7 @@ impl Client {
             } else {
                 0
             };
-        let request = Request::Lock {
+        let request = Request::Lock(req::Lock {
             handle: req.handle,
             owner: self.lock_owner(req.owner),
             typ: req.typ,
@@ -634,14 +635,14 @@ impl Client {
             pid: req.pid,
             flags,
             proof: self.lock_proof(req.handle),
-        };
-        let cancel = Request::CancelLock {
+        });
+        let cancel = Request::CancelLock(req::CancelLock {
             handle: req.handle,
             owner: self.lock_owner(req.owner),
             typ: req.typ,
             start: req.start,
             end: req.end,
-        };
+        });
         match self
             .waiting_call(server, request, Some(cancel), interrupted)
             .await?
@@ -770,12 +771,12 @@ impl Client {
         start: u64,
         end: u64,
     ) -> Result<()> {
-        let request = Request::Unlock {
+        let request = Request::Unlock(req::Unlock {
             handle,
             owner: self.lock_owner(owner),
             start,
             end,
-        };
+        });
         let answer = self.rpc(server, request).await;
         // Recorded as released whatever the answer: a server that did not get it
         // forgets the lock with our lease if it never comes back.
@@ -812,14 +813,14 @@ impl Client {
         end: u64,
     ) -> Result<Option<LockConflict>> {
         let server = self.lock_server(handle, owner, start, end)?;
-        let request = Request::TestLock {
+        let request = Request::TestLock(req::TestLock {
             handle,
             owner: self.lock_owner(owner),
             typ,
             start,
             end,
             proof: self.lock_proof(handle),
-        };
+        });
         match self
             .waiting_call(server, request, None, &mut || false)
             .await?
@@ -879,10 +880,10 @@ impl Client {
             if let Err(e) = self
                 .rpc(
                     s,
-                    Request::RenewLease {
+                    Request::RenewLease(req::RenewLease {
                         client,
                         release: true,
-                    },
+                    }),
                 )
                 .await
             {
@@ -937,7 +938,7 @@ impl Client {
                 .map_or_else(|| self.creds.clone(), |i| i.creds.clone());
             let posix = info.as_ref().is_none_or(|i| i.kind == LockKind::Posix);
             let who = self.with_creds(creds);
-            let request = Request::Lock {
+            let request = Request::Lock(req::Lock {
                 handle,
                 owner: self.lock_owner(seg.owner),
                 typ: seg.typ,
@@ -946,7 +947,7 @@ impl Client {
                 pid: seg.pid,
                 flags: LOCK_RECLAIM | if posix { LOCK_POSIX } else { 0 },
                 proof: who.lock_proof(handle),
-            };
+            });
             match who.rpc(server, request).await {
                 Ok(Response::Locked { lease: l }) => lease = l,
                 Ok(other) => {
@@ -1073,10 +1074,10 @@ async fn renew_once(weak: &Weak<Inner>, creds: &Creds) -> bool {
         let answer = client
             .rpc(
                 server,
-                Request::RenewLease {
+                Request::RenewLease(req::RenewLease {
                     client: id,
                     release: false,
-                },
+                }),
             )
             .await;
         match answer {

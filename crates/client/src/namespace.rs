@@ -7,6 +7,7 @@
 //! are ordered so that a failure midway leaves nothing a reader can trip over, only
 //! garbage that fsck collects; their steps are documented in docs/namespace.md.
 
+use pvfs_proto::req;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,9 @@ use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;
 use pvfs_proto::message::{Health, ServerInfo, StatFsReply, UnlinkWant};
 use pvfs_proto::{
-    rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, Handle, Layout, LayoutSpec,
-    LinkDrop, NodeKind, ObjDetail, ObjKind, Remains, Request, Response, SetAttr, Timespec,
+    rights, Attr, Capability, CreateWhat, Datafile, DirEntry, Errno, ErrorKind, Handle, Layout,
+    LayoutSpec, LinkDrop, NodeKind, ObjDetail, ObjKind, Remains, Request, Response, SetAttr,
+    Timespec,
 };
 
 use crate::error::{Error, Result};
@@ -241,11 +243,11 @@ impl Client {
     /// Attributes of an object, from its owner (a file's size is not filled in).
     pub async fn getattr(&self, handle: Handle) -> Result<Attr> {
         let owner = self.owner(handle)?;
-        let req = Request::GetAttr {
+        let req = Request::GetAttr(req::GetAttr {
             handle,
             want: 0,
             proof: None,
-        };
+        });
         match self.rpc(owner, req).await? {
             Response::Attr { attr, .. } => {
                 self.remember_dir(&attr);
@@ -257,7 +259,8 @@ impl Client {
 
     pub(crate) fn owner(&self, handle: Handle) -> Result<usize> {
         self.config().owner_of(handle).ok_or_else(|| {
-            Error::new(
+            Error::of_kind(
+                ErrorKind::NoServer,
                 Errno::ESTALE,
                 format!("handle {handle:#x} belongs to no server"),
             )
@@ -308,11 +311,11 @@ impl Client {
         more: u32,
     ) -> Result<(DirEntry, Attr)> {
         let server = self.entry_server(dir, name);
-        let req = Request::Lookup {
+        let req = Request::Lookup(req::Lookup {
             dir: dir.handle,
             name: name.to_string(),
             want: rights::READ | rights::VISIT | more,
-        };
+        });
         match self.rpc(server, req).await? {
             Response::Entry {
                 entry,
@@ -479,7 +482,10 @@ impl Client {
     /// Applies `set` to object `handle`.
     pub async fn setattr_handle(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
         let owner = self.owner(handle)?;
-        let mut attr = match self.rpc(owner, Request::SetAttr { handle, set }).await? {
+        let mut attr = match self
+            .rpc(owner, Request::SetAttr(req::SetAttr { handle, set }))
+            .await?
+        {
             Response::Attr { attr, .. } => attr,
             other => return Err(unexpected("SetAttr", &other)),
         };
@@ -492,7 +498,10 @@ impl Client {
     /// which is 0). For lazy timestamp updates, e.g. the C library's mtime at close.
     pub async fn setattr_lite(&self, handle: Handle, set: SetAttr) -> Result<Attr> {
         let owner = self.owner(handle)?;
-        match self.rpc(owner, Request::SetAttr { handle, set }).await? {
+        match self
+            .rpc(owner, Request::SetAttr(req::SetAttr { handle, set }))
+            .await?
+        {
             Response::Attr { attr, .. } => Ok(attr),
             other => Err(unexpected("SetAttr", &other)),
         }
@@ -552,7 +561,7 @@ impl Client {
         what: CreateWhat,
     ) -> Result<Attr> {
         let server = self.entry_server(parent, name);
-        let req = Request::Create {
+        let req = Request::Create(req::Create {
             parent: parent.handle,
             name: name.to_string(),
             mode,
@@ -560,7 +569,7 @@ impl Client {
             uid: self.creds.uid,
             gid: self.creds.gid,
             what,
-        };
+        });
         match self.rpc(server, req).await? {
             Response::Created { attr, caps } => {
                 self.remember_caps(attr.handle, caps);
@@ -686,7 +695,7 @@ impl Client {
         keep_object: bool,
     ) -> Result<Unlinked> {
         let server = self.entry_server(parent, name);
-        let req = Request::Unlink {
+        let req = Request::Unlink(req::Unlink {
             dir: parent.handle,
             name: name.to_string(),
             expect: None,
@@ -696,7 +705,7 @@ impl Client {
             } else {
                 LinkDrop::Delete
             },
-        };
+        });
         match self.rpc(server, req).await? {
             Response::Unlinked {
                 entry,
@@ -746,11 +755,11 @@ impl Client {
         let results = join_all(servers.iter().map(|&s| {
             self.rpc(
                 s,
-                Request::SealDir {
+                Request::SealDir(req::SealDir {
                     dir: dir.handle,
                     seal: true,
                     ticket: ticket.clone(),
-                },
+                }),
             )
         }))
         .await;
@@ -788,11 +797,11 @@ impl Client {
         join_all(servers.iter().map(|&s| {
             self.rpc(
                 s,
-                Request::SealDir {
+                Request::SealDir(req::SealDir {
                     dir,
                     seal: false,
                     ticket: ticket.clone(),
-                },
+                }),
             )
         }))
         .await;
@@ -814,13 +823,13 @@ impl Client {
         let target = Dir::from_attr(attr)?;
         self.seal(&target).await?;
         let server = self.entry_server(parent, name);
-        let req = Request::Unlink {
+        let req = Request::Unlink(req::Unlink {
             dir: parent.handle,
             name: name.to_string(),
             expect: Some(target.handle),
             want: UnlinkWant::Dir,
             fate: LinkDrop::Delete,
-        };
+        });
         match self.rpc(server, req).await {
             Ok(Response::Unlinked {
                 entry,
@@ -872,12 +881,12 @@ impl Client {
         name: &str,
     ) -> Result<(Attr, Timespec)> {
         let server = self.entry_server(dir, name);
-        let req = Request::Link {
+        let req = Request::Link(req::Link {
             dir: dir.handle,
             name: name.to_string(),
             handle,
             proof: self.proof(handle).await,
-        };
+        });
         match self.rpc(server, req).await? {
             Response::HardLinked { attr, changed } => Ok((attr, changed)),
             other => Err(unexpected("Link", &other)),
@@ -908,7 +917,7 @@ impl Client {
                 )
                 .await
             {
-                Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
+                Err(e) if e.is_changed() && attempt < RETRIES => continue,
                 other => return other.map(|_| ()),
             }
         }
@@ -941,7 +950,7 @@ impl Client {
                 )
                 .await
             {
-                Err(e) if e.errno == Errno::ESTALE && attempt < RETRIES => continue,
+                Err(e) if e.is_changed() && attempt < RETRIES => continue,
                 other => return other,
             }
         }
@@ -1058,11 +1067,11 @@ impl Client {
         let ticket = self.ticket(dir, rights::MOVE);
         self.rpc(
             owner,
-            Request::SetParent {
+            Request::SetParent(req::SetParent {
                 dir,
                 parent,
                 ticket,
-            },
+            }),
         )
         .await?;
         Ok(())
@@ -1089,14 +1098,16 @@ impl Client {
             self.check_not_inside(dst.handle, sdir, from).await?;
         }
         // Each object moves to the other name: neither loses a link.
-        let link = |dir: &Dir, name: &str, entry: &DirEntry, old: Handle| Request::LinkEntry {
-            dir: dir.handle,
-            name: name.to_string(),
-            handle: entry.handle,
-            kind: entry.kind,
-            replace: Some(old),
-            fate: LinkDrop::Moved,
-            ticket: self.ticket(entry.handle, rights::MOVE),
+        let link = |dir: &Dir, name: &str, entry: &DirEntry, old: Handle| {
+            Request::LinkEntry(req::LinkEntry {
+                dir: dir.handle,
+                name: name.to_string(),
+                handle: entry.handle,
+                kind: entry.kind,
+                replace: Some(old),
+                fate: LinkDrop::Moved,
+                ticket: self.ticket(entry.handle, rights::MOVE),
+            })
         };
         let d_server = self.entry_server(ddir, dname);
         self.rpc(d_server, link(ddir, dname, src, dst.handle))
@@ -1135,7 +1146,7 @@ impl Client {
         let s_server = self.entry_server(sdir, sname);
         let d_server = self.entry_server(ddir, dname);
         if s_server == d_server {
-            let req = Request::Rename {
+            let req = Request::Rename(req::Rename {
                 src_dir: sdir.handle,
                 src_name: sname.to_string(),
                 dst_dir: ddir.handle,
@@ -1143,7 +1154,7 @@ impl Client {
                 expect_src: src.handle,
                 replace,
                 fate,
-            };
+            });
             return match self.rpc(s_server, req).await? {
                 Response::Linked {
                     replaced,
@@ -1154,7 +1165,7 @@ impl Client {
                 other => Err(unexpected("Rename", &other)),
             };
         }
-        let link = Request::LinkEntry {
+        let link = Request::LinkEntry(req::LinkEntry {
             dir: ddir.handle,
             name: dname.to_string(),
             handle: src.handle,
@@ -1162,7 +1173,7 @@ impl Client {
             replace,
             fate,
             ticket: self.ticket(src.handle, rights::MOVE),
-        };
+        });
         let (replaced, left, tickets) = match self.rpc(d_server, link).await? {
             Response::Linked {
                 replaced,
@@ -1172,13 +1183,13 @@ impl Client {
             } => (replaced, left, tickets),
             other => return Err(unexpected("LinkEntry", &other)),
         };
-        let unlink = Request::Unlink {
+        let unlink = Request::Unlink(req::Unlink {
             dir: sdir.handle,
             name: sname.to_string(),
             expect: Some(src.handle),
             want: UnlinkWant::Any,
             fate: LinkDrop::Moved,
-        };
+        });
         match self.rpc(s_server, unlink).await {
             Ok(_) => Ok((replaced, left, tickets)),
             Err(e) => {
@@ -1248,12 +1259,12 @@ impl Client {
         let mut out = Vec::new();
         let mut after = None;
         loop {
-            let req = Request::ReadDir {
+            let req = Request::ReadDir(req::ReadDir {
                 dir,
                 shard: 0,
                 after: after.clone(),
                 max: PAGE,
-            };
+            });
             match self.rpc(server, req).await? {
                 Response::DirPage { entries, more } => {
                     after = entries.last().map(|e| e.name.clone());
@@ -1308,7 +1319,13 @@ impl Client {
                     Some((_, v)) => v.push(i),
                     None => by_server.push((s, vec![i])),
                 },
-                None => out[i] = Err(Error::new(Errno::ESTALE, "handle of no server")),
+                None => {
+                    out[i] = Err(Error::of_kind(
+                        ErrorKind::NoServer,
+                        Errno::ESTALE,
+                        "handle of no server",
+                    ))
+                }
             }
         }
         let by_server = split_batches(by_server);
@@ -1338,7 +1355,10 @@ impl Client {
         while out.len() < idxs.len() {
             let rest = &idxs[out.len()..];
             let handles = rest.iter().map(|&i| entries[i].handle).collect();
-            match self.rpc(server, Request::ListAttr { handles }).await {
+            match self
+                .rpc(server, Request::ListAttr(req::ListAttr { handles }))
+                .await
+            {
                 Ok(Response::Attrs { attrs }) if !attrs.is_empty() && attrs.len() <= rest.len() => {
                     out.extend(attrs.into_iter().map(|r| match (r.errno, r.attr) {
                         (0, Some(a)) => Ok(a),
@@ -1375,7 +1395,8 @@ impl Client {
         let by_server = split_batches(by_server);
         let answers = join_all(by_server.iter().map(|(server, items)| async move {
             let handles = items.iter().map(|x| x.2).collect();
-            self.rpc(*server, Request::GetSizes { handles }).await
+            self.rpc(*server, Request::GetSizes(req::GetSizes { handles }))
+                .await
         }))
         .await;
         let mut local: Vec<Vec<DatafileStat>> = attrs
@@ -1443,7 +1464,7 @@ impl Client {
         let by_server = split_batches(by_server);
         let answers = join_all(by_server.iter().map(|(server, idxs)| {
             let handles = idxs.iter().map(|&i| dirs[i].handle).collect();
-            let req = Request::DirStats { dirs: handles };
+            let req = Request::DirStats(req::DirStats { dirs: handles });
             self.inner.pool.rpc_optional(*server, &self.creds, req)
         }))
         .await;
@@ -1472,7 +1493,9 @@ impl Client {
     /// The space of a file system several data servers store on counts once.
     pub async fn statfs(&self) -> FsStat {
         let servers = &self.config().servers;
-        let answers = join_all((0..servers.len()).map(|i| self.rpc(i, Request::StatFs {}))).await;
+        let answers =
+            join_all((0..servers.len()).map(|i| self.rpc(i, Request::StatFs(req::StatFs {}))))
+                .await;
         let mut fs = FsStat {
             servers: Vec::new(),
             total_bytes: 0,
@@ -1521,7 +1544,7 @@ impl Client {
         let servers = &self.config().servers;
         join_all(servers.iter().enumerate().map(|(i, sc)| async move {
             let start = Instant::now();
-            let (result, health) = match self.rpc(i, Request::Ping {}).await {
+            let (result, health) = match self.rpc(i, Request::Ping(req::Ping {})).await {
                 Ok(Response::Pong { info, health }) => (Ok((start.elapsed(), info)), Some(health)),
                 Ok(other) => (Err(unexpected("Ping", &other)), None),
                 Err(e) => (Err(e), None),

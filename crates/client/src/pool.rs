@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use pvfs_auth::{ClientProof, KeyRing, Munge};
 use pvfs_config::Config;
-use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response, RetryKey};
+use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, RetryKey};
 use pvfs_transport::{connect_mux, BufPool, Call, Frame, MuxConn, Target};
 
 use crate::error::{Error, Result};
@@ -327,16 +327,17 @@ impl Pool {
     /// Sends one request with no bulk data and returns its one-frame answer
     /// (an error answer becomes `Err`).
     ///
-    /// Retries happen only where they are safe. A request that changes nothing is
-    /// retried once on a fresh connection when the connection broke (a restarted
-    /// server). A mutation carries a retry key (the server records its reply in the
-    /// same commit, so a retry is answered, never redone) and is retried while the
-    /// connection breaks or is refused, until the request deadline: a server that
-    /// restarts quickly costs a moment, not an error.
+    /// Retries happen only where they are safe, as the operation's [`Effect`] says.
+    /// A request that changes nothing is retried once on a fresh connection when the
+    /// connection broke (a restarted server). A mutation is retried while the
+    /// connection breaks or is refused, until the request deadline, so a server that
+    /// restarts quickly costs a moment, not an error: an idempotent one as it is, one
+    /// that must happen once with a retry key (the server records its reply in the
+    /// same commit, so a retry is answered, never redone).
     pub async fn rpc(&self, server: usize, creds: &Creds, request: Request) -> Result<Response> {
         let op = request.op_name();
-        let idempotent = request.is_idempotent();
-        let retry = (!idempotent).then(|| RetryKey {
+        let effect = request.effect();
+        let retry = (effect == Effect::Once).then(|| RetryKey {
             client: self.client_id,
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
         });
@@ -350,11 +351,11 @@ impl Pool {
         loop {
             attempt += 1;
             match self.rpc_once(server, op, &body).await {
-                Err(e) if idempotent && attempt == 1 && e.errno == Errno::EIO => {
+                Err(e) if effect == Effect::None && attempt == 1 && e.errno == Errno::EIO => {
                     tracing::debug!(server = self.name(server), op, "retrying after: {e}");
                 }
                 Err(e)
-                    if !idempotent
+                    if effect != Effect::None
                         && matches!(e.errno, Errno::EIO | Errno::EHOSTDOWN)
                         && Instant::now() + RETRY_PAUSE < deadline =>
                 {
@@ -427,7 +428,11 @@ impl Pool {
     /// Decodes a response body; an error answer becomes `Err`.
     pub fn response_body(&self, server: usize, body: &[u8]) -> Result<Response> {
         match decode::<Response>(body) {
-            Ok(Response::Error { errno, message }) => Err(Error::new(Errno(errno), message)),
+            Ok(Response::Error {
+                errno,
+                kind,
+                message,
+            }) => Err(Error::of_kind(kind, Errno(errno), message)),
             Ok(r) => Ok(r),
             Err(e) => Err(Error::new(
                 Errno::EPROTO,

@@ -7,6 +7,7 @@
 //! space is at stake: a datafile never deleted (a crash before its batch went) is
 //! found by `pvfs fsck`.
 
+use pvfs_proto::req;
 use std::sync::Mutex;
 
 use pvfs_proto::{Capability, Creds, Handle, Layout, Request};
@@ -131,7 +132,7 @@ impl Client {
 
     async fn send_reaped(&self, server: usize, handles: Vec<Handle>, tickets: Vec<Capability>) {
         let n = handles.len();
-        let req = Request::RemoveDatafiles { handles, tickets };
+        let req = Request::RemoveDatafiles(req::RemoveDatafiles { handles, tickets });
         if let Err(e) = self.rpc(server, req).await {
             tracing::warn!(
                 server = self.inner.pool.name(server),

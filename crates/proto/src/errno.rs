@@ -98,6 +98,139 @@ impl fmt::Display for Errno {
     }
 }
 
+/// Why an operation failed, carried on the wire beside the errno: the errno is what a
+/// program sees, the kind is what the client acts on (only [`ErrorKind::Changed`],
+/// [`ErrorKind::Busy`] and [`ErrorKind::Unreachable`] are worth trying again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The answer POSIX defines for the call (ENOENT, EEXIST, ENOTEMPTY, EISDIR, …):
+    /// final.
+    Posix,
+    /// The caller may not do this: permissions, credentials, capabilities (EACCES,
+    /// EPERM, EKEYEXPIRED).
+    Denied,
+    /// The request is malformed or out of range (EINVAL, ENAMETOOLONG, E2BIG,
+    /// EBADMSG, EPROTO, EFBIG, EOPNOTSUPP).
+    Invalid,
+    /// Something a multi-step operation relied on changed under it (a name now
+    /// leads elsewhere): the client redoes the operation from its start (ESTALE).
+    Changed,
+    /// The object, name or role asked for is another server's: the sender's
+    /// placement is wrong, and asking again changes nothing (ESTALE, EINVAL).
+    NotHere,
+    /// The handle belongs to no server of this file system (ESTALE).
+    NoServer,
+    /// This server's storage failed or is full (EIO, ENOSPC, EROFS).
+    Storage,
+    /// Busy or out of a resource for now: worth asking again after a pause (EAGAIN).
+    Busy,
+    /// A server could not be reached, or did not answer in time (EHOSTDOWN,
+    /// ETIMEDOUT, ECONNREFUSED, ECONNRESET).
+    Unreachable,
+}
+
+impl ErrorKind {
+    /// Every kind, in code order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::Posix,
+        ErrorKind::Denied,
+        ErrorKind::Invalid,
+        ErrorKind::Changed,
+        ErrorKind::NotHere,
+        ErrorKind::NoServer,
+        ErrorKind::Storage,
+        ErrorKind::Busy,
+        ErrorKind::Unreachable,
+    ];
+
+    /// Its code on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            ErrorKind::Posix => 0,
+            ErrorKind::Denied => 1,
+            ErrorKind::Invalid => 2,
+            ErrorKind::Changed => 3,
+            ErrorKind::NotHere => 4,
+            ErrorKind::NoServer => 5,
+            ErrorKind::Storage => 6,
+            ErrorKind::Busy => 7,
+            ErrorKind::Unreachable => 8,
+        }
+    }
+
+    /// The kind of a wire code; a code this build does not know (from a newer peer)
+    /// is [`ErrorKind::Posix`]: final, never retried.
+    pub fn from_code(code: u8) -> ErrorKind {
+        ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.code() == code)
+            .unwrap_or(ErrorKind::Posix)
+    }
+
+    /// The kind an errno stands for when nothing says more (an I/O error, a refused
+    /// frame): the one mapping from errnos to kinds. ESTALE alone is final
+    /// ([`ErrorKind::Posix`]): the kinds it may mean must be said by who knows.
+    pub fn of(errno: Errno) -> ErrorKind {
+        match errno {
+            Errno::EACCES
+            | Errno::EPERM
+            | Errno::EKEYEXPIRED
+            | Errno::EKEYREJECTED
+            | Errno::ENOKEY => ErrorKind::Denied,
+            Errno::EINVAL
+            | Errno::E2BIG
+            | Errno::ENAMETOOLONG
+            | Errno::EBADMSG
+            | Errno::EPROTO
+            | Errno::EFBIG
+            | Errno::ERANGE
+            | Errno::EOVERFLOW
+            | Errno::EOPNOTSUPP
+            | Errno::ENOSYS => ErrorKind::Invalid,
+            Errno::EIO | Errno::ENOSPC | Errno::EROFS | Errno::ENOMEM => ErrorKind::Storage,
+            Errno::EAGAIN => ErrorKind::Busy,
+            Errno::EHOSTDOWN | Errno::ETIMEDOUT | Errno::ECONNREFUSED | Errno::ECONNRESET => {
+                ErrorKind::Unreachable
+            }
+            _ => ErrorKind::Posix,
+        }
+    }
+
+    /// Whether an operation that failed so may succeed when tried again (at once for
+    /// [`ErrorKind::Changed`], after a pause for the others).
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Changed | ErrorKind::Busy | ErrorKind::Unreachable
+        )
+    }
+
+    /// A short name, for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Posix => "posix",
+            ErrorKind::Denied => "denied",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Changed => "changed",
+            ErrorKind::NotHere => "not-here",
+            ErrorKind::NoServer => "no-server",
+            ErrorKind::Storage => "storage",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Unreachable => "unreachable",
+        }
+    }
+}
+
+impl crate::codec::Wire for ErrorKind {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(self.code());
+    }
+    fn get(r: &mut crate::codec::Reader<'_>) -> Result<Self, crate::codec::DecodeError> {
+        Ok(ErrorKind::from_code(u8::get(r)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +243,20 @@ mod tests {
         assert_eq!(Errno::from_io(&e), Errno::ENOSPC);
         let e = std::io::Error::new(std::io::ErrorKind::NotFound, "x");
         assert_eq!(Errno::from_io(&e), Errno::ENOENT);
+    }
+
+    #[test]
+    fn error_kinds_round_trip_and_unknown_codes_are_final() {
+        use crate::codec::{decode, encode};
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_code(k.code()), k);
+            assert_eq!(decode::<ErrorKind>(&encode(&k)).unwrap(), k);
+        }
+        assert_eq!(ErrorKind::from_code(200), ErrorKind::Posix);
+        assert!(!ErrorKind::Posix.retryable());
+        assert!(ErrorKind::Changed.retryable());
+        assert_eq!(ErrorKind::of(Errno::ESTALE), ErrorKind::Posix);
+        assert_eq!(ErrorKind::of(Errno::EACCES), ErrorKind::Denied);
+        assert_eq!(ErrorKind::of(Errno::ETIMEDOUT), ErrorKind::Unreachable);
     }
 }

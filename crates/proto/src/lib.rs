@@ -27,13 +27,13 @@ pub mod types;
 
 pub use cap::{rights, Capability};
 pub use codec::{decode, encode, DecodeError, Wire};
-pub use errno::Errno;
+pub use errno::{Errno, ErrorKind};
 pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use locks::{LockConflict, LockKey, LockOwner, LockType};
 pub use message::{
-    Changed, CreateWhat, LinkDrop, Remains, Request, RequestBody, RequestClass, Response, RetryKey,
-    UnlinkWant,
+    req, Changed, CreateWhat, Effect, Flow, LinkDrop, Op, Remains, Request, RequestBody, Response,
+    RetryKey, UnlinkWant,
 };
 pub use regions::{Extent, Regions};
 pub use types::{

@@ -6,12 +6,12 @@
 
 use crate::cap::Capability;
 use crate::codec::{DecodeError, Reader, Wire};
+use crate::errno::ErrorKind;
 use crate::layout::{LayoutSpec, Stripe};
 use crate::locks::{LockConflict, LockKey, LockOwner, LockType};
 use crate::regions::Regions;
 use crate::types::{
-    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, SetAttr, ShardStat,
-    Timespec,
+    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, ShardStat, Timespec,
 };
 use crate::wire_struct;
 use crate::Errno;
@@ -60,6 +60,134 @@ macro_rules! wire_enum {
             }
         }
     };
+}
+
+/// Defines [`Request`] from one table: per operation its tag, its fields, what it does
+/// to the state of the file system (its [`Effect`]) and how its bytes travel (its
+/// [`Flow`]). For each operation it makes a struct of the same name in [`req`] with
+/// the fields, an [`Op`] impl declaring the facts, and the variant of [`Request`]
+/// wrapping the struct; the [`Wire`] form is a u16 tag followed by the fields in
+/// order. An entry without its effect or flow does not compile.
+macro_rules! requests {
+    (
+        $(#[$meta:meta])*
+        pub enum Request : $what:literal {
+            $( $(#[$vmeta:meta])* $tag:literal => $var:ident { $($field:ident : $ty:ty),* $(,)? }
+               effect $effect:ident, flow $flow:ident ),* $(,)?
+        }
+    ) => {
+        /// One struct per operation, holding its fields (what they mean: the variant
+        /// of [`Request`] of the same name).
+        pub mod req {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[$vmeta])*
+                #[derive(Clone, Debug, PartialEq, Eq)]
+                #[allow(missing_docs)]
+                pub struct $var { $(pub $field: $ty),* }
+
+                impl super::Op for $var {
+                    const NAME: &'static str = stringify!($var);
+                    const TAG: u16 = $tag;
+                    const EFFECT: super::Effect = super::Effect::$effect;
+                    const FLOW: super::Flow = super::Flow::$flow;
+                }
+
+                impl From<$var> for super::Request {
+                    fn from(r: $var) -> super::Request {
+                        super::Request::$var(r)
+                    }
+                }
+            )*
+        }
+
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum Request {
+            $( $(#[$vmeta])* $var(req::$var), )*
+        }
+
+        impl Request {
+            /// Every operation's name, in tag order (what [`Self::op_name`] can return).
+            pub const OP_NAMES: &'static [&'static str] = &[$(stringify!($var)),*];
+
+            /// The operation's name, for logs and statistics.
+            pub fn op_name(&self) -> &'static str {
+                match self { $( Request::$var(_) => stringify!($var), )* }
+            }
+
+            /// What the operation does to the file system's state ([`Effect`]).
+            pub fn effect(&self) -> Effect {
+                match self { $( Request::$var(_) => Effect::$effect, )* }
+            }
+
+            /// How the operation's bytes travel ([`Flow`]).
+            pub fn flow(&self) -> Flow {
+                match self { $( Request::$var(_) => Flow::$flow, )* }
+            }
+        }
+
+        impl Wire for Request {
+            const MIN_SIZE: usize = 2;
+            #[allow(unused_variables)]
+            fn put(&self, out: &mut Vec<u8>) {
+                match self {
+                    $( Request::$var(req::$var { $($field),* }) => {
+                        ($tag as u16).put(out);
+                        $( $field.put(out); )*
+                    } )*
+                }
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                match u16::get(r)? {
+                    $( $tag => Ok(Request::$var(req::$var { $($field: <$ty as Wire>::get(r)?),* })), )*
+                    t => Err(DecodeError::UnknownTag { what: $what, tag: u32::from(t) }),
+                }
+            }
+        }
+    };
+}
+
+/// What an operation does to the state of the file system, which decides how it may
+/// be retried after a lost answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Changes nothing a client can see (reads, syncs, scans): retried freely.
+    None,
+    /// Changes state, and doing it again leaves what doing it once left (bytes
+    /// written at given offsets, a size set, a lock taken by the same owner, a
+    /// width that only grows): retried without a key.
+    Idempotent,
+    /// Changes state in a way a second run would repeat (a create, a link count, a
+    /// handle range): carries a [`RetryKey`], and the server records its answer in the
+    /// commit that makes the change, so a retry is answered from the record and done
+    /// at most once.
+    Once,
+}
+
+/// How an operation's bytes travel on its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// One request frame, one answer frame.
+    Reply,
+    /// The request's data follows in further `Data` frames (a write); one answer.
+    DataIn,
+    /// The answer streams: a first frame and `Data` frames (a read).
+    DataOut,
+}
+
+/// The facts every operation declares once, in the table of [`Request`]: the
+/// operation struct in [`req`] implements it.
+pub trait Op: Into<Request> {
+    /// The operation's name (the variant's).
+    const NAME: &'static str;
+    /// Its tag on the wire.
+    const TAG: u16;
+    /// What it does to the file system's state.
+    const EFFECT: Effect;
+    /// How its bytes travel.
+    const FLOW: Flow;
 }
 
 /// What kind of object `Create` makes.
@@ -261,135 +389,135 @@ impl Wire for LinkDrop {
     }
 }
 
-wire_enum! {
+requests! {
     /// Every operation a server answers. Metadata operations go to the metadata server
     /// owning the handle (or, for names, the dirdata shard owning the name); data
     /// operations go to the data server holding the datafile.
     pub enum Request: "request" {
         /// Liveness and identity.
-        1 => Ping {},
+        1 => Ping {} effect None, flow Reply,
         /// Space and object counts of this server's storage.
-        2 => StatFs {},
+        2 => StatFs {} effect None, flow Reply,
         /// Looks a name up in the shard of `dir` this server holds (the caller needs
         /// search permission on `dir`). `want`: the rights ([`rights`]) the caller
         /// asks on the object found; the answer's capabilities grant those of them it
         /// may have.
-        10 => Lookup { dir: Handle, name: String, want: u32 },
+        10 => Lookup { dir: Handle, name: String, want: u32 } effect None, flow Reply,
         /// Attributes of one object; with `want`, capabilities too (a caller that
         /// does not hold the key shows `proof`: a VISIT capability from the lookup of
         /// its name, or one it holds on the object already, expired or not).
-        11 => GetAttr { handle: Handle, want: u32, proof: Option<Capability> },
+        11 => GetAttr { handle: Handle, want: u32, proof: Option<Capability> } effect None, flow Reply,
         /// Attributes of many objects on this server (readdirplus phase 1).
-        12 => ListAttr { handles: Vec<Handle> },
+        12 => ListAttr { handles: Vec<Handle> } effect None, flow Reply,
         /// Changes mode, owner, group or times.
-        13 => SetAttr { handle: Handle, set: SetAttr },
+        13 => SetAttr { handle: Handle, set: crate::types::SetAttr } effect Once, flow Reply,
         /// Creates an object and its entry `name` in `parent` atomically. `umask`
         /// applies to `mode` unless `parent` has a default ACL (which then decides).
-        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat },
+        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat } effect Once, flow Reply,
         /// Removes entry `name` of `dir`; `fate` says what the object loses (in the
         /// same commit when it lives here, otherwise this server asks its owner).
         /// `expect` guards against a concurrent change of the entry.
-        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop },
+        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop } effect Once, flow Reply,
         /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
         /// that handle and is replaced (its object losing a link as `fate` says),
         /// otherwise the name must be free. `ticket`: MOVE on `handle` (from the
         /// lookup of the name it is moved from).
-        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, ticket: Option<Capability> },
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, ticket: Option<Capability> } effect Once, flow Reply,
         /// Moves an entry when both names are in shards on this server (one commit);
         /// a replaced object loses a link as `fate` says.
-        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop },
+        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop } effect Once, flow Reply,
         /// One page of the entries of `dir` this server holds, after name `after`. A
         /// metadata server holds at most one shard of a directory, so the server lists
         /// every entry of `dir` it has and does not read `shard`: the client fills in
         /// the shard it expects there, for logs and packet captures.
-        18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 },
+        18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 } effect None, flow Reply,
         /// Seals (refuses new entries if empty) or unseals this server's shard of `dir`.
         /// `ticket`: REMOVE on `dir` (from the lookup of its name).
-        19 => SealDir { dir: Handle, seal: bool, ticket: Option<Capability> },
+        19 => SealDir { dir: Handle, seal: bool, ticket: Option<Capability> } effect Once, flow Reply,
         /// Records a directory's new parent after a rename. `ticket`: MOVE on `dir`.
-        20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> },
+        20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> } effect Once, flow Reply,
         /// Sets or clears a directory's default layout.
-        21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> },
+        21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> } effect Once, flow Reply,
         /// Deletes an object that has no link left (kept by an unlink for a file
         /// still open; EBUSY while it has a name). `ticket`: REMOVE on it (from the
         /// unlink that removed its last name).
-        22 => RemoveObject { handle: Handle, ticket: Option<Capability> },
+        22 => RemoveObject { handle: Handle, ticket: Option<Capability> } effect Once, flow Reply,
         /// Forget cached attributes of these objects: their owner changed who may use
         /// them (servers cache the attributes of directories they hold shards of).
-        23 => Forget { handles: Vec<Handle> },
+        23 => Forget { handles: Vec<Handle> } effect Idempotent, flow Reply,
         /// Hard link: adds entry `name` -> `handle` to `dir` (the name must be free),
         /// `handle` gaining a link first at its owner (the server holding the name
         /// asks it). The caller needs write and search permission on `dir`, and to own
         /// the object or be allowed to read and write it (Linux's protected hard
         /// links); one without the key shows `proof`: a VISIT capability from the
         /// lookup of a name of the object.
-        24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> },
+        24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> } effect Once, flow Reply,
         /// One more link on a local object, for a new name the sender is about to put
         /// in place (servers only: the server holding the new name sends it, with the
         /// caller's credentials).
-        25 => AddLink { handle: Handle },
+        25 => AddLink { handle: Handle } effect Once, flow Reply,
         /// One link less on a local object whose name the sender removed; at zero
         /// links it is deleted, unless `keep` (servers only).
-        26 => DropLink { handle: Handle, keep: bool },
+        26 => DropLink { handle: Handle, keep: bool } effect Once, flow Reply,
         /// Sets an object's link count to `links` if it is `expect` (fsck's repair; at
         /// zero the object is deleted).
-        27 => SetLinks { handle: Handle, links: u32, expect: u32 },
+        27 => SetLinks { handle: Handle, links: u32, expect: u32 } effect Once, flow Reply,
         /// What this server's shards of `dirs` add to their attributes (change time,
         /// subdirectories), in request order: for a directory's exact times and link
         /// count (its owner merges its own shard into the attributes it answers).
-        28 => DirStats { dirs: Vec<Handle> },
+        28 => DirStats { dirs: Vec<Handle> } effect None, flow Reply,
         /// Widens regular file `handle`'s layout to at least `width` datafiles (never
         /// narrows it), before a client writes, extends or preallocates bytes past
         /// its width; answered with the file's attributes (their layout shows the
         /// width now). `cap`: WRITE on the file (from its open).
-        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> },
+        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply,
         /// Reserves `count` datafile handles on this data server (precreate pool).
-        30 => Precreate { count: u32 },
+        30 => Precreate { count: u32 } effect Once, flow Reply,
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
         /// data follows in this frame and further Data frames, in stream order. `cap`:
         /// WRITE on the datafile.
-        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability> },
+        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability> } effect Idempotent, flow DataIn,
         /// Reads the bytes of `regions` held by datafile `index`; streamed back. `cap`:
         /// READ on the datafile.
-        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability> },
+        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability> } effect None, flow DataOut,
         /// Local sizes and modification times of datafiles.
-        33 => GetSizes { handles: Vec<Handle> },
+        33 => GetSizes { handles: Vec<Handle> } effect None, flow Reply,
         /// Sets datafile `index` to its share of a file of `size` bytes. `cap`: WRITE
         /// on the datafile.
-        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability> },
+        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability> } effect Idempotent, flow Reply,
         /// Deletes datafiles (after their file was removed). `tickets`: REMOVE on
         /// each (from the removal of the file).
-        35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> },
+        35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> } effect Idempotent, flow Reply,
         /// Makes datafiles durable.
-        36 => Fsync { handles: Vec<Handle> },
+        36 => Fsync { handles: Vec<Handle> } effect None, flow Reply,
         /// Makes every change this server acknowledged before it stable on disk: its
         /// metadata redo log synced and, with `data`, every datafile's written bytes
         /// (a `syncfs` of its storage). Sent by a client's fsync (metadata only, to
         /// every metadata server) and syncfs (to every server). Changes nothing.
-        38 => Sync { data: bool },
+        38 => Sync { data: bool } effect None, flow Reply,
         /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
         /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
         /// ([`falloc`]). `cap`: WRITE on the datafile.
-        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability> },
+        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability> } effect Idempotent, flow Reply,
         /// The value of an extended attribute (ENODATA if absent).
-        40 => GetXattr { handle: Handle, name: String },
+        40 => GetXattr { handle: Handle, name: String } effect None, flow Reply,
         /// Sets an extended attribute; `flags` as setxattr(2): XATTR_CREATE (1) fails
         /// with EEXIST if it exists, XATTR_REPLACE (2) with ENODATA if it does not.
-        41 => SetXattr { handle: Handle, name: String, value: Vec<u8>, flags: u32 },
+        41 => SetXattr { handle: Handle, name: String, value: Vec<u8>, flags: u32 } effect Once, flow Reply,
         /// The names of an object's extended attributes.
-        42 => ListXattr { handle: Handle },
+        42 => ListXattr { handle: Handle } effect None, flow Reply,
         /// Removes an extended attribute (ENODATA if absent).
-        43 => RemoveXattr { handle: Handle, name: String },
+        43 => RemoveXattr { handle: Handle, name: String } effect Once, flow Reply,
         /// A page of every object on this metadata server, handles after `after` (fsck).
-        50 => ScanObjects { after: Option<Handle>, max: u32 },
+        50 => ScanObjects { after: Option<Handle>, max: u32 } effect None, flow Reply,
         /// A page of every directory entry on this server, after (dir, name) (fsck).
-        51 => ScanEntries { after: Option<(Handle, String)>, max: u32 },
+        51 => ScanEntries { after: Option<(Handle, String)>, max: u32 } effect None, flow Reply,
         /// A page of the datafiles present on this data server, after `after` (fsck).
-        52 => ScanDatafiles { after: Option<Handle>, max: u32 },
+        52 => ScanDatafiles { after: Option<Handle>, max: u32 } effect None, flow Reply,
         /// Every sealed directory shard on this server (fsck).
-        53 => ScanSeals {},
+        53 => ScanSeals {} effect None, flow Reply,
         /// Creates missing datafiles, empty (fsck's repair of lost ones).
-        54 => CreateDatafiles { handles: Vec<Handle> },
+        54 => CreateDatafiles { handles: Vec<Handle> } effect Idempotent, flow Reply,
         /// Takes, upgrades or downgrades a byte-range lock on an object of this
         /// metadata server (`end` inclusive, `TO_EOF` to the end of the file).
         /// `flags`: `LOCK_WAIT` (answer `Locked` once granted, or `LockWaiting`
@@ -399,108 +527,33 @@ wire_enum! {
         /// deadlocks). The caller needs read permission for a read lock and write
         /// permission for a write lock; `proof`: a capability on the object (one
         /// granting the right counts even if the mode no longer does).
-        60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> },
+        60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> } effect Idempotent, flow Reply,
         /// Releases what the owner holds on `start ..= end` of the object (splitting
         /// locks that reach beyond it).
-        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64 },
+        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64 } effect Idempotent, flow Reply,
         /// The first lock of another owner that keeps `owner` from taking `typ` on
         /// the range (F_GETLK). The caller needs read or write permission.
-        62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> },
+        62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> } effect None, flow Reply,
         /// Withdraws the owner's waiting `Lock` of exactly this type and range: a
         /// request waiting for it is answered EINTR.
-        63 => CancelLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64 },
+        63 => CancelLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64 } effect Idempotent, flow Reply,
         /// Keeps the lease of `client` (the caller's own) on this server; with
         /// `release`, drops every lock and wait of the client here instead.
-        64 => RenewLease { client: u64, release: bool },
+        64 => RenewLease { client: u64, release: bool } effect Idempotent, flow Reply,
         /// To the coordinating metadata server: `waiter` (a POSIX lock owner) waits,
         /// at `server` for object `handle`, for locks of `blockers` (none: it no
         /// longer waits there). EDEADLK if that closes a cycle of waits.
-        65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle },
+        65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle } effect Idempotent, flow Reply,
         /// A page of the datafiles this data server created and did not remove that
         /// are missing from its disk (lost, not holes), after `after` (fsck).
-        55 => ScanLost { after: Option<Handle>, max: u32 },
+        55 => ScanLost { after: Option<Handle>, max: u32 } effect None, flow Reply,
         /// The changes this server made since position `since` of its change feed
         /// `epoch` that other clients caused (for the caches of a mount): answered
         /// at once when there are some, otherwise when one comes or after `wait_ms`
         /// (the server waits at most a third of its request timeout). Epoch 0 asks
         /// where the feed stands now. Key-holding nodes only: it names entries of
         /// every directory.
-        66 => Changes { epoch: u64, since: u64, wait_ms: u32 },
-    }
-}
-
-/// Who may send a request (gated once, in the server's dispatch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RequestClass {
-    /// Any authenticated client, within the rights of the user it acts for.
-    Client,
-    /// Steps of operations that span servers (object removal, entry linking, shard
-    /// seals, parent pointers): from servers and key-holding nodes, or from a user
-    /// with a ticket for that step (a capability the handler checks).
-    Ticket,
-    /// Between servers only (precreate pools, cache invalidation): servers and
-    /// key-holding nodes.
-    Peer,
-    /// Whole-server scans and repairs (`pvfs fsck`): key-holding nodes only.
-    Admin,
-}
-
-impl Request {
-    /// Who may send this request.
-    pub fn class(&self) -> RequestClass {
-        match self {
-            Request::RemoveObject { .. }
-            | Request::LinkEntry { .. }
-            | Request::SealDir { .. }
-            | Request::SetParent { .. }
-            | Request::RemoveDatafiles { .. } => RequestClass::Ticket,
-            Request::Precreate { .. }
-            | Request::Forget { .. }
-            | Request::AddLink { .. }
-            | Request::DropLink { .. }
-            | Request::WaitFor { .. }
-            | Request::Changes { .. } => RequestClass::Peer,
-            Request::ScanObjects { .. }
-            | Request::ScanEntries { .. }
-            | Request::ScanDatafiles { .. }
-            | Request::ScanSeals {}
-            | Request::ScanLost { .. }
-            | Request::SetLinks { .. }
-            | Request::CreateDatafiles { .. } => RequestClass::Admin,
-            _ => RequestClass::Client,
-        }
-    }
-
-    /// Whether the operation changes nothing and may be retried freely.
-    pub fn is_idempotent(&self) -> bool {
-        matches!(
-            self,
-            Request::Ping {}
-                | Request::StatFs {}
-                | Request::Lookup { .. }
-                | Request::GetAttr { .. }
-                | Request::ListAttr { .. }
-                | Request::DirStats { .. }
-                | Request::ReadDir { .. }
-                | Request::Read { .. }
-                | Request::GetSizes { .. }
-                | Request::Widen { .. }
-                | Request::Fsync { .. }
-                | Request::Sync { .. }
-                | Request::GetXattr { .. }
-                | Request::ListXattr { .. }
-                | Request::ScanObjects { .. }
-                | Request::ScanEntries { .. }
-                | Request::ScanDatafiles { .. }
-                | Request::ScanSeals {}
-                | Request::Lock { .. }
-                | Request::Unlock { .. }
-                | Request::TestLock { .. }
-                | Request::CancelLock { .. }
-                | Request::RenewLease { .. }
-                | Request::ScanLost { .. }
-                | Request::Changes { .. }
-        )
+        66 => Changes { epoch: u64, since: u64, wait_ms: u32 } effect None, flow Reply,
     }
 }
 
@@ -658,7 +711,7 @@ wire_enum! {
     /// Every reply a server sends.
     pub enum Response: "response" {
         /// The operation failed with a POSIX errno.
-        1 => Error { errno: u32, message: String },
+        1 => Error { errno: u32, kind: ErrorKind, message: String },
         /// Done; nothing to return.
         2 => Done {},
         /// Answer to `Ping`: who the server is and how it is doing.
@@ -802,10 +855,17 @@ pub const XATTR_NAME_MAX: usize = 255;
 pub const XATTR_SIZE_MAX: usize = 65536;
 
 impl Response {
-    /// An error reply.
+    /// An error reply whose kind is what `errno` alone stands for
+    /// ([`ErrorKind::of`]).
     pub fn error(errno: Errno, message: impl Into<String>) -> Response {
+        Response::failure(ErrorKind::of(errno), errno, message)
+    }
+
+    /// An error reply of a given kind.
+    pub fn failure(kind: ErrorKind, errno: Errno, message: impl Into<String>) -> Response {
         Response::Error {
             errno: errno.0,
+            kind,
             message: message.into(),
         }
     }
@@ -867,13 +927,13 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         let reqs = vec![
-            Request::Ping {},
-            Request::Lookup {
+            Request::Ping(req::Ping {}),
+            Request::Lookup(req::Lookup {
                 dir: 1,
                 name: "x".into(),
                 want: crate::cap::rights::READ,
-            },
-            Request::Write {
+            }),
+            Request::Write(req::Write {
                 handle: 5,
                 stripe: Stripe {
                     size: 65536,
@@ -889,8 +949,8 @@ mod tests {
                     expires: 9,
                     mac: vec![1; 16],
                 }),
-            },
-            Request::Create {
+            }),
+            Request::Create(req::Create {
                 parent: 1,
                 name: "d".into(),
                 mode: 0o755,
@@ -901,7 +961,7 @@ mod tests {
                     shards: 2,
                     default_layout: None,
                 },
-            },
+            }),
         ];
         for r in reqs {
             let body = RequestBody {
@@ -913,7 +973,7 @@ mod tests {
         }
         let resp = Response::error(Errno::ENOENT, "gone");
         assert_eq!(decode::<Response>(&encode(&resp)).unwrap(), resp);
-        assert_eq!(Request::Ping {}.op_name(), "Ping");
+        assert_eq!(Request::Ping(req::Ping {}).op_name(), "Ping");
         assert!(decode::<Request>(&[0xff, 0xff]).is_err());
     }
 }

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use pvfs_proto::frame::{FrameHeader, HEADER_LEN};
 use pvfs_proto::layout::Layout;
 use pvfs_proto::message::ServerInfo;
+use pvfs_proto::req;
 use pvfs_proto::{
     decode, encode, Attr, CreateWhat, Creds, Datafile, Extent, LayoutSpec, ObjDetail, Regions,
     Request, RequestBody, Response, SetAttr, Stripe, Timespec, Wire,
@@ -62,25 +63,25 @@ fn samples() -> Vec<Vec<u8>> {
         })
     };
     vec![
-        body(Request::Ping {}),
-        body(Request::Lookup {
+        body(Request::Ping(req::Ping {})),
+        body(Request::Lookup(req::Lookup {
             dir: 5,
             name: "name".into(),
             want: 3,
-        }),
-        body(Request::GetAttr {
+        })),
+        body(Request::GetAttr(req::GetAttr {
             handle: 5,
             want: 1,
             proof: Some(cap.clone()),
-        }),
-        body(Request::SetAttr {
+        })),
+        body(Request::SetAttr(req::SetAttr {
             handle: 5,
             set: SetAttr {
                 mode: Some(0o600),
                 ..Default::default()
             },
-        }),
-        body(Request::Create {
+        })),
+        body(Request::Create(req::Create {
             parent: 1,
             name: "f".into(),
             mode: 0o644,
@@ -94,8 +95,8 @@ fn samples() -> Vec<Vec<u8>> {
                     base: None,
                 },
             },
-        }),
-        body(Request::Write {
+        })),
+        body(Request::Write(req::Write {
             handle: 9,
             stripe: Stripe {
                 size: 65536,
@@ -111,8 +112,8 @@ fn samples() -> Vec<Vec<u8>> {
             ]),
             sync: false,
             cap: Some(cap.clone()),
-        }),
-        body(Request::Read {
+        })),
+        body(Request::Read(req::Read {
             handle: 9,
             stripe: Stripe {
                 size: 4096,
@@ -127,13 +128,13 @@ fn samples() -> Vec<Vec<u8>> {
                 len: 1000,
             },
             cap: None,
-        }),
-        body(Request::SetXattr {
+        })),
+        body(Request::SetXattr(req::SetXattr {
             handle: 5,
             name: "user.x".into(),
             value: vec![1, 2, 3],
             flags: 1,
-        }),
+        })),
         encode(&Response::Attr {
             attr: attr.clone(),
             caps: vec![cap.clone()],

@@ -17,6 +17,7 @@ use crate::session::Caller;
 pub const CLOCK_SLACK: u64 = 30;
 
 /// Makes and checks capabilities.
+#[derive(Clone)]
 pub struct Caps {
     keys: std::sync::Arc<KeyRing>,
     fsid: u64,
@@ -107,19 +108,19 @@ impl Caps {
     ) -> OpResult<()> {
         let what = || format!("{} on {handle:#x}", rights::describe(want));
         let Some(cap) = cap else {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EACCES,
                 format!("no capability for {}", what()),
             ));
         };
         if !self.authentic(cap) {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EACCES,
                 format!("a forged or altered capability for {}", what()),
             ));
         }
         if cap.handle != handle || !cap.allows(want) {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EACCES,
                 format!(
                     "the capability grants {} on {:#x}, not {}",
@@ -130,7 +131,7 @@ impl Caps {
             ));
         }
         if !caller.trusted && cap.uid != caller.creds.uid {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EACCES,
                 format!(
                     "the capability for {} was granted to uid {}, not {}",
@@ -142,7 +143,7 @@ impl Caps {
         }
         let slack = CLOCK_SLACK.min(self.lifetime.as_secs() / 4);
         if !renewing && cap.expires.saturating_add(slack) < now_secs() {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EKEYEXPIRED,
                 format!("the capability for {} has expired", what()),
             ));

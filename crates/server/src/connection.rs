@@ -14,122 +14,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
-use pvfs_proto::{decode, encode, Errno, Request, RequestBody, Response};
+use pvfs_proto::{decode, encode, Errno, Flow, RequestBody, Response};
 use pvfs_transport::frames::{check_tag, read_header_within, read_payload};
-use pvfs_transport::{Conn, FrameWriter, PooledBuf, TransportError};
+use pvfs_transport::{Conn, FrameWriter};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::ctx::{Ctx, Inflight};
 use crate::dispatch;
-use crate::limits::{self, Admitted, Held};
+use crate::limits::{self, Admitted};
+use crate::reply::{Data, Reply};
 use crate::session::Session;
 
 /// Requests handled at once per connection.
 pub const MAX_INFLIGHT: usize = 256;
 /// Data frames queued per streaming request.
 pub const STREAM_QUEUE: usize = 4;
-
-/// Received bulk data, holding its frame's share of the server's buffer budget until
-/// dropped (that is, until the bytes are on disk, or the request is answered).
-pub struct Data {
-    /// The bytes.
-    pub buf: PooledBuf,
-    /// Whether the frame was the last of its request.
-    pub end: bool,
-    _budget: Held,
-}
-
-/// Where a handler sends its answer.
-#[derive(Clone)]
-pub struct Reply {
-    writer: Arc<FrameWriter>,
-    id: u64,
-    timeout: std::time::Duration,
-}
-
-impl Reply {
-    /// Sends a response frame, optionally with data.
-    pub async fn response(
-        &self,
-        response: &Response,
-        data: &[&[u8]],
-        end: bool,
-    ) -> Result<(), TransportError> {
-        self.send(FrameKind::Response, &encode(response), data, end)
-            .await
-    }
-
-    /// Sends a data frame.
-    pub async fn data(&self, data: &[&[u8]], end: bool) -> Result<(), TransportError> {
-        self.send(FrameKind::Data, &[], data, end).await
-    }
-
-    /// Sends a frame; a client that does not take it within the deadline loses its
-    /// connection (a slow reader cannot pin a handler forever).
-    async fn send(
-        &self,
-        kind: FrameKind,
-        body: &[u8],
-        data: &[&[u8]],
-        end: bool,
-    ) -> Result<(), TransportError> {
-        let send = self.writer.send(kind, self.id, end, body, data);
-        match tokio::time::timeout(self.timeout, send).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.writer.abort();
-                Err(TransportError::Timeout {
-                    what: "sending an answer".into(),
-                })
-            }
-        }
-    }
-
-    /// Drops the connection without answering (fault injection: a lost reply).
-    pub fn abort(&self) {
-        self.writer.abort();
-    }
-
-    /// Whether file data can be sent without a copy through user space.
-    pub fn can_send_file(&self) -> bool {
-        self.writer.can_send_file()
-    }
-
-    /// The request this reply answers.
-    pub fn request_id(&self) -> u64 {
-        self.id
-    }
-
-    /// Runs `f` on a blocking thread with the connection's sending half, to send
-    /// frames straight from files (see [`FrameWriter::send_blocking`]).
-    pub async fn send_blocking<T, F>(&self, f: F) -> Result<T, TransportError>
-    where
-        F: FnOnce(&mut pvfs_transport::BlockingFrames) -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.writer.send_blocking(self.timeout, f).await
-    }
-
-    /// Sends a frame (a response with `response`, else a data frame) whose data is
-    /// the byte ranges `runs` of `file`, with `sendfile`.
-    pub async fn file_data(
-        &self,
-        response: Option<&Response>,
-        file: Arc<std::fs::File>,
-        runs: Vec<(u64, u64)>,
-        end: bool,
-        timeout: std::time::Duration,
-    ) -> Result<(), TransportError> {
-        let (kind, body) = match response {
-            Some(r) => (FrameKind::Response, encode(r)),
-            None => (FrameKind::Data, Vec::new()),
-        };
-        self.writer
-            .send_file(kind, self.id, end, body, file, runs, timeout)
-            .await
-    }
-}
 
 /// Serves one connection until the peer closes it, it breaks, or `stop` fires.
 pub async fn serve(
@@ -293,11 +193,11 @@ pub async fn serve(
                 let body: RequestBody = match decode(&frame.body) {
                     Ok(b) => b,
                     Err(e) => {
-                        let reply = Reply {
-                            writer: writer.clone(),
-                            id: header.request_id,
-                            timeout: ctx.config.timeouts.request,
-                        };
+                        let reply = Reply::new(
+                            writer.clone(),
+                            header.request_id,
+                            ctx.config.timeouts.request,
+                        );
                         let resp =
                             Response::error(Errno::EBADMSG, format!("undecodable request: {e}"));
                         if reply.response(&resp, &[], true).await.is_err() {
@@ -306,7 +206,7 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let stream = if matches!(body.request, Request::Write { .. }) && !header.is_end() {
+                let stream = if body.request.flow() == Flow::DataIn && !header.is_end() {
                     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
                     streams.insert(header.request_id, tx);
                     Some(rx)
@@ -316,20 +216,16 @@ pub async fn serve(
                 let Ok(permit) = slots.clone().acquire_owned().await else {
                     break;
                 };
-                let reply = Reply {
-                    writer: writer.clone(),
-                    id: header.request_id,
-                    timeout: ctx.config.timeouts.request,
-                };
+                let reply = Reply::new(
+                    writer.clone(),
+                    header.request_id,
+                    ctx.config.timeouts.request,
+                );
                 let ctx = ctx.clone();
                 let session = session.clone();
                 let guard = Inflight::enter(&ctx);
                 tokio::spawn(async move {
-                    let data = Data {
-                        buf: frame.data,
-                        end: header.is_end(),
-                        _budget: budget,
-                    };
+                    let data = Data::new(frame.data, header.is_end(), budget);
                     dispatch::dispatch(&ctx, &reply, &session, body, data, stream).await;
                     drop(permit);
                     drop(guard);
@@ -340,11 +236,7 @@ pub async fn serve(
                 if let Some(tx) = streams.get(&header.request_id) {
                     // A send error means the handler finished early (an error was
                     // answered); the rest of its data is dropped.
-                    let data = Data {
-                        buf: frame.data,
-                        end,
-                        _budget: budget,
-                    };
+                    let data = Data::new(frame.data, end, budget);
                     if tx.send(data).await.is_err() || end {
                         streams.remove(&header.request_id);
                     }

@@ -81,6 +81,8 @@ pub struct Ctx {
     pub wait_graph: crate::waitfor::WaitGraph,
     /// What this server changed, for clients' caches (`crate::feed`).
     pub feed: crate::feed::ChangeFeed,
+    /// The retry keys of the mutations being done now (`crate::once`).
+    pub retries: crate::once::Retries,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:
@@ -160,7 +162,7 @@ impl Ctx {
         if self.roles().contains(Roles::META) {
             Ok(())
         } else {
-            Err(OpError::new(
+            Err(OpError::not_here(
                 Errno::EINVAL,
                 format!("{} is not a metadata server", self.info.name),
             ))
@@ -172,7 +174,7 @@ impl Ctx {
         if self.roles().contains(Roles::DATA) {
             Ok(())
         } else {
-            Err(OpError::new(
+            Err(OpError::not_here(
                 Errno::EINVAL,
                 format!("{} is not a data server", self.info.name),
             ))
@@ -182,7 +184,7 @@ impl Ctx {
     /// Fails with EBUSY for the root directory, which is never removed.
     pub fn refuse_root(&self, h: Handle) -> OpResult<()> {
         if h == self.config.root_handle() {
-            return Err(OpError::new(
+            return Err(OpError::posix(
                 Errno::EBUSY,
                 "the root directory cannot be removed",
             ));
@@ -195,20 +197,38 @@ impl Ctx {
         if self.config.servers[self.me].handles.contains(h) {
             return Ok(());
         }
-        let owner = self
-            .config
-            .owner_of(h)
-            .map(|i| self.config.servers[i].name.clone())
-            .unwrap_or_else(|| "no server".into());
-        Err(OpError::new(
-            Errno::ESTALE,
-            format!("handle {h:#x} belongs to {owner}, not {}", self.info.name),
-        ))
+        match self.config.owner_of(h) {
+            Some(i) => Err(OpError::not_here(
+                Errno::ESTALE,
+                format!(
+                    "handle {h:#x} belongs to {}, not {}",
+                    self.config.servers[i].name, self.info.name
+                ),
+            )),
+            None => Err(OpError::no_server(format!(
+                "handle {h:#x} belongs to no server"
+            ))),
+        }
     }
 
     /// Whether `h` is in this server's handle range.
     pub fn is_local(&self, h: Handle) -> bool {
-        self.config.servers[self.me].handles.contains(h)
+        self.here().contains(h)
+    }
+
+    /// This server's handle range.
+    pub fn here(&self) -> pvfs_config::HandleRange {
+        self.config.servers[self.me].handles
+    }
+
+    /// Runs `f` as one commit of the metadata store (`MetaStore::write_with`); its
+    /// errors keep their kind through the commit.
+    pub async fn commit<R, F>(&self, f: F) -> OpResult<R>
+    where
+        F: FnOnce(&mut pvfs_storage::MetaTxn<'_>) -> OpResult<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.meta.write_with(f).await
     }
 
     /// Runs blocking storage work off the async threads.
@@ -219,7 +239,7 @@ impl Ctx {
     {
         match tokio::task::spawn_blocking(f).await {
             Ok(r) => r,
-            Err(e) => Err(OpError::new(
+            Err(e) => Err(OpError::internal(
                 Errno::EIO,
                 format!("storage task failed: {e}"),
             )),

@@ -3,8 +3,9 @@
 //! A mount lets the kernel keep names and attributes for long (see `docs/fuse.md`,
 //! "Caching"), and stays coherent by asking each server, in a long poll
 //! (`Request::Changes`), for the changes other clients caused. Every request that
-//! changed something records what its caller's peers must forget ([`touched`]),
-//! once, in dispatch, after it succeeded; the feed keeps the last [`CAPACITY`]
+//! changed something records what its caller's peers must forget (its kind's
+//! `Handler::changes`, built with [`object`] and [`entry`]), once, in dispatch,
+//! after it succeeded; the feed keeps the last [`CAPACITY`]
 //! changes in memory. A client that falls further behind, or asks with the epoch of
 //! an earlier run of the server, is told it lost changes and drops what it cached.
 
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pvfs_proto::{Changed, Handle, Request, Response};
+use pvfs_proto::{Changed, Handle, Response};
 
 /// Changes kept for clients that have not asked yet (a bound on the feed's memory).
 pub const CAPACITY: usize = 1 << 16;
@@ -60,7 +61,7 @@ impl ChangeFeed {
     /// An empty feed with a new epoch.
     pub fn new() -> ChangeFeed {
         ChangeFeed {
-            epoch: crate::locks::random_u64().max(1),
+            epoch: crate::random::random_u64().max(1),
             ring: Mutex::new(Ring {
                 next: 1,
                 handed: 1,
@@ -195,7 +196,7 @@ impl ChangeFeed {
 }
 
 /// An attribute or content change of `handle`.
-fn object(handle: Handle) -> Changed {
+pub fn object(handle: Handle) -> Changed {
     Changed {
         handle,
         entry: None,
@@ -203,71 +204,10 @@ fn object(handle: Handle) -> Changed {
 }
 
 /// A change of entry `name` of `dir` (and so of `dir`'s own times and size).
-fn entry(dir: Handle, name: &str) -> Changed {
+pub fn entry(dir: Handle, name: &str) -> Changed {
     Changed {
         handle: dir,
         entry: Some((dir, name.to_string())),
-    }
-}
-
-/// What clients caching names and attributes must forget once `request` has
-/// succeeded on this server (nothing for requests that change nothing a client
-/// caches).
-pub fn touched(request: &Request) -> Vec<Changed> {
-    match request {
-        Request::SetAttr { handle, .. }
-        | Request::SetParent { dir: handle, .. }
-        | Request::SetDirLayout { dir: handle, .. }
-        | Request::RemoveObject { handle, .. }
-        | Request::AddLink { handle }
-        | Request::DropLink { handle, .. }
-        | Request::SetLinks { handle, .. }
-        | Request::Write { handle, .. }
-        | Request::Truncate { handle, .. }
-        | Request::Fallocate { handle, .. }
-        | Request::Widen { handle, .. }
-        | Request::SetXattr { handle, .. }
-        | Request::RemoveXattr { handle, .. } => vec![object(*handle)],
-        Request::Create { parent, name, .. } => vec![entry(*parent, name)],
-        Request::Unlink {
-            dir, name, expect, ..
-        } => {
-            let mut v = vec![entry(*dir, name)];
-            v.extend(expect.map(object));
-            v
-        }
-        Request::LinkEntry {
-            dir,
-            name,
-            handle,
-            replace,
-            ..
-        } => {
-            let mut v = vec![entry(*dir, name), object(*handle)];
-            v.extend(replace.map(object));
-            v
-        }
-        Request::Link {
-            dir, name, handle, ..
-        } => vec![entry(*dir, name), object(*handle)],
-        Request::Rename {
-            src_dir,
-            src_name,
-            dst_dir,
-            dst_name,
-            expect_src,
-            replace,
-            ..
-        } => {
-            let mut v = vec![
-                entry(*src_dir, src_name),
-                entry(*dst_dir, dst_name),
-                object(*expect_src),
-            ];
-            v.extend(replace.map(object));
-            v
-        }
-        _ => Vec::new(),
     }
 }
 

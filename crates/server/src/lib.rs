@@ -1,12 +1,14 @@
 //! The pvfs server: one binary, metadata and/or data roles (PVFS2).
 //!
 //! A request's path: [`run`] accepts a connection → [`connection::serve`] reads its
-//! frames → [`dispatch::dispatch`] matches the request → one module of [`handlers`]
-//! does the work over `pvfs-storage` (metadata in a group-committed redb store, data
-//! in one local file per datafile) → the answer goes back on the same connection.
+//! frames → [`dispatch::dispatch`] matches the request → the kind's
+//! [`op::Handler`] in one module of [`handlers`] declares who may send it and does
+//! the work over `pvfs-storage` (metadata in a group-committed redb store, data in
+//! one local file per datafile) → the answer goes back on the same connection.
 //! Byte-range locks live in memory, in [`locks`] (with leases and a grace period after
 //! a restart); POSIX lock waits are checked for deadlocks by [`waitfor`].
 
+pub mod access;
 pub mod caps;
 pub mod connection;
 pub mod ctx;
@@ -19,11 +21,14 @@ pub mod inline;
 pub mod lifetime;
 pub mod limits;
 pub mod locks;
+pub mod once;
+pub mod op;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
+pub mod random;
 pub mod ratelimit;
-pub mod replay;
+pub mod reply;
 pub mod session;
 pub mod waitfor;
 
@@ -191,6 +196,7 @@ pub async fn run(
         locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         feed: feed::ChangeFeed::new(),
+        retries: once::Retries::default(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -201,7 +207,7 @@ pub async fn run(
     })?;
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
-    let expiry = tokio::spawn(replay::expire_loop(ctx.clone()));
+    let expiry = tokio::spawn(once::expire_loop(ctx.meta.clone(), once::keep(&ctx.config)));
     let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
     let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
     let supervisor = tokio::spawn(health::supervise(ctx.clone()));
@@ -327,12 +333,6 @@ async fn ensure_root(ctx: &Arc<Ctx>) -> Result<(), String> {
         })
         .await
         .map_err(|e| e.to_string())
-}
-
-impl From<error::OpError> for pvfs_storage::MetaError {
-    fn from(e: error::OpError) -> Self {
-        pvfs_storage::MetaError::Errno(e.errno, e.message)
-    }
 }
 
 /// How often idle data buffers that no request needed are given back to the system.

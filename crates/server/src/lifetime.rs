@@ -10,13 +10,15 @@
 //! count is computed (2 + subdirectories, from its shards), and losing its name
 //! deletes it.
 
+use pvfs_config::HandleRange;
 use pvfs_proto::access;
 use pvfs_proto::{
-    rights, Attr, Capability, Creds, Errno, Handle, LinkDrop, ObjDetail, Remains, Request,
+    req, rights, Attr, Capability, Creds, Errno, Handle, LinkDrop, ObjDetail, Remains, Request,
     Response, RetryKey, Timespec,
 };
-use pvfs_storage::{MetaError, MetaTxn};
+use pvfs_storage::MetaTxn;
 
+use crate::caps::Caps;
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::no_object;
@@ -34,14 +36,14 @@ pub type Dropped = (Remains, Vec<Capability>);
 /// it later). A directory is deleted at once.
 pub fn drop_link(
     t: &mut MetaTxn<'_>,
-    ctx: &Ctx,
+    caps: &Caps,
     handle: Handle,
     keep: bool,
     uid: u32,
-) -> Result<Dropped, MetaError> {
+) -> OpResult<Dropped> {
     let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
     if attr.is_dir() {
-        return deleted(t, ctx, attr, uid);
+        return deleted(t, caps, attr, uid);
     }
     attr.nlink = attr.nlink.saturating_sub(1);
     attr.ctime = Timespec::now();
@@ -51,12 +53,9 @@ pub fn drop_link(
     }
     if keep {
         t.put_object(&attr);
-        return Ok((
-            Remains::Kept,
-            vec![ctx.caps.mint(handle, rights::REMOVE, uid)],
-        ));
+        return Ok((Remains::Kept, vec![caps.mint(handle, rights::REMOVE, uid)]));
     }
-    deleted(t, ctx, attr, uid)
+    deleted(t, caps, attr, uid)
 }
 
 /// Deletes `handle`, kept at zero links by an unlink while it was open; EBUSY while
@@ -64,25 +63,24 @@ pub fn drop_link(
 /// a file's datafiles.
 pub fn remove_unlinked(
     t: &mut MetaTxn<'_>,
-    ctx: &Ctx,
+    caps: &Caps,
     handle: Handle,
     uid: u32,
-) -> Result<(ObjDetail, Vec<Capability>), MetaError> {
+) -> OpResult<(ObjDetail, Vec<Capability>)> {
     let attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
     if attr.nlink > 0 && !attr.is_dir() {
-        return Err(OpError::new(
+        return Err(OpError::posix(
             Errno::EBUSY,
             format!("object {handle:#x} still has {} names", attr.nlink),
-        )
-        .into());
+        ));
     }
-    delete(t, ctx, attr, uid)
+    delete(t, caps, attr, uid)
 }
 
 /// Adds a link to `handle` for a new name (not a directory: EPERM), if `creds` may
 /// link it; the object must still have a name (ENOENT otherwise, as Linux answers for
 /// a file unlinked while open), and fewer than [`LINK_MAX`] (EMLINK).
-pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> Result<Attr, MetaError> {
+pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> OpResult<Attr> {
     let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
     access::may_link(&attr, creds).map_err(|e| {
         let why = if attr.is_dir() {
@@ -90,21 +88,19 @@ pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> Result<At
         } else {
             format!("not permitted to link {handle:#x}")
         };
-        OpError::new(e, why)
+        OpError::denied(e, why)
     })?;
     if attr.nlink == 0 {
-        return Err(OpError::new(
+        return Err(OpError::posix(
             Errno::ENOENT,
             format!("object {handle:#x} has no name left to link to"),
-        )
-        .into());
+        ));
     }
     if attr.nlink >= LINK_MAX {
-        return Err(OpError::new(
+        return Err(OpError::posix(
             Errno::EMLINK,
             format!("object {handle:#x} has {LINK_MAX} links already"),
-        )
-        .into());
+        ));
     }
     attr.nlink += 1;
     attr.ctime = Timespec::now();
@@ -113,33 +109,31 @@ pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> Result<At
 }
 
 /// Sets `handle`'s link count to `links` if it is `expect` (fsck's repair: a count
-/// checked against the names it found); at zero the object is deleted. ESTALE when
-/// the count changed meanwhile.
+/// checked against the names it found); at zero the object is deleted. Changed
+/// (ESTALE) when the count changed meanwhile.
 pub fn set_links(
     t: &mut MetaTxn<'_>,
-    ctx: &Ctx,
+    caps: &Caps,
     handle: Handle,
     links: u32,
     expect: u32,
     uid: u32,
-) -> Result<Dropped, MetaError> {
+) -> OpResult<Dropped> {
     let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
     if attr.nlink != expect {
-        return Err(OpError::new(
-            Errno::ESTALE,
-            format!("object {handle:#x} has {} links, not {expect}", attr.nlink),
-        )
-        .into());
+        return Err(OpError::changed(format!(
+            "object {handle:#x} has {} links, not {expect}",
+            attr.nlink
+        )));
     }
     if links == 0 {
-        return deleted(t, ctx, attr, uid);
+        return deleted(t, caps, attr, uid);
     }
     if attr.is_dir() {
-        return Err(OpError::new(
+        return Err(OpError::invalid(
             Errno::EPERM,
             "a directory's link count is computed from its shards",
-        )
-        .into());
+        ));
     }
     attr.nlink = links.min(LINK_MAX);
     attr.ctime = Timespec::now();
@@ -153,23 +147,26 @@ pub fn set_links(
 /// so too). A local object that is already gone (a dangling name) is left alone.
 pub fn drop_for_name(
     t: &mut MetaTxn<'_>,
-    ctx: &Ctx,
+    (caps, here): (&Caps, HandleRange),
     handle: Handle,
     fate: LinkDrop,
     uid: u32,
-) -> Result<Dropped, MetaError> {
+) -> OpResult<Dropped> {
     match fate {
         LinkDrop::Moved => Ok((Remains::Untouched, Vec::new())),
-        _ if !ctx.is_local(handle) => Ok((Remains::Unknown, Vec::new())),
+        _ if !here.contains(handle) => Ok((Remains::Unknown, Vec::new())),
         _ if t.get_object(handle)?.is_none() => Ok((Remains::Untouched, Vec::new())),
-        LinkDrop::Keep => drop_link(t, ctx, handle, true, uid),
-        LinkDrop::Delete => drop_link(t, ctx, handle, false, uid),
+        LinkDrop::Keep => drop_link(t, caps, handle, true, uid),
+        LinkDrop::Delete => drop_link(t, caps, handle, false, uid),
     }
 }
 
 /// After the commit of a name removal whose object lives elsewhere
 /// ([`drop_for_name`] answered Unknown): takes its link at its owner and puts the
-/// outcome in the answer.
+/// outcome in the answer. `key`: the retry key of that `DropLink`, the same for every
+/// retry of the removal (`crate::once::Once::peer_key`), so the owner answers a
+/// repeated one from its record instead of taking a second link (a replayed removal
+/// sends it again).
 pub async fn finish_remote(
     ctx: &Ctx,
     creds: &Creds,
@@ -184,16 +181,6 @@ pub async fn finish_remote(
     let (l, t) = drop_remote(ctx, creds, handle, fate == LinkDrop::Keep, key).await;
     *left = l;
     *tickets = t;
-}
-
-/// The retry key of the `DropLink` a server sends for the mutation `key` names: the
-/// same for every retry of that mutation, so the owner answers a repeated one from its
-/// record instead of taking a second link (a replayed `Unlink` sends it again).
-fn peer_key(key: Option<RetryKey>) -> Option<RetryKey> {
-    key.map(|k| RetryKey {
-        client: k.client ^ 0x9e37_79b9_7f4a_7c15,
-        seq: k.seq,
-    })
 }
 
 /// Takes the link of a name this server removed from `handle`, which lives on
@@ -211,12 +198,8 @@ pub async fn drop_remote(
     let Some(owner) = ctx.config.owner_of(handle) else {
         return (Remains::Unknown, Vec::new());
     };
-    let request = Request::DropLink { handle, keep };
-    match ctx
-        .peers
-        .call_as(owner, creds, request, peer_key(key))
-        .await
-    {
+    let request = Request::DropLink(req::DropLink { handle, keep });
+    match ctx.peers.call_as(owner, creds, request, key).await {
         Ok(Response::Dropped { left, tickets }) => (left, tickets),
         Ok(other) => {
             tracing::warn!(
@@ -234,23 +217,20 @@ pub async fn drop_remote(
 
 /// Adds a link to `handle`, which lives on another server, for a name this server is
 /// about to add: an `AddLink` to its owner as `creds` (who must be allowed to link
-/// it). No retry key: a retried link that finds its name already added is answered
-/// from this server's record before asking again, and a link counted twice is one
-/// too many (fsck repairs it), never one too few.
+/// it). A key of its own per attempt of the link (one attempt's retries of the call
+/// share it): a link whose name never made it (a crash between) is counted again when
+/// the link is retried, one too many (fsck repairs it), whereas one key for every
+/// attempt would leave a link given back after a failed attempt uncounted when a
+/// retry puts the name in place: one too few.
 pub async fn add_remote(ctx: &Ctx, creds: &Creds, handle: Handle) -> OpResult<Attr> {
-    let owner = ctx.config.owner_of(handle).ok_or_else(|| {
-        OpError::new(
-            Errno::ESTALE,
-            format!("handle {handle:#x} belongs to no server"),
-        )
-    })?;
-    match ctx
-        .peers
-        .call_as(owner, creds, Request::AddLink { handle }, None)
-        .await?
-    {
+    let owner = ctx
+        .config
+        .owner_of(handle)
+        .ok_or_else(|| OpError::no_server(format!("handle {handle:#x} belongs to no server")))?;
+    let request = Request::AddLink(req::AddLink { handle });
+    match ctx.peers.call_as(owner, creds, request, None).await? {
         Response::Attr { attr, .. } => Ok(attr),
-        other => Err(OpError::new(
+        other => Err(OpError::internal(
             Errno::EPROTO,
             format!("unexpected answer {} to AddLink", other.op_name()),
         )),
@@ -262,10 +242,10 @@ pub async fn add_remote(ctx: &Ctx, creds: &Creds, handle: Handle) -> OpResult<At
 /// REMOVE tickets for a file's datafiles.
 fn delete(
     t: &mut MetaTxn<'_>,
-    ctx: &Ctx,
+    caps: &Caps,
     attr: Attr,
     uid: u32,
-) -> Result<(ObjDetail, Vec<Capability>), MetaError> {
+) -> OpResult<(ObjDetail, Vec<Capability>)> {
     let handle = attr.handle;
     t.delete_object(handle);
     t.clear_xattrs(handle)?;
@@ -277,7 +257,7 @@ fn delete(
         ObjDetail::File { layout } => layout
             .datafiles
             .iter()
-            .map(|d| ctx.caps.mint(d.handle, rights::REMOVE, uid))
+            .map(|d| caps.mint(d.handle, rights::REMOVE, uid))
             .collect(),
         _ => Vec::new(),
     };
@@ -285,7 +265,7 @@ fn delete(
 }
 
 /// [`delete`], as the loss of the last link.
-fn deleted(t: &mut MetaTxn<'_>, ctx: &Ctx, attr: Attr, uid: u32) -> Result<Dropped, MetaError> {
-    let (detail, tickets) = delete(t, ctx, attr, uid)?;
+fn deleted(t: &mut MetaTxn<'_>, caps: &Caps, attr: Attr, uid: u32) -> OpResult<Dropped> {
+    let (detail, tickets) = delete(t, caps, attr, uid)?;
     Ok((Remains::Deleted(detail), tickets))
 }

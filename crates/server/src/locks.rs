@@ -241,7 +241,7 @@ impl State {
             .map_or(0, |l| l.segments);
         let here = self.files.get(&handle).map_or(0, |f| f.held.len());
         if self.total >= MAX_SEGMENTS || mine >= MAX_CLIENT_SEGMENTS || here >= MAX_FILE_SEGMENTS {
-            return Err(OpError::new(
+            return Err(OpError::posix(
                 Errno::ENOLCK,
                 format!(
                     "lock table full: {} locks on this server (limit {MAX_SEGMENTS}), {mine} of \
@@ -306,22 +306,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A random 64-bit number from the kernel (else from the clock and pid).
-pub(crate) fn random_u64() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u64::from_le_bytes(b);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    (t ^ u64::from(std::process::id()) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
 impl LockTable {
     /// An empty table. `mark`: the storage's mark (None on a server without the
     /// metadata role); when it says locks may have been held, the table starts in a
@@ -345,7 +329,7 @@ impl LockTable {
             grace_until,
             answer_after: (request / 3).max(Duration::from_millis(50)),
             keep_detached: request.max(Duration::from_millis(500)),
-            next_lease: AtomicU64::new(random_u64() | 1),
+            next_lease: AtomicU64::new(crate::random::random_u64() | 1),
             mark_io: tokio::sync::Mutex::new(mark),
             grace_over: AtomicBool::new(grace_until.is_none()),
         }
@@ -451,7 +435,7 @@ impl LockTable {
             if f.is_empty() {
                 st.files.remove(&handle);
             }
-            return Err(OpError::new(Errno::ENOLCK, msg));
+            return Err(OpError::posix(Errno::ENOLCK, msg));
         }
         st.next_waiter += 1;
         let id = st.next_waiter;
@@ -756,7 +740,7 @@ pub async fn ensure_marked(ctx: &Arc<crate::ctx::Ctx>) -> OpResult<()> {
         return Ok(());
     }
     let Some(mut mark) = io.take() else {
-        return Err(OpError::new(
+        return Err(OpError::not_here(
             Errno::ENOLCK,
             "this server keeps no locks (not a metadata server)",
         ));
@@ -769,7 +753,8 @@ pub async fn ensure_marked(ctx: &Arc<crate::ctx::Ctx>) -> OpResult<()> {
         .await?;
     *io = Some(mark);
     result.map_err(|e| {
-        OpError::new(
+        OpError::of_kind(
+            pvfs_proto::ErrorKind::Storage,
             Errno::ENOLCK,
             format!("cannot record that locks are held: {e}"),
         )

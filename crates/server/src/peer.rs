@@ -2,10 +2,11 @@
 //! datafile handles). One multiplexed connection per peer, made on first use and
 //! remade after a failure; every call has the configured deadline.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pvfs_config::Config;
-use pvfs_proto::{decode, encode, Creds, Errno, Request, RequestBody, Response};
+use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, RetryKey};
 use pvfs_transport::{connect_mux, BufPool, MuxConn, Target};
 use tokio::sync::Mutex;
 
@@ -22,10 +23,13 @@ pub struct Peers {
     proof: pvfs_auth::ClientProof,
     tls: Option<pvfs_transport::tls::TlsClient>,
     name: String,
+    /// This server's id as a client of the others, for the retry keys of its calls.
+    client_id: u64,
+    /// The next retry key's sequence number.
+    next_seq: AtomicU64,
 }
 
 impl Peers {
-    /// No connections yet; they are made on first use.
     /// No connections yet; they are made on first use and prove themselves with
     /// `keys`, the file system's node key.
     pub fn new(
@@ -41,6 +45,8 @@ impl Peers {
             proof: pvfs_auth::ClientProof::Key(keys),
             tls,
             name: format!("pvfs-server@{}", pvfs_transport::session::client_name()),
+            client_id: crate::random::random_u64(),
+            next_seq: AtomicU64::new(1),
         }
     }
 
@@ -85,32 +91,70 @@ impl Peers {
     }
 
     /// [`Peers::call`] acting for the user `creds` (a server holds the key, so the
-    /// other server takes them as given and checks what that user may do), with the
-    /// retry key `retry` for a mutation that must happen once.
+    /// other server takes them as given and checks what that user may do). A
+    /// mutation is retried while the connection breaks or is refused, until the
+    /// request deadline, as clients do; one that must happen once carries `retry`
+    /// (derived from the request it is a step of, so a retried request repeats the
+    /// step under the same key) or a key of its own.
     pub async fn call_as(
         &self,
         idx: usize,
         creds: &Creds,
         request: Request,
-        retry: Option<pvfs_proto::RetryKey>,
+        retry: Option<RetryKey>,
     ) -> OpResult<Response> {
+        let effect = request.effect();
+        let retry = match effect {
+            Effect::Once => retry.or_else(|| {
+                Some(RetryKey {
+                    client: self.client_id,
+                    seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+                })
+            }),
+            _ => None,
+        };
         let body = encode(&RequestBody {
             creds: creds.clone(),
             request,
             retry,
         });
+        let deadline = tokio::time::Instant::now() + self.config.timeouts.request;
+        loop {
+            match self.call_once(idx, &body).await {
+                Err(e)
+                    if effect != Effect::None
+                        && matches!(e.errno, Errno::EIO | Errno::EHOSTDOWN)
+                        && tokio::time::Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    tracing::debug!(peer = %self.config.servers[idx].name, "retrying after: {e}");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of a call.
+    async fn call_once(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
         let conn = self.conn(idx).await?;
-        let mut call = conn.call(&body, &[], true).await?;
+        let mut call = conn.call(body, &[], true).await?;
         let frame = call.recv().await?;
         let response: Response = decode(&frame.body).map_err(|e| {
-            OpError::new(
+            OpError::internal(
                 Errno::EPROTO,
                 format!("bad answer from {}: {e}", self.config.servers[idx].name),
             )
         })?;
         match response {
-            Response::Error { errno, message } => Err(OpError::new(Errno(errno), message)),
+            Response::Error {
+                errno,
+                kind,
+                message,
+            } => Err(OpError::of_kind(kind, Errno(errno), message)),
             other => Ok(other),
         }
     }
 }
+
+/// The pause between two attempts of a mutation whose connection broke.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);

@@ -7,6 +7,7 @@
 //! what is cached is used whatever its age: the owner cannot change it meanwhile
 //! (path walks do not depend on the root's owner, `docs/reliability.md`).
 
+use pvfs_proto::req;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,21 +74,19 @@ pub async fn attrs_of(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Attr> {
             return Ok(attr.clone());
         }
     }
-    let owner = ctx.config.owner_of(handle).ok_or_else(|| {
-        OpError::new(
-            Errno::ESTALE,
-            format!("handle {handle:#x} belongs to no server"),
-        )
-    })?;
+    let owner = ctx
+        .config
+        .owner_of(handle)
+        .ok_or_else(|| OpError::no_server(format!("handle {handle:#x} belongs to no server")))?;
     let asked = ctx
         .peers
         .call(
             owner,
-            Request::GetAttr {
+            Request::GetAttr(req::GetAttr {
                 handle,
                 want: 0,
                 proof: None,
-            },
+            }),
         )
         .await;
     match asked {
@@ -95,7 +94,7 @@ pub async fn attrs_of(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Attr> {
             ctx.attr_cache.put(attr.clone());
             Ok(attr)
         }
-        Ok(other) => Err(OpError::new(
+        Ok(other) => Err(OpError::internal(
             Errno::EPROTO,
             format!("unexpected answer {} to GetAttr", other.op_name()),
         )),
@@ -139,9 +138,9 @@ pub async fn announce_change(ctx: &Arc<Ctx>, handle: Handle) {
             .peers
             .call(
                 i,
-                Request::Forget {
+                Request::Forget(req::Forget {
                     handles: vec![handle],
-                },
+                }),
             )
             .await;
         if let Err(e) = r {

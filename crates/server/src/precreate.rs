@@ -6,6 +6,7 @@
 //! filled when a metadata server starts and refilled in batches, in the background
 //! when they run low and synchronously only when one is empty. Data servers create the datafile itself lazily, on first write.
 
+use pvfs_proto::req;
 use std::sync::Arc;
 
 use pvfs_proto::{Errno, Request, Response};
@@ -109,10 +110,14 @@ async fn refill(ctx: &Arc<Ctx>, server: usize, need: u64) -> OpResult<()> {
     let (first, count) = if server == ctx.me {
         crate::handlers::precreate::reserve(ctx, count).await?
     } else {
-        match ctx.peers.call(server, Request::Precreate { count }).await? {
+        match ctx
+            .peers
+            .call(server, Request::Precreate(req::Precreate { count }))
+            .await?
+        {
             Response::Handles { first, count } => (first, count),
             other => {
-                return Err(OpError::new(
+                return Err(OpError::internal(
                     Errno::EPROTO,
                     format!("unexpected answer to Precreate: {}", other.op_name()),
                 ))

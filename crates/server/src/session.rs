@@ -6,7 +6,7 @@
 //! connection; [`Caller`] is what one request acts as, handed to its handler.
 
 use pvfs_auth::Identity;
-use pvfs_proto::{Creds, Errno, RequestClass};
+use pvfs_proto::{Creds, Errno};
 
 use crate::error::{OpError, OpResult};
 
@@ -50,7 +50,7 @@ impl Session {
                 squashed,
             } => {
                 if creds.uid != *uid || creds.gid != *gid {
-                    return Err(OpError::new(
+                    return Err(OpError::denied(
                         Errno::EPERM,
                         format!(
                             "the request claims uid {} gid {} on a connection proven for uid {uid} gid {gid}",
@@ -59,7 +59,7 @@ impl Session {
                     ));
                 }
                 if let Some(g) = creds.groups.iter().find(|g| !groups.contains(g)) {
-                    return Err(OpError::new(
+                    return Err(OpError::denied(
                         Errno::EPERM,
                         format!("the request claims group {g}, which uid {uid} is not in"),
                     ));
@@ -92,22 +92,6 @@ impl Caller {
             pvfs_proto::LockKey::TRUSTED
         } else {
             pvfs_proto::LockKey::user(self.creds.uid)
-        }
-    }
-
-    /// Fails unless this caller may send a request of `class`: requests between
-    /// servers and admin scans only from key-holding nodes (a step with a ticket from
-    /// anyone: its handler checks the ticket).
-    pub fn may_send(&self, class: RequestClass, op: &str) -> OpResult<()> {
-        match class {
-            RequestClass::Client | RequestClass::Ticket => Ok(()),
-            RequestClass::Peer | RequestClass::Admin if self.trusted => Ok(()),
-            RequestClass::Peer | RequestClass::Admin => Err(OpError::new(
-                Errno::EPERM,
-                format!(
-                    "{op} is only accepted from servers and nodes holding the file system's key"
-                ),
-            )),
         }
     }
 }
@@ -153,14 +137,6 @@ mod tests {
             s.caller(creds(1000, 100, &[0])).unwrap_err().errno,
             Errno::EPERM
         );
-        assert!(c.may_send(RequestClass::Client, "x").is_ok());
-        assert_eq!(
-            c.may_send(RequestClass::Peer, "RemoveObject")
-                .unwrap_err()
-                .errno,
-            Errno::EPERM
-        );
-        assert!(c.may_send(RequestClass::Admin, "ScanObjects").is_err());
     }
 
     #[test]
@@ -176,6 +152,5 @@ mod tests {
         let c = trusted.caller(creds(0, 0, &[])).unwrap();
         assert!(c.trusted);
         assert_eq!(c.creds.uid, 0);
-        assert!(c.may_send(RequestClass::Admin, "ScanObjects").is_ok());
     }
 }

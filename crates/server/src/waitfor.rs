@@ -75,7 +75,7 @@ impl WaitGraph {
         let mut stack: Vec<LockKey> = blockers.to_vec();
         while let Some(k) = stack.pop() {
             if k == waiter {
-                return Err(OpError::new(
+                return Err(OpError::posix(
                     Errno::EDEADLK,
                     "waiting would deadlock: the lock's holder waits, directly or through others, for a lock of this owner",
                 ));

@@ -206,6 +206,23 @@ impl MetaError {
     }
 }
 
+/// An error a metadata mutation may end with ([`crate::MetaStore::write_with`]):
+/// whatever a [`MetaError`] converts into, as long as it still tells a failure of the
+/// storage (which fails the store) from a refusal (which only undoes the mutation).
+pub trait MutationError: From<MetaError> + Send + 'static {
+    /// The storage failure this error is, if it is one.
+    fn storage_failure(&self) -> Option<&StorageError>;
+}
+
+impl MutationError for MetaError {
+    fn storage_failure(&self) -> Option<&StorageError> {
+        match self {
+            MetaError::Storage(e) => Some(e),
+            MetaError::Errno(..) => None,
+        }
+    }
+}
+
 impl From<Errno> for MetaError {
     fn from(e: Errno) -> Self {
         MetaError::Errno(e, e.describe().to_string())

@@ -31,7 +31,7 @@ mod txn;
 
 pub use born::{BORN_FILE, BORN_VERSION};
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
-pub use error::{MetaError, StorageError};
+pub use error::{MetaError, MutationError, StorageError};
 pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};
 pub use meta::{

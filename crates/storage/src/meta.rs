@@ -32,7 +32,7 @@
 //! restart does (the redo log's records are redone first), so nothing acknowledged
 //! is lost; the server decides when to call it (`pvfs-server`'s `health` module).
 
-use crate::error::{MetaError, StorageError};
+use crate::error::{MetaError, MutationError, StorageError};
 use crate::redo::{Disk, LogFlusher, LoggedFile, OsDisk, SyncPolicy, LOG_CAPACITY};
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
@@ -414,7 +414,19 @@ impl MetaStore {
         F: FnOnce(&mut MetaTxn<'_>) -> Result<R, MetaError> + Send + 'static,
         R: Send + 'static,
     {
-        let tx = self.inner.sender()?;
+        self.write_with(f).await
+    }
+
+    /// [`MetaStore::write`] for a mutation that ends with an error type of its own
+    /// (the server's, which carries its kind through the commit): a storage failure
+    /// among its errors still fails the store.
+    pub async fn write_with<R, E, F>(&self, f: F) -> Result<R, E>
+    where
+        F: FnOnce(&mut MetaTxn<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: MutationError,
+    {
+        let tx = self.inner.sender().map_err(|e| E::from(e.into()))?;
         let (reply, answer) = oneshot::channel();
         let job = Box::new(Pending {
             f: Some(f),
@@ -425,13 +437,13 @@ impl MetaStore {
             // The writer stops on a failure, answering what it had taken: a job it
             // never took gets the store's state.
             if tx.send(job).await.is_err() {
-                return Err(self.inner.why_not().into());
+                return Err(E::from(self.inner.why_not().into()));
             }
         }
         drop(tx);
         match answer.await {
             Ok(r) => r,
-            Err(_) => Err(self.inner.why_not().into()),
+            Err(_) => Err(E::from(self.inner.why_not().into())),
         }
     }
 
@@ -791,16 +803,17 @@ trait Job: Send {
     fn answer(self: Box<Self>, commit: &Result<(), StorageError>);
 }
 
-struct Pending<F, R> {
+struct Pending<F, R, E> {
     f: Option<F>,
-    res: Option<Result<R, MetaError>>,
-    reply: oneshot::Sender<Result<R, MetaError>>,
+    res: Option<Result<R, E>>,
+    reply: oneshot::Sender<Result<R, E>>,
 }
 
-impl<F, R> Job for Pending<F, R>
+impl<F, R, E> Job for Pending<F, R, E>
 where
-    F: FnOnce(&mut MetaTxn<'_>) -> Result<R, MetaError> + Send,
+    F: FnOnce(&mut MetaTxn<'_>) -> Result<R, E> + Send,
     R: Send,
+    E: MutationError,
 {
     fn run(&mut self, base: &dyn Raw, last: Handle) -> Option<Overlay> {
         let f = self.f.take()?;
@@ -809,7 +822,10 @@ where
             Ok(Ok(r)) => (Ok(r), Some(m.into_overlay())),
             Ok(Err(e)) => (Err(e), None),
             Err(_) => (
-                Err(MetaError::new(Errno::EIO, "metadata mutation panicked")),
+                Err(E::from(MetaError::new(
+                    Errno::EIO,
+                    "metadata mutation panicked",
+                ))),
                 None,
             ),
         };
@@ -819,7 +835,7 @@ where
 
     fn store_failure(&self) -> Option<StorageError> {
         match &self.res {
-            Some(Err(MetaError::Storage(e))) if e.fails_store() => Some(e.clone()),
+            Some(Err(e)) => e.storage_failure().filter(|e| e.fails_store()).cloned(),
             _ => None,
         }
     }
@@ -828,8 +844,8 @@ where
         let r = match (self.res, commit) {
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(r)), Ok(())) => Ok(r),
-            (_, Err(e)) => Err(e.clone().into()),
-            (None, Ok(())) => Err(MetaError::new(Errno::EIO, "mutation was not run")),
+            (_, Err(e)) => Err(E::from(e.clone().into())),
+            (None, Ok(())) => Err(E::from(MetaError::new(Errno::EIO, "mutation was not run"))),
         };
         // The caller may have given up waiting; nothing to do then.
         let _ = self.reply.send(r);

@@ -22,6 +22,7 @@
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used)]
 
+use pvfs_proto::req;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -925,7 +926,7 @@ pub fn ping_raw(s: &mut std::net::TcpStream, macs: &mut pvfs_auth::SessionMacs) 
         macs,
         7,
         pvfs_proto::Creds::current(),
-        pvfs_proto::Request::Ping {},
+        pvfs_proto::Request::Ping(req::Ping {}),
     );
     assert!(matches!(r, pvfs_proto::Response::Pong { .. }), "{r:?}");
 }

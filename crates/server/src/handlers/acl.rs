@@ -4,19 +4,15 @@
 //! does to the permission bits and which values are refused are Linux's rules
 //! (`pvfs_proto::acl`).
 
-use std::sync::Arc;
-
 use pvfs_proto::access;
 use pvfs_proto::acl::{self, Acl, AclEntry, XATTR_ACCESS, XATTR_DEFAULT};
 use pvfs_proto::message::{XATTR_CREATE, XATTR_REPLACE};
-use pvfs_proto::{Attr, Creds, Errno, Handle, Response, RetryKey, Timespec};
-use pvfs_storage::{MetaError, MetaTxn};
+use pvfs_proto::{Attr, Creds, Errno, Handle, Response, Timespec};
+use pvfs_storage::MetaTxn;
 
-use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::no_object;
-use crate::replay::{remember, replayed};
-use crate::session::Caller;
+use crate::op::{Answer, Cx};
 
 /// Whether `name` is one of the ACL attributes.
 pub fn is_acl(name: &str) -> bool {
@@ -42,7 +38,7 @@ pub fn names(attr: &Attr) -> Vec<String> {
 pub fn get(attr: &Attr, name: &str) -> OpResult<Response> {
     let e = entries(attr, name);
     if e.is_empty() {
-        return Err(OpError::new(Errno::ENODATA, format!("no {name}")));
+        return Err(OpError::posix(Errno::ENODATA, format!("no {name}")));
     }
     Ok(Response::Xattr {
         value: acl::to_xattr(e),
@@ -55,42 +51,46 @@ pub fn get(attr: &Attr, name: &str) -> OpResult<Response> {
 /// the group bits) and is kept only if it says more than they do; a caller outside
 /// the object's group who is not root clears set-group-ID with it, as Linux.
 /// Removing the access ACL leaves the bits as they are. Directories' permissions are
-/// what other servers cache: the change is announced before the answer.
+/// what other servers cache: the change is announced before the answer. The
+/// request's answer is recorded with the change (`cx.once`).
 pub async fn set(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
+    cx: &Cx<'_>,
     handle: Handle,
     name: String,
     value: Option<Vec<u8>>,
     flags: u32,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
+) -> OpResult<Answer> {
+    let ctx = cx.ctx;
     // An empty default ACL (the header alone) removes it, as setfacl -k writes.
     let parsed = match &value {
         Some(v) if name == XATTR_DEFAULT && v.len() == 4 => None,
         Some(v) => Some(
-            acl::from_xattr(v).map_err(|e| OpError::new(e, format!("{name}: not a valid ACL")))?,
+            acl::from_xattr(v)
+                .map_err(|e| OpError::invalid(e, format!("{name}: not a valid ACL")))?,
         ),
         None => None,
     };
     let removing = value.is_none();
-    let creds = caller.creds.clone();
-    let dir = ctx
-        .meta
-        .write(move |t| {
-            if replayed(t, retry)?.is_some() {
-                return Ok(false);
-            }
+    let creds = cx.caller.creds.clone();
+    let answer = cx
+        .once
+        .commit(&ctx.meta, move |t| {
             let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
             change(t, &mut attr, &creds, (&name, parsed, removing, flags))?;
-            remember(t, retry, &Response::Done {});
-            Ok(attr.is_dir())
+            Ok(Response::Done {})
         })
         .await?;
-    if dir {
+    // Directories' permissions are what other servers cache (announced for a retry
+    // too: the first attempt may have stopped before it announced).
+    if ctx
+        .meta
+        .read()?
+        .get_object(handle)?
+        .is_some_and(|a| a.is_dir())
+    {
         crate::perms::announce_change(ctx, handle).await;
     }
-    Ok(Response::Done {})
+    Ok(answer.into())
 }
 
 /// One ACL change in a commit (see [`set`]).
@@ -99,31 +99,29 @@ fn change(
     attr: &mut Attr,
     creds: &Creds,
     (name, parsed, removing, flags): (&str, Option<Vec<AclEntry>>, bool, u32),
-) -> Result<(), MetaError> {
+) -> OpResult<()> {
     let handle = attr.handle;
     if creds.uid != 0 && creds.uid != attr.uid {
-        return Err(OpError::new(
+        return Err(OpError::denied(
             Errno::EPERM,
             format!("{name}: only the owner of {handle:#x} sets its ACLs"),
-        )
-        .into());
+        ));
     }
     if name == XATTR_DEFAULT && !attr.is_dir() {
-        return Err(OpError::new(
+        return Err(OpError::posix(
             Errno::EACCES,
             format!("{name}: only directories have a default ACL"),
-        )
-        .into());
+        ));
     }
     let exists = !entries(attr, name).is_empty();
     if removing && !exists {
-        return Err(OpError::new(Errno::ENODATA, format!("no {name}")).into());
+        return Err(OpError::posix(Errno::ENODATA, format!("no {name}")));
     }
     if !removing && exists && flags & XATTR_CREATE != 0 {
-        return Err(OpError::new(Errno::EEXIST, format!("{name} exists")).into());
+        return Err(OpError::posix(Errno::EEXIST, format!("{name} exists")));
     }
     if !removing && !exists && flags & XATTR_REPLACE != 0 {
-        return Err(OpError::new(Errno::ENODATA, format!("no {name}")).into());
+        return Err(OpError::posix(Errno::ENODATA, format!("no {name}")));
     }
     let mut acl: Acl = attr.acl.take().map(|b| *b).unwrap_or_default();
     match (name == XATTR_ACCESS, parsed) {

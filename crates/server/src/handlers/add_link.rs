@@ -1,41 +1,39 @@
 //! `AddLink`: one more link on a local object, for a hard link another server is
 //! about to put in place (`crate::lifetime`).
 
-use std::sync::Arc;
+use pvfs_proto::{req, Changed, Response};
 
-use pvfs_proto::{Handle, Response, RetryKey};
-
-use crate::ctx::Ctx;
 use crate::error::OpResult;
+use crate::feed::object;
 use crate::lifetime;
-use crate::replay::{remember, replayed};
-use crate::session::Caller;
+use crate::op::{Access, Answer, Cx, Handler};
 
 /// Adds a link to `handle` if the user the sending server acts for may link it, and
 /// answers its new attributes.
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    handle: Handle,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    let creds = caller.creds.clone();
-    let response = ctx
-        .meta
-        .write(move |t| {
-            if let Some(done) = replayed(t, retry)? {
-                return Ok(done);
-            }
-            let attr = lifetime::add_link(t, handle, &creds)?;
-            let added = Response::Attr {
-                attr,
-                caps: Vec::new(),
-            };
-            remember(t, retry, &added);
-            Ok(added)
-        })
-        .await?;
-    Ok(response)
+impl Handler for req::AddLink {
+    fn access(&self) -> Access<'_> {
+        Access::Peer
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        vec![object(self.handle)]
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let (ctx, handle) = (cx.ctx, self.handle);
+        ctx.require_meta()?;
+        ctx.require_local(handle)?;
+        let creds = cx.caller.creds.clone();
+        let added = cx
+            .once
+            .commit(&ctx.meta, move |t| {
+                let attr = lifetime::add_link(t, handle, &creds)?;
+                Ok(Response::Attr {
+                    attr,
+                    caps: Vec::new(),
+                })
+            })
+            .await?;
+        Ok(added.into())
+    }
 }

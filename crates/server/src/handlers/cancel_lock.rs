@@ -2,38 +2,36 @@
 //! the program waiting for it): a request waiting on it is answered EINTR; one
 //! granted already stays granted (the client then holds the lock).
 
-use std::sync::Arc;
+use pvfs_proto::{req, Changed, LockKey};
 
-use pvfs_proto::locks::{LockOwner, LockType};
-use pvfs_proto::{Handle, LockKey, Response};
-
-use crate::ctx::Ctx;
 use crate::error::OpResult;
 use crate::handlers::lock::check_range;
 use crate::locks::Want;
-use crate::session::Caller;
+use crate::op::{done, Access, Answer, Cx, Handler};
 
-/// Handles `CancelLock`.
-pub fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    handle: Handle,
-    owner: LockOwner,
-    typ: LockType,
-    range: (u64, u64),
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    let (start, end) = range;
-    check_range(start, end)?;
-    let want = Want {
-        key: LockKey::new(caller.lock_who(), owner),
-        typ,
-        start,
-        end,
-        pid: 0,
-        posix: false,
-    };
-    ctx.locks.cancel(handle, &want);
-    Ok(Response::Done {})
+impl Handler for req::CancelLock {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let ctx = cx.ctx;
+        ctx.require_meta()?;
+        ctx.require_local(self.handle)?;
+        check_range(self.start, self.end)?;
+        let want = Want {
+            key: LockKey::new(cx.caller.lock_who(), self.owner),
+            typ: self.typ,
+            start: self.start,
+            end: self.end,
+            pid: 0,
+            posix: false,
+        };
+        ctx.locks.cancel(self.handle, &want);
+        done()
+    }
 }

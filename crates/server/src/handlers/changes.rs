@@ -2,21 +2,32 @@
 
 use std::time::Duration;
 
-use pvfs_proto::Response;
+use pvfs_proto::{req, Changed};
 
-use crate::ctx::Ctx;
-use crate::session::Session;
+use crate::error::OpResult;
+use crate::op::{Access, Answer, Cx, Handler};
 
 /// Answers the changes after `since` that clients other than the caller caused, or
 /// waits for one at most `wait_ms` (and at most a third of the request timeout, so
-/// the answer is in long before the client gives up on it).
-pub async fn handle(
-    ctx: &Ctx,
-    session: &Session,
-    epoch: u64,
-    since: u64,
-    wait_ms: u32,
-) -> Response {
-    let wait = Duration::from_millis(u64::from(wait_ms)).min(ctx.config.timeouts.request / 3);
-    ctx.feed.poll(epoch, since, session.origin, wait).await
+/// the answer is in long before the client gives up on it). Key-holding nodes only:
+/// it names entries of every directory.
+impl Handler for req::Changes {
+    fn access(&self) -> Access<'_> {
+        Access::Peer
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let ctx = cx.ctx;
+        let wait =
+            Duration::from_millis(u64::from(self.wait_ms)).min(ctx.config.timeouts.request / 3);
+        let answer = ctx
+            .feed
+            .poll(self.epoch, self.since, cx.session.origin, wait)
+            .await;
+        Ok(answer.into())
+    }
 }

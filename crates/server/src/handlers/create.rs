@@ -2,23 +2,22 @@
 //! the server holding the entry's shard (so a create is one round trip).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use pvfs_proto::access;
 use pvfs_proto::acl::{self, Acl};
 use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
 use pvfs_proto::types::{check_name, PATH_MAX};
 use pvfs_proto::{
-    rights, Attr, CreateWhat, Creds, Errno, Handle, NodeKind, ObjDetail, Response, RetryKey,
-    Timespec,
+    req, rights, Attr, Changed, CreateWhat, Creds, Errno, NodeKind, ObjDetail, Response, Timespec,
 };
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::feed::entry;
+use crate::handlers::link_entry::being_removed;
 use crate::handlers::lookup;
+use crate::op::{Access, Answer, Cx, Handler};
 use crate::precreate;
-use crate::replay::{remember, replayed};
-use crate::session::Caller;
 
 /// Most dirdata shards one directory may have.
 pub const MAX_SHARDS: u32 = 1024;
@@ -51,22 +50,37 @@ enum Plan {
 /// narrowed by that ACL, which it inherits (a directory also as its default ACL). A
 /// regular file's creator gets read and write capabilities, whatever the new mode
 /// (as open(2) with O_CREAT).
-#[allow(clippy::too_many_arguments)]
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    parent: Handle,
-    name: String,
-    (mode, umask): (u32, u32),
-    (uid, gid): (u32, u32),
-    what: CreateWhat,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
+impl Handler for req::Create {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        vec![entry(self.parent, &self.name)]
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        create(&cx, self).await.map(Answer::Reply)
+    }
+}
+
+/// Handles `Create`.
+async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
+    let (ctx, caller) = (cx.ctx, cx.caller);
+    let req::Create {
+        parent,
+        name,
+        mode,
+        umask,
+        uid,
+        gid,
+        what,
+    } = r;
     ctx.require_meta()?;
-    check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
+    check_name(&name).map_err(|e| OpError::invalid(e, format!("invalid name {name:?}")))?;
     let creds = &caller.creds;
     if creds.uid != 0 && uid != creds.uid {
-        return Err(OpError::new(
+        return Err(OpError::denied(
             Errno::EPERM,
             "only root may create objects for another user",
         ));
@@ -83,7 +97,7 @@ pub async fn handle(
         access::new_object_group(&parent_attr, creds, mode, is_dir)
     } else {
         if creds.uid != 0 && !access::in_group(creds, gid) {
-            return Err(OpError::new(
+            return Err(OpError::denied(
                 Errno::EPERM,
                 format!("only root may create objects for a group it is not in ({gid})"),
             ));
@@ -106,24 +120,17 @@ pub async fn handle(
         let name = name.clone();
         let minter = ctx.clone();
         let creator = creds.uid;
-        let result = ctx
-            .meta
-            .write(move |t| {
-                if let Some(done) = replayed(t, retry)? {
-                    return Ok(done);
-                }
+        let result = cx
+            .once
+            .commit(&ctx.meta, move |t| {
                 if t.is_sealed(parent)? {
-                    return Err(OpError::new(
-                        Errno::ENOENT,
-                        format!("directory {parent:#x} is being removed"),
-                    )
-                    .into());
+                    return Err(being_removed(parent));
                 }
                 if t.get_entry(parent, &name)?.is_some() {
-                    return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")).into());
+                    return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
                 }
                 may_write.map_err(|e| {
-                    OpError::new(e, format!("no write permission on directory {parent:#x}"))
+                    OpError::denied(e, format!("no write permission on directory {parent:#x}"))
                 })?;
                 let handle = t.alloc_handles(1)?;
                 debug_assert!(range.contains(handle));
@@ -137,11 +144,10 @@ pub async fn handle(
                         for s in servers {
                             let got = t.pool_take(s, 1)?;
                             let Some(&h) = got.first() else {
-                                return Err(OpError::new(
+                                return Err(OpError::busy(
                                     Errno::EAGAIN,
                                     format!("precreate pool of server {s} is empty"),
-                                )
-                                .into());
+                                ));
                             };
                             datafiles.push(Datafile {
                                 server: s,
@@ -204,14 +210,12 @@ pub async fn handle(
                 } else {
                     Vec::new()
                 };
-                let created = Response::Created { attr, caps };
-                remember(t, retry, &created);
-                Ok(created)
+                Ok(Response::Created { attr, caps })
             })
             .await;
         match result {
             Ok(created) => break created,
-            Err(e) if e.errno() == Errno::EAGAIN && attempts < 4 => {
+            Err(e) if e.kind == pvfs_proto::ErrorKind::Busy && attempts < 4 => {
                 // Another create drained a pool between our refill and our commit.
                 if let Plan::File { servers, .. } = &plan {
                     for &s in servers {
@@ -219,7 +223,7 @@ pub async fn handle(
                     }
                 }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     };
     if let Plan::File { servers, .. } = &plan {
@@ -265,7 +269,7 @@ fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {
             default_layout,
         } => {
             if shards == 0 || shards > MAX_SHARDS {
-                return Err(OpError::new(
+                return Err(OpError::invalid(
                     Errno::EINVAL,
                     format!("directory shard count {shards} outside 1..={MAX_SHARDS}"),
                 ));
@@ -280,17 +284,19 @@ fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {
         }
         CreateWhat::Symlink { target } => {
             if target.is_empty() {
-                return Err(OpError::new(Errno::ENOENT, "empty symlink target"));
+                return Err(OpError::posix(Errno::ENOENT, "empty symlink target"));
             }
             if target.len() >= PATH_MAX || target.contains('\0') {
-                return Err(OpError::new(Errno::ENAMETOOLONG, "symlink target too long"));
+                return Err(OpError::invalid(
+                    Errno::ENAMETOOLONG,
+                    "symlink target too long",
+                ));
             }
             Ok(Plan::Symlink { target })
         }
-        CreateWhat::Node { kind, .. } if kind.is_device() && creds.uid != 0 => Err(OpError::new(
-            Errno::EPERM,
-            "only root may create device nodes",
-        )),
+        CreateWhat::Node { kind, .. } if kind.is_device() && creds.uid != 0 => Err(
+            OpError::denied(Errno::EPERM, "only root may create device nodes"),
+        ),
         CreateWhat::Node { kind, rdev } => Ok(Plan::Node {
             kind,
             rdev: if kind.is_device() { rdev } else { 0 },
@@ -303,7 +309,7 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
     let n = ctx.config.data_servers().len() as u32;
     if let Some(size) = spec.stripe_size {
         check_stripe_size(size).map_err(|e| {
-            OpError::new(
+            OpError::invalid(
                 e,
                 format!(
                     "stripe size {size} outside {}..={}",
@@ -315,7 +321,7 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
     }
     if let Some(count) = spec.stripe_count {
         if count == 0 || count > n.min(MAX_STRIPE_COUNT) {
-            return Err(OpError::new(
+            return Err(OpError::invalid(
                 Errno::EINVAL,
                 format!("stripe count {count}: the file system has {n} data servers"),
             ));
@@ -323,7 +329,7 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
     }
     if let Some(base) = spec.base {
         if base >= n {
-            return Err(OpError::new(
+            return Err(OpError::invalid(
                 Errno::EINVAL,
                 format!("first data server {base}: the file system has {n} data servers"),
             ));

@@ -1,14 +1,13 @@
 //! `Fallocate`: fallocate(2) on one datafile's share of a file range.
 
-use std::sync::Arc;
-
 use pvfs_proto::message::falloc;
-use pvfs_proto::{Handle, Response, Stripe};
+use pvfs_proto::{req, rights, Changed};
 
-use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::feed::object;
 use crate::handlers::datafiles::check_handles;
 use crate::handlers::write::check_stripe;
+use crate::op::{done, Access, Answer, Cx, Handler};
 
 /// The file bytes `offset .. offset + len` that datafile `index` holds form one run
 /// of local bytes (a datafile's stripe units follow each other locally): from its
@@ -16,24 +15,40 @@ use crate::handlers::write::check_stripe;
 /// That run gets fallocate(2) with `mode`; without `KEEP_SIZE` the datafile's local
 /// size then reaches the run's end, which gives the file its new size on the
 /// datafile holding its last byte.
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    handle: Handle,
-    stripe: Stripe,
-    index: u32,
-    offset: u64,
-    len: u64,
-    mode: u32,
-) -> OpResult<Response> {
-    check_handles(ctx, &[handle])?;
-    check_stripe(stripe, index)?;
-    falloc::check(mode, offset, len).map_err(|(e, why)| OpError::new(e, why))?;
-    let start = stripe.local_size(u64::from(index), offset);
-    let end = stripe.local_size(u64::from(index), offset + len);
-    if end > start {
-        let data = ctx.data.clone();
-        ctx.blocking(move || Ok(data.fallocate(handle, mode, start, end - start)?))
-            .await?;
+impl Handler for req::Fallocate {
+    fn access(&self) -> Access<'_> {
+        Access::Capability {
+            cap: self.cap.as_ref(),
+            handle: self.handle,
+            rights: rights::WRITE,
+        }
     }
-    Ok(Response::Done {})
+
+    fn changes(&self) -> Vec<Changed> {
+        vec![object(self.handle)]
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let ctx = cx.ctx;
+        let req::Fallocate {
+            handle,
+            stripe,
+            index,
+            offset,
+            len,
+            mode,
+            ..
+        } = self;
+        check_handles(ctx, &[handle])?;
+        check_stripe(stripe, index)?;
+        falloc::check(mode, offset, len).map_err(|(e, why)| OpError::invalid(e, why))?;
+        let start = stripe.local_size(u64::from(index), offset);
+        let end = stripe.local_size(u64::from(index), offset + len);
+        if end > start {
+            let data = ctx.data.clone();
+            ctx.blocking(move || Ok(data.fallocate(handle, mode, start, end - start)?))
+                .await?;
+        }
+        done()
+    }
 }

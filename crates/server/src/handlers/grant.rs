@@ -26,13 +26,13 @@ pub fn decide(caller: &Caller, dir: Option<&Attr>, obj: &Attr, want: u32) -> OpR
     }
     if want & (rights::REMOVE | rights::MOVE) != 0 {
         let dir = dir.ok_or_else(|| {
-            OpError::new(
+            OpError::invalid(
                 Errno::EINVAL,
                 "remove and move rights are granted by the lookup of a name",
             )
         })?;
         access::may_delete(dir, obj.uid, c).map_err(|e| {
-            OpError::new(
+            OpError::denied(
                 e,
                 format!(
                     "no permission to remove a name from directory {:#x}",
@@ -42,7 +42,7 @@ pub fn decide(caller: &Caller, dir: Option<&Attr>, obj: &Attr, want: u32) -> OpR
         })?;
         if want & rights::MOVE != 0 && want & rights::REPARENT != 0 && obj.is_dir() {
             access::check(obj, c, MAY_WRITE).map_err(|e| {
-                OpError::new(
+                OpError::denied(
                     e,
                     format!(
                         "no write permission on directory {:#x} to move it",
@@ -70,8 +70,7 @@ pub async fn issue(
         let handle = obj.handle;
         let creds = caller.creds.clone();
         let updated = ctx
-            .meta
-            .write(move |t| {
+            .commit(move |t| {
                 let mut a = t
                     .get_object(handle)?
                     .ok_or_else(|| crate::handlers::no_object(handle))?;

@@ -1,126 +1,117 @@
 //! `LinkEntry`: the first step of a rename whose two names live on different
 //! servers: put the new name in place (replacing an expected old entry).
 
-use std::sync::Arc;
-
 use pvfs_proto::access;
 use pvfs_proto::types::check_name;
 use pvfs_proto::{
-    rights, Capability, DirEntry, Errno, Handle, LinkDrop, ObjKind, Remains, Response, RetryKey,
+    req, rights, Changed, DirEntry, Errno, Handle, LinkDrop, ObjKind, Remains, Response, RetryKey,
     Timespec,
 };
 
-use crate::replay::{remember, replayed};
-
+use crate::caps::Caps;
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::feed::{entry, object};
 use crate::handlers::{changed, lookup};
 use crate::lifetime;
+use crate::op::{Access, Answer, Cx, Handler, Tickets};
 use crate::perms::attrs_of;
 use crate::session::Caller;
 
-/// What a `LinkEntry` puts where.
-pub struct Link {
-    /// The directory.
-    pub dir: Handle,
-    /// The new name.
-    pub name: String,
-    /// The object it names.
-    pub handle: Handle,
-    /// The object's kind.
-    pub kind: ObjKind,
-    /// The object the name must name now, replaced; none: the name must be free.
-    pub replace: Option<Handle>,
-    /// What the replaced object loses.
-    pub fate: LinkDrop,
-}
-
 /// Adds `name` -> `handle` to `dir`. With `replace`, the entry must currently name
 /// that handle, whose object then loses a link as `fate` says; without, the name must
-/// be free. A caller without the key shows a MOVE
-/// ticket for `handle` (from the lookup of the name it is moved from), and needs write
-/// and search permission on `dir` (and the sticky rule for a name it replaces).
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    l: Link,
-    ticket: Option<&Capability>,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    let Link {
-        dir,
-        name,
-        handle,
-        kind,
-        replace,
-        fate,
-    } = l;
-    check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
-    ctx.caps
-        .check_ticket(ticket, handle, rights::MOVE, caller)?;
-    let dir_attr = lookup::change(ctx, caller, dir).await?;
-    lookup::check_placement(ctx, &dir_attr, &name)?;
-    if let Some(r) = replace {
-        let replaced = attrs_of(ctx, r).await?;
-        access::may_delete(&dir_attr, replaced.uid, &caller.creds)
-            .map_err(|e| OpError::new(e, format!("no permission to replace {name:?}")))?;
+/// be free. A caller without the key shows a MOVE ticket for `handle` (from the
+/// lookup of the name it is moved from), and needs write and search permission on
+/// `dir` (and the sticky rule for a name it replaces).
+impl Handler for req::LinkEntry {
+    fn access(&self) -> Access<'_> {
+        Access::Ticket {
+            tickets: Tickets::One(self.ticket.as_ref(), self.handle),
+            rights: rights::MOVE,
+        }
     }
-    let owner = ctx.clone();
-    let uid = caller.creds.uid;
-    let mut response = ctx
-        .meta
-        .write(move |t| {
-            if let Some(done) = replayed(t, retry)? {
-                return Ok(done);
-            }
-            if t.is_sealed(dir)? {
-                return Err(OpError::new(
-                    Errno::ENOENT,
-                    format!("directory {dir:#x} is being removed"),
-                )
-                .into());
-            }
-            let changed = Timespec::now();
-            let replaced = put_entry(t, dir, &name, handle, kind, replace, changed)?;
-            linked(t, &owner, (replaced, fate, uid), changed, retry)
-        })
-        .await?;
-    finish_replaced(ctx, caller, fate, retry, &mut response).await;
-    Ok(response)
+
+    fn changes(&self) -> Vec<Changed> {
+        let mut v = vec![entry(self.dir, &self.name), object(self.handle)];
+        v.extend(self.replace.map(object));
+        v
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let (ctx, caller) = (cx.ctx, cx.caller);
+        ctx.require_meta()?;
+        let req::LinkEntry {
+            dir,
+            name,
+            handle,
+            kind,
+            replace,
+            fate,
+            ..
+        } = self;
+        check_name(&name).map_err(|e| OpError::invalid(e, format!("invalid name {name:?}")))?;
+        let dir_attr = lookup::change(ctx, caller, dir).await?;
+        lookup::check_placement(ctx, &dir_attr, &name)?;
+        if let Some(r) = replace {
+            let replaced = attrs_of(ctx, r).await?;
+            access::may_delete(&dir_attr, replaced.uid, &caller.creds)
+                .map_err(|e| OpError::denied(e, format!("no permission to replace {name:?}")))?;
+        }
+        let owner = (ctx.caps.clone(), ctx.here());
+        let uid = caller.creds.uid;
+        let mut response = cx
+            .once
+            .commit(&ctx.meta, move |t| {
+                if t.is_sealed(dir)? {
+                    return Err(being_removed(dir));
+                }
+                let changed = Timespec::now();
+                let replaced = put_entry(t, dir, &name, handle, kind, replace, changed)?;
+                linked(t, (&owner.0, owner.1), (replaced, fate, uid), changed)
+            })
+            .await?;
+        finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
+        Ok(response.into())
+    }
+}
+
+/// The error for a new name in a directory whose removal has begun (its shard here
+/// is sealed).
+pub(crate) fn being_removed(dir: Handle) -> OpError {
+    OpError::posix(
+        Errno::ENOENT,
+        format!("directory {dir:#x} is being removed"),
+    )
 }
 
 /// The answer of a commit that put a name in place (replacing `replaced`, whose
-/// object loses a link as `fate` says), recorded for a retry. Shared with same-server
-/// renames.
+/// object loses a link as `fate` says). Shared with same-server renames.
 pub(crate) fn linked(
     t: &mut pvfs_storage::MetaTxn<'_>,
-    owner: &Ctx,
+    owner: (&Caps, pvfs_config::HandleRange),
     (replaced, fate, uid): (Option<DirEntry>, LinkDrop, u32),
     changed: Timespec,
-    retry: Option<RetryKey>,
-) -> Result<Response, pvfs_storage::MetaError> {
+) -> OpResult<Response> {
     let (left, tickets) = match &replaced {
         Some(r) => lifetime::drop_for_name(t, owner, r.handle, fate, uid)?,
         None => (Remains::Untouched, Vec::new()),
     };
-    let answer = Response::Linked {
+    Ok(Response::Linked {
         replaced,
         left,
         tickets,
         changed,
-    };
-    remember(t, retry, &answer);
-    Ok(answer)
+    })
 }
 
 /// After a commit that replaced an entry whose object lives elsewhere: takes its
-/// link there (`crate::lifetime::finish_remote`). Shared with same-server renames.
+/// link there (`crate::lifetime::finish_remote`, with the step's retry key `key`).
+/// Shared with same-server renames.
 pub(crate) async fn finish_replaced(
     ctx: &Ctx,
     caller: &Caller,
     fate: LinkDrop,
-    retry: Option<RetryKey>,
+    key: Option<RetryKey>,
     response: &mut Response,
 ) {
     if let Response::Linked {
@@ -131,7 +122,7 @@ pub(crate) async fn finish_replaced(
     } = response
     {
         let creds = &caller.creds;
-        lifetime::finish_remote(ctx, creds, r.handle, fate, retry, (left, tickets)).await;
+        lifetime::finish_remote(ctx, creds, r.handle, fate, key, (left, tickets)).await;
     }
 }
 
@@ -145,7 +136,7 @@ pub(crate) fn put_entry(
     kind: ObjKind,
     replace: Option<Handle>,
     now: Timespec,
-) -> Result<Option<DirEntry>, pvfs_storage::MetaError> {
+) -> OpResult<Option<DirEntry>> {
     let existing = t.get_entry(dir, name)?;
     let replaced = match (existing, replace) {
         (None, None) => None,
@@ -155,9 +146,9 @@ pub(crate) fn put_entry(
             kind: k,
         }),
         (Some(_), None) => {
-            return Err(OpError::new(Errno::EEXIST, format!("{name:?} exists")).into());
+            return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
         }
-        _ => return Err(changed(dir, name).into()),
+        _ => return Err(changed(dir, name)),
     };
     t.put_entry(dir, name, handle, kind, now)?;
     Ok(replaced)

@@ -7,37 +7,20 @@
 use std::sync::Arc;
 
 use pvfs_proto::access::{self, MAY_READ, MAY_WRITE};
-use pvfs_proto::locks::{LockOwner, LockType, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
-use pvfs_proto::{rights, Capability, Errno, Handle, LockKey, Request, Response};
+use pvfs_proto::locks::{LockType, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
+use pvfs_proto::{req, rights, Capability, Changed, Errno, Handle, LockKey, Request, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::local_object;
 use crate::locks::{ensure_marked, TryLock, WaitState, Want};
+use crate::op::{Access, Answer, Cx, Handler};
 use crate::session::Caller;
-
-/// What one `Lock` asks.
-pub struct LockArgs {
-    /// The object.
-    pub handle: Handle,
-    /// Its owner, as the client names it.
-    pub owner: LockOwner,
-    /// Shared or exclusive.
-    pub typ: LockType,
-    /// First byte.
-    pub start: u64,
-    /// Last byte (inclusive).
-    pub end: u64,
-    /// The process asking.
-    pub pid: u32,
-    /// `LOCK_WAIT`, `LOCK_RECLAIM`, `LOCK_POSIX`.
-    pub flags: u32,
-}
 
 /// Fails unless `start ..= end` is a range.
 pub(crate) fn check_range(start: u64, end: u64) -> OpResult<()> {
     if start > end {
-        return Err(OpError::new(
+        return Err(OpError::invalid(
             Errno::EINVAL,
             format!("lock range {start}..={end} ends before it starts"),
         ));
@@ -79,7 +62,7 @@ pub(crate) fn may_lock(
         MAY_WRITE => "write",
         _ => "read or write",
     };
-    Err(OpError::new(
+    Err(OpError::denied(
         Errno::EACCES,
         format!(
             "uid {} may not {what} {handle:#x}, which a lock of that kind needs",
@@ -104,12 +87,12 @@ pub(crate) async fn wait_for(
     if coordinator == ctx.me {
         return ctx.wait_graph.wait_for(waiter, &blockers, me, handle);
     }
-    let request = Request::WaitFor {
+    let request = Request::WaitFor(req::WaitFor {
         waiter,
         blockers,
         server: me,
         handle,
-    };
+    });
     match tokio::time::timeout(
         ctx.config.timeouts.request,
         ctx.peers.call(coordinator, request),
@@ -138,15 +121,26 @@ fn unchecked(ctx: &Ctx, why: &str) {
     }
 }
 
+/// Takes, upgrades or downgrades the caller's lock; the same request again by the
+/// same owner leaves what the first left, so a retry is harmless.
+impl Handler for req::Lock {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        lock(cx.ctx, cx.caller, self).await.map(Answer::Reply)
+    }
+}
+
 /// Handles `Lock`.
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    a: LockArgs,
-    proof: Option<&Capability>,
-) -> OpResult<Response> {
+async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Response> {
     if a.flags & !LOCK_FLAGS != 0 {
-        return Err(OpError::new(
+        return Err(OpError::invalid(
             Errno::EINVAL,
             format!("unknown lock flags {:#x}", a.flags & !LOCK_FLAGS),
         ));
@@ -156,7 +150,7 @@ pub async fn handle(
         LockType::Read => MAY_READ,
         LockType::Write => MAY_WRITE,
     };
-    may_lock(ctx, caller, a.handle, need, proof)?;
+    may_lock(ctx, caller, a.handle, need, a.proof.as_ref())?;
     let want = Want {
         key: LockKey::new(caller.lock_who(), a.owner),
         typ: a.typ,
@@ -168,14 +162,14 @@ pub async fn handle(
     let table = &ctx.locks;
     if a.flags & LOCK_RECLAIM != 0 {
         if table.grace_end().is_none() {
-            return Err(OpError::new(
+            return Err(OpError::posix(
                 Errno::ENOLCK,
                 "a reclaim outside the grace period: the lock was lost",
             ));
         }
         return match grant_now(ctx, a.handle, &want).await? {
             Ok(lease) => Ok(Response::Locked { lease }),
-            Err(_) => Err(OpError::new(
+            Err(_) => Err(OpError::posix(
                 Errno::ENOLCK,
                 "a reclaim conflicts with a lock reclaimed by another owner",
             )),
@@ -195,7 +189,7 @@ pub async fn handle(
     if a.flags & LOCK_WAIT == 0 {
         return match grant_now(ctx, a.handle, &want).await? {
             Ok(lease) => Ok(Response::Locked { lease }),
-            Err(_) => Err(OpError::new(
+            Err(_) => Err(OpError::posix(
                 Errno::EAGAIN,
                 "the range is locked by another owner",
             )),
@@ -234,12 +228,7 @@ async fn wait(
         let (state, blockers, need_mark) = table.poll(handle, id);
         match state {
             WaitState::Granted => break Ok(()),
-            WaitState::Cancelled => {
-                break Err(OpError::new(
-                    Errno::EINTR,
-                    "the waiting lock request was withdrawn",
-                ))
-            }
+            WaitState::Cancelled => break Err(withdrawn()),
             WaitState::Waiting | WaitState::Ready => {}
         }
         if need_mark {
@@ -270,7 +259,7 @@ async fn wait(
                     }
                     WaitState::Cancelled => {
                         stop_waiting(ctx, want, &told, handle).await;
-                        Err(OpError::new(Errno::EINTR, "the waiting lock request was withdrawn"))
+                        Err(withdrawn())
                     }
                     WaitState::Waiting | WaitState::Ready => Ok(Response::LockWaiting {
                         lease: table.touch(&want.key),
@@ -285,6 +274,11 @@ async fn wait(
     outcome.map(|()| Response::Locked {
         lease: table.touch(&want.key),
     })
+}
+
+/// The error of a waiting lock request that was withdrawn (`CancelLock`).
+fn withdrawn() -> OpError {
+    OpError::posix(Errno::EINTR, "the waiting lock request was withdrawn")
 }
 
 /// Removes the waiter's edges at the coordinator (before the answer, so no later

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use pvfs_proto::access::{self, MAY_EXEC};
-use pvfs_proto::{rights, DirEntry, Errno, Handle, Response};
+use pvfs_proto::{req, rights, Changed, DirEntry, Errno, Handle, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::{answered, grant, no_entry};
+use crate::op::{Access, Answer, Cx, Handler};
 use crate::perms::attrs_of;
 use crate::session::Caller;
 
@@ -15,7 +16,24 @@ use crate::session::Caller;
 /// object's attributes too when it lives here (the usual case: an object is created
 /// on the server of its entry's shard), with the rights of `want` it may have. An
 /// object that lives elsewhere gets a VISIT capability instead, for its owner.
-pub async fn handle(
+impl Handler for req::Lookup {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        lookup(cx.ctx, cx.caller, self.dir, &self.name, self.want)
+            .await
+            .map(Answer::Reply)
+    }
+}
+
+/// Handles `Lookup`.
+async fn lookup(
     ctx: &Arc<Ctx>,
     caller: &Caller,
     dir: Handle,
@@ -24,7 +42,7 @@ pub async fn handle(
 ) -> OpResult<Response> {
     ctx.require_meta()?;
     pvfs_proto::types::check_name(name)
-        .map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
+        .map_err(|e| OpError::invalid(e, format!("invalid name {name:?}")))?;
     let dir_attr = search(ctx, caller, dir).await?;
     let (handle, kind, attr) = {
         let view = ctx.meta.read()?;
@@ -76,13 +94,13 @@ pub(crate) async fn search(
 ) -> OpResult<pvfs_proto::Attr> {
     let dir_attr = attrs_of(ctx, dir).await?;
     if !dir_attr.is_dir() {
-        return Err(OpError::new(
+        return Err(OpError::posix(
             Errno::ENOTDIR,
             format!("{dir:#x} is not a directory"),
         ));
     }
     access::check(&dir_attr, &caller.creds, MAY_EXEC)
-        .map_err(|e| OpError::new(e, format!("no search permission on directory {dir:#x}")))?;
+        .map_err(|e| OpError::denied(e, format!("no search permission on directory {dir:#x}")))?;
     Ok(dir_attr)
 }
 
@@ -95,18 +113,18 @@ pub(crate) async fn change(
 ) -> OpResult<pvfs_proto::Attr> {
     let dir_attr = search(ctx, caller, dir).await?;
     access::check(&dir_attr, &caller.creds, access::MAY_WRITE)
-        .map_err(|e| OpError::new(e, format!("no write permission on directory {dir:#x}")))?;
+        .map_err(|e| OpError::denied(e, format!("no write permission on directory {dir:#x}")))?;
     Ok(dir_attr)
 }
 
 /// Fails unless entry `name` of directory `dir` (attributes `dir_attr`) belongs on
 /// this server: a name put in the wrong shard would be invisible to lookups and
-/// listings (EXDEV, naming the right server).
+/// listings (not here: EXDEV, naming the right server).
 pub(crate) fn check_placement(ctx: &Ctx, dir_attr: &pvfs_proto::Attr, name: &str) -> OpResult<()> {
     let shards = match &dir_attr.detail {
         pvfs_proto::ObjDetail::Dir { shards, .. } => *shards,
         _ => {
-            return Err(OpError::new(
+            return Err(OpError::posix(
                 Errno::ENOTDIR,
                 format!("{:#x} is not a directory", dir_attr.handle),
             ))
@@ -114,7 +132,7 @@ pub(crate) fn check_placement(ctx: &Ctx, dir_attr: &pvfs_proto::Attr, name: &str
     };
     let right = ctx.config.entry_server(dir_attr.handle, shards, name);
     if right != ctx.me {
-        return Err(OpError::new(
+        return Err(OpError::not_here(
             Errno::EXDEV,
             format!(
                 "entry {name:?} of directory {:#x} belongs on {}, not {}",

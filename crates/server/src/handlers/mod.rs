@@ -1,37 +1,54 @@
-//! One module per operation (a few closely related data operations share
-//! `datafiles`). Each exposes `handle(...) -> OpResult<Response>`.
+//! One module per request kind, each with the `impl Handler` that declares what
+//! the kind is and does it (`crate::op`); a few modules hold what several share
+//! (`acl`, `datafiles`, `grant`, `scan`, `xattr`).
 
 pub mod acl;
 pub mod add_link;
 pub mod cancel_lock;
 pub mod changes;
 pub mod create;
+pub mod create_datafiles;
 pub mod datafiles;
 pub mod dir_stats;
 pub mod drop_link;
 pub mod fallocate;
 pub mod forget;
+pub mod fsync;
+pub mod get_sizes;
+pub mod get_xattr;
 pub mod getattr;
 pub mod grant;
 pub mod link;
 pub mod link_entry;
+pub mod list_attr;
+pub mod list_xattr;
 pub mod lock;
 pub mod lookup;
 pub mod ping;
 pub mod precreate;
 pub mod read;
 pub mod readdir;
+pub mod remove_datafiles;
 pub mod remove_object;
+pub mod remove_xattr;
 pub mod rename;
 pub mod renew_lease;
 pub mod scan;
+pub mod scan_datafiles;
+pub mod scan_entries;
+pub mod scan_lost;
+pub mod scan_objects;
+pub mod scan_seals;
 pub mod seal_dir;
 pub mod set_dir_layout;
+pub mod set_links;
 pub mod set_parent;
+pub mod set_xattr;
 pub mod setattr;
 pub mod statfs;
 pub mod sync;
 pub mod test_lock;
+pub mod truncate;
 pub mod unlink;
 pub mod unlock;
 pub mod wait_for;
@@ -41,7 +58,7 @@ pub mod xattr;
 
 use pvfs_proto::{Errno, Handle};
 
-use crate::error::OpError;
+use crate::error::{OpError, OpResult};
 
 /// Object `h` as answered to clients: a directory's times and link count merged with
 /// this server's shard of it (its owner holds shard 0; clients merge the others).
@@ -60,7 +77,7 @@ pub(crate) fn answered(
 
 /// The error for a name that is not in a directory.
 pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
-    OpError::new(
+    OpError::posix(
         Errno::ENOENT,
         format!("no entry {name:?} in directory {dir:#x}"),
     )
@@ -68,15 +85,12 @@ pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
 
 /// The error for a handle with no object.
 pub(crate) fn no_object(handle: Handle) -> OpError {
-    OpError::new(Errno::ENOENT, format!("no object {handle:#x}"))
+    OpError::posix(Errno::ENOENT, format!("no object {handle:#x}"))
 }
 
 /// Object `handle` of this metadata server as committed now (ENOENT if there is none,
 /// an error if the handle is not this server's).
-pub(crate) fn local_object(
-    ctx: &crate::ctx::Ctx,
-    handle: Handle,
-) -> crate::error::OpResult<pvfs_proto::Attr> {
+pub(crate) fn local_object(ctx: &crate::ctx::Ctx, handle: Handle) -> OpResult<pvfs_proto::Attr> {
     ctx.require_meta()?;
     ctx.require_local(handle)?;
     ctx.meta
@@ -86,12 +100,11 @@ pub(crate) fn local_object(
 }
 
 /// The error for an entry that changed under a multi-step operation (the client
-/// retries the operation from the start).
+/// redoes the operation from the start).
 pub(crate) fn changed(dir: Handle, name: &str) -> OpError {
-    OpError::new(
-        Errno::ESTALE,
-        format!("entry {name:?} of directory {dir:#x} changed concurrently"),
-    )
+    OpError::changed(format!(
+        "entry {name:?} of directory {dir:#x} changed concurrently"
+    ))
 }
 
 /// Changes directory `dir` inside a commit: `change` gets the owner's uid and the
@@ -101,7 +114,7 @@ pub(crate) fn change_dir(
     t: &mut pvfs_storage::MetaTxn<'_>,
     dir: Handle,
     change: impl FnOnce(u32, &mut Handle, &mut Option<pvfs_proto::LayoutSpec>) -> Result<(), OpError>,
-) -> Result<pvfs_proto::Attr, pvfs_storage::MetaError> {
+) -> OpResult<pvfs_proto::Attr> {
     let mut attr = t.get_object(dir)?.ok_or_else(|| no_object(dir))?;
     let owner = attr.uid;
     match &mut attr.detail {
@@ -111,7 +124,10 @@ pub(crate) fn change_dir(
             ..
         } => change(owner, parent, default_layout)?,
         _ => {
-            return Err(OpError::new(Errno::ENOTDIR, format!("{dir:#x} is not a directory")).into())
+            return Err(OpError::posix(
+                Errno::ENOTDIR,
+                format!("{dir:#x} is not a directory"),
+            ))
         }
     }
     attr.ctime = pvfs_proto::Timespec::now();

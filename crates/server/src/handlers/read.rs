@@ -14,29 +14,44 @@ use std::sync::Arc;
 
 use pvfs_proto::frame::FrameKind;
 use pvfs_proto::layout::{clip_pieces, local_runs, Piece, PieceCursor};
-use pvfs_proto::{encode, Handle, Regions, Response, Stripe};
+use pvfs_proto::{encode, req, rights, Changed, Handle, Regions, Response, Stripe};
 use pvfs_transport::PooledBuf;
 
-use crate::connection::Reply;
 use crate::ctx::{Ctx, CHUNK};
 use crate::error::OpResult;
 use crate::handlers::write::check_stripe;
+use crate::op::{Access, Answer, Cx, Handler};
+use crate::reply::Reply;
 
 /// Answers a read: `ReadStart{local_size}` then the data, or an error frame.
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    reply: &Reply,
-    handle: Handle,
-    stripe: Stripe,
-    index: u32,
-    regions: Regions,
-) {
-    if let Err(e) = run(ctx, reply, handle, stripe, index, regions).await {
-        let _ = reply.response(&e.into_response(), &[], true).await;
+impl Handler for req::Read {
+    fn access(&self) -> Access<'_> {
+        Access::Capability {
+            cap: self.cap.as_ref(),
+            handle: self.handle,
+            rights: rights::READ,
+        }
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let req::Read {
+            handle,
+            stripe,
+            index,
+            regions,
+            ..
+        } = self;
+        stream(cx.ctx, cx.reply, handle, stripe, index, regions).await?;
+        Ok(Answer::Streamed)
     }
 }
 
-async fn run(
+/// Sends the answer's frames.
+async fn stream(
     ctx: &Arc<Ctx>,
     reply: &Reply,
     handle: Handle,
@@ -97,7 +112,7 @@ async fn run(
         let buf = match job.await {
             Ok(r) => r?,
             Err(e) => {
-                return Err(crate::error::OpError::new(
+                return Err(crate::error::OpError::internal(
                     pvfs_proto::Errno::EIO,
                     format!("read task failed: {e}"),
                 ))

@@ -3,24 +3,32 @@
 //! client that ends cleanly). A client can renew or release only its own: the lease
 //! is keyed by the connection's proven identity.
 
-use std::sync::Arc;
+use pvfs_proto::{req, Changed, Response};
 
-use pvfs_proto::Response;
-
-use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::session::Caller;
+use crate::op::{done, Access, Answer, Cx, Handler};
 
-/// Handles `RenewLease`.
-pub fn handle(ctx: &Arc<Ctx>, caller: &Caller, client: u64, release: bool) -> OpResult<Response> {
-    ctx.require_meta()?;
-    let who = caller.lock_who();
-    if release {
-        ctx.locks.release_client(who, client);
-        return Ok(Response::Done {});
+impl Handler for req::RenewLease {
+    fn access(&self) -> Access<'_> {
+        Access::Client
     }
-    Ok(Response::Lease {
-        lease: ctx.locks.renew(who, client).unwrap_or(0),
-        grace: ctx.locks.grace_end().is_some(),
-    })
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let ctx = cx.ctx;
+        ctx.require_meta()?;
+        let who = cx.caller.lock_who();
+        if self.release {
+            ctx.locks.release_client(who, self.client);
+            return done();
+        }
+        Ok(Response::Lease {
+            lease: ctx.locks.renew(who, self.client).unwrap_or(0),
+            grace: ctx.locks.grace_end().is_some(),
+        }
+        .into())
+    }
 }

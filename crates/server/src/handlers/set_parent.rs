@@ -1,33 +1,40 @@
 //! `SetParent`: records a directory's new parent after it was renamed elsewhere.
 
-use std::sync::Arc;
+use pvfs_proto::{req, rights, Changed, Response};
 
-use pvfs_proto::{rights, Capability, Handle, Response};
-
-use crate::ctx::Ctx;
 use crate::error::OpResult;
+use crate::feed::object;
 use crate::handlers::change_dir;
-use crate::session::Caller;
+use crate::op::{Access, Answer, Cx, Handler, Tickets};
 
 /// Sets the parent of directory `dir`; a caller without the key shows a MOVE ticket
 /// for it (from the lookup of the name it was moved from).
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    dir: Handle,
-    new_parent: Handle,
-    ticket: Option<&Capability>,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.caps.check_ticket(ticket, dir, rights::MOVE, caller)?;
-    ctx.require_local(dir)?;
-    ctx.meta
-        .write(move |t| {
-            change_dir(t, dir, |_, parent, _| {
-                *parent = new_parent;
-                Ok(())
+impl Handler for req::SetParent {
+    fn access(&self) -> Access<'_> {
+        Access::Ticket {
+            tickets: Tickets::One(self.ticket.as_ref(), self.dir),
+            rights: rights::MOVE,
+        }
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        vec![object(self.dir)]
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let (ctx, dir, new_parent) = (cx.ctx, self.dir, self.parent);
+        ctx.require_meta()?;
+        ctx.require_local(dir)?;
+        let answer = cx
+            .once
+            .commit(&ctx.meta, move |t| {
+                change_dir(t, dir, |_, parent, _| {
+                    *parent = new_parent;
+                    Ok(())
+                })?;
+                Ok(Response::Done {})
             })
-        })
-        .await?;
-    Ok(Response::Done {})
+            .await?;
+        Ok(answer.into())
+    }
 }

@@ -2,29 +2,28 @@
 //! a lock), and grants what waited for it. Only the caller's own locks: the owner is
 //! keyed by the connection's proven identity (`crate::locks`).
 
-use std::sync::Arc;
+use pvfs_proto::{req, Changed, LockKey};
 
-use pvfs_proto::locks::LockOwner;
-use pvfs_proto::{Handle, LockKey, Response};
-
-use crate::ctx::Ctx;
 use crate::error::OpResult;
 use crate::handlers::lock::check_range;
-use crate::session::Caller;
+use crate::op::{done, Access, Answer, Cx, Handler};
 
-/// Handles `Unlock`.
-pub fn handle(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    handle: Handle,
-    owner: LockOwner,
-    start: u64,
-    end: u64,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    check_range(start, end)?;
-    ctx.locks
-        .unlock(handle, &LockKey::new(caller.lock_who(), owner), start, end);
-    Ok(Response::Done {})
+impl Handler for req::Unlock {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let ctx = cx.ctx;
+        ctx.require_meta()?;
+        ctx.require_local(self.handle)?;
+        check_range(self.start, self.end)?;
+        let key = LockKey::new(cx.caller.lock_who(), self.owner);
+        ctx.locks.unlock(self.handle, &key, self.start, self.end);
+        done()
+    }
 }

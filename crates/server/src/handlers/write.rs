@@ -1,29 +1,47 @@
 //! `Write`: receives the stream of bytes a request puts on one datafile and writes it
 //! in place, chunk by chunk, as it arrives (bounded memory whatever the request size).
 
-use std::sync::Arc;
-
-use crate::connection::Data;
 use pvfs_proto::layout::{local_runs, PieceCursor};
-use pvfs_proto::{Errno, Handle, Regions, Response, Stripe};
-use tokio::sync::mpsc;
+use pvfs_proto::{req, rights, Changed, Errno, Response, Stripe};
 
-use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::feed::object;
+use crate::op::{Access, Answer, Cx, Handler};
 
-/// Writes the bytes of `regions` held by datafile `index`; `first` is the data that
-/// came with the request frame, `stream` yields the following data frames.
-#[allow(clippy::too_many_arguments)]
-pub async fn handle(
-    ctx: &Arc<Ctx>,
-    handle: Handle,
-    stripe: Stripe,
-    index: u32,
-    regions: Regions,
-    sync: bool,
-    first: Data,
-    mut stream: Option<mpsc::Receiver<Data>>,
-) -> OpResult<Response> {
+/// Writes the bytes of `regions` held by datafile `index`: the data that came with
+/// the request frame, then the data frames that follow it. Writing the same bytes
+/// to the same places again leaves what writing them once left.
+impl Handler for req::Write {
+    fn access(&self) -> Access<'_> {
+        Access::Capability {
+            cap: self.cap.as_ref(),
+            handle: self.handle,
+            rights: rights::WRITE,
+        }
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        vec![object(self.handle)]
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        write(cx, self).await.map(Answer::Reply)
+    }
+}
+
+/// Handles `Write`.
+async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
+    let req::Write {
+        handle,
+        stripe,
+        index,
+        regions,
+        sync,
+        ..
+    } = r;
+    let ctx = cx.ctx;
+    let first = cx.input.first;
+    let mut stream = cx.input.rest;
     ctx.require_data()?;
     ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
@@ -39,7 +57,7 @@ pub async fn handle(
         if !chunk.buf.is_empty() {
             let n = chunk.buf.len() as u64;
             if received + n > expected {
-                return Err(OpError::new(
+                return Err(OpError::invalid(
                     Errno::EINVAL,
                     format!("write carries more than the {expected} bytes its regions describe"),
                 ));
@@ -84,9 +102,10 @@ pub async fn handle(
                 end = next.end;
                 chunk = next;
             }
-            Ok(None) => return Err(OpError::new(Errno::EPROTO, "write stream ended early")),
+            Ok(None) => return Err(OpError::invalid(Errno::EPROTO, "write stream ended early")),
             Err(_) => {
-                return Err(OpError::new(
+                return Err(OpError::of_kind(
+                    pvfs_proto::ErrorKind::Unreachable,
                     Errno::ETIMEDOUT,
                     "write stream stalled past the request timeout",
                 ))
@@ -94,7 +113,7 @@ pub async fn handle(
         }
     }
     if received != expected {
-        return Err(OpError::new(
+        return Err(OpError::invalid(
             Errno::EINVAL,
             format!("write carried {received} bytes, its regions describe {expected}"),
         ));
@@ -123,7 +142,7 @@ pub fn check_stripe(stripe: Stripe, index: u32) -> OpResult<()> {
         || stripe.count > u64::from(pvfs_proto::layout::MAX_STRIPE_COUNT)
         || u64::from(index) >= stripe.count
     {
-        return Err(OpError::new(
+        return Err(OpError::invalid(
             Errno::EINVAL,
             format!(
                 "bad stripe: size {} count {} index {index}",

@@ -1,70 +1,45 @@
-//! `GetXattr`, `SetXattr`, `ListXattr`, `RemoveXattr`: extended attributes of an
-//! object, stored next to it on its metadata server, with Linux's rules for who may
+//! What `GetXattr`, `SetXattr`, `ListXattr` and `RemoveXattr` share: extended
+//! attributes of an object, stored next to it on its metadata server, with Linux's
+//! rules for who may
 //! use which namespace: `user.` needs read (write) permission on a file or directory
 //! (ENODATA to read, EPERM to write on other kinds; in a sticky directory only its
 //! owner writes), `trusted.` is root's (hidden from others), `security.` is read by
 //! anyone and written by root, the POSIX ACLs of `system.` are kept with the object
 //! (`acl`), anything else is EOPNOTSUPP.
 
-use std::sync::Arc;
-
 use pvfs_proto::access::{self, MAY_READ, MAY_WRITE};
-use pvfs_proto::message::{XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX};
-use pvfs_proto::{Attr, Creds, Errno, Handle, ObjDetail, Response, RetryKey, Timespec};
+use pvfs_proto::message::XATTR_NAME_MAX;
+use pvfs_proto::{Attr, Creds, Errno, ObjDetail};
 
-use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::handlers::{acl, no_object};
-use crate::replay::{remember, replayed};
-use crate::session::Caller;
 
-fn check_name(name: &str) -> OpResult<()> {
+/// Fails unless `name` may name an attribute.
+pub(crate) fn check_name(name: &str) -> OpResult<()> {
     if name.is_empty() || name.contains('\0') {
-        return Err(OpError::new(Errno::EINVAL, "invalid attribute name"));
+        return Err(OpError::invalid(Errno::EINVAL, "invalid attribute name"));
     }
     if name.len() > XATTR_NAME_MAX {
-        return Err(OpError::new(Errno::ERANGE, "attribute name too long"));
+        return Err(OpError::invalid(Errno::ERANGE, "attribute name too long"));
     }
     Ok(())
 }
 
-fn no_attr(name: &str) -> OpError {
-    OpError::new(Errno::ENODATA, format!("no attribute {name:?}"))
-}
-
-/// The value of attribute `name` of `handle`.
-pub fn get(ctx: &Ctx, caller: &Caller, handle: Handle, name: &str) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    check_name(name)?;
-    let view = ctx.meta.read()?;
-    let attr = view.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-    if acl::is_acl(name) {
-        return acl::get(&attr, name);
-    }
-    may_use(&attr, &caller.creds, name, false)?;
-    let value = view.get_xattr(handle, name)?.ok_or_else(|| no_attr(name))?;
-    Ok(Response::Xattr { value })
-}
-
-/// The attribute names of `handle` (those of `trusted.` only for root).
-pub fn list(ctx: &Ctx, caller: &Caller, handle: Handle) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    let view = ctx.meta.read()?;
-    let attr = view.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-    let mut names = acl::names(&attr);
-    names.extend(view.list_xattrs(handle)?);
-    if caller.creds.uid != 0 {
-        names.retain(|n| !n.starts_with("trusted."));
-    }
-    Ok(Response::XattrNames { names })
+/// The error for an attribute an object does not have.
+pub(crate) fn no_attr(name: &str) -> OpError {
+    OpError::posix(Errno::ENODATA, format!("no attribute {name:?}"))
 }
 
 /// Whether `creds` may read (or, with `write`, change) attribute `name` of `attr`.
-fn may_use(attr: &Attr, creds: &Creds, name: &str, write: bool) -> OpResult<()> {
+pub(crate) fn may_use(attr: &Attr, creds: &Creds, name: &str, write: bool) -> OpResult<()> {
     let root = creds.uid == 0;
-    let deny = |errno: Errno, why: &str| Err(OpError::new(errno, format!("{name}: {why}")));
+    let deny = |errno: Errno, why: &str| {
+        let kind = if errno == Errno::ENODATA || errno == Errno::EOPNOTSUPP {
+            OpError::posix
+        } else {
+            OpError::denied
+        };
+        Err(kind(errno, format!("{name}: {why}")))
+    };
     if name.starts_with("user.") {
         let plain = matches!(attr.detail, ObjDetail::File { .. } | ObjDetail::Dir { .. });
         if !plain {
@@ -85,7 +60,7 @@ fn may_use(attr: &Attr, creds: &Creds, name: &str, write: bool) -> OpResult<()> 
         }
         let want = if write { MAY_WRITE } else { MAY_READ };
         return access::check(attr, creds, want)
-            .map_err(|e| OpError::new(e, format!("{name}: permission denied")));
+            .map_err(|e| OpError::denied(e, format!("{name}: permission denied")));
     }
     if name.starts_with("trusted.") {
         return match (root, write) {
@@ -102,91 +77,4 @@ fn may_use(attr: &Attr, creds: &Creds, name: &str, write: bool) -> OpResult<()> 
         };
     }
     deny(Errno::EOPNOTSUPP, "unsupported attribute namespace")
-}
-
-/// Sets attribute `name` of `handle`.
-pub async fn set(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    handle: Handle,
-    name: String,
-    value: Vec<u8>,
-    flags: u32,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    check_name(&name)?;
-    if value.len() > XATTR_SIZE_MAX {
-        return Err(OpError::new(Errno::E2BIG, "attribute value too large"));
-    }
-    if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
-        return Err(OpError::new(
-            Errno::EINVAL,
-            format!("bad setxattr flags {flags:#x}"),
-        ));
-    }
-    if acl::is_acl(&name) {
-        return acl::set(ctx, caller, handle, name, Some(value), flags, retry).await;
-    }
-    let creds = caller.creds.clone();
-    ctx.meta
-        .write(move |t| {
-            if replayed(t, retry)?.is_some() {
-                return Ok(());
-            }
-            let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-            may_use(&attr, &creds, &name, true)?;
-            let exists = t.get_xattr(handle, &name)?.is_some();
-            if exists && flags & XATTR_CREATE != 0 {
-                return Err(
-                    OpError::new(Errno::EEXIST, format!("attribute {name:?} exists")).into(),
-                );
-            }
-            if !exists && flags & XATTR_REPLACE != 0 {
-                return Err(no_attr(&name).into());
-            }
-            t.set_xattr(handle, &name, &value);
-            attr.ctime = Timespec::now();
-            t.put_object(&attr);
-            remember(t, retry, &Response::Done {});
-            Ok(())
-        })
-        .await?;
-    Ok(Response::Done {})
-}
-
-/// Removes attribute `name` of `handle`.
-pub async fn remove(
-    ctx: &Arc<Ctx>,
-    caller: &Caller,
-    handle: Handle,
-    name: String,
-    retry: Option<RetryKey>,
-) -> OpResult<Response> {
-    ctx.require_meta()?;
-    ctx.require_local(handle)?;
-    check_name(&name)?;
-    if acl::is_acl(&name) {
-        return acl::set(ctx, caller, handle, name, None, 0, retry).await;
-    }
-    let creds = caller.creds.clone();
-    ctx.meta
-        .write(move |t| {
-            if replayed(t, retry)?.is_some() {
-                return Ok(());
-            }
-            let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-            may_use(&attr, &creds, &name, true)?;
-            if t.get_xattr(handle, &name)?.is_none() {
-                return Err(no_attr(&name).into());
-            }
-            t.remove_xattr(handle, &name);
-            attr.ctime = Timespec::now();
-            t.put_object(&attr);
-            remember(t, retry, &Response::Done {});
-            Ok(())
-        })
-        .await?;
-    Ok(Response::Done {})
 }

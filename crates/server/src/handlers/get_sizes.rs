@@ -1,0 +1,32 @@
+//! `GetSizes`: local size and mtime of each datafile (readdirplus phase 2, stat).
+
+use pvfs_proto::{req, Changed, Response};
+
+use crate::error::OpResult;
+use crate::handlers::datafiles::check_handles;
+use crate::op::{Access, Answer, Cx, Handler};
+
+impl Handler for req::GetSizes {
+    fn access(&self) -> Access<'_> {
+        Access::Client
+    }
+
+    fn changes(&self) -> Vec<Changed> {
+        Vec::new()
+    }
+
+    async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
+        let (ctx, handles) = (cx.ctx, self.handles);
+        check_handles(ctx, &handles)?;
+        let data = ctx.data.clone();
+        let sizes = ctx
+            .blocking(move || {
+                handles
+                    .iter()
+                    .map(|&h| Ok(data.stat(h)?))
+                    .collect::<OpResult<Vec<_>>>()
+            })
+            .await?;
+        Ok(Response::Sizes { sizes }.into())
+    }
+}
