@@ -405,7 +405,9 @@ impl Session {
                 assert_eq!(r.id, id, "{what}: reply to the wrong request id");
                 assert_eq!(r.flags & END, END, "{what}: error reply without END");
                 match r.response() {
-                    Response::Error { errno: e, message, .. } => {
+                    Response::Error {
+                        errno: e, message, ..
+                    } => {
                         assert_eq!(Errno(e), errno, "{what}: errno (message {message:?})")
                     }
                     other => panic!("{what}: expected an error reply, got {other:?}"),
@@ -435,7 +437,9 @@ impl Session {
             Got::Frame(r) => {
                 assert_eq!(r.id, id, "{what}: reply to the wrong request id");
                 match r.response() {
-                    Response::Error { errno: e, message, .. } => {
+                    Response::Error {
+                        errno: e, message, ..
+                    } => {
                         if let Some(want) = errno {
                             assert_eq!(Errno(e), want, "{what}: errno (message {message:?})");
                         }

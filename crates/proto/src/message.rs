@@ -112,6 +112,10 @@ macro_rules! requests {
             /// Every operation's name, in tag order (what [`Self::op_name`] can return).
             pub const OP_NAMES: &'static [&'static str] = &[$(stringify!($var)),*];
 
+            /// Every operation's name and [`Effect`], in tag order.
+            pub const EFFECTS: &'static [(&'static str, Effect)] =
+                &[$((stringify!($var), Effect::$effect)),*];
+
             /// The operation's name, for logs and statistics.
             pub fn op_name(&self) -> &'static str {
                 match self { $( Request::$var(_) => stringify!($var), )* }

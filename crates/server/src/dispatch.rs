@@ -26,6 +26,19 @@ pub async fn dispatch(
     stream: Option<mpsc::Receiver<Data>>,
 ) {
     let op = body.request.op_name();
+    let result = handle(ctx, reply, session, body, data, stream).await;
+    send_answer(ctx, reply, op, result).await;
+}
+
+/// Handles one request: its answer (sent already when streamed), or its error.
+pub async fn handle(
+    ctx: &Arc<Ctx>,
+    reply: &Reply,
+    session: &Session,
+    body: RequestBody,
+    data: Data,
+    stream: Option<mpsc::Receiver<Data>>,
+) -> OpResult<Answer> {
     let incoming = Incoming {
         ctx,
         reply,
@@ -36,7 +49,7 @@ pub async fn dispatch(
             rest: stream,
         },
     };
-    let result = match body.request {
+    match body.request {
         Request::Ping(r) => serve(incoming, r).await,
         Request::StatFs(r) => serve(incoming, r).await,
         Request::Lookup(r) => serve(incoming, r).await,
@@ -85,8 +98,7 @@ pub async fn dispatch(
         Request::RenewLease(r) => serve(incoming, r).await,
         Request::WaitFor(r) => serve(incoming, r).await,
         Request::Changes(r) => serve(incoming, r).await,
-    };
-    send_answer(ctx, reply, op, result).await;
+    }
 }
 
 /// A request as it arrived, before it is taken apart for its handler.
@@ -165,6 +177,9 @@ fn per_user(k: pvfs_proto::RetryKey, caller: &Caller) -> pvfs_proto::RetryKey {
 
 /// Sends what the handler left: its answer, or its error.
 async fn send_answer(ctx: &Ctx, reply: &Reply, op: &str, result: OpResult<Answer>) {
+    if matches!(result, Ok(Answer::Streamed)) {
+        return;
+    }
     if ctx.faults.drop_reply(op) {
         tracing::warn!(op, "fault injection: dropping the reply");
         reply.abort();

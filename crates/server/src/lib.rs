@@ -20,6 +20,7 @@ pub mod health;
 pub mod inline;
 pub mod lifetime;
 pub mod limits;
+pub mod local;
 pub mod locks;
 pub mod once;
 pub mod op;
@@ -71,6 +72,9 @@ pub enum ServerError {
     /// `PVFS_FAULTS` (test fault injection) does not parse.
     #[error("{0}")]
     Faults(String),
+    /// A file system could not be laid out (`local::LocalServer::configure`).
+    #[error("{0}")]
+    Setup(String),
     /// A key file could not be used.
     #[error("{0} (pvfs keygen makes one; docs/security.md)")]
     Key(#[from] pvfs_auth::KeyError),
@@ -88,10 +92,25 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     ready: impl FnOnce(),
 ) -> Result<(), ServerError> {
+    let faults = ctx::Faults::from_env().map_err(ServerError::Faults)?;
+    let ctx = open(config, name, faults).await?;
+    let listener = AutoTransport
+        .listen(&ctx.config.servers[ctx.me].address)
+        .await?;
+    serve(ctx, listener, shutdown, ready).await
+}
+
+/// Opens server `name` of `config` without listening: its storage (made on first
+/// start, with the root directory on the root's owner), keys and state. `run` then
+/// serves it; in-process tests call its handlers directly (`dispatch::handle`).
+pub async fn open(
+    config: Config,
+    name: &str,
+    faults: ctx::Faults,
+) -> Result<Arc<Ctx>, ServerError> {
     let me = config
         .server_index(name)
         .ok_or_else(|| ServerError::UnknownServer(name.to_string()))?;
-    let faults = ctx::Faults::from_env().map_err(ServerError::Faults)?;
     let sc = config.servers[me].clone();
     let storage_err = |source| ServerError::Storage {
         path: sc.storage.display().to_string(),
@@ -142,7 +161,6 @@ pub async fn run(
         root_squash: config.security.root_squash,
         trusted: config.security.trusted.clone(),
     };
-    let mut listener = AutoTransport.listen(&sc.address).await?;
     let buffer_units = (config.limits.buffers / limits::BUDGET_UNIT).max(1);
     let max_connections = limits::connection_cap(config.limits.connections);
     if max_connections < config.limits.connections {
@@ -205,6 +223,22 @@ pub async fn run(
             what: format!("cannot create the root directory: {e}"),
         },
     })?;
+    Ok(ctx)
+}
+
+/// Serves the opened server `ctx` on `listener` until `shutdown` completes (see
+/// [`run`]).
+pub async fn serve(
+    ctx: Arc<Ctx>,
+    mut listener: Box<dyn pvfs_transport::Listener>,
+    shutdown: impl Future<Output = ()>,
+    ready: impl FnOnce(),
+) -> Result<(), ServerError> {
+    let sc = ctx.config.servers[ctx.me].clone();
+    let storage_err = |source| ServerError::Storage {
+        path: sc.storage.display().to_string(),
+        source,
+    };
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
     let expiry = tokio::spawn(once::expire_loop(ctx.meta.clone(), once::keep(&ctx.config)));

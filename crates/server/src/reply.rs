@@ -17,7 +17,7 @@ pub struct Data {
     pub buf: PooledBuf,
     /// Whether the frame was the last of its request.
     pub end: bool,
-    _budget: Held,
+    _budget: Option<Held>,
 }
 
 impl Data {
@@ -26,7 +26,17 @@ impl Data {
         Data {
             buf,
             end,
-            _budget: budget,
+            _budget: Some(budget),
+        }
+    }
+
+    /// Data that holds no share of the receive budget (made in this process, not
+    /// received: `crate::local`).
+    pub fn unbudgeted(buf: PooledBuf, end: bool) -> Data {
+        Data {
+            buf,
+            end,
+            _budget: None,
         }
     }
 }
