@@ -76,9 +76,15 @@ impl Client {
     /// A client for the file system `config` describes, acting as the calling
     /// process's user. Connections are made on first use, so this never blocks.
     pub fn new(config: Config) -> Client {
+        Client::over(config, Arc::new(pvfs_transport::AutoTransport))
+    }
+
+    /// [`Client::new`], reaching the servers through `transport` (a simulated
+    /// network in tests) instead of TCP or Unix sockets.
+    pub fn over(config: Config, transport: Arc<dyn pvfs_transport::Transport>) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(&config),
+                pool: Pool::new(&config, transport),
                 place: Placement::new(&config),
                 dir_shards: std::sync::Mutex::new(std::collections::HashMap::new()),
                 caps: caps::CapCache::default(),

@@ -22,9 +22,10 @@
 //!   with EINTR (unless the lock was granted meanwhile).
 
 use pvfs_proto::req;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pvfs_proto::locks::{
     self as range, LockConflict, LockOwner, LockType, Segment, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT,
@@ -87,21 +88,21 @@ struct ServerLocks {
     /// The id of our lease there (0: none known yet).
     lease: u64,
     /// By file: every owner's locks.
-    files: HashMap<Handle, Vec<Segment<u64>>>,
+    files: BTreeMap<Handle, Vec<Segment<u64>>>,
     /// The server forgot our lease and is in its grace period: reclaim.
     reclaim: bool,
 }
 
 #[derive(Default)]
 struct Held {
-    servers: HashMap<usize, ServerLocks>,
+    servers: BTreeMap<usize, ServerLocks>,
     /// Per (file, owner): how to reclaim (credentials, kind).
-    owners: HashMap<(Handle, u64), OwnerInfo>,
+    owners: BTreeMap<(Handle, u64), OwnerInfo>,
     /// Owners that sent a lock request for a file (their locks are released at close
     /// even if no answer reached us).
-    touched: HashSet<(Handle, u64)>,
+    touched: BTreeSet<(Handle, u64)>,
     /// Owners whose locks on a file were lost (reported once).
-    lost: HashSet<(Handle, u64)>,
+    lost: BTreeSet<(Handle, u64)>,
     /// Whether the lease keeper runs.
     keeper: bool,
 }

@@ -9,7 +9,8 @@
 
 use pvfs_proto::req;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures::future::{join_all, try_join_all};
 use pvfs_proto::message::DatafileStat;

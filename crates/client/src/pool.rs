@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pvfs_auth::{ClientProof, KeyRing, Munge};
 use pvfs_config::Config;
 use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, RetryKey};
-use pvfs_transport::{connect_mux, BufPool, Call, Frame, MuxConn, Target};
+use pvfs_transport::{connect_mux, BufPool, Call, Frame, MuxConn, Target, Transport};
 
 use crate::error::{Error, Result};
 
@@ -132,6 +133,8 @@ fn key_owner(path: &std::path::Path) -> Option<u32> {
 /// The connections of one client.
 pub(crate) struct Pool {
     config: Config,
+    /// How connections are made (TCP or Unix sockets; a simulated network in tests).
+    transport: Arc<dyn Transport>,
     auth: Auth,
     /// TLS under every connection, or why it cannot be set up (`[security] tls`).
     tls: Option<std::result::Result<pvfs_transport::tls::TlsClient, String>>,
@@ -151,9 +154,10 @@ impl Pool {
         &self.config
     }
 
-    pub fn new(config: &Config) -> Pool {
+    pub fn new(config: &Config, transport: Arc<dyn Transport>) -> Pool {
         let client_id = random_id();
         Pool {
+            transport,
             config: config.clone(),
             auth: Auth::for_config(config),
             tls: config.security.tls.then(|| {
@@ -249,6 +253,7 @@ impl Pool {
             addr: &sc.address,
             server: &sc.name,
             fsid: self.config.fsid,
+            via: &*self.transport,
         };
         match connect_mux(
             &target,

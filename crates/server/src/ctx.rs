@@ -83,6 +83,8 @@ pub struct Ctx {
     pub feed: crate::feed::ChangeFeed,
     /// The retry keys of the mutations being done now (`crate::once`).
     pub retries: crate::once::Retries,
+    /// Where blocking storage work runs.
+    pub exec: Exec,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:
@@ -231,13 +233,17 @@ impl Ctx {
         self.meta.write_with(f).await
     }
 
-    /// Runs blocking storage work off the async threads.
+    /// Runs blocking storage work off the async threads (or right here, with
+    /// [`Exec::Inline`]).
     pub async fn blocking<R, F>(&self, f: F) -> OpResult<R>
     where
         F: FnOnce() -> OpResult<R> + Send + 'static,
         R: Send + 'static,
     {
-        match tokio::task::spawn_blocking(f).await {
+        if self.exec == Exec::Inline {
+            return f();
+        }
+        match self.spawn_work(f).await {
             Ok(r) => r,
             Err(e) => Err(OpError::internal(
                 Errno::EIO,
@@ -245,6 +251,31 @@ impl Ctx {
             )),
         }
     }
+}
+
+impl Ctx {
+    /// Starts blocking work where this server runs it ([`Exec`]): on a blocking
+    /// thread, or as a task of the runtime that runs it when first polled.
+    pub fn spawn_work<R, F>(&self, f: F) -> tokio::task::JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        match self.exec {
+            Exec::Threads => tokio::task::spawn_blocking(f),
+            Exec::Inline => tokio::spawn(async move { f() }),
+        }
+    }
+}
+
+/// Where a server runs blocking storage work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exec {
+    /// On tokio's blocking threads, so the async threads never wait for a disk.
+    Threads,
+    /// On the calling thread: for a simulation that runs every server on one thread
+    /// (its storage in memory), where another thread would make runs differ.
+    Inline,
 }
 
 /// Counts requests in flight so a clean stop can wait for them.

@@ -203,7 +203,7 @@ async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
         tokio::time::sleep(pause).await;
         attempt += 1;
         let meta = ctx.meta.clone();
-        let result = match tokio::task::spawn_blocking(move || meta.reopen()).await {
+        let result = match ctx.spawn_work(move || meta.reopen()).await {
             Ok(r) => r,
             Err(e) => Err(StorageError::Io(Arc::new(std::io::Error::other(format!(
                 "the reopen task failed: {e}"

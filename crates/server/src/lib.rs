@@ -93,21 +93,57 @@ pub async fn run(
     ready: impl FnOnce(),
 ) -> Result<(), ServerError> {
     let faults = ctx::Faults::from_env().map_err(ServerError::Faults)?;
-    let ctx = open(config, name, faults).await?;
+    let ctx = open(config, name, Setup::local(faults)).await?;
     let listener = AutoTransport
         .listen(&ctx.config.servers[ctx.me].address)
         .await?;
     serve(ctx, listener, shutdown, ready).await
 }
 
+/// What a server runs on besides its configuration: the seams that in-process tests
+/// and the simulator replace (the network, the disks, where blocking work runs).
+pub struct Setup {
+    /// Faults to inject (tests).
+    pub faults: ctx::Faults,
+    /// How it reaches the other servers.
+    pub transport: Arc<dyn Transport>,
+    /// Its storage; None: local files under its configured storage directory.
+    pub storage: Option<GivenStorage>,
+    /// Where blocking storage work runs.
+    pub exec: ctx::Exec,
+    /// Where the round-robin choice of new files' first data server starts; None:
+    /// from the process id, so servers started together spread files differently.
+    pub first_base: Option<u64>,
+}
+
+/// Storage a caller made for a server (`pvfs_storage::sim` in the simulator).
+pub struct GivenStorage {
+    /// The metadata store's disks (it commits every mutation on its caller's thread
+    /// and syncs its redo log only when asked: `SyncPolicy::OnFlush`).
+    pub disks: pvfs_storage::OpenDisks,
+    /// The datafiles.
+    pub data: Arc<dyn pvfs_storage::DataBackend>,
+}
+
+impl Setup {
+    /// A server as `pvfs server` runs one: TCP or Unix sockets, local files, blocking
+    /// work on tokio's blocking threads.
+    pub fn local(faults: ctx::Faults) -> Setup {
+        Setup {
+            faults,
+            transport: Arc::new(AutoTransport),
+            storage: None,
+            exec: ctx::Exec::Threads,
+            first_base: None,
+        }
+    }
+}
+
 /// Opens server `name` of `config` without listening: its storage (made on first
 /// start, with the root directory on the root's owner), keys and state. `run` then
 /// serves it; in-process tests call its handlers directly (`dispatch::handle`).
-pub async fn open(
-    config: Config,
-    name: &str,
-    faults: ctx::Faults,
-) -> Result<Arc<Ctx>, ServerError> {
+pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, ServerError> {
+    let faults = setup.faults;
     let me = config
         .server_index(name)
         .ok_or_else(|| ServerError::UnknownServer(name.to_string()))?;
@@ -125,15 +161,31 @@ pub async fn open(
         pvfs_config::MetadataSync::Commit => SyncPolicy::EveryCommit,
         pvfs_config::MetadataSync::Every(t) => SyncPolicy::Every(t),
     };
-    let meta = MetaStore::open_with_sync(
-        &sc.storage,
-        &id,
-        (sc.handles.first, sc.handles.last),
-        usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX),
-        sync,
-    )
-    .map_err(storage_err)?;
-    let data = Arc::new(FileData::open(&sc.storage).map_err(storage_err)?);
+    let range = (sc.handles.first, sc.handles.last);
+    let (meta, data): (MetaStore, Arc<dyn pvfs_storage::DataBackend>) = match setup.storage {
+        None => (
+            MetaStore::open_with_sync(
+                &sc.storage,
+                &id,
+                range,
+                usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX),
+                sync,
+            )
+            .map_err(storage_err)?,
+            Arc::new(FileData::open(&sc.storage).map_err(storage_err)?),
+        ),
+        Some(given) => (
+            MetaStore::open_on_callers_thread(
+                &sc.storage,
+                &id,
+                range,
+                given.disks,
+                SyncPolicy::OnFlush,
+            )
+            .map_err(storage_err)?,
+            given.data,
+        ),
+    };
     let keys = Arc::new(pvfs_auth::KeyRing::load(&config.security.key)?);
     let cap_keys = Arc::new(pvfs_auth::KeyRing::load(&config.security.server_key)?);
     let munge =
@@ -187,7 +239,7 @@ pub async fn open(
         meta,
         data,
         inline: inline::InlineIo::default(),
-        peers: Peers::new(&config, pool.clone(), keys, tls_client),
+        peers: Peers::new(&config, pool.clone(), keys, (tls_client, setup.transport)),
         policy,
         tls,
         caps: caps::Caps::new(cap_keys, config.fsid, config.security.capability_lifetime),
@@ -195,7 +247,7 @@ pub async fn open(
         log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
         precreate: Precreator::new(config.servers.len()),
         pool,
-        next_base: AtomicU64::new(u64::from(std::process::id())),
+        next_base: AtomicU64::new(setup.first_base.unwrap_or(u64::from(std::process::id()))),
         inflight: Inflight::default(),
         faults,
         buffers: Arc::new(tokio::sync::Semaphore::new(buffer_units as usize)),
@@ -215,6 +267,7 @@ pub async fn open(
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         feed: feed::ChangeFeed::new(),
         retries: once::Retries::default(),
+        exec: setup.exec,
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {

@@ -50,7 +50,7 @@ impl LocalServer {
 
     /// Opens server `name` of `config` (storage made on first open).
     pub async fn open(config: Config, name: &str) -> Result<LocalServer, ServerError> {
-        let ctx = crate::open(config, name, Faults::default()).await?;
+        let ctx = crate::open(config, name, crate::Setup::local(Faults::default())).await?;
         let (sink, theirs) = tokio::io::duplex(1 << 20);
         let writer = Arc::new(FrameWriter::new(Box::new(theirs), None, None));
         let reply = Reply::new(writer, 1, ctx.config.timeouts.request);

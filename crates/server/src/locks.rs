@@ -21,10 +21,11 @@
 //!
 //! Everything here is synchronous under one mutex; the handlers do the waiting.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pvfs_proto::locks::{self, LockConflict, LockKey, LockType, Segment};
 use pvfs_proto::{Errno, Handle};
@@ -207,9 +208,9 @@ struct Lease {
 
 #[derive(Default)]
 struct State {
-    files: HashMap<Handle, FileLocks>,
+    files: BTreeMap<Handle, FileLocks>,
     /// By (who, client id).
-    leases: HashMap<(u64, u64), Lease>,
+    leases: BTreeMap<(u64, u64), Lease>,
     next_waiter: u64,
     /// Whether the storage's mark says locks may be held (a grant needs it).
     marked: bool,
@@ -640,7 +641,7 @@ impl LockTable {
     pub fn expire(&self) -> Vec<(u64, u64)> {
         let now = Instant::now();
         let mut st = lock(&self.state);
-        let waiting: std::collections::HashSet<(u64, u64)> = st
+        let waiting: std::collections::BTreeSet<(u64, u64)> = st
             .files
             .values()
             .flat_map(|f| f.waiters.iter())
@@ -711,11 +712,12 @@ async fn clear_mark(ctx: &Arc<crate::ctx::Ctx>) {
         return;
     }
     let Some(mut mark) = io.take() else { return };
-    let (mark, result) = match tokio::task::spawn_blocking(move || {
-        let r = mark.set(false);
-        (mark, r)
-    })
-    .await
+    let (mark, result) = match ctx
+        .spawn_work(move || {
+            let r = mark.set(false);
+            (mark, r)
+        })
+        .await
     {
         Ok(v) => v,
         Err(e) => {

@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use crate::error::{OpError, OpResult};
 
 /// A connection to a peer and when it was last used.
-type Used = (Arc<MuxConn>, std::time::Instant);
+type Used = (Arc<MuxConn>, tokio::time::Instant);
 
 /// Connections to the other servers of the file system.
 pub struct Peers {
@@ -23,6 +23,8 @@ pub struct Peers {
     proof: pvfs_auth::ClientProof,
     tls: Option<pvfs_transport::tls::TlsClient>,
     name: String,
+    /// How to reach the others (TCP or Unix sockets; a simulated network in tests).
+    transport: Arc<dyn pvfs_transport::Transport>,
     /// This server's id as a client of the others, for the retry keys of its calls.
     client_id: u64,
     /// The next retry key's sequence number.
@@ -36,9 +38,13 @@ impl Peers {
         config: &Config,
         pool: BufPool,
         keys: Arc<pvfs_auth::KeyRing>,
-        tls: Option<pvfs_transport::tls::TlsClient>,
+        (tls, transport): (
+            Option<pvfs_transport::tls::TlsClient>,
+            Arc<dyn pvfs_transport::Transport>,
+        ),
     ) -> Peers {
         Peers {
+            transport,
             config: config.clone(),
             conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
             pool,
@@ -52,7 +58,7 @@ impl Peers {
 
     async fn conn(&self, idx: usize) -> OpResult<Arc<MuxConn>> {
         let mut slot = self.conns[idx].lock().await;
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         if let Some((c, used)) = slot.as_mut() {
             // Replaced when unused for half the idle timeout, before the other server
             // closes it (as clients do).
@@ -70,6 +76,7 @@ impl Peers {
             addr: &server.address,
             server: &server.name,
             fsid: self.config.fsid,
+            via: &*self.transport,
         };
         let (mux, _) = connect_mux(
             &target,

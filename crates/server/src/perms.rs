@@ -10,7 +10,8 @@
 use pvfs_proto::req;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pvfs_proto::{Attr, Errno, Handle, Request, Response};
 

@@ -10,9 +10,10 @@
 //! waiting request is sent again), so a crashed server's edges cannot cause false
 //! deadlocks for long; a waiter's server removes them when the wait ends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pvfs_proto::locks::LockKey;
 use pvfs_proto::{Errno, Handle};
@@ -28,12 +29,12 @@ struct Edges {
 }
 
 /// Whom one owner waits for, by (server, object) it waits at.
-type WaitsOf = HashMap<(u32, Handle), Edges>;
+type WaitsOf = BTreeMap<(u32, Handle), Edges>;
 
 /// The wait-for graph (on the coordinating server).
 pub struct WaitGraph {
     /// Waiter → whom it waits for, where.
-    edges: Mutex<HashMap<LockKey, WaitsOf>>,
+    edges: Mutex<BTreeMap<LockKey, WaitsOf>>,
     ttl: Duration,
 }
 
@@ -41,7 +42,7 @@ impl WaitGraph {
     /// An empty graph whose edges live `ttl` unless renewed.
     pub fn new(ttl: Duration) -> WaitGraph {
         WaitGraph {
-            edges: Mutex::new(HashMap::new()),
+            edges: Mutex::new(BTreeMap::new()),
             ttl,
         }
     }
@@ -71,7 +72,7 @@ impl WaitGraph {
             return Ok(());
         }
         // Is `waiter` reachable from its blockers?
-        let mut seen: HashSet<LockKey> = HashSet::new();
+        let mut seen: BTreeSet<LockKey> = BTreeSet::new();
         let mut stack: Vec<LockKey> = blockers.to_vec();
         while let Some(k) = stack.pop() {
             if k == waiter {

@@ -26,6 +26,7 @@ mod gate;
 mod lockmark;
 mod meta;
 pub mod redo;
+pub mod sim;
 mod spares;
 mod txn;
 

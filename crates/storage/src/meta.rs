@@ -154,6 +154,9 @@ struct Shared {
     /// Whether mutations may commit on their caller's thread (closed for a while
     /// after a slow commit there).
     inline: crate::SlowGate,
+    /// Every mutation commits on its caller's thread
+    /// ([`MetaStore::open_on_callers_thread`]).
+    callers_thread: bool,
 }
 
 enum State {
@@ -343,6 +346,32 @@ impl MetaStore {
         disks: OpenDisks,
         sync: SyncPolicy,
     ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_with_options(dir, id, range, cache_bytes, disks, sync, false)
+    }
+
+    /// [`MetaStore::open_on_with_sync`] for a store whose every mutation commits on
+    /// its caller's thread, alone, whatever the sync policy and however long commits
+    /// take (the writer thread stays idle): for a simulation that runs everything on
+    /// one thread, where a commit's timing must not decide anything.
+    pub fn open_on_callers_thread(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        disks: OpenDisks,
+        sync: SyncPolicy,
+    ) -> Result<MetaStore, StorageError> {
+        MetaStore::open_with_options(dir, id, range, 1 << 20, disks, sync, true)
+    }
+
+    fn open_with_options(
+        dir: &Path,
+        id: &Identity,
+        range: (Handle, Handle),
+        cache_bytes: usize,
+        disks: OpenDisks,
+        sync: SyncPolicy,
+        callers_thread: bool,
+    ) -> Result<MetaStore, StorageError> {
         let (first, last) = range;
         if first == 0 || first > last {
             return Err(StorageError::Format(format!(
@@ -363,6 +392,7 @@ impl MetaStore {
             reopening: Mutex::new(()),
             next_gen: AtomicU64::new(1),
             inline: crate::SlowGate::new(INLINE_SLOW, INLINE_PAUSE),
+            callers_thread,
         });
         let gen = shared.open_gen()?;
         *write_lock(&shared.state) = State::Open(gen);
@@ -455,9 +485,11 @@ impl MetaStore {
         job: Box<dyn Job>,
         queue: &mpsc::Sender<Box<dyn Job>>,
     ) -> Option<Box<dyn Job>> {
-        if !self.inner.inline.open()
-            || matches!(self.inner.sync, SyncPolicy::EveryCommit)
-            || queue.capacity() != queue.max_capacity()
+        let always = self.inner.callers_thread;
+        if !always
+            && (!self.inner.inline.open()
+                || matches!(self.inner.sync, SyncPolicy::EveryCommit)
+                || queue.capacity() != queue.max_capacity())
         {
             return Some(job);
         }
@@ -465,14 +497,23 @@ impl MetaStore {
             State::Open(g) => g.clone(),
             _ => return Some(job),
         };
-        let Ok(role) = gen.commit.try_lock() else {
-            return Some(job);
+        let role = if always {
+            lock(&gen.commit)
+        } else {
+            match gen.commit.try_lock() {
+                Ok(role) => role,
+                Err(_) => return Some(job),
+            }
         };
         let mut batch = vec![job];
-        let res = self
-            .inner
-            .inline
-            .run(|| commit_batch(&gen.db, &mut batch, self.inner.range.1));
+        let last = self.inner.range.1;
+        let res = if always {
+            commit_batch(&gen.db, &mut batch, last)
+        } else {
+            self.inner
+                .inline
+                .run(|| commit_batch(&gen.db, &mut batch, last))
+        };
         let watch = Watch {
             shared: Arc::downgrade(&self.inner),
             gen: gen.id,

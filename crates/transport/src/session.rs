@@ -10,7 +10,9 @@ use pvfs_proto::handshake::Welcome;
 
 use crate::buf::BufPool;
 use crate::mux::MuxConn;
-use crate::stream::{AutoTransport, Conn, Transport};
+#[allow(unused_imports)]
+use crate::stream::AutoTransport;
+use crate::stream::{Conn, Transport};
 use crate::tls::TlsClient;
 use crate::TransportError;
 
@@ -22,6 +24,9 @@ pub struct Target<'a> {
     pub server: &'a str,
     /// The file system's id (the handshake checks it).
     pub fsid: u64,
+    /// How to reach it: [`AutoTransport`] (TCP or Unix sockets by the address), or
+    /// another network (a simulated one in tests).
+    pub via: &'a dyn Transport,
 }
 
 /// Runs the client's side of the handshake on `conn` within `timeout`.
@@ -69,7 +74,7 @@ pub async fn connect_mux(
     io_timeout: Duration,
     pool: BufPool,
 ) -> Result<(Arc<MuxConn>, Welcome), TransportError> {
-    let mut conn = AutoTransport.connect(target.addr, connect_timeout).await?;
+    let mut conn = target.via.connect(target.addr, connect_timeout).await?;
     if let (Some(tls), false) = (tls, target.addr.starts_with("unix:")) {
         conn = tls.connect(conn, target.addr, connect_timeout).await?;
     }

@@ -576,6 +576,7 @@ pub async fn raw_mux(config: &Config, server: usize) -> std::sync::Arc<pvfs_tran
         addr: &sc.address,
         server: &sc.name,
         fsid: config.fsid,
+        via: &pvfs_transport::AutoTransport,
     };
     let tls = config
         .security

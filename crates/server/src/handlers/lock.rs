@@ -178,7 +178,6 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
     let answer_at = tokio::time::Instant::now() + table.answer_after;
     if let Some(end) = table.grace_end() {
         // Only reclaims until the grace period ends: wait for it (bounded).
-        let end = tokio::time::Instant::from_std(end);
         if end > answer_at {
             tokio::time::sleep_until(answer_at).await;
             let lease = table.touch(&want.key);

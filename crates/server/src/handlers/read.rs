@@ -298,7 +298,7 @@ fn spawn_chunk<I: Iterator<Item = Piece>>(
     let runs = local_runs(&pieces);
     let mut buf = ctx.pool.get(n as usize);
     let data = ctx.data.clone();
-    tokio::task::spawn_blocking(move || {
+    ctx.spawn_work(move || {
         let mut at = 0usize;
         for (off, len) in runs {
             let len = len as usize;

@@ -32,7 +32,6 @@ impl Handler for req::TestLock {
         // (bounded; the client asks again).
         if let Some(grace_end) = ctx.locks.grace_end() {
             let answer_at = tokio::time::Instant::now() + ctx.locks.answer_after;
-            let grace_end = tokio::time::Instant::from_std(grace_end);
             tokio::time::sleep_until(grace_end.min(answer_at)).await;
             if ctx.locks.grace_end().is_some() {
                 return Ok(Response::LockWaiting {
