@@ -26,7 +26,8 @@ use fuser::{
 
 use crate::locks::KernelLock;
 
-use crate::ops::{Inner, OpResult, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
+use crate::errors::OpResult;
+use crate::ops::{Inner, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
 
 /// A reply that can carry an errno.
 trait Fail: Send + 'static {

@@ -22,16 +22,19 @@
 
 mod attr;
 mod creds;
+mod errors;
 mod feed;
 mod fs;
 mod locks;
 mod mount;
 mod ops;
+mod options;
 mod readahead;
 mod smallfiles;
 mod state;
 mod writebehind;
 mod xattr;
 
-pub use mount::{serve, unmount, Error, MountOptions, Unmounted};
+pub use mount::{serve, unmount, Error, Unmounted};
+pub use options::MountOptions;
 pub use xattr::LAYOUT_XATTR;

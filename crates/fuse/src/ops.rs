@@ -22,14 +22,12 @@ use pvfs_transport::{BufPool, PooledBuf};
 
 use crate::attr::{self, file_attr, ino_of, may_access, placeholder, timespec};
 use crate::creds::CredCache;
-use crate::mount::MountOptions;
+use crate::errors::{errno, OpResult};
+use crate::options::MountOptions;
 use crate::readahead::{self, Begun, Budget, ReadAhead, ReadData, Wait, SKEW};
 use crate::state::{Disposal, OpenFile, Tables};
 use crate::writebehind;
 use crate::xattr::{self, LAYOUT_XATTR};
-
-/// Result of an operation: the errno is what the calling program sees.
-pub(crate) type OpResult<T> = Result<T, Errno>;
 
 /// Preferred I/O size reported by `statfs`.
 pub(crate) const STATFS_BSIZE: u32 = 1 << 20;
@@ -89,18 +87,6 @@ pub(crate) fn serves_direct(
 /// and set-group-ID together with group execute (as Linux's `should_remove_suid`).
 pub(crate) fn privileged(mode: u32) -> bool {
     mode & S_ISUID != 0 || mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-}
-
-/// The errno of a client error. A server that is down, refused or reset the
-/// connection, or answered nonsense is EIO to programs (they know what to do with
-/// it); a server that did not answer in time stays ETIMEDOUT.
-pub(crate) fn errno(e: pvfs_client::Error) -> Errno {
-    use pvfs_client::Errno as E;
-    tracing::debug!("{}: {}", e.errno.name(), e.message);
-    match e.errno {
-        E::EHOSTDOWN | E::ECONNREFUSED | E::ECONNRESET | E::EPROTO | E::EBADMSG => Errno::EIO,
-        other => Errno::from_i32(other.code()),
-    }
 }
 
 /// What `setattr` asks for.
