@@ -27,7 +27,10 @@ use fuser::{
 use crate::locks::KernelLock;
 
 use crate::errors::OpResult;
-use crate::ops::{Inner, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
+use crate::inner::Inner;
+use crate::ops::attrs::SetReq;
+use crate::ops::io::ReadStart;
+use crate::ops::statfs::{STATFS_BSIZE, STATFS_FRSIZE};
 
 /// A reply that can carry an errno.
 trait Fail: Send + 'static {

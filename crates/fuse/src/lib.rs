@@ -25,6 +25,7 @@ mod creds;
 mod errors;
 mod feed;
 mod fs;
+mod inner;
 mod locks;
 mod mount;
 mod ops;

@@ -24,7 +24,7 @@ use pvfs_client::Client;
 use pvfs_config::Config;
 
 use crate::fs::PvfsFs;
-use crate::ops::Inner;
+use crate::inner::Inner;
 use crate::options::MountOptions;
 
 /// How long files still open on a detached mount are served after a signal.
