@@ -24,12 +24,11 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::locks::KernelLock;
-
 use crate::errors::OpResult;
 use crate::inner::Inner;
 use crate::ops::attrs::SetReq;
 use crate::ops::io::ReadStart;
+use crate::ops::locks::KernelLock;
 use crate::ops::statfs::{STATFS_BSIZE, STATFS_FRSIZE};
 
 /// A reply that can carry an errno.

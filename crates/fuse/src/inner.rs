@@ -42,7 +42,7 @@ pub(crate) struct Inner {
     /// Deletions of unlinked objects running in the background (a bound on them).
     pub removals: Arc<tokio::sync::Semaphore>,
     /// Sends the kernel invalidations (set once the session exists): a granted lock
-    /// drops the file's cached pages (`locks.rs`).
+    /// drops the file's cached pages (`ops/locks.rs`).
     pub notifier: std::sync::OnceLock<fuser::Notifier>,
     /// Servers whose change feed this mount follows now (`feed.rs`): with all of
     /// them, the kernel may cache for `cache_timeout`.
@@ -143,5 +143,69 @@ impl Inner {
     /// The client acting as the caller.
     pub(crate) fn caller(&self, creds: &Creds) -> Client {
         self.client.with_creds(creds.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pvfs_config::{Config, GenOptions};
+
+    /// The state of a mount of a 4-server file system (no server is asked).
+    fn inner(opts: MountOptions) -> Inner {
+        let config = Config::generate(&GenOptions::new(4, "/nonexistent")).expect("config");
+        Inner::new(Client::new(config), opts)
+    }
+
+    fn feeds(i: &Inner, live: usize) {
+        i.feeds_live.store(live, Ordering::Release);
+    }
+
+    #[test]
+    fn the_kernel_keeps_longer_only_while_every_feed_runs() {
+        let secs = Duration::from_secs;
+        let i = inner(MountOptions::default());
+        assert_eq!(i.servers(), 4);
+        assert!(!i.coherent());
+        assert_eq!((i.attr_ttl(), i.entry_ttl()), (secs(1), secs(1)));
+        assert!(!i.file_attrs_held());
+        feeds(&i, 3);
+        assert!(
+            !i.coherent(),
+            "one server's changes would not reach the mount"
+        );
+        assert_eq!((i.attr_ttl(), i.entry_ttl()), (secs(1), secs(1)));
+        feeds(&i, 4);
+        assert!(i.coherent());
+        assert_eq!((i.attr_ttl(), i.entry_ttl()), (secs(60), secs(60)));
+        assert!(i.file_attrs_held());
+        feeds(&i, 2);
+        assert!(!i.coherent(), "a feed that stops ends it");
+        assert_eq!(i.attr_ttl(), secs(1));
+
+        // Longer plain timeouts stay; no cache timeout means no feeds' grace.
+        let i = inner(MountOptions {
+            attr_timeout: secs(90),
+            entry_timeout: secs(5),
+            ..MountOptions::default()
+        });
+        feeds(&i, 4);
+        assert_eq!((i.attr_ttl(), i.entry_ttl()), (secs(90), secs(60)));
+        let i = inner(MountOptions {
+            cache_timeout: Duration::ZERO,
+            ..MountOptions::default()
+        });
+        feeds(&i, 4);
+        assert!(!i.coherent());
+        assert_eq!(i.attr_ttl(), secs(1));
+
+        // Bytes on their way (write-behind) change sizes: files' attributes are
+        // not held as current even while the feeds run.
+        let i = inner(MountOptions {
+            write_behind: true,
+            ..MountOptions::default()
+        });
+        feeds(&i, 4);
+        assert!(i.coherent() && !i.file_attrs_held());
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod attrs;
 pub(crate) mod create;
 pub(crate) mod dirs;
 pub(crate) mod io;
+pub(crate) mod locks;
 pub(crate) mod names;
 pub(crate) mod open;
 pub(crate) mod remove;
