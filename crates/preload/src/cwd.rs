@@ -16,9 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use libc::{c_char, c_int, size_t};
 
 use crate::fds::{self, route, Kind};
+use crate::hook::{guarded, pvfs_call, R};
 use crate::lock::Locked;
 use crate::proc;
-use crate::{guarded, pvfs_call, real, settings, R};
+use crate::real;
+use crate::settings;
 
 /// The pvfs working directory (a pvfs path), if the process is in one.
 pub(crate) static CWD: Locked<Option<String>> = Locked::new(None);

@@ -14,10 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use libc::{c_char, c_int, c_long, c_void, dirent, dirent64, size_t, ssize_t, DIR};
 
 use crate::fds::{self, on_fd, on_open_fd, route, Desc, Ent, Kind};
+use crate::hook::{guarded, pvfs_call, R};
 use crate::io::open_pvfs;
 use crate::lock::Locked;
 use crate::proc;
-use crate::{guarded, pvfs_call, real, R};
+use crate::real;
 
 /// A pvfs directory stream.
 pub(crate) struct Stream {
@@ -159,7 +160,7 @@ fn readdir_r_stream(s: *mut Stream, entry: *mut dirent64, result: *mut *mut dire
         return libc::EFAULT;
     }
     match pvfs_call(|| readdir_stream(s).map(|p| p as isize)) {
-        -1 => crate::errno(),
+        -1 => crate::hook::errno(),
         0 => {
             // SAFETY: result is a writable pointer slot (checked non-null).
             unsafe { *result = std::ptr::null_mut() };
@@ -220,7 +221,7 @@ unsafe extern "C" fn closedir(dir: *mut DIR) -> c_int {
             // SAFETY: the stream's own descriptor, closed through the close hook.
             Some(b) => unsafe { crate::io::close_hook(b.fd) },
             None => {
-                crate::set_errno(libc::EBADF);
+                crate::hook::set_errno(libc::EBADF);
                 -1
             }
         }
@@ -261,7 +262,7 @@ unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
         Some(s) => match fds::get(unsafe { (*s).fd }) {
             Some(d) => *d.pos.lock() as c_long,
             None => {
-                crate::set_errno(libc::EBADF);
+                crate::hook::set_errno(libc::EBADF);
                 -1
             }
         },

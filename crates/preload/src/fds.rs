@@ -21,10 +21,11 @@ use libc::{c_char, c_int};
 use pvfs_client::{DirEntry, File};
 use pvfs_proto::Handle;
 
+use crate::hook::{guarded, pvfs_call, set_errno, Busy, Failure, R};
 use crate::lock::Locked;
 use crate::proc::{self, Proc};
+use crate::real;
 use crate::settings::{self, Abs};
-use crate::{guarded, pvfs_call, real, set_errno, Busy, Failure, R};
 
 /// What kind of object a descriptor is open on (whether opened with `O_PATH` or not:
 /// see [`Desc::path_only`]).
@@ -454,7 +455,7 @@ pub(crate) fn placeholder(path: &str, cloexec: bool) -> R<(c_int, (u64, u64))> {
         let fd =
             unsafe { real::openat(libc::AT_FDCWD, c"/dev/null".as_ptr(), libc::O_PATH | ce, 0) };
         if fd < 0 {
-            Err(crate::errno())
+            Err(crate::hook::errno())
         } else {
             Ok(fd)
         }
@@ -462,7 +463,7 @@ pub(crate) fn placeholder(path: &str, cloexec: bool) -> R<(c_int, (u64, u64))> {
     match identity(fd) {
         Some(id) => Ok((fd, id)),
         None => {
-            let e = crate::errno();
+            let e = crate::hook::errno();
             // SAFETY: fd was just opened by us.
             unsafe { real::close(fd) };
             Err(e)
@@ -481,13 +482,13 @@ fn memfd_placeholder(path: &str, ce: c_int) -> R<c_int> {
     // SAFETY: name is NUL-terminated; memfd_create is not hooked.
     let mfd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if mfd < 0 {
-        return Err(crate::errno());
+        return Err(crate::hook::errno());
     }
     let proc_path =
         std::ffi::CString::new(format!("/proc/self/fd/{mfd}")).map_err(|_| libc::EINVAL)?;
     // SAFETY: proc_path is NUL-terminated.
     let fd = unsafe { real::openat(libc::AT_FDCWD, proc_path.as_ptr(), libc::O_PATH | ce, 0) };
-    let e = crate::errno();
+    let e = crate::hook::errno();
     // SAFETY: mfd was just made by us and is not used again.
     unsafe { real::close(mfd) };
     if fd < 0 {
@@ -646,7 +647,7 @@ fn local_dir_path(dirfd: c_int) -> Option<Vec<u8>> {
 
 /// Routes a `*at` hook with `AT_*` `flags`: `local` (the real function, given the
 /// directory descriptor and path to use) for a local path, `pvfs` (inside
-/// [`crate::pvfs_call`]) with the pvfs path or descriptor object otherwise; a routing
+/// [`crate::hook::pvfs_call`]) with the pvfs path or descriptor object otherwise; a routing
 /// error sets errno. Every `*at` hook, and every path hook (as `*at` with `AT_FDCWD`),
 /// goes through here.
 ///
@@ -691,7 +692,7 @@ pub(crate) unsafe fn route<T: Failure>(
 
 /// Routes a descriptor hook that accepts any descriptor, `O_PATH` ones included
 /// (`fstat`, `fchdir`, `fstatfs`, `fcntl`, …): `local` for a descriptor that is not
-/// pvfs, `pvfs` (inside [`crate::pvfs_call`]) with the description otherwise.
+/// pvfs, `pvfs` (inside [`crate::hook::pvfs_call`]) with the description otherwise.
 pub(crate) fn on_fd<T: Failure>(
     fd: c_int,
     local: impl FnOnce() -> T,

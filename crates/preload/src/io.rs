@@ -14,23 +14,9 @@ use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
 use pvfs_proto::ObjDetail;
 
 use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
+use crate::hook::{client_errno, export, guarded, pvfs_call, set_errno, R};
 use crate::proc;
-use crate::{client_errno, guarded, pvfs_call, real, set_errno, R};
-
-/// Defines exported hooks `$name…` that all forward to `$imp`.
-macro_rules! export {
-    ($($name:ident),+ => $imp:ident $args:tt -> $ret:ty) => {
-        $( $crate::io::export!(@one $name $imp $args $ret); )+
-    };
-    (@one $name:ident $imp:ident ($($a:ident: $t:ty),*) $ret:ty) => {
-        #[no_mangle]
-        unsafe extern "C" fn $name($($a: $t),*) -> $ret {
-            // SAFETY: the same contract as the function it forwards to.
-            unsafe { $imp($($a),*) }
-        }
-    };
-}
-pub(crate) use export;
+use crate::real;
 
 /// Largest single transfer, as Linux's MAX_RW_COUNT.
 const MAX_RW: usize = 0x7fff_f000;
@@ -336,7 +322,7 @@ unsafe extern "C" fn mkdtemp(t: *mut c_char) -> *mut c_char {
 /// None beyond close's (no memory is touched).
 pub(crate) unsafe fn close_hook(fd: c_int) -> c_int {
     guarded(|| {
-        let old = if crate::Busy::active() {
+        let old = if crate::hook::Busy::active() {
             None
         } else {
             fds::remove(fd)
@@ -344,7 +330,7 @@ pub(crate) unsafe fn close_hook(fd: c_int) -> c_int {
         // SAFETY: close has no memory preconditions.
         let rc = unsafe { real::close(fd) };
         if let Some(d) = old {
-            let e = crate::errno();
+            let e = crate::hook::errno();
             crate::locks::closed(&d);
             drop(d);
             set_errno(e);
@@ -368,7 +354,7 @@ unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c
         };
         // SAFETY: no memory preconditions.
         let rc = unsafe { real::close_range(first, last, flags) };
-        let e = crate::errno();
+        let e = crate::hook::errno();
         gone.iter().for_each(|d| crate::locks::closed(d));
         drop(gone);
         set_errno(e);
@@ -764,7 +750,7 @@ unsafe extern "C" fn dup(fd: c_int) -> c_int {
             // SAFETY: as above.
             let nfd = unsafe { real::dup(fd) };
             if nfd < 0 {
-                return Err(crate::errno());
+                return Err(crate::hook::errno());
             }
             drop(fds::insert(nfd, d));
             Ok(nfd)
@@ -774,7 +760,7 @@ unsafe extern "C" fn dup(fd: c_int) -> c_int {
 
 /// dup2/dup3: the kernel replaces `to` and the table follows under its lock.
 fn dup_to(fd: c_int, to: c_int, real_dup: impl FnOnce() -> c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         return real_dup();
     }
     guarded(|| {
@@ -784,7 +770,7 @@ fn dup_to(fd: c_int, to: c_int, real_dup: impl FnOnce() -> c_int) -> c_int {
         }
         let (rc, e, old) = fds::with_table(|t| {
             let rc = real_dup();
-            let e = crate::errno();
+            let e = crate::hook::errno();
             let old = if rc >= 0 && fd != to {
                 match from {
                     Some(d) => t.insert(to, d),
@@ -826,7 +812,7 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
             // SAFETY: the caller's argument, passed on.
             let nfd = unsafe { real::fcntl(fd, cmd, arg) };
             if nfd < 0 {
-                return Err(crate::errno());
+                return Err(crate::hook::errno());
             }
             drop(fds::insert(nfd, d));
             Ok(nfd)
@@ -882,7 +868,7 @@ const FICLONERANGE: c_ulong = 0x4020_940d;
 /// controls) except close-on-exec requests; a reflink from a pvfs source is EXDEV.
 #[no_mangle]
 unsafe extern "C" fn pvfs_preload_ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the caller's argument, passed on.
         return unsafe { real::ioctl(fd, request, arg) };
     }
@@ -1086,7 +1072,7 @@ unsafe extern "C" fn pvfs_preload_fopen(
 /// Whether `fd` is a pvfs descriptor (for fdopen).
 #[no_mangle]
 extern "C" fn pvfs_preload_is_pvfs(fd: c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         return 0;
     }
     guarded(|| c_int::from(fds::is_pvfs(fd)))

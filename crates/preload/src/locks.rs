@@ -16,7 +16,8 @@ use pvfs_client::locks::{self, DescLocks};
 use pvfs_proto::Handle;
 
 use crate::fds::Desc;
-use crate::{proc, R};
+use crate::hook::R;
+use crate::proc;
 
 /// The owner of this process's POSIX record locks (each process has its own client,
 /// so its pid is enough).
@@ -94,7 +95,7 @@ fn release(handle: Handle, owner: u64) {
     if !pr.client().may_hold_locks(handle, owner) {
         return;
     }
-    let _busy = crate::Busy::enter();
+    let _busy = crate::hook::Busy::enter();
     // A failure is not the close's: the server forgets them with the lease.
     let _ = pr.run(pr.client().release_locks(handle, owner));
 }
@@ -104,7 +105,7 @@ fn release(handle: Handle, owner: u64) {
 pub(crate) extern "C" fn release_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(pr) = proc::current() else { return };
-        let _busy = crate::Busy::enter();
+        let _busy = crate::hook::Busy::enter();
         // On a thread of its own: exit has already destroyed this thread's
         // thread-locals, the runtime's among them.
         let released = std::thread::Builder::new()

@@ -13,11 +13,13 @@ use libc::{c_char, c_int, c_uint, gid_t, mode_t, off64_t, size_t, ssize_t, times
 use pvfs_client::{Attr, Errno as PErrno, LayoutSpec, ObjKind, RenameMode, SetAttr, Timespec};
 
 use crate::fds::{self, on_open_fd, resolve, route, route_at, Obj, Target};
-use crate::io::export;
+use crate::hook::export;
+use crate::hook::{guarded, pvfs_call, set_errno, Failure, R};
 use crate::lock::Locked;
 use crate::proc::{self, Proc};
+use crate::real;
+use crate::settings;
 use crate::stat::{fill_stat, fill_statx};
-use crate::{guarded, pvfs_call, real, set_errno, settings, Failure, R};
 
 /// Splits pvfs path `p` into its parent's path and its last name.
 pub(crate) fn split(p: &str) -> R<(&str, &str)> {
@@ -362,7 +364,7 @@ pub(crate) fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
         Ok(_) => Ok(0),
         // mkdir of the root (the prefix itself).
         Err(e) if e.errno == PErrno::EBUSY => Err(libc::EEXIST),
-        Err(e) => Err(crate::client_errno(e)),
+        Err(e) => Err(crate::hook::client_errno(e)),
     }
 }
 
@@ -431,7 +433,7 @@ pub(crate) fn released(handle: pvfs_proto::Handle) {
         }
     };
     if pending && !fds::handle_open(handle) {
-        let _busy = crate::Busy::enter();
+        let _busy = crate::hook::Busy::enter();
         if let Ok(pr) = proc::get() {
             let _ = pr.run(pr.client().remove_object(handle));
         }

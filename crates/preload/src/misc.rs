@@ -16,10 +16,12 @@ use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
 use pvfs_client::falloc;
 
 use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
-use crate::io::{export, read_desc, write_desc};
+use crate::hook::export;
+use crate::hook::{guarded, pvfs_call, set_errno, R};
+use crate::io::{read_desc, write_desc};
 use crate::proc;
+use crate::real;
 use crate::stat::{fill_statfs, fill_statvfs, no_answer};
-use crate::{guarded, pvfs_call, real, set_errno, R};
 
 // ----- statfs ---------------------------------------------------------------------
 
@@ -383,7 +385,7 @@ unsafe extern "C" fn copy_file_range(
     n: size_t,
     flags: libc::c_uint,
 ) -> ssize_t {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the hook's arguments, passed on.
         return unsafe { real::copy_file_range(fdin, offin, fdout, offout, n, flags) };
     }
@@ -421,7 +423,7 @@ fn read_any(fd: c_int, buf: &mut [u8], off: Option<&mut i64>) -> R<usize> {
         }
     };
     if n < 0 {
-        Err(crate::errno())
+        Err(crate::hook::errno())
     } else {
         Ok(n as usize)
     }
@@ -446,7 +448,7 @@ fn write_all_any(fd: c_int, buf: &[u8]) -> R<()> {
                 // SAFETY: the rest of buf is live.
                 let n = unsafe { real::write(fd, buf[done..].as_ptr().cast(), buf.len() - done) };
                 if n < 0 {
-                    let e = crate::errno();
+                    let e = crate::hook::errno();
                     if e == libc::EINTR {
                         continue;
                     }
@@ -487,7 +489,7 @@ fn sendfile_pvfs(out: c_int, inp: c_int, off: *mut off64_t, n: usize) -> R<ssize
 }
 
 unsafe fn sendfile_hook(out: c_int, inp: c_int, off: *mut off64_t, n: size_t) -> ssize_t {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the hook's arguments, passed on.
         return unsafe { real::sendfile64(out, inp, off, n) };
     }
@@ -526,7 +528,7 @@ fn mmap_desc(
     // SAFETY: an anonymous mapping; addr is only a hint unless MAP_FIXED was asked for.
     let p = unsafe { real::mmap64(addr, len, libc::PROT_READ | libc::PROT_WRITE, aflags, -1, 0) };
     if p == libc::MAP_FAILED {
-        return Err(crate::errno());
+        return Err(crate::hook::errno());
     }
     let fill = || -> R<()> {
         let pr = proc::get()?;
@@ -536,7 +538,7 @@ fn mmap_desc(
         pr.call(f.read_at(off as u64, buf))?;
         // SAFETY: p..p+len is our mapping.
         if unsafe { libc::mprotect(p, len, prot) } != 0 {
-            return Err(crate::errno());
+            return Err(crate::hook::errno());
         }
         Ok(())
     };
@@ -581,7 +583,7 @@ export!(mmap, mmap64 => mmap_hook(addr: *mut c_void, len: size_t, prot: c_int, f
 // ----- advice, space, locks -----------------------------------------------------------
 
 unsafe fn fadvise_hook(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: no memory preconditions.
         return unsafe { real::posix_fadvise64(fd, off, len, advice) };
     }
@@ -639,7 +641,7 @@ fn posix_fallocate_desc(d: &Desc, off: i64, len: i64) -> R<()> {
 }
 
 unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: no memory preconditions.
         return unsafe { real::posix_fallocate64(fd, off, len) };
     }
@@ -649,7 +651,7 @@ unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
         // posix_fallocate returns the error number instead of setting errno.
         Some(d) => match pvfs_call(|| posix_fallocate_desc(&d, off, len).map(|()| 0)) {
             0 => 0,
-            _ => crate::errno(),
+            _ => crate::hook::errno(),
         },
     })
 }

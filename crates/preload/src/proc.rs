@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use pvfs_client::blocking::BlockingClient;
 use pvfs_client::Attr;
 
+use crate::hook::{client_errno, R};
 use crate::lock::Locked;
 use crate::settings::{self, warn};
-use crate::{client_errno, R};
 
 /// The client of one process generation.
 pub(crate) struct Proc {

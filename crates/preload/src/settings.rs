@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::{Errno, R};
+use crate::hook::{Errno, R};
 
 /// Where an absolute path leads.
 #[derive(Debug, PartialEq, Eq)]
