@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_char, c_int, size_t};
 
-use crate::fds::{self, route, Kind};
+use crate::desc::Kind;
+use crate::fds::{self, route};
 use crate::hook::{guarded, pvfs_call, R};
 use crate::lock::Locked;
 use crate::proc;

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void, dirent, dirent64, size_t, ssize_t, DIR};
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Ent, Kind};
+use crate::desc::{Desc, Ent, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route};
 use crate::hook::{guarded, pvfs_call, R};
 use crate::io::open_pvfs;
 use crate::lock::Locked;

@@ -13,7 +13,8 @@ use libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, off64_t, size_t, ssize
 use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
 use pvfs_proto::ObjDetail;
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
+use crate::desc::{Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route};
 use crate::hook::{client_errno, export, guarded, pvfs_call, set_errno, R};
 use crate::proc;
 use crate::real;
@@ -120,7 +121,7 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         ObjDetail::Dir { parent, .. } => parent,
         _ => 0,
     };
-    let (fd, ident) = fds::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
+    let (fd, ident) = crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
     let mut status = flags;
     if kind == Kind::Dir {
         status |= libc::O_DIRECTORY;
@@ -819,10 +820,10 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
         }
         libc::F_GETFL => Ok(d.acc | d.status()),
         libc::F_SETFL => {
-            let new = arg as c_int & fds::SETFL_FLAGS;
+            let new = arg as c_int & crate::desc::SETFL_FLAGS;
             let old = d.status();
             d.flags.store(
-                (old & !fds::SETFL_FLAGS) | new,
+                (old & !crate::desc::SETFL_FLAGS) | new,
                 std::sync::atomic::Ordering::Relaxed,
             );
             Ok(0)

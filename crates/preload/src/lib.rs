@@ -29,6 +29,7 @@
 
 mod cache;
 mod cwd;
+mod desc;
 mod dirs;
 mod fds;
 mod hook;

@@ -15,7 +15,7 @@ use libc::{c_int, off64_t};
 use pvfs_client::locks::{self, DescLocks};
 use pvfs_proto::Handle;
 
-use crate::fds::Desc;
+use crate::desc::Desc;
 use crate::hook::R;
 use crate::proc;
 

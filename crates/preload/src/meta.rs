@@ -824,7 +824,7 @@ fn setattr_obj(o: &Obj, set: SetAttr, follow: bool) -> R<c_int> {
             no_symlink_mode(&attr)?;
             attr.handle
         }
-        Obj::Fd(d) if d.kind == fds::Kind::Other => {
+        Obj::Fd(d) if d.kind == crate::desc::Kind::Other => {
             no_symlink_mode(&pr.call(c.getattr(d.handle))?)?;
             d.handle
         }

@@ -15,7 +15,8 @@
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
 use pvfs_client::falloc;
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
+use crate::desc::{Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route};
 use crate::hook::export;
 use crate::hook::{guarded, pvfs_call, set_errno, R};
 use crate::io::{read_desc, write_desc};

@@ -5,7 +5,7 @@
 //! connections are the parent's sockets. So every fork starts a new *generation*
 //! (bumped by the `pthread_atfork` child handler); the first pvfs call in the child
 //! makes a new client, and descriptors re-open their files by handle
-//! ([`crate::fds::Desc::file`]). The parent's client is leaked in the child, never
+//! ([`crate::desc::Desc::file`]). The parent's client is leaked in the child, never
 //! dropped: dropping it would join threads that do not exist there.
 //!
 //! The fork handlers also hold the library's global locks across `fork` so the child
