@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use libc::c_int;
-use pvfs_client::{DirEntry, File};
+use pvfs_client::File;
 use pvfs_proto::Handle;
 
 use crate::hook::R;
 use crate::lock::Locked;
-use crate::proc::{self, Proc};
+use crate::proc::Proc;
 use crate::real;
 
 /// What kind of object a descriptor is open on (whether opened with `O_PATH` or not:
@@ -52,7 +52,8 @@ struct Cache {
     listing: Option<Arc<Vec<Ent>>>,
 }
 
-/// An open file description on pvfs.
+/// An open file description on pvfs. Its end, when its last descriptor goes, is in
+/// `fds.rs` (`impl Drop`): its OFD locks go, and a file unlinked while open here.
 pub(crate) struct Desc {
     /// What it is open on.
     pub(crate) kind: Kind,
@@ -78,7 +79,8 @@ pub(crate) struct Desc {
 }
 
 impl Desc {
-    /// A description of `kind` on `path` (object `handle`) with open `flags`.
+    /// A description of `kind` on `path` (object `handle`) with open `flags`, number
+    /// `id`, made in process generation `gen`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         kind: Kind,
@@ -88,6 +90,8 @@ impl Desc {
         flags: c_int,
         file: Option<File>,
         ident: (u64, u64),
+        gen: u64,
+        id: u64,
     ) -> Desc {
         Desc {
             kind,
@@ -98,12 +102,12 @@ impl Desc {
             flags: AtomicI32::new(flags & STATUS_FLAGS),
             pos: Locked::new(0),
             cache: Locked::new(Cache {
-                gen: proc::generation(),
+                gen,
                 file: file.map(Arc::new),
                 listing: None,
             }),
             ident,
-            id: crate::locks::next_desc_id(),
+            id,
         }
     }
 
@@ -147,9 +151,10 @@ impl Desc {
         Ok(f)
     }
 
-    /// The directory's listing ("." and ".." first), read on first use and after a
-    /// rewind.
-    pub(crate) fn listing(&self, p: &Proc) -> R<Arc<Vec<Ent>>> {
+    /// The directory's listing, made by `read` on first use (in this process
+    /// generation) and after a rewind. The description's cache stays locked while
+    /// `read` runs, so threads sharing the description read it once.
+    pub(crate) fn listing(&self, p: &Proc, read: impl FnOnce() -> R<Vec<Ent>>) -> R<Arc<Vec<Ent>>> {
         let mut c = self.cache.lock();
         if c.gen != p.gen {
             *c = Cache {
@@ -161,22 +166,7 @@ impl Desc {
         if let Some(l) = &c.listing {
             return Ok(l.clone());
         }
-        let changes = crate::cache::changes();
-        let entries = p.call(p.client().readdir_at(self.handle))?;
-        let mut v = Vec::with_capacity(entries.len() + 2);
-        v.push(Ent {
-            name: b".".to_vec(),
-            ino: self.handle,
-            dtype: libc::DT_DIR,
-        });
-        v.push(Ent {
-            name: b"..".to_vec(),
-            ino: self.parent,
-            dtype: libc::DT_DIR,
-        });
-        v.extend(entries.into_iter().map(ent));
-        crate::cache::listed(&self.path, self.handle, changes);
-        let l = Arc::new(v);
+        let l = Arc::new(read()?);
         c.listing = Some(l.clone());
         Ok(l)
     }
@@ -192,24 +182,6 @@ impl Desc {
     pub(crate) fn unlock_in_child(&self) {
         self.pos.raw_unlock();
         self.cache.raw_unlock();
-    }
-}
-
-impl Drop for Desc {
-    fn drop(&mut self) {
-        // The description's last descriptor is gone: its OFD locks and flocks end.
-        crate::locks::description_gone(self.handle, self.id);
-        if self.kind == Kind::File {
-            crate::meta::released(self.handle);
-        }
-    }
-}
-
-fn ent(e: DirEntry) -> Ent {
-    Ent {
-        ino: e.handle,
-        dtype: e.kind.d_type(),
-        name: e.name.into_bytes(),
     }
 }
 

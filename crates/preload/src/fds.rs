@@ -1,233 +1,23 @@
-//! pvfs descriptors: the table of kernel descriptors that stand for open pvfs file
-//! descriptions ([`Desc`], `desc.rs`), and the routing of every hook's path or
-//! descriptor to pvfs or to libc.
+//! Routing: whether a hook's path or descriptor is pvfs (then the hook's pvfs side
+//! runs, inside [`pvfs_call`]) or not (the real libc function), for every hook, and
+//! what the end of an open file description does.
 //!
-//! A table entry is checked against the placeholder's identity (device and inode) on
-//! every lookup, so a descriptor closed behind the library's back (a raw syscall) and
-//! reused for something else is never taken for a pvfs file.
+//! A path is pvfs by the prefix (`settings.rs`) after lexical normalization; a
+//! relative one by its directory: a pvfs directory descriptor or the pvfs working
+//! directory, or a local one it climbs out of into the prefix. A descriptor is pvfs
+//! when the descriptor table (`globals::FDS`) has it.
 
-use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use libc::{c_char, c_int};
-use pvfs_proto::Handle;
 
-use crate::desc::{identity, Desc, Kind};
+use crate::desc::{Desc, Kind};
+use crate::globals::{self, FDS};
 use crate::hook::{guarded, pvfs_call, set_errno, Busy, Failure, R};
-use crate::lock::Locked;
+use crate::locks;
 use crate::real;
 use crate::settings::{self, Abs};
-
-// ----- the table ------------------------------------------------------------------
-
-static TABLE: Locked<BTreeMap<c_int, Arc<Desc>>> = Locked::new(BTreeMap::new());
-/// Entries in TABLE: lets calls on other descriptors skip the lock while none exist.
-static COUNT: AtomicUsize = AtomicUsize::new(0);
-/// Descriptors below [`BITMAP_FDS`] that are in TABLE, one bit each (kept under the
-/// TABLE lock). A descriptor whose bit is clear is answered "not pvfs" without taking
-/// the lock, so calls on ordinary descriptors never wait for it, even from a signal
-/// handler that interrupted a thread holding it.
-static BITS: [AtomicU64; BITMAP_FDS / 64] = [const { AtomicU64::new(0) }; BITMAP_FDS / 64];
-/// Descriptors the bitmap covers.
-const BITMAP_FDS: usize = 4096;
-
-/// The process the table belongs to (set at load and in every forked child).
-static OWNER: AtomicI32 = AtomicI32::new(0);
-
-/// Records the calling process as the table's owner (library load, fork child).
-pub(crate) fn own() {
-    // SAFETY: getpid has no preconditions.
-    OWNER.store(unsafe { libc::getpid() }, Ordering::Release);
-}
-
-/// Whether the calling process owns the table. A child made by `vfork` (or
-/// `clone(CLONE_VM)`, as `posix_spawn` and Python's subprocess do) shares the parent's
-/// memory without running fork handlers; its closes and dup2s before `exec` must not
-/// change the parent's table.
-fn owner() -> bool {
-    // SAFETY: getpid has no preconditions.
-    OWNER.load(Ordering::Acquire) == unsafe { libc::getpid() }
-}
-
-/// Sets or clears `fd`'s bit (with the TABLE lock held).
-fn mark(fd: c_int, on: bool) {
-    let fd = fd as usize;
-    if fd < BITMAP_FDS {
-        let bit = 1u64 << (fd % 64);
-        if on {
-            BITS[fd / 64].fetch_or(bit, Ordering::Release);
-        } else {
-            BITS[fd / 64].fetch_and(!bit, Ordering::Release);
-        }
-    }
-}
-
-/// Whether `fd` may be in TABLE (false means certainly not).
-fn maybe(fd: c_int) -> bool {
-    if fd < 0 || COUNT.load(Ordering::Acquire) == 0 {
-        return false;
-    }
-    let u = fd as usize;
-    u >= BITMAP_FDS || BITS[u / 64].load(Ordering::Acquire) & (1u64 << (u % 64)) != 0
-}
-
-/// The description behind pvfs descriptor `fd`, if it is one.
-pub(crate) fn get(fd: c_int) -> Option<Arc<Desc>> {
-    if !maybe(fd) {
-        return None;
-    }
-    let d = TABLE.lock().get(&fd).cloned()?;
-    if identity(fd) == Some(d.ident) {
-        return Some(d);
-    }
-    // Closed behind our back and reused: forget it (if it is still the same entry).
-    let mut t = TABLE.lock();
-    let stale = if t.get(&fd).is_some_and(|x| Arc::ptr_eq(x, &d)) {
-        mark(fd, false);
-        t.remove(&fd)
-    } else {
-        None
-    };
-    COUNT.store(t.len(), Ordering::Release);
-    drop(t);
-    drop(stale);
-    None
-}
-
-/// Whether `fd` is a pvfs descriptor.
-pub(crate) fn is_pvfs(fd: c_int) -> bool {
-    get(fd).is_some()
-}
-
-/// Makes `fd` stand for `desc`, replacing what it stood for (returned, to be dropped
-/// outside any lock).
-pub(crate) fn insert(fd: c_int, desc: Arc<Desc>) -> Option<Arc<Desc>> {
-    if !owner() {
-        return None;
-    }
-    let mut t = TABLE.lock();
-    let old = t.insert(fd, desc);
-    mark(fd, true);
-    COUNT.store(t.len(), Ordering::Release);
-    old
-}
-
-/// Forgets `fd`; returns what it stood for.
-pub(crate) fn remove(fd: c_int) -> Option<Arc<Desc>> {
-    if !maybe(fd) || !owner() {
-        return None;
-    }
-    let mut t = TABLE.lock();
-    let old = t.remove(&fd);
-    mark(fd, false);
-    COUNT.store(t.len(), Ordering::Release);
-    old
-}
-
-/// Forgets every descriptor in `first..=last`; returns them.
-pub(crate) fn remove_range(first: c_int, last: c_int) -> Vec<Arc<Desc>> {
-    if COUNT.load(Ordering::Acquire) == 0 || first > last || !owner() {
-        return Vec::new();
-    }
-    let mut t = TABLE.lock();
-    let fds: Vec<c_int> = t.range(first..=last).map(|(&k, _)| k).collect();
-    let out = fds
-        .iter()
-        .filter_map(|&fd| {
-            mark(fd, false);
-            t.remove(&fd)
-        })
-        .collect();
-    COUNT.store(t.len(), Ordering::Release);
-    out
-}
-
-/// The locked table, as [`with_table`] lends it.
-pub(crate) struct Table<'a>(&'a mut BTreeMap<c_int, Arc<Desc>>);
-
-impl Table<'_> {
-    /// Makes `fd` stand for `desc`; returns what it stood for. (Not in a vfork
-    /// child: see [`owner`].)
-    pub(crate) fn insert(&mut self, fd: c_int, desc: Arc<Desc>) -> Option<Arc<Desc>> {
-        if !owner() {
-            return None;
-        }
-        mark(fd, true);
-        self.0.insert(fd, desc)
-    }
-
-    /// Forgets `fd`; returns what it stood for. (Not in a vfork child.)
-    pub(crate) fn remove(&mut self, fd: c_int) -> Option<Arc<Desc>> {
-        if !owner() {
-            return None;
-        }
-        mark(fd, false);
-        self.0.remove(&fd)
-    }
-}
-
-/// Runs `f` with the table locked (dup2/dup3 replace an entry atomically with the
-/// kernel's own replacement). What `f` returns is dropped after the lock is released
-/// (a description's last drop may take the lock again).
-pub(crate) fn with_table<T>(f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-    let mut t = TABLE.lock();
-    let v = f(&mut Table(&mut t));
-    COUNT.store(t.len(), Ordering::Release);
-    drop(t);
-    v
-}
-
-/// Whether any regular file is open (unlink then checks whether it removes one).
-pub(crate) fn files_open() -> bool {
-    if COUNT.load(Ordering::Acquire) == 0 {
-        return false;
-    }
-    TABLE.lock().values().any(|d| d.kind == Kind::File)
-}
-
-/// Whether any open description is on object `handle` (an unlink then keeps it).
-pub(crate) fn handle_open(handle: Handle) -> bool {
-    if COUNT.load(Ordering::Acquire) == 0 {
-        return false;
-    }
-    TABLE.lock().values().any(|d| d.handle == handle)
-}
-
-// ----- fork -----------------------------------------------------------------------
-
-/// Takes every global lock (fork prepare handler).
-pub(crate) fn lock_all() {
-    TABLE.raw_lock();
-    crate::dirs::STREAMS.raw_lock();
-    crate::meta::PENDING.raw_lock();
-    crate::cwd::CWD.raw_lock();
-    crate::cache::LATEST.raw_lock();
-}
-
-/// Releases what [`lock_all`] took.
-pub(crate) fn unlock_all() {
-    crate::cache::LATEST.raw_unlock();
-    crate::cwd::CWD.raw_unlock();
-    crate::meta::PENDING.raw_unlock();
-    crate::dirs::STREAMS.raw_unlock();
-    TABLE.raw_unlock();
-}
-
-/// In a forked child, forces open every per-description lock (their holders, other
-/// threads of the parent, do not exist here).
-///
-/// # Safety
-/// Only from the fork child handler, with TABLE held by [`lock_all`].
-pub(crate) unsafe fn reset_in_child() {
-    // SAFETY: lock_all holds TABLE and the child has a single thread, so this is the
-    // only access to the map.
-    let table = unsafe { TABLE.held() };
-    for d in table.values() {
-        d.unlock_in_child();
-    }
-}
 
 // ----- routing ---------------------------------------------------------------------
 
@@ -267,7 +57,7 @@ impl Obj {
 /// Where `path`, relative to `dirfd` as in the `*at` calls, leads: absolute paths by
 /// the prefix; relative ones by their directory descriptor (opened with or without
 /// `O_PATH`), or with `AT_FDCWD` by the working directory (pvfs after a chdir into
-/// pvfs, see [`crate::cwd`]). An empty (or null) path is ENOENT, or with
+/// pvfs, see `cwd.rs`). An empty (or null) path is ENOENT, or with
 /// `AT_EMPTY_PATH` in `flags` the descriptor's object (or the working directory). A
 /// thread inside pvfs work, and an inert library, always get `Local`.
 ///
@@ -279,12 +69,12 @@ pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char, flags: c_int) ->
     }
     if path.is_null() {
         // A null path with AT_EMPTY_PATH names the descriptor (statx since Linux 6.11).
-        return Ok(match get(dirfd) {
+        return Ok(match FDS.get(dirfd) {
             Some(d) if flags & libc::AT_EMPTY_PATH != 0 => Target::Fd(d),
             _ => Target::Local,
         });
     }
-    let s = settings::get();
+    let s = globals::settings();
     if !s.active() {
         return Ok(Target::Local);
     }
@@ -299,12 +89,12 @@ pub(crate) unsafe fn resolve(dirfd: c_int, path: *const c_char, flags: c_int) ->
     }
     let empty_ok = flags & libc::AT_EMPTY_PATH != 0;
     let base = if dirfd == libc::AT_FDCWD {
-        match crate::cwd::current() {
+        match globals::cwd() {
             Some(c) => c,
             None => return from_local_dir(s, dirfd, bytes),
         }
     } else {
-        let Some(d) = get(dirfd) else {
+        let Some(d) = FDS.get(dirfd) else {
             return from_local_dir(s, dirfd, bytes);
         };
         if bytes.is_empty() && empty_ok {
@@ -378,7 +168,7 @@ fn local_dir_path(dirfd: c_int) -> Option<Vec<u8>> {
 
 /// Routes a `*at` hook with `AT_*` `flags`: `local` (the real function, given the
 /// directory descriptor and path to use) for a local path, `pvfs` (inside
-/// [`crate::hook::pvfs_call`]) with the pvfs path or descriptor object otherwise; a routing
+/// [`pvfs_call`]) with the pvfs path or descriptor object otherwise; a routing
 /// error sets errno. Every `*at` hook, and every path hook (as `*at` with `AT_FDCWD`),
 /// goes through here.
 ///
@@ -423,7 +213,7 @@ pub(crate) unsafe fn route<T: Failure>(
 
 /// Routes a descriptor hook that accepts any descriptor, `O_PATH` ones included
 /// (`fstat`, `fchdir`, `fstatfs`, `fcntl`, …): `local` for a descriptor that is not
-/// pvfs, `pvfs` (inside [`crate::hook::pvfs_call`]) with the description otherwise.
+/// pvfs, `pvfs` (inside [`pvfs_call`]) with the description otherwise.
 pub(crate) fn on_fd<T: Failure>(
     fd: c_int,
     local: impl FnOnce() -> T,
@@ -432,7 +222,7 @@ pub(crate) fn on_fd<T: Failure>(
     if Busy::active() {
         return local();
     }
-    guarded(|| match get(fd) {
+    guarded(|| match FDS.get(fd) {
         None => local(),
         Some(d) => pvfs_call(|| pvfs(d)),
     })
@@ -452,4 +242,28 @@ pub(crate) fn on_open_fd<T: Failure>(
         }
         pvfs(d)
     })
+}
+
+// ----- the end of a description ----------------------------------------------------
+
+impl Drop for Desc {
+    fn drop(&mut self) {
+        // The description's last descriptor is gone: its OFD locks and flocks end.
+        locks::description_gone(self.handle, self.id);
+        if self.kind == Kind::File {
+            released(self.handle);
+        }
+    }
+}
+
+/// Called when the last description on `handle` is gone: removes a file unlinked
+/// while open.
+fn released(handle: pvfs_proto::Handle) {
+    let pending = globals::take_unlinked(handle);
+    if pending && !FDS.handle_open(handle) {
+        let _busy = Busy::enter();
+        if let Ok(pr) = globals::proc() {
+            let _ = pr.run(pr.client().remove_object(handle));
+        }
+    }
 }

@@ -7,22 +7,31 @@
 //! the pvfs path `/a/b`. Every other path and descriptor goes to the real libc function,
 //! found with `dlsym(RTLD_NEXT)` ([`real`]): a hook never calls a hooked function by
 //! name, and a thread already inside pvfs work passes every call straight through
-//! ([`Busy`]), so hooks cannot recurse.
+//! ([`hook::Busy`]), so hooks cannot recurse.
 //!
-//! Layers:
-//! - [`settings`]: the prefix and configuration, and path routing (what is pvfs).
-//! - [`proc`]: the per-process client and its runtime, rebuilt lazily after `fork`
-//!   (a tokio runtime does not survive fork), credentials and umask.
-//! - [`fds`]: pvfs descriptors. Each open pvfs file holds a real kernel descriptor (an
-//!   `O_PATH` placeholder), so numbering, `close`, `dup2` and `fork` stay the kernel's;
-//!   a table maps placeholder → shared open-file state (offset, flags, handle).
-//! - [`cache`]: attributes read with a directory listing, kept a moment for `ls -l`.
-//! - [`cwd`]: a working directory inside pvfs (chdir, getcwd).
+//! Layers, each using only those above it:
+//! - [`hook`]: errno values, the failure convention, the busy mark, running a pvfs
+//!   operation for a hook; [`real`]: libc's functions; [`lock`]: a mutex the fork
+//!   handlers can hold across `fork`.
+//! - [`settings`]: the prefix and configuration, and which paths are pvfs.
+//! - The kinds of state: [`proc`], the client of a process generation (a tokio
+//!   runtime does not survive `fork`), with the process's credentials; [`desc`], an
+//!   open file description (offset, flags, handle) and its placeholder: each open
+//!   pvfs file holds a real kernel descriptor (`O_PATH`), so numbering, `close`,
+//!   `dup2` and `fork` stay the kernel's; [`table`], the descriptor table; [`cache`],
+//!   attributes read with a directory listing, kept a moment for `ls -l`.
+//! - [`globals`]: the one instance of each, and everything else the process keeps
+//!   (settings, umask, directory streams, the pvfs working directory, files unlinked
+//!   while open), with the fork protocol: what a child keeps, and the locks held
+//!   across `fork`.
 //! - [`locks`]: advisory locks (fcntl, flock, lockf) on the servers, released at
-//!   close and exit as the kernel would.
-//! - [`io`], [`meta`], [`dirs`], [`misc`]: the hooks (open/read/write/…, stat/mkdir/
-//!   rename/…, opendir/readdir/getdents, statfs/xattr/mmap/…). `src/shim.c` holds the
-//!   variadic hooks and the stdio (`fopencookie`) streams.
+//!   close and exit as the kernel would; [`fds`]: routing every hook's path or
+//!   descriptor to pvfs or libc, and the end of a description; [`stat`]: the C
+//!   structures of `stat` and `statfs`.
+//! - The hooks: [`cwd`] (chdir, getcwd), [`io`], [`meta`], [`dirs`], [`misc`]
+//!   (open/read/write/…, stat/mkdir/rename/…, opendir/readdir/getdents,
+//!   statfs/xattr/mmap/umask/…). `src/shim.c` holds the variadic hooks and the stdio
+//!   (`fopencookie`) streams.
 //!
 //! Every exported hook catches panics (a panic becomes EIO), and errors become errno
 //! values like libc's. What is and is not supported: `docs/preload.md`.
@@ -32,6 +41,7 @@ mod cwd;
 mod desc;
 mod dirs;
 mod fds;
+mod globals;
 mod hook;
 mod io;
 mod lock;
@@ -42,6 +52,7 @@ mod proc;
 mod real;
 mod settings;
 mod stat;
+mod table;
 
 use std::panic::catch_unwind;
 
@@ -49,9 +60,9 @@ use std::panic::catch_unwind;
 /// thread of the program can race them.
 extern "C" fn init() {
     let _ = catch_unwind(|| {
-        fds::own();
-        settings::get();
-        proc::register_fork_handlers();
+        globals::FDS.own();
+        globals::settings();
+        globals::register_fork_handlers();
         // SAFETY: registers a plain function that catches its own panics.
         unsafe { libc::atexit(locks::release_at_exit) };
     });
