@@ -29,7 +29,7 @@ pub struct MountOptions {
     pub max_request: u32,
     /// Largest file (bytes) read through the kernel's page cache when opened
     /// read-only; larger ones are read directly with the mount's read-ahead (see
-    /// `ops::serves_direct`).
+    /// `ops::open::serves_direct`).
     pub page_cache_max: u64,
     /// Answer writes once their data is in the mount and send it to the servers in
     /// the background (`writebehind.rs`); errors come with a later write, `fsync` or
