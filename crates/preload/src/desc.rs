@@ -18,7 +18,7 @@ use pvfs_client::File;
 use pvfs_proto::Handle;
 
 use crate::hook::R;
-use crate::lock::Locked;
+use crate::lock::{Guard, Locked};
 use crate::proc::Proc;
 use crate::real;
 
@@ -133,8 +133,9 @@ impl Desc {
         self.flags.load(Ordering::Relaxed)
     }
 
-    /// The open file for I/O (re-opened by handle in a forked child).
-    pub(crate) fn file(&self, p: &Proc) -> R<Arc<File>> {
+    /// The description's cache, emptied if it is of another process generation (a
+    /// forked child's first use).
+    fn cache_for(&self, p: &Proc) -> Guard<'_, Cache> {
         let mut c = self.cache.lock();
         if c.gen != p.gen {
             *c = Cache {
@@ -143,6 +144,12 @@ impl Desc {
                 listing: None,
             };
         }
+        c
+    }
+
+    /// The open file for I/O (re-opened by handle in a forked child).
+    pub(crate) fn file(&self, p: &Proc) -> R<Arc<File>> {
+        let mut c = self.cache_for(p);
         if let Some(f) = &c.file {
             return Ok(f.clone());
         }
@@ -155,14 +162,7 @@ impl Desc {
     /// generation) and after a rewind. The description's cache stays locked while
     /// `read` runs, so threads sharing the description read it once.
     pub(crate) fn listing(&self, p: &Proc, read: impl FnOnce() -> R<Vec<Ent>>) -> R<Arc<Vec<Ent>>> {
-        let mut c = self.cache.lock();
-        if c.gen != p.gen {
-            *c = Cache {
-                gen: p.gen,
-                file: None,
-                listing: None,
-            };
-        }
+        let mut c = self.cache_for(p);
         if let Some(l) = &c.listing {
             return Ok(l.clone());
         }
