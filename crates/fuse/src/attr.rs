@@ -162,6 +162,13 @@ pub(crate) fn may_access(attr: &Attr, creds: &Creds, want: u32) -> bool {
     pvfs_proto::access::allows(attr, creds, want)
 }
 
+/// Whether `mode` has bits a write by someone else than root must clear: set-user-ID,
+/// and set-group-ID together with group execute (as Linux's `should_remove_suid`).
+pub(crate) fn privileged(mode: u32) -> bool {
+    mode & libc::S_ISUID != 0
+        || mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

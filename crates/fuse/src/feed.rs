@@ -21,7 +21,7 @@ use pvfs_client::Errno;
 use pvfs_proto::{Changed, Handle};
 
 use crate::attr::ino_of;
-use crate::ops::Inner;
+use crate::inner::Inner;
 
 /// How long one poll waits on its server for a change (the server waits at most a
 /// third of its request timeout).

@@ -24,9 +24,12 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::locks::KernelLock;
-
-use crate::ops::{Inner, OpResult, ReadStart, SetReq, STATFS_BSIZE, STATFS_FRSIZE};
+use crate::errors::OpResult;
+use crate::inner::Inner;
+use crate::ops::attrs::SetReq;
+use crate::ops::io::ReadStart;
+use crate::ops::locks::KernelLock;
+use crate::ops::statfs::{STATFS_BSIZE, STATFS_FRSIZE};
 
 /// A reply that can carry an errno.
 trait Fail: Send + 'static {

@@ -14,24 +14,33 @@
 //! the calling process ([`creds`]); the kernel checks mode bits
 //! (`default_permissions`) and the servers enforce ownership rules.
 //!
+//! The modules form layers, each using only those before it: the options and the
+//! errno mapping ([`options`], [`errors`]); the shared state ([`inner`], with the
+//! tables of [`state`] and the read-ahead, background writes and small files they
+//! hold); the operations ([`ops`], one file per concern); the `fuser` callbacks
+//! ([`fs`]); mounting and unmounting ([`mount`], with the change feeds of [`feed`]).
+//!
 //! Inode numbers are pvfs handles (the root directory is FUSE's inode 1); handles
 //! are never reused, so the kernel's inode cache never names the wrong object.
 //! Open files, files unlinked while open, and directory streams are tracked in
-//! [`state`]. File locks go to the servers ([`locks`], `docs/locks.md`). Semantics
+//! [`state`]. File locks go to the servers ([`ops::locks`], `docs/locks.md`). Semantics
 //! and limits are documented in `docs/fuse.md`.
 
 mod attr;
 mod creds;
+mod errors;
 mod feed;
 mod fs;
-mod locks;
+mod inner;
 mod mount;
 mod ops;
+mod options;
 mod readahead;
 mod smallfiles;
 mod state;
 mod writebehind;
 mod xattr;
 
-pub use mount::{serve, unmount, Error, MountOptions, Unmounted};
+pub use mount::{serve, unmount, Error, Unmounted};
+pub use options::MountOptions;
 pub use xattr::LAYOUT_XATTR;

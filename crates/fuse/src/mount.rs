@@ -24,61 +24,11 @@ use pvfs_client::Client;
 use pvfs_config::Config;
 
 use crate::fs::PvfsFs;
-use crate::ops::Inner;
+use crate::inner::Inner;
+use crate::options::MountOptions;
 
 /// How long files still open on a detached mount are served after a signal.
 const GRACE: Duration = Duration::from_secs(5);
-
-/// Options of a mount (see `docs/fuse.md`).
-#[derive(Clone, Debug)]
-pub struct MountOptions {
-    /// How long the kernel may cache attributes (size, mode, times).
-    pub attr_timeout: Duration,
-    /// How long the kernel may cache names (which object a name means).
-    pub entry_timeout: Duration,
-    /// How long the kernel may cache names and attributes, and keep a file's pages
-    /// across opens, while every server feeds the mount the changes other clients
-    /// make (`feed.rs`); zero turns the feeds off.
-    pub cache_timeout: Duration,
-    /// FUSE threads reading requests (each with its own cloned device).
-    pub threads: usize,
-    /// Let other users in (`allow_other`; a non-root mount needs
-    /// `user_allow_other` in `/etc/fuse.conf`).
-    pub allow_other: bool,
-    /// Bypass the kernel's page cache: every read and write goes to the servers.
-    pub direct_io: bool,
-    /// Read-ahead window set after mounting, in bytes (0 leaves the kernel's).
-    pub read_ahead: u64,
-    /// Largest read or write request the kernel sends, in bytes (a multiple of the
-    /// page size, at most 16 MiB). Above 1 MiB the kernel's limit
-    /// `fs.fuse.max_pages_limit` must allow it: a root mount raises it if needed.
-    pub max_request: u32,
-    /// Largest file (bytes) read through the kernel's page cache when opened
-    /// read-only; larger ones are read directly with the mount's read-ahead (see
-    /// `ops::serves_direct`).
-    pub page_cache_max: u64,
-    /// Answer writes once their data is in the mount and send it to the servers in
-    /// the background (`writebehind.rs`); errors come with a later write, `fsync` or
-    /// `close`.
-    pub write_behind: bool,
-}
-
-impl Default for MountOptions {
-    fn default() -> MountOptions {
-        MountOptions {
-            attr_timeout: Duration::from_secs(1),
-            entry_timeout: Duration::from_secs(1),
-            cache_timeout: Duration::from_secs(60),
-            threads: 4,
-            allow_other: false,
-            direct_io: false,
-            read_ahead: 4 << 20,
-            max_request: 4 << 20,
-            page_cache_max: 4 << 20,
-            write_behind: false,
-        }
-    }
-}
 
 /// A failed mount or unmount.
 #[derive(Debug, thiserror::Error)]
@@ -211,8 +161,7 @@ pub fn serve(
             ))
         }
     }
-    let mut opts = opts.clone();
-    opts.max_request = opts.max_request.clamp(1 << 17, 16 << 20) & !4095;
+    let opts = opts.in_bounds();
     allow_requests_of(opts.max_request);
     let inner = Arc::new(Inner::new(client, opts.clone()));
     let watchdog = timeouts.request * 4 + Duration::from_secs(10);

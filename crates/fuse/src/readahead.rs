@@ -337,7 +337,7 @@ async fn receive(
     let n = file
         .read_at(offset, &mut buf[SKEW..])
         .await
-        .map_err(crate::ops::errno)?;
+        .map_err(crate::errors::errno)?;
     Ok((buf, n))
 }
 

@@ -138,6 +138,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Tables {
+    /// Empty tables.
     pub(crate) fn new() -> Tables {
         Tables {
             files: Mutex::new(HashMap::new()),

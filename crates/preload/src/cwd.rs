@@ -1,9 +1,9 @@
 //! A working directory inside pvfs.
 //!
 //! The kernel cannot change into a pvfs directory, so `chdir`/`fchdir` into one keep it
-//! here, and relative paths with `AT_FDCWD` resolve against it ([`crate::fds::resolve`]);
-//! `getcwd` reports it under the prefix. `mkdir -p`, for one, changes into each
-//! directory it makes.
+//! in the library (`globals::cwd`), and relative paths with `AT_FDCWD` resolve against
+//! it (`fds::resolve`); `getcwd` reports it under the prefix. `mkdir -p`, for one,
+//! changes into each directory it makes.
 //!
 //! The process's real working directory is meanwhile moved into an empty directory
 //! that is deleted at once. A program started with `exec` does not inherit the pvfs
@@ -11,33 +11,13 @@
 //! directory its relative paths fail with ENOENT instead of silently meaning files of
 //! the directory the process was in before.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use libc::{c_char, c_int, size_t};
 
-use crate::fds::{self, route, Kind};
-use crate::lock::Locked;
-use crate::proc;
-use crate::{guarded, pvfs_call, real, settings, R};
-
-/// The pvfs working directory (a pvfs path), if the process is in one.
-pub(crate) static CWD: Locked<Option<String>> = Locked::new(None);
-/// Whether CWD is set (lets every relative path skip the lock otherwise).
-static IN_PVFS: AtomicBool = AtomicBool::new(false);
-
-/// The pvfs working directory, if any.
-pub(crate) fn current() -> Option<String> {
-    if !IN_PVFS.load(Ordering::Acquire) {
-        return None;
-    }
-    CWD.lock().clone()
-}
-
-fn set(p: Option<String>) {
-    let mut c = CWD.lock();
-    IN_PVFS.store(p.is_some(), Ordering::Release);
-    *c = p;
-}
+use crate::desc::Kind;
+use crate::fds::{self, route};
+use crate::globals;
+use crate::hook::{guarded, pvfs_call, R};
+use crate::real;
 
 /// Moves the real working directory into a fresh directory and deletes it.
 fn kill_real_cwd() {
@@ -57,7 +37,7 @@ fn kill_real_cwd() {
 
 /// Changes into pvfs directory `p` (which must be a searchable directory).
 fn enter(p: &str) -> R<c_int> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let attr = pr.call(pr.client().stat_lite(p))?;
     if attr.kind() != pvfs_client::ObjKind::Dir {
         return Err(libc::ENOTDIR);
@@ -65,10 +45,10 @@ fn enter(p: &str) -> R<c_int> {
     if !pr.may(&attr, libc::X_OK as u32) {
         return Err(libc::EACCES);
     }
-    if current().is_none() {
+    if globals::cwd().is_none() {
         kill_real_cwd();
     }
-    set(Some(p.to_string()));
+    globals::set_cwd(Some(p.to_string()));
     Ok(0)
 }
 
@@ -82,7 +62,7 @@ unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
             |_, path| {
                 let rc = real::chdir(path);
                 if rc == 0 {
-                    set(None);
+                    globals::set_cwd(None);
                 }
                 rc
             },
@@ -99,7 +79,7 @@ unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
             // SAFETY: no memory preconditions.
             let rc = unsafe { real::fchdir(fd) };
             if rc == 0 {
-                set(None);
+                globals::set_cwd(None);
             }
             rc
         },
@@ -146,20 +126,20 @@ fn give_path(s: &str, buf: *mut c_char, size: size_t) -> R<*mut c_char> {
 
 #[no_mangle]
 unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
-    guarded(|| match current() {
+    guarded(|| match globals::cwd() {
         // SAFETY: getcwd's arguments, passed on.
         None => unsafe { real::getcwd(buf, size) },
-        Some(p) => pvfs_call(|| give_path(&settings::get().local_path(&p), buf, size)),
+        Some(p) => pvfs_call(|| give_path(&globals::settings().local_path(&p), buf, size)),
     })
 }
 
 #[no_mangle]
 unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
-    guarded(|| match current() {
+    guarded(|| match globals::cwd() {
         // SAFETY: no arguments.
         None => unsafe { real::get_current_dir_name() },
         Some(p) => {
-            pvfs_call(|| give_path(&settings::get().local_path(&p), std::ptr::null_mut(), 0))
+            pvfs_call(|| give_path(&globals::settings().local_path(&p), std::ptr::null_mut(), 0))
         }
     })
 }

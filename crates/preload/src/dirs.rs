@@ -8,52 +8,18 @@
 //! request per server) and handed out from the description's offset, so a stream and
 //! `getdents64` on its `dirfd` agree; "." and ".." come first.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use libc::{c_char, c_int, c_long, c_void, dirent, dirent64, size_t, ssize_t, DIR};
+use pvfs_client::DirEntry;
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Ent, Kind};
+use crate::desc::{Desc, Ent, Kind};
+use crate::fds::{on_fd, on_open_fd, route};
+use crate::globals::{self, new_stream, remove_stream, stream, Stream, FDS, LISTINGS};
+use crate::hook::{guarded, pvfs_call, R};
 use crate::io::open_pvfs;
-use crate::lock::Locked;
-use crate::proc;
-use crate::{guarded, pvfs_call, real, R};
-
-/// A pvfs directory stream.
-pub(crate) struct Stream {
-    /// Its directory descriptor.
-    fd: c_int,
-    /// The entry readdir returned last (valid until the next call, as POSIX says).
-    ent: dirent64,
-}
-
-/// Every open pvfs stream, by address.
-pub(crate) static STREAMS: Locked<BTreeMap<usize, Box<Stream>>> = Locked::new(BTreeMap::new());
-/// Streams in STREAMS (lets glibc's streams skip the lock while there are none).
-static NSTREAMS: AtomicUsize = AtomicUsize::new(0);
-
-/// The pvfs stream `dir` points to, if it is one.
-fn stream(dir: *mut DIR) -> Option<*mut Stream> {
-    if dir.is_null() || NSTREAMS.load(Ordering::Acquire) == 0 {
-        return None;
-    }
-    let mut s = STREAMS.lock();
-    s.get_mut(&(dir as usize)).map(|b| &mut **b as *mut Stream)
-}
-
-/// A new stream over pvfs directory descriptor `fd`.
-fn new_stream(fd: c_int) -> *mut DIR {
-    // SAFETY: an all-zero dirent64 is a valid value.
-    let mut b = Box::new(Stream {
-        fd,
-        ent: unsafe { std::mem::zeroed() },
-    });
-    let p = &mut *b as *mut Stream;
-    let mut s = STREAMS.lock();
-    s.insert(p as usize, b);
-    NSTREAMS.store(s.len(), Ordering::Release);
-    p.cast()
-}
+use crate::proc::Proc;
+use crate::real;
 
 #[no_mangle]
 unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
@@ -86,14 +52,47 @@ unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
     )
 }
 
+/// The listing of directory description `d` ("." and ".." first), read from the
+/// servers on first use and after a rewind; it becomes the latest listing, whose
+/// attributes may answer the stats that follow (`cache.rs`).
+fn listing(d: &Desc, pr: &Proc) -> R<Arc<Vec<Ent>>> {
+    d.listing(pr, || {
+        let changes = LISTINGS.changes();
+        let entries = pr.call(pr.client().readdir_at(d.handle))?;
+        let mut v = Vec::with_capacity(entries.len() + 2);
+        v.push(Ent {
+            name: b".".to_vec(),
+            ino: d.handle,
+            dtype: libc::DT_DIR,
+        });
+        v.push(Ent {
+            name: b"..".to_vec(),
+            ino: d.parent,
+            dtype: libc::DT_DIR,
+        });
+        v.extend(entries.into_iter().map(ent));
+        LISTINGS.listed(&d.path, d.handle, changes);
+        Ok(v)
+    })
+}
+
+/// A listing's entry for a directory entry of the client.
+fn ent(e: DirEntry) -> Ent {
+    Ent {
+        ino: e.handle,
+        dtype: e.kind.d_type(),
+        name: e.name.into_bytes(),
+    }
+}
+
 /// The next entry of description `d`, or `None` at the end.
 fn next(d: &Desc) -> R<Option<Ent>> {
     if d.kind != Kind::Dir || d.path_only() {
         return Err(libc::EBADF);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let mut pos = d.pos.lock();
-    let list = d.listing(pr)?;
+    let list = listing(d, pr)?;
     match list.get(*pos as usize) {
         Some(e) => {
             *pos += 1;
@@ -121,7 +120,7 @@ fn readdir_stream(s: *mut Stream) -> R<*mut dirent64> {
     // SAFETY: s is a registered stream; POSIX does not allow one stream to be used by
     // two threads at once, and closedir (which frees it) is not running.
     let s = unsafe { &mut *s };
-    let d = fds::get(s.fd).ok_or(libc::EBADF)?;
+    let d = FDS.get(s.fd).ok_or(libc::EBADF)?;
     let idx = *d.pos.lock();
     match next(&d)? {
         Some(e) => {
@@ -159,7 +158,7 @@ fn readdir_r_stream(s: *mut Stream, entry: *mut dirent64, result: *mut *mut dire
         return libc::EFAULT;
     }
     match pvfs_call(|| readdir_stream(s).map(|p| p as isize)) {
-        -1 => crate::errno(),
+        -1 => crate::hook::errno(),
         0 => {
             // SAFETY: result is a writable pointer slot (checked non-null).
             unsafe { *result = std::ptr::null_mut() };
@@ -210,17 +209,11 @@ unsafe extern "C" fn closedir(dir: *mut DIR) -> c_int {
             // SAFETY: a glibc stream, passed on.
             return unsafe { real::closedir(dir) };
         }
-        let b = {
-            let mut s = STREAMS.lock();
-            let b = s.remove(&(dir as usize));
-            NSTREAMS.store(s.len(), Ordering::Release);
-            b
-        };
-        match b {
+        match remove_stream(dir) {
             // SAFETY: the stream's own descriptor, closed through the close hook.
             Some(b) => unsafe { crate::io::close_hook(b.fd) },
             None => {
-                crate::set_errno(libc::EBADF);
+                crate::hook::set_errno(libc::EBADF);
                 -1
             }
         }
@@ -244,7 +237,7 @@ unsafe extern "C" fn rewinddir(dir: *mut DIR) {
         None => unsafe { real::rewinddir(dir) },
         Some(s) => {
             // SAFETY: a registered stream.
-            if let Some(d) = fds::get(unsafe { (*s).fd }) {
+            if let Some(d) = FDS.get(unsafe { (*s).fd }) {
                 *d.pos.lock() = 0;
                 d.forget_listing();
             }
@@ -258,10 +251,10 @@ unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
         // SAFETY: a glibc stream, passed on.
         None => unsafe { real::telldir(dir) },
         // SAFETY: a registered stream.
-        Some(s) => match fds::get(unsafe { (*s).fd }) {
+        Some(s) => match FDS.get(unsafe { (*s).fd }) {
             Some(d) => *d.pos.lock() as c_long,
             None => {
-                crate::set_errno(libc::EBADF);
+                crate::hook::set_errno(libc::EBADF);
                 -1
             }
         },
@@ -275,7 +268,7 @@ unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
         None => unsafe { real::seekdir(dir, pos) },
         Some(s) => {
             // SAFETY: a registered stream.
-            if let Some(d) = fds::get(unsafe { (*s).fd }) {
+            if let Some(d) = FDS.get(unsafe { (*s).fd }) {
                 *d.pos.lock() = pos.max(0) as u64;
             }
         }
@@ -297,9 +290,9 @@ fn getdents_desc(d: &Desc, buf: *mut c_void, n: usize) -> R<ssize_t> {
     if buf.is_null() {
         return Err(libc::EFAULT);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let mut pos = d.pos.lock();
-    let list = d.listing(pr)?;
+    let list = listing(d, pr)?;
     // SAFETY: the caller's buffer holds n bytes.
     let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) };
     let mut used = 0;

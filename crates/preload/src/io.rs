@@ -13,24 +13,11 @@ use libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, off64_t, size_t, ssize
 use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
 use pvfs_proto::ObjDetail;
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
-use crate::proc;
-use crate::{client_errno, guarded, pvfs_call, real, set_errno, R};
-
-/// Defines exported hooks `$name…` that all forward to `$imp`.
-macro_rules! export {
-    ($($name:ident),+ => $imp:ident $args:tt -> $ret:ty) => {
-        $( $crate::io::export!(@one $name $imp $args $ret); )+
-    };
-    (@one $name:ident $imp:ident ($($a:ident: $t:ty),*) $ret:ty) => {
-        #[no_mangle]
-        unsafe extern "C" fn $name($($a: $t),*) -> $ret {
-            // SAFETY: the same contract as the function it forwards to.
-            unsafe { $imp($($a),*) }
-        }
-    };
-}
-pub(crate) use export;
+use crate::desc::{Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route};
+use crate::globals::{self, FDS, LISTINGS};
+use crate::hook::{client_errno, export, guarded, pvfs_call, set_errno, R};
+use crate::real;
 
 /// Largest single transfer, as Linux's MAX_RW_COUNT.
 const MAX_RW: usize = 0x7fff_f000;
@@ -55,10 +42,10 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
     if acc == libc::O_ACCMODE {
         return Err(libc::EINVAL);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let c = pr.client();
     if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
-        crate::cache::changed();
+        LISTINGS.changed();
     }
     let mut created = None;
     if flags & libc::O_CREAT != 0 {
@@ -66,7 +53,7 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
             return Err(libc::EINVAL);
         }
         // The servers apply the umask, unless a default ACL decides.
-        let c = c.with_umask(proc::current_umask());
+        let c = c.with_umask(globals::umask());
         match pr.run(c.create(path, mode & 0o7777, LayoutSpec::default(), true)) {
             Ok(f) => created = Some(f),
             Err(e) if e.errno == PErrno::EEXIST && flags & libc::O_EXCL == 0 => {}
@@ -134,7 +121,7 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         ObjDetail::Dir { parent, .. } => parent,
         _ => 0,
     };
-    let (fd, ident) = fds::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
+    let (fd, ident) = crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
     let mut status = flags;
     if kind == Kind::Dir {
         status |= libc::O_DIRECTORY;
@@ -147,8 +134,10 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         status,
         file,
         ident,
+        globals::generation(),
+        globals::next_desc_id(),
     );
-    drop(fds::insert(fd, Arc::new(desc)));
+    drop(FDS.insert(fd, Arc::new(desc)));
     Ok(fd)
 }
 
@@ -336,15 +325,15 @@ unsafe extern "C" fn mkdtemp(t: *mut c_char) -> *mut c_char {
 /// None beyond close's (no memory is touched).
 pub(crate) unsafe fn close_hook(fd: c_int) -> c_int {
     guarded(|| {
-        let old = if crate::Busy::active() {
+        let old = if crate::hook::Busy::active() {
             None
         } else {
-            fds::remove(fd)
+            FDS.remove(fd)
         };
         // SAFETY: close has no memory preconditions.
         let rc = unsafe { real::close(fd) };
         if let Some(d) = old {
-            let e = crate::errno();
+            let e = crate::hook::errno();
             crate::locks::closed(&d);
             drop(d);
             set_errno(e);
@@ -362,13 +351,13 @@ unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c
     guarded(|| {
         let gone = if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
             let hi = last.min(i32::MAX as c_uint) as c_int;
-            fds::remove_range(first.min(i32::MAX as c_uint) as c_int, hi)
+            FDS.remove_range(first.min(i32::MAX as c_uint) as c_int, hi)
         } else {
             Vec::new()
         };
         // SAFETY: no memory preconditions.
         let rc = unsafe { real::close_range(first, last, flags) };
-        let e = crate::errno();
+        let e = crate::hook::errno();
         gone.iter().for_each(|d| crate::locks::closed(d));
         drop(gone);
         set_errno(e);
@@ -379,7 +368,7 @@ unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c
 #[no_mangle]
 unsafe extern "C" fn closefrom(low: c_int) {
     guarded(|| {
-        let gone = fds::remove_range(low.max(0), i32::MAX);
+        let gone = FDS.remove_range(low.max(0), i32::MAX);
         // SAFETY: no memory preconditions.
         unsafe { real::closefrom(low) };
         gone.iter().for_each(|d| crate::locks::closed(d));
@@ -437,7 +426,7 @@ pub(crate) fn read_desc(d: &Desc, buf: &mut [u8]) -> R<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = d.file(pr)?;
     let mut pos = d.pos.lock();
     let got = pr.call(f.read_at(*pos, buf))?;
@@ -447,12 +436,12 @@ pub(crate) fn read_desc(d: &Desc, buf: &mut [u8]) -> R<usize> {
 
 /// write(2) on a pvfs description: at the offset (or the end with `O_APPEND`).
 pub(crate) fn write_desc(d: &Desc, buf: &[u8]) -> R<usize> {
-    crate::cache::changed();
+    LISTINGS.changed();
     check_io(d, true)?;
     if buf.is_empty() {
         return Ok(0);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = d.file(pr)?;
     let mut pos = d.pos.lock();
     let at = if d.status() & libc::O_APPEND != 0 {
@@ -474,14 +463,14 @@ fn pread_desc(d: &Desc, buf: &mut [u8], off: i64) -> R<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = d.file(pr)?;
     pr.call(f.read_at(off as u64, buf))
 }
 
 /// pwrite(2) on a pvfs description (with `O_APPEND` it appends, as on Linux).
 fn pwrite_desc(d: &Desc, buf: &[u8], off: i64) -> R<usize> {
-    crate::cache::changed();
+    LISTINGS.changed();
     check_io(d, true)?;
     if off < 0 {
         return Err(libc::EINVAL);
@@ -489,7 +478,7 @@ fn pwrite_desc(d: &Desc, buf: &[u8], off: i64) -> R<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = d.file(pr)?;
     let at = if d.status() & libc::O_APPEND != 0 {
         pr.call(f.size())?
@@ -707,7 +696,7 @@ pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
             }
         }
         Kind::File => {
-            let pr = proc::get()?;
+            let pr = globals::proc()?;
             let mut pos = d.pos.lock();
             let size = || -> R<i64> {
                 let f = d.file(pr)?;
@@ -764,9 +753,9 @@ unsafe extern "C" fn dup(fd: c_int) -> c_int {
             // SAFETY: as above.
             let nfd = unsafe { real::dup(fd) };
             if nfd < 0 {
-                return Err(crate::errno());
+                return Err(crate::hook::errno());
             }
-            drop(fds::insert(nfd, d));
+            drop(FDS.insert(nfd, d));
             Ok(nfd)
         },
     )
@@ -774,17 +763,17 @@ unsafe extern "C" fn dup(fd: c_int) -> c_int {
 
 /// dup2/dup3: the kernel replaces `to` and the table follows under its lock.
 fn dup_to(fd: c_int, to: c_int, real_dup: impl FnOnce() -> c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         return real_dup();
     }
     guarded(|| {
-        let from = fds::get(fd);
-        if from.is_none() && !fds::is_pvfs(to) {
+        let from = FDS.get(fd);
+        if from.is_none() && !FDS.is_pvfs(to) {
             return real_dup();
         }
-        let (rc, e, old) = fds::with_table(|t| {
+        let (rc, e, old) = FDS.with_table(|t| {
             let rc = real_dup();
-            let e = crate::errno();
+            let e = crate::hook::errno();
             let old = if rc >= 0 && fd != to {
                 match from {
                     Some(d) => t.insert(to, d),
@@ -826,17 +815,17 @@ fn fcntl_desc(d: Arc<Desc>, fd: c_int, cmd: c_int, arg: usize) -> R<c_int> {
             // SAFETY: the caller's argument, passed on.
             let nfd = unsafe { real::fcntl(fd, cmd, arg) };
             if nfd < 0 {
-                return Err(crate::errno());
+                return Err(crate::hook::errno());
             }
-            drop(fds::insert(nfd, d));
+            drop(FDS.insert(nfd, d));
             Ok(nfd)
         }
         libc::F_GETFL => Ok(d.acc | d.status()),
         libc::F_SETFL => {
-            let new = arg as c_int & fds::SETFL_FLAGS;
+            let new = arg as c_int & crate::desc::SETFL_FLAGS;
             let old = d.status();
             d.flags.store(
-                (old & !fds::SETFL_FLAGS) | new,
+                (old & !crate::desc::SETFL_FLAGS) | new,
                 std::sync::atomic::Ordering::Relaxed,
             );
             Ok(0)
@@ -882,7 +871,7 @@ const FICLONERANGE: c_ulong = 0x4020_940d;
 /// controls) except close-on-exec requests; a reflink from a pvfs source is EXDEV.
 #[no_mangle]
 unsafe extern "C" fn pvfs_preload_ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the caller's argument, passed on.
         return unsafe { real::ioctl(fd, request, arg) };
     }
@@ -896,8 +885,8 @@ unsafe extern "C" fn pvfs_preload_ioctl(fd: c_int, request: c_ulong, arg: usize)
             }
             _ => None,
         };
-        let pvfs_src = src.is_some_and(fds::is_pvfs);
-        if !fds::is_pvfs(fd) && !pvfs_src {
+        let pvfs_src = src.is_some_and(|s| FDS.is_pvfs(s));
+        if !FDS.is_pvfs(fd) && !pvfs_src {
             // SAFETY: the caller's argument, passed on.
             return unsafe { real::ioctl(fd, request, arg) };
         }
@@ -962,8 +951,8 @@ unsafe fn ftruncate_hook(fd: c_int, len: off64_t) -> c_int {
             if len < 0 {
                 return Err(libc::EINVAL);
             }
-            crate::cache::changed();
-            let pr = proc::get()?;
+            LISTINGS.changed();
+            let pr = globals::proc()?;
             let f = d.file(pr)?;
             pr.call(f.truncate(len as u64))?;
             Ok(0)
@@ -978,13 +967,13 @@ export!(ftruncate, ftruncate64 => ftruncate_hook(fd: c_int, len: off64_t) -> c_i
 fn sync_desc(d: &Desc) -> R<c_int> {
     match d.kind {
         Kind::File => {
-            let pr = proc::get()?;
+            let pr = globals::proc()?;
             let f = d.file(pr)?;
             pr.call(f.fsync())?;
             Ok(0)
         }
         Kind::Dir => {
-            let pr = proc::get()?;
+            let pr = globals::proc()?;
             pr.call(pr.client().sync_metadata())?;
             Ok(0)
         }
@@ -994,7 +983,7 @@ fn sync_desc(d: &Desc) -> R<c_int> {
 
 /// syncfs on pvfs: everything the file system acknowledged made stable.
 fn sync_fs() -> R<c_int> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(pr.client().syncfs())?;
     Ok(0)
 }
@@ -1024,7 +1013,7 @@ unsafe extern "C" fn sync() {
     // SAFETY: the sync system call has no arguments and no memory preconditions;
     // calling it directly (not libc's sync) cannot land in this hook again.
     unsafe { libc::syscall(libc::SYS_sync) };
-    if proc::started() {
+    if globals::started() {
         let _ = sync_fs();
     }
 }
@@ -1086,10 +1075,10 @@ unsafe extern "C" fn pvfs_preload_fopen(
 /// Whether `fd` is a pvfs descriptor (for fdopen).
 #[no_mangle]
 extern "C" fn pvfs_preload_is_pvfs(fd: c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         return 0;
     }
-    guarded(|| c_int::from(fds::is_pvfs(fd)))
+    guarded(|| c_int::from(FDS.is_pvfs(fd)))
 }
 
 /// Whether `path` is a pvfs path (for freopen).
@@ -1108,7 +1097,7 @@ unsafe extern "C" fn pvfs_preload_is_pvfs_path(path: *const c_char) -> c_int {
 #[no_mangle]
 unsafe extern "C" fn pvfs_preload_fd_read(fd: c_int, buf: *mut c_char, n: size_t) -> ssize_t {
     pvfs_call(|| {
-        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        let d = FDS.get(fd).ok_or(libc::EBADF)?;
         // SAFETY: stdio passes its buffer with its length.
         Ok(read_desc(&d, unsafe { out_buf(buf.cast(), n)? })? as ssize_t)
     })
@@ -1118,7 +1107,7 @@ unsafe extern "C" fn pvfs_preload_fd_read(fd: c_int, buf: *mut c_char, n: size_t
 #[no_mangle]
 unsafe extern "C" fn pvfs_preload_fd_write(fd: c_int, buf: *const c_char, n: size_t) -> ssize_t {
     pvfs_call(|| {
-        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        let d = FDS.get(fd).ok_or(libc::EBADF)?;
         // SAFETY: stdio passes its buffer with its length.
         let buf = unsafe { in_buf(buf.cast(), n)? };
         let mut done = 0;
@@ -1133,7 +1122,7 @@ unsafe extern "C" fn pvfs_preload_fd_write(fd: c_int, buf: *const c_char, n: siz
 #[no_mangle]
 extern "C" fn pvfs_preload_fd_seek(fd: c_int, off: i64, whence: c_int) -> i64 {
     pvfs_call(|| {
-        let d = fds::get(fd).ok_or(libc::EBADF)?;
+        let d = FDS.get(fd).ok_or(libc::EBADF)?;
         seek_desc(&d, off, whence)
     })
 }

@@ -9,14 +9,13 @@
 //! process exits. A process killed before it can do that loses its locks after the
 //! lease (`[locks] lease`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use libc::{c_int, off64_t};
 use pvfs_client::locks::{self, DescLocks};
 use pvfs_proto::Handle;
 
-use crate::fds::Desc;
-use crate::{proc, R};
+use crate::desc::Desc;
+use crate::globals;
+use crate::hook::R;
 
 /// The owner of this process's POSIX record locks (each process has its own client,
 /// so its pid is enough).
@@ -27,12 +26,6 @@ fn posix_owner() -> u64 {
 /// The owner of the OFD locks and `flock`s of description number `id`.
 fn ofd_owner(id: u64) -> u64 {
     1 << 63 | id
-}
-
-/// A new description's number (names its OFD locks).
-pub(crate) fn next_desc_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// What the client library needs of description `d`.
@@ -56,7 +49,7 @@ pub(crate) fn fcntl_lock(d: &Desc, cmd: c_int, arg: usize) -> R<c_int> {
     }
     // SAFETY: the lock commands' argument points to a struct flock.
     let mut lk = unsafe { p.read() };
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(locks::fcntl_lock(pr.client(), &desc(d), cmd, &mut lk))?;
     // SAFETY: as above.
     unsafe { p.write(lk) };
@@ -65,14 +58,14 @@ pub(crate) fn fcntl_lock(d: &Desc, cmd: c_int, arg: usize) -> R<c_int> {
 
 /// `flock(fd, op)` on pvfs description `d`.
 pub(crate) fn flock(d: &Desc, op: c_int) -> R<c_int> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(locks::flock(pr.client(), &desc(d), op))?;
     Ok(0)
 }
 
 /// `lockf(fd, cmd, len)` on pvfs description `d`.
 pub(crate) fn lockf(d: &Desc, cmd: c_int, len: off64_t) -> R<c_int> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(locks::lockf(pr.client(), &desc(d), cmd, len))?;
     Ok(0)
 }
@@ -90,11 +83,13 @@ pub(crate) fn description_gone(handle: Handle, id: u64) {
 }
 
 fn release(handle: Handle, owner: u64) {
-    let Some(pr) = proc::current() else { return };
+    let Some(pr) = globals::current_proc() else {
+        return;
+    };
     if !pr.client().may_hold_locks(handle, owner) {
         return;
     }
-    let _busy = crate::Busy::enter();
+    let _busy = crate::hook::Busy::enter();
     // A failure is not the close's: the server forgets them with the lease.
     let _ = pr.run(pr.client().release_locks(handle, owner));
 }
@@ -103,8 +98,10 @@ fn release(handle: Handle, owner: u64) {
 /// lease.
 pub(crate) extern "C" fn release_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        let Some(pr) = proc::current() else { return };
-        let _busy = crate::Busy::enter();
+        let Some(pr) = globals::current_proc() else {
+            return;
+        };
+        let _busy = crate::hook::Busy::enter();
         // On a thread of its own: exit has already destroyed this thread's
         // thread-locals, the runtime's among them.
         let released = std::thread::Builder::new()

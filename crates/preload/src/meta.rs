@@ -5,43 +5,30 @@
 //! A call naming one pvfs path and one local path (rename, link) fails with EXDEV, as
 //! between two file systems, so `mv` falls back to copy and remove. Unlinking a file
 //! that this process still has open keeps its data until the last descriptor on it
-//! closes ([`released`]), as POSIX says.
+//! closes (the end of a description, `fds.rs`), as POSIX says.
 
 use std::ffi::CStr;
 
 use libc::{c_char, c_int, c_uint, gid_t, mode_t, off64_t, size_t, ssize_t, timespec, uid_t};
 use pvfs_client::{Attr, Errno as PErrno, LayoutSpec, ObjKind, RenameMode, SetAttr, Timespec};
 
-use crate::fds::{self, on_open_fd, resolve, route, route_at, Obj, Target};
-use crate::io::export;
-use crate::lock::Locked;
-use crate::proc::{self, Proc};
+use crate::fds::{on_open_fd, resolve, route, route_at, Obj, Target};
+use crate::globals::{self, FDS, LISTINGS};
+use crate::hook::export;
+use crate::hook::{guarded, pvfs_call, set_errno, Failure, R};
+use crate::proc::Proc;
+use crate::real;
+use crate::settings::split;
 use crate::stat::{fill_stat, fill_statx};
-use crate::{guarded, pvfs_call, real, set_errno, settings, Failure, R};
-
-/// Splits pvfs path `p` into its parent's path and its last name.
-pub(crate) fn split(p: &str) -> R<(&str, &str)> {
-    let p = p.trim_end_matches('/');
-    match p.rfind('/') {
-        None => Err(libc::EBUSY),
-        Some(i) => {
-            let name = &p[i + 1..];
-            if name.is_empty() {
-                return Err(libc::EBUSY);
-            }
-            Ok((if i == 0 { "/" } else { &p[..i] }, name))
-        }
-    }
-}
 
 // ----- stat ------------------------------------------------------------------------
 
 /// Attributes of pvfs path `p` (following a final symlink when `follow`), with size.
 fn attr_of(pr: &Proc, p: &str, follow: bool) -> R<Attr> {
     let c = pr.client();
-    let mut lookup = crate::cache::lookup(p);
+    let mut lookup = LISTINGS.lookup(p);
     if let crate::cache::Lookup::Fill(dir) = lookup {
-        let changes = crate::cache::changes();
+        let changes = LISTINGS.changes();
         // On failure an empty map is kept: the stats then go to the servers one by one.
         let attrs = match pr.run(c.readdir_plus_at(dir, true)) {
             Ok(entries) => entries
@@ -51,9 +38,9 @@ fn attr_of(pr: &Proc, p: &str, follow: bool) -> R<Attr> {
             Err(_) => Default::default(),
         };
         if let Ok((parent, _)) = split(p) {
-            crate::cache::fill(parent, changes, attrs);
+            LISTINGS.fill(parent, changes, attrs);
         }
-        lookup = crate::cache::lookup(p);
+        lookup = LISTINGS.lookup(p);
     }
     if let crate::cache::Lookup::Hit(a) = lookup {
         if !follow || a.kind() != ObjKind::Symlink {
@@ -81,7 +68,7 @@ pub(crate) fn stat_into(o: &Obj, follow: bool, buf: *mut libc::stat) -> R<c_int>
     if buf.is_null() {
         return Err(libc::EFAULT);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let attr = attr_obj(pr, o, follow)?;
     // SAFETY: the caller passes a writable struct stat.
     fill_stat(pr, &attr, unsafe { &mut *buf });
@@ -226,7 +213,7 @@ unsafe extern "C" fn statx(
                 if buf.is_null() {
                     return Err(libc::EFAULT);
                 }
-                let pr = proc::get()?;
+                let pr = globals::proc()?;
                 let attr = attr_obj(pr, &o, follow)?;
                 // SAFETY: the caller passes a writable struct statx.
                 fill_statx(pr, &attr, &mut *buf);
@@ -240,7 +227,7 @@ unsafe extern "C" fn statx(
 
 /// access(2) on `o` (effective ids, as `AT_EACCESS`).
 fn access_pvfs(o: &Obj, mode: c_int, follow: bool) -> R<c_int> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let c = pr.client();
     let attr = match o {
         Obj::Path(p) if follow => pr.call(c.stat_lite(p))?,
@@ -299,7 +286,7 @@ fn readlink_pvfs(o: &Obj, buf: *mut c_char, n: size_t) -> R<ssize_t> {
     if buf.is_null() {
         return Err(libc::EFAULT);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let target = match o {
         Obj::Path(p) => pr.call(pr.client().readlink(p))?,
         Obj::Fd(d) => match pr.call(pr.client().getattr(d.handle))?.detail {
@@ -355,14 +342,14 @@ unsafe extern "C" fn readlinkat(
 
 /// mkdir of pvfs path `p`.
 pub(crate) fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
-    let c = pr.client().with_umask(proc::current_umask());
+    LISTINGS.changed();
+    let pr = globals::proc()?;
+    let c = pr.client().with_umask(globals::umask());
     match pr.run(c.mkdir(p, mode & 0o7777)) {
         Ok(_) => Ok(0),
         // mkdir of the root (the prefix itself).
         Err(e) if e.errno == PErrno::EBUSY => Err(libc::EEXIST),
-        Err(e) => Err(crate::client_errno(e)),
+        Err(e) => Err(crate::hook::client_errno(e)),
     }
 }
 
@@ -392,15 +379,12 @@ unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) ->
     }
 }
 
-/// Files unlinked while open here: removed when their last descriptor closes.
-pub(crate) static PENDING: Locked<Vec<pvfs_proto::Handle>> = Locked::new(Vec::new());
-
 /// unlink of pvfs path `p` (not a directory).
 fn unlink_pvfs(p: &str) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     let c = pr.client();
-    if !fds::files_open() {
+    if !FDS.files_open() {
         pr.call(c.unlink(p))
             .map_err(|e| if e == libc::EBUSY { libc::EISDIR } else { e })?;
         return Ok(0);
@@ -408,40 +392,19 @@ fn unlink_pvfs(p: &str) -> R<c_int> {
     let (parent, name) = split(p).map_err(|_| libc::EISDIR)?;
     let dir = pr.call(c.stat_lite(parent))?;
     let attr = pr.call(c.lookup_lite(dir.handle, name))?;
-    let keep = attr.kind() == ObjKind::File && fds::handle_open(attr.handle);
+    let keep = attr.kind() == ObjKind::File && FDS.handle_open(attr.handle);
     let gone = pr.call(c.unlink_at(dir.handle, name, keep))?;
     // Kept only when that was its last name.
     if gone.left == pvfs_client::Remains::Kept {
-        PENDING.lock().push(attr.handle);
+        globals::keep_unlinked(attr.handle);
     }
     Ok(0)
 }
 
-/// Called when the last description on `handle` is gone: removes a file unlinked
-/// while open.
-pub(crate) fn released(handle: pvfs_proto::Handle) {
-    let pending = {
-        let mut p = PENDING.lock();
-        match p.iter().position(|&h| h == handle) {
-            Some(i) => {
-                p.swap_remove(i);
-                true
-            }
-            None => false,
-        }
-    };
-    if pending && !fds::handle_open(handle) {
-        let _busy = crate::Busy::enter();
-        if let Ok(pr) = proc::get() {
-            let _ = pr.run(pr.client().remove_object(handle));
-        }
-    }
-}
-
 /// rmdir of pvfs path `p`.
 fn rmdir_pvfs(p: &str) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     pr.call(pr.client().rmdir(p))?;
     Ok(0)
 }
@@ -550,8 +513,8 @@ unsafe fn route2<T: Failure>(
 
 /// rename of pvfs path `a` to `b` with renameat2 `flags`.
 fn rename_pvfs(a: &str, b: &str, flags: c_uint) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     let c = pr.client();
     let mode = match flags {
         0 => return pr.call(c.rename(a, b)).map(|()| 0),
@@ -632,10 +595,10 @@ unsafe fn utf8<'a>(s: *const c_char) -> R<&'a str> {
 
 /// symlink at pvfs path `p` to `target`.
 fn symlink_pvfs(target: *const c_char, p: &str) -> R<c_int> {
-    crate::cache::changed();
+    LISTINGS.changed();
     // SAFETY: symlink's target argument.
     let target = unsafe { utf8(target)? };
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(pr.client().symlink(target, p))?;
     Ok(0)
 }
@@ -669,8 +632,8 @@ unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *const
 /// Hard link to pvfs path `to` of `from` (a path, its final symlink followed only
 /// with `follow`, as linkat's AT_SYMLINK_FOLLOW; or a descriptor's object).
 fn link_pvfs(from: Obj, to: &str, follow: bool) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     let c = pr.client();
     let handle = match from {
         Obj::Path(p) if !follow => return pr.call(c.link(&p, to)).map(|_| 0),
@@ -724,10 +687,10 @@ unsafe extern "C" fn linkat(
 /// mknod at pvfs path `p`: a regular file, or a FIFO, socket or device node (kept
 /// as metadata; `dev` in Linux's 32-bit encoding, as a mount would store it).
 fn mknod_pvfs(p: &str, mode: mode_t, dev: libc::dev_t) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     let perm = mode & 0o7777;
-    let c = pr.client().with_umask(proc::current_umask());
+    let c = pr.client().with_umask(globals::umask());
     if let Some(kind) = pvfs_client::NodeKind::from_mode(mode) {
         let rdev = pvfs_client::NodeKind::encode_device(libc::major(dev), libc::minor(dev));
         pr.call(c.mknod(p, kind, perm, rdev))?;
@@ -802,8 +765,8 @@ unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -
 /// Applies `set` to `o` (for a path, to a final symlink itself when `!follow`). A mode
 /// change on a symlink is EOPNOTSUPP, as on Linux.
 fn setattr_obj(o: &Obj, set: SetAttr, follow: bool) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     let c = pr.client();
     let no_symlink_mode = |attr: &Attr| {
         if attr.kind() == ObjKind::Symlink && set.mode.is_some() {
@@ -822,7 +785,7 @@ fn setattr_obj(o: &Obj, set: SetAttr, follow: bool) -> R<c_int> {
             no_symlink_mode(&attr)?;
             attr.handle
         }
-        Obj::Fd(d) if d.kind == fds::Kind::Other => {
+        Obj::Fd(d) if d.kind == crate::desc::Kind::Other => {
             no_symlink_mode(&pr.call(c.getattr(d.handle))?)?;
             d.handle
         }
@@ -1160,11 +1123,11 @@ unsafe extern "C" fn utime(path: *const c_char, buf: *const libc::utimbuf) -> c_
 
 /// truncate of pvfs path `p` (needs write permission).
 fn truncate_pvfs(p: &str, len: off64_t) -> R<c_int> {
-    crate::cache::changed();
+    LISTINGS.changed();
     if len < 0 {
         return Err(libc::EINVAL);
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = pr.call(pr.client().open(p))?;
     if !pr.may(f.attr(), libc::W_OK as u32) {
         return Err(libc::EACCES);
@@ -1192,9 +1155,9 @@ export!(truncate, truncate64 => truncate_hook(path: *const c_char, len: off64_t)
 /// realpath of pvfs path `p`: the lexically normalized local spelling, once the object
 /// is known to exist (symlinks inside pvfs are not resolved; documented).
 fn realpath_pvfs(p: &str, out: *mut c_char) -> R<*mut c_char> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(pr.client().stat_lite(p))?;
-    let local = settings::get().local_path(p);
+    let local = globals::settings().local_path(p);
     if local.len() >= libc::PATH_MAX as usize {
         return Err(libc::ENAMETOOLONG);
     }

@@ -15,17 +15,20 @@
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t};
 use pvfs_client::falloc;
 
-use crate::fds::{self, on_fd, on_open_fd, route, Desc, Kind};
-use crate::io::{export, read_desc, write_desc};
-use crate::proc;
+use crate::desc::{Desc, Kind};
+use crate::fds::{self, on_fd, on_open_fd, route};
+use crate::globals::{self, FDS, LISTINGS};
+use crate::hook::export;
+use crate::hook::{guarded, pvfs_call, set_errno, R};
+use crate::io::{read_desc, write_desc};
+use crate::real;
 use crate::stat::{fill_statfs, fill_statvfs, no_answer};
-use crate::{guarded, pvfs_call, real, set_errno, R};
 
 // ----- statfs ---------------------------------------------------------------------
 
 /// The file system's totals, failing if no server answered.
 fn fs_stat() -> R<pvfs_client::FsStat> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let fs = pr.run(pr.client().statfs());
     match no_answer(&fs) {
         Some(e) => Err(e),
@@ -39,7 +42,7 @@ fn statfs_pvfs(p: Option<&str>, buf: *mut libc::statfs) -> R<c_int> {
         return Err(libc::EFAULT);
     }
     if let Some(p) = p {
-        let pr = proc::get()?;
+        let pr = globals::proc()?;
         pr.call(pr.client().stat_lite(p))?;
     }
     // SAFETY: the caller passes a writable struct statfs.
@@ -53,7 +56,7 @@ fn statvfs_pvfs(p: Option<&str>, buf: *mut libc::statvfs) -> R<c_int> {
         return Err(libc::EFAULT);
     }
     if let Some(p) = p {
-        let pr = proc::get()?;
+        let pr = globals::proc()?;
         pr.call(pr.client().stat_lite(p))?;
     }
     // SAFETY: the caller passes a writable struct statvfs.
@@ -116,12 +119,12 @@ export!(fstatvfs, fstatvfs64 => fstatvfs_hook(fd: c_int, buf: *mut libc::statvfs
 
 /// The handle of pvfs path `p` (following a final symlink when `follow`).
 fn handle_of(p: &str, follow: bool) -> R<pvfs_proto::Handle> {
-    if let crate::cache::Lookup::Hit(a) = crate::cache::peek(p) {
+    if let crate::cache::Lookup::Hit(a) = LISTINGS.peek(p) {
         if !follow || a.kind() != pvfs_client::ObjKind::Symlink {
             return Ok(a.handle);
         }
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let c = pr.client();
     Ok(if follow {
         pr.call(c.stat_lite(p))?.handle
@@ -168,7 +171,7 @@ fn is_acl(name: &str) -> bool {
 /// getxattr of a POSIX ACL of `o`, answered from its attributes, which carry its
 /// ACLs (and come from the listing cache for a path: `ls -l` asks for every file).
 fn get_acl(o: &fds::Obj, follow: bool, name: &str, buf: *mut c_void, size: size_t) -> R<ssize_t> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let attr = crate::meta::attr_obj(pr, o, follow)?;
     let acl = attr.acl.as_deref();
     let entries = match name {
@@ -184,7 +187,7 @@ fn get_acl(o: &fds::Obj, follow: bool, name: &str, buf: *mut c_void, size: size_
 
 /// getxattr on object `h`.
 fn getx(h: pvfs_proto::Handle, name: &str, buf: *mut c_void, size: size_t) -> R<ssize_t> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let v = pr.call(pr.client().getxattr(h, name))?;
     give(&v, buf, size)
 }
@@ -197,7 +200,7 @@ fn setx(
     size: size_t,
     flags: c_int,
 ) -> R<c_int> {
-    crate::cache::changed();
+    LISTINGS.changed();
     if size > 0 && value.is_null() {
         return Err(libc::EFAULT);
     }
@@ -207,14 +210,14 @@ fn setx(
         // SAFETY: the caller's value holds size bytes.
         unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) }
     };
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     pr.call(pr.client().setxattr(h, name, v, flags as u32))?;
     Ok(0)
 }
 
 /// listxattr on object `h`: NUL-separated names.
 fn listx(h: pvfs_proto::Handle, buf: *mut c_char, size: size_t) -> R<ssize_t> {
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let names = pr.call(pr.client().listxattr(h))?;
     let mut out = Vec::new();
     for n in names {
@@ -226,8 +229,8 @@ fn listx(h: pvfs_proto::Handle, buf: *mut c_char, size: size_t) -> R<ssize_t> {
 
 /// removexattr on object `h`.
 fn removex(h: pvfs_proto::Handle, name: &str) -> R<c_int> {
-    crate::cache::changed();
-    let pr = proc::get()?;
+    LISTINGS.changed();
+    let pr = globals::proc()?;
     pr.call(pr.client().removexattr(h, name))?;
     Ok(0)
 }
@@ -383,12 +386,12 @@ unsafe extern "C" fn copy_file_range(
     n: size_t,
     flags: libc::c_uint,
 ) -> ssize_t {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the hook's arguments, passed on.
         return unsafe { real::copy_file_range(fdin, offin, fdout, offout, n, flags) };
     }
     guarded(|| {
-        if fds::is_pvfs(fdin) || fds::is_pvfs(fdout) {
+        if FDS.is_pvfs(fdin) || FDS.is_pvfs(fdout) {
             set_errno(libc::EXDEV);
             return -1;
         }
@@ -399,11 +402,11 @@ unsafe extern "C" fn copy_file_range(
 
 /// Reads from `fd` (pvfs or not) into `buf`, at `*off` (advanced) if given.
 fn read_any(fd: c_int, buf: &mut [u8], off: Option<&mut i64>) -> R<usize> {
-    let n = match (fds::get(fd), off) {
+    let n = match (FDS.get(fd), off) {
         (Some(d), None) => return read_desc(&d, buf),
         (Some(d), Some(off)) => {
             check_file(&d)?;
-            let pr = proc::get()?;
+            let pr = globals::proc()?;
             let f = d.file(pr)?;
             let n = pr.call(f.read_at(*off as u64, buf))?;
             *off += n as i64;
@@ -421,7 +424,7 @@ fn read_any(fd: c_int, buf: &mut [u8], off: Option<&mut i64>) -> R<usize> {
         }
     };
     if n < 0 {
-        Err(crate::errno())
+        Err(crate::hook::errno())
     } else {
         Ok(n as usize)
     }
@@ -437,7 +440,7 @@ fn check_file(d: &Desc) -> R<()> {
 
 /// Writes all of `buf` to `fd` (pvfs or not).
 fn write_all_any(fd: c_int, buf: &[u8]) -> R<()> {
-    let d = fds::get(fd);
+    let d = FDS.get(fd);
     let mut done = 0;
     while done < buf.len() {
         let n = match &d {
@@ -446,7 +449,7 @@ fn write_all_any(fd: c_int, buf: &[u8]) -> R<()> {
                 // SAFETY: the rest of buf is live.
                 let n = unsafe { real::write(fd, buf[done..].as_ptr().cast(), buf.len() - done) };
                 if n < 0 {
-                    let e = crate::errno();
+                    let e = crate::hook::errno();
                     if e == libc::EINTR {
                         continue;
                     }
@@ -487,12 +490,12 @@ fn sendfile_pvfs(out: c_int, inp: c_int, off: *mut off64_t, n: usize) -> R<ssize
 }
 
 unsafe fn sendfile_hook(out: c_int, inp: c_int, off: *mut off64_t, n: size_t) -> ssize_t {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: the hook's arguments, passed on.
         return unsafe { real::sendfile64(out, inp, off, n) };
     }
     guarded(|| {
-        if fds::is_pvfs(out) || fds::is_pvfs(inp) {
+        if FDS.is_pvfs(out) || FDS.is_pvfs(inp) {
             return pvfs_call(|| sendfile_pvfs(out, inp, off, n));
         }
         // SAFETY: the hook's arguments, passed on.
@@ -526,17 +529,17 @@ fn mmap_desc(
     // SAFETY: an anonymous mapping; addr is only a hint unless MAP_FIXED was asked for.
     let p = unsafe { real::mmap64(addr, len, libc::PROT_READ | libc::PROT_WRITE, aflags, -1, 0) };
     if p == libc::MAP_FAILED {
-        return Err(crate::errno());
+        return Err(crate::hook::errno());
     }
     let fill = || -> R<()> {
-        let pr = proc::get()?;
+        let pr = globals::proc()?;
         let f = d.file(pr)?;
         // SAFETY: p is a fresh mapping of len bytes.
         let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
         pr.call(f.read_at(off as u64, buf))?;
         // SAFETY: p..p+len is our mapping.
         if unsafe { libc::mprotect(p, len, prot) } != 0 {
-            return Err(crate::errno());
+            return Err(crate::hook::errno());
         }
         Ok(())
     };
@@ -581,12 +584,12 @@ export!(mmap, mmap64 => mmap_hook(addr: *mut c_void, len: size_t, prot: c_int, f
 // ----- advice, space, locks -----------------------------------------------------------
 
 unsafe fn fadvise_hook(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: no memory preconditions.
         return unsafe { real::posix_fadvise64(fd, off, len, advice) };
     }
     guarded(|| {
-        if fds::is_pvfs(fd) {
+        if FDS.is_pvfs(fd) {
             0
         } else {
             // SAFETY: no memory preconditions.
@@ -600,7 +603,7 @@ export!(posix_fadvise, posix_fadvise64 => fadvise_hook(fd: c_int, off: off64_t, 
 /// fallocate(2) with `mode` on pvfs file `d`: the data servers allocate (or punch,
 /// or zero) the range; errors in the kernel's order (`vfs_fallocate`).
 fn fallocate_desc(d: &Desc, mode: c_int, off: i64, len: i64) -> R<()> {
-    crate::cache::changed();
+    LISTINGS.changed();
     if off < 0 || len <= 0 {
         return Err(libc::EINVAL);
     }
@@ -615,7 +618,7 @@ fn fallocate_desc(d: &Desc, mode: c_int, off: i64, len: i64) -> R<()> {
         Kind::Dir => return Err(libc::EISDIR),
         Kind::Other => return Err(libc::ENODEV),
     }
-    let pr = proc::get()?;
+    let pr = globals::proc()?;
     let f = d.file(pr)?;
     pr.call(f.fallocate(mode, off, len))
 }
@@ -627,7 +630,7 @@ fn posix_fallocate_desc(d: &Desc, off: i64, len: i64) -> R<()> {
     match fallocate_desc(d, 0, off, len) {
         Err(libc::EOPNOTSUPP) => {
             let end = (off as u64).saturating_add(len as u64);
-            let pr = proc::get()?;
+            let pr = globals::proc()?;
             let f = d.file(pr)?;
             if pr.call(f.size())? < end {
                 pr.call(f.truncate(end))?;
@@ -639,17 +642,17 @@ fn posix_fallocate_desc(d: &Desc, off: i64, len: i64) -> R<()> {
 }
 
 unsafe fn posix_fallocate_hook(fd: c_int, off: off64_t, len: off64_t) -> c_int {
-    if crate::Busy::active() {
+    if crate::hook::Busy::active() {
         // SAFETY: no memory preconditions.
         return unsafe { real::posix_fallocate64(fd, off, len) };
     }
-    guarded(|| match fds::get(fd) {
+    guarded(|| match FDS.get(fd) {
         // SAFETY: no memory preconditions.
         None => unsafe { real::posix_fallocate64(fd, off, len) },
         // posix_fallocate returns the error number instead of setting errno.
         Some(d) => match pvfs_call(|| posix_fallocate_desc(&d, off, len).map(|()| 0)) {
             0 => 0,
-            _ => crate::errno(),
+            _ => crate::hook::errno(),
         },
     })
 }
@@ -687,3 +690,12 @@ unsafe fn lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int {
 }
 
 export!(lockf, lockf64 => lockf_hook(fd: c_int, cmd: c_int, len: off64_t) -> c_int);
+
+/// `umask`: sets the real umask and remembers it.
+#[no_mangle]
+unsafe extern "C" fn umask(mask: libc::mode_t) -> libc::mode_t {
+    // SAFETY: umask has no preconditions.
+    let old = unsafe { real::umask(mask) };
+    globals::set_umask(mask);
+    old
+}

@@ -35,8 +35,8 @@ macro_rules! real {
             static SLOT: AtomicUsize = AtomicUsize::new(0);
             let p = lookup(&SLOT, concat!(stringify!($name), "\0"));
             if p == 0 {
-                crate::set_errno(libc::ENOSYS);
-                return <$ret as crate::Failure>::failure();
+                crate::hook::set_errno(libc::ENOSYS);
+                return <$ret as crate::hook::Failure>::failure();
             }
             // SAFETY: p is the address of libc's function of this name, whose C
             // prototype is the one this wrapper declares.
@@ -180,7 +180,7 @@ pub(crate) unsafe fn openat(
     static SLOT: AtomicUsize = AtomicUsize::new(0);
     let p = lookup(&SLOT, "openat\0");
     if p == 0 {
-        crate::set_errno(libc::ENOSYS);
+        crate::hook::set_errno(libc::ENOSYS);
         return -1;
     }
     // SAFETY: p is libc's `int openat(int, const char *, int, ...)`.
@@ -196,7 +196,7 @@ pub(crate) unsafe fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     static SLOT: AtomicUsize = AtomicUsize::new(0);
     let p = lookup(&SLOT, "fcntl\0");
     if p == 0 {
-        crate::set_errno(libc::ENOSYS);
+        crate::hook::set_errno(libc::ENOSYS);
         return -1;
     }
     // SAFETY: p is libc's `int fcntl(int, int, ...)`.
@@ -210,7 +210,7 @@ pub(crate) unsafe fn ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int {
     static SLOT: AtomicUsize = AtomicUsize::new(0);
     let p = lookup(&SLOT, "ioctl\0");
     if p == 0 {
-        crate::set_errno(libc::ENOSYS);
+        crate::hook::set_errno(libc::ENOSYS);
         return -1;
     }
     // SAFETY: p is libc's `int ioctl(int, unsigned long, ...)`.

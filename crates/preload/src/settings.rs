@@ -9,9 +9,8 @@
 //! again by `..` is handed to the kernel in its normalized form.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-use crate::{Errno, R};
+use crate::hook::{Errno, R};
 
 /// Where an absolute path leads.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,14 +33,8 @@ pub(crate) struct Settings {
     pub(crate) config: Option<PathBuf>,
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
-
-/// The settings, read from the environment on first use.
-pub(crate) fn get() -> &'static Settings {
-    SETTINGS.get_or_init(read_env)
-}
-
-fn read_env() -> Settings {
+/// The settings the environment gives (`globals::settings` keeps them).
+pub(crate) fn read_env() -> Settings {
     let config = std::env::var_os("PVFS_CONFIG")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
@@ -175,6 +168,21 @@ impl Settings {
             self.prefix_str.clone()
         } else {
             format!("{}{p}", self.prefix_str)
+        }
+    }
+}
+
+/// Splits pvfs path `p` into its parent's path and its last name.
+pub(crate) fn split(p: &str) -> R<(&str, &str)> {
+    let p = p.trim_end_matches('/');
+    match p.rfind('/') {
+        None => Err(libc::EBUSY),
+        Some(i) => {
+            let name = &p[i + 1..];
+            if name.is_empty() {
+                return Err(libc::EBUSY);
+            }
+            Ok((if i == 0 { "/" } else { &p[..i] }, name))
         }
     }
 }

@@ -29,7 +29,8 @@ use pvfs_client::LockType;
 use pvfs_proto::locks::TO_EOF;
 use pvfs_proto::{Creds, Handle};
 
-use crate::ops::{errno, Inner, OpResult};
+use crate::errors::{errno, OpResult};
+use crate::inner::Inner;
 
 /// The largest file offset the kernel takes in a lock reply (`OFFSET_MAX`).
 const OFFSET_MAX: u64 = i64::MAX as u64;

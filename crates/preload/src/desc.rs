@@ -1,0 +1,262 @@
+//! An open file description on pvfs ([`Desc`]) and the kernel descriptor that
+//! stands for it.
+//!
+//! Opening a pvfs file reserves a placeholder descriptor: an `O_PATH` descriptor of a
+//! fresh, empty memfd named after the file (so `/proc/PID/fd` shows `/memfd:pvfs:/a/b`),
+//! or of `/dev/null` where memfd is not available. The kernel thus numbers, inherits,
+//! closes and duplicates it like any descriptor; a program that reaches it without the
+//! library (after `exec`) gets EBADF from read and write, never silent wrong data. The
+//! descriptor table (`table.rs`) maps placeholder number → [`Desc`], the open file
+//! description: handle, flags and offset, shared by every `dup` of it as POSIX says;
+//! it recognizes a placeholder by its identity (device and inode).
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use libc::c_int;
+use pvfs_client::File;
+use pvfs_proto::Handle;
+
+use crate::hook::R;
+use crate::lock::{Guard, Locked};
+use crate::proc::Proc;
+use crate::real;
+
+/// What kind of object a descriptor is open on (whether opened with `O_PATH` or not:
+/// see [`Desc::path_only`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A regular file: read, write, seek.
+    File,
+    /// A directory: readdir, and the base of `*at` calls.
+    Dir,
+    /// A symlink, FIFO, socket or device node: only reachable with `O_PATH`.
+    Other,
+}
+
+/// One directory entry as readdir hands it out.
+#[derive(Clone, Debug)]
+pub(crate) struct Ent {
+    /// The name (no NUL).
+    pub(crate) name: Vec<u8>,
+    /// The object's handle (`d_ino`).
+    pub(crate) ino: u64,
+    /// `DT_*`.
+    pub(crate) dtype: u8,
+}
+
+/// What a description caches per process generation (rebuilt after fork).
+struct Cache {
+    gen: u64,
+    file: Option<Arc<File>>,
+    listing: Option<Arc<Vec<Ent>>>,
+}
+
+/// An open file description on pvfs. Its end, when its last descriptor goes, is in
+/// `fds.rs` (`impl Drop`): its OFD locks go, and a file unlinked while open here.
+pub(crate) struct Desc {
+    /// What it is open on.
+    pub(crate) kind: Kind,
+    /// The pvfs path it was opened by (a directory's base for `*at` calls).
+    pub(crate) path: String,
+    /// The object's handle.
+    pub(crate) handle: Handle,
+    /// For a directory, its parent's handle (`..` in listings).
+    pub(crate) parent: Handle,
+    /// `O_RDONLY`, `O_WRONLY` or `O_RDWR`.
+    pub(crate) acc: c_int,
+    /// Status flags as `F_GETFL` shows them, without the access mode.
+    pub(crate) flags: AtomicI32,
+    /// The file offset (a directory's: the next entry's index). Held across a whole
+    /// read or write, so calls sharing the description see each other's effects in
+    /// some order, as Linux's per-file position lock does.
+    pub(crate) pos: Locked<u64>,
+    cache: Locked<Cache>,
+    /// Device and inode of the placeholder, to recognize it.
+    pub(crate) ident: (u64, u64),
+    /// Unique per description: names its OFD locks and `flock`s.
+    pub(crate) id: u64,
+}
+
+impl Desc {
+    /// A description of `kind` on `path` (object `handle`) with open `flags`, number
+    /// `id`, made in process generation `gen`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        kind: Kind,
+        path: String,
+        handle: Handle,
+        parent: Handle,
+        flags: c_int,
+        file: Option<File>,
+        ident: (u64, u64),
+        gen: u64,
+        id: u64,
+    ) -> Desc {
+        Desc {
+            kind,
+            path,
+            handle,
+            parent,
+            acc: flags & libc::O_ACCMODE,
+            flags: AtomicI32::new(flags & STATUS_FLAGS),
+            pos: Locked::new(0),
+            cache: Locked::new(Cache {
+                gen,
+                file: file.map(Arc::new),
+                listing: None,
+            }),
+            ident,
+            id,
+        }
+    }
+
+    /// Whether reads are allowed (never through an `O_PATH` descriptor).
+    pub(crate) fn readable(&self) -> bool {
+        !self.path_only() && (self.acc == libc::O_RDONLY || self.acc == libc::O_RDWR)
+    }
+
+    /// Whether writes are allowed (never through an `O_PATH` descriptor).
+    pub(crate) fn writable(&self) -> bool {
+        !self.path_only() && (self.acc == libc::O_WRONLY || self.acc == libc::O_RDWR)
+    }
+
+    /// Whether it was opened with `O_PATH`: it names an object for `fstat`, `fchdir`,
+    /// `fstatfs` and as the directory of `*at` calls, but reads, writes, listings and
+    /// `f*` attribute changes fail with EBADF, as the kernel answers.
+    pub(crate) fn path_only(&self) -> bool {
+        self.status() & libc::O_PATH != 0
+    }
+
+    /// Current status flags.
+    pub(crate) fn status(&self) -> c_int {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// The description's cache, emptied if it is of another process generation (a
+    /// forked child's first use).
+    fn cache_for(&self, p: &Proc) -> Guard<'_, Cache> {
+        let mut c = self.cache.lock();
+        if c.gen != p.gen {
+            *c = Cache {
+                gen: p.gen,
+                file: None,
+                listing: None,
+            };
+        }
+        c
+    }
+
+    /// The open file for I/O (re-opened by handle in a forked child).
+    pub(crate) fn file(&self, p: &Proc) -> R<Arc<File>> {
+        let mut c = self.cache_for(p);
+        if let Some(f) = &c.file {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(p.call(p.client().open_handle(self.handle))?);
+        c.file = Some(f.clone());
+        Ok(f)
+    }
+
+    /// The directory's listing, made by `read` on first use (in this process
+    /// generation) and after a rewind. The description's cache stays locked while
+    /// `read` runs, so threads sharing the description read it once.
+    pub(crate) fn listing(&self, p: &Proc, read: impl FnOnce() -> R<Vec<Ent>>) -> R<Arc<Vec<Ent>>> {
+        let mut c = self.cache_for(p);
+        if let Some(l) = &c.listing {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(read()?);
+        c.listing = Some(l.clone());
+        Ok(l)
+    }
+
+    /// Forgets the listing (rewinddir, lseek to 0): the next read lists again.
+    pub(crate) fn forget_listing(&self) {
+        self.cache.lock().listing = None;
+    }
+
+    /// Forces open the description's locks in a forked child, whose other threads
+    /// (which may have held them) do not exist there. Only for the fork child
+    /// handler, while the child has one thread.
+    pub(crate) fn unlock_in_child(&self) {
+        self.pos.raw_unlock();
+        self.cache.raw_unlock();
+    }
+}
+
+/// Status flags a description keeps (what `F_GETFL` reports besides the access mode).
+pub(crate) const STATUS_FLAGS: c_int = libc::O_APPEND
+    | libc::O_NONBLOCK
+    | libc::O_DSYNC
+    | libc::O_SYNC
+    | libc::O_DIRECT
+    | libc::O_NOATIME
+    | libc::O_LARGEFILE
+    | libc::O_PATH
+    | libc::O_DIRECTORY;
+
+/// Flags `F_SETFL` may change.
+pub(crate) const SETFL_FLAGS: c_int =
+    libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME;
+
+/// Device and inode of what `fd` refers to, from the real fstat.
+pub(crate) fn identity(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is a valid value; fstat writes into it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a live, writable stat.
+    let rc = unsafe { real::fstat(fd, &mut st) };
+    (rc == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// A new placeholder descriptor for pvfs path `path` (`O_CLOEXEC` if `cloexec`), with
+/// its identity.
+pub(crate) fn placeholder(path: &str, cloexec: bool) -> R<(c_int, (u64, u64))> {
+    let ce = if cloexec { libc::O_CLOEXEC } else { 0 };
+    let fd = memfd_placeholder(path, ce).or_else(|_| {
+        // SAFETY: a NUL-terminated literal path.
+        let fd =
+            unsafe { real::openat(libc::AT_FDCWD, c"/dev/null".as_ptr(), libc::O_PATH | ce, 0) };
+        if fd < 0 {
+            Err(crate::hook::errno())
+        } else {
+            Ok(fd)
+        }
+    })?;
+    match identity(fd) {
+        Some(id) => Ok((fd, id)),
+        None => {
+            let e = crate::hook::errno();
+            // SAFETY: fd was just opened by us.
+            unsafe { real::close(fd) };
+            Err(e)
+        }
+    }
+}
+
+fn memfd_placeholder(path: &str, ce: c_int) -> R<c_int> {
+    let mut name = format!("pvfs:{path}");
+    let mut cut = name.len().min(240);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name.truncate(cut);
+    let name = std::ffi::CString::new(name.replace('\0', "?")).map_err(|_| libc::EINVAL)?;
+    // SAFETY: name is NUL-terminated; memfd_create is not hooked.
+    let mfd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if mfd < 0 {
+        return Err(crate::hook::errno());
+    }
+    let proc_path =
+        std::ffi::CString::new(format!("/proc/self/fd/{mfd}")).map_err(|_| libc::EINVAL)?;
+    // SAFETY: proc_path is NUL-terminated.
+    let fd = unsafe { real::openat(libc::AT_FDCWD, proc_path.as_ptr(), libc::O_PATH | ce, 0) };
+    let e = crate::hook::errno();
+    // SAFETY: mfd was just made by us and is not used again.
+    unsafe { real::close(mfd) };
+    if fd < 0 {
+        Err(e)
+    } else {
+        Ok(fd)
+    }
+}
