@@ -39,7 +39,7 @@ impl Inner {
                         return Ok(());
                     }
                     // The name means another object now: the general way.
-                    Err(e) if e.errno == pvfs_client::Errno::ESTALE => {}
+                    Err(e) if e.is_changed() => {}
                     Err(e) => {
                         self.tables.forget_name(parent, name);
                         return Err(self.failed_in(parent, e));
