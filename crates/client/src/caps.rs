@@ -12,7 +12,6 @@
 use pvfs_proto::req;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use pvfs_proto::{rights, Capability, Errno, Handle, Request, Response};
 
@@ -68,9 +67,7 @@ impl Granted {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    pvfs_proto::clock::now_secs()
 }
 
 /// Granted capabilities by (object, uid), and tickets (REMOVE, MOVE) apart.

@@ -447,22 +447,9 @@ impl Pool {
     }
 }
 
-/// A random 64-bit id (from the kernel, else from the clock, pid and a counter).
+/// A random 64-bit id.
 fn random_id() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u64::from_le_bytes(b);
-    }
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    (t ^ u64::from(std::process::id()) << 32 ^ COUNTER.fetch_add(1, Ordering::Relaxed))
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    pvfs_proto::clock::random_u64()
 }
 
 /// The error for an answer of the wrong kind.

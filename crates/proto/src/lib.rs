@@ -15,6 +15,7 @@
 pub mod access;
 pub mod acl;
 pub mod cap;
+pub mod clock;
 pub mod codec;
 pub mod errno;
 pub mod frame;

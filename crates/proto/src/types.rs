@@ -27,15 +27,9 @@ wire_struct!(Timespec {
 });
 
 impl Timespec {
-    /// The current wall-clock time.
+    /// The current wall-clock time ([`crate::clock::now`]).
     pub fn now() -> Timespec {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timespec {
-            secs: d.as_secs() as i64,
-            nsecs: d.subsec_nanos(),
-        }
+        crate::clock::now()
     }
 
     /// Converts a `SystemTime` (before the epoch clamps to the epoch).

@@ -2,7 +2,7 @@
 //! mode, checked by any server without asking anyone, sealed with the servers' own key
 //! (`[security] server_key`), which clients never hold.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hmac::Mac;
 use pvfs_auth::KeyRing;
@@ -25,9 +25,7 @@ pub struct Caps {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    pvfs_proto::clock::now_secs()
 }
 
 impl Caps {

@@ -12,7 +12,7 @@
 //! A request that gives up halfway through a frame costs the connection (the stream
 //! position is lost), never memory safety.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +45,7 @@ struct Sink {
 }
 
 struct State {
-    pending: HashMap<u64, Sink>,
+    pending: BTreeMap<u64, Sink>,
     closed: Option<String>,
 }
 
@@ -77,7 +77,7 @@ impl MuxConn {
         let mux = Arc::new(MuxConn {
             writer: FrameWriter::new(conn.write, conn.fd, send_mac),
             state: Mutex::new(State {
-                pending: HashMap::new(),
+                pending: BTreeMap::new(),
                 closed: None,
             }),
             next_id: AtomicU64::new(1),

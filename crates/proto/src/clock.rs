@@ -1,0 +1,101 @@
+//! The wall clock and the random ids every part of pvfs reads, in one place, with a
+//! per-thread override: a deterministic simulation ([`install`]) runs servers and
+//! clients on one thread with its own time and a seeded source of ids, so that a run
+//! replays exactly from its seed. Without an override: the system's clock and the
+//! kernel's random numbers.
+
+use std::cell::RefCell;
+
+use crate::types::Timespec;
+
+/// What a simulation supplies instead of the system.
+pub trait Hooks {
+    /// The wall-clock time now.
+    fn now(&self) -> Timespec;
+    /// A random 64-bit id.
+    fn random_u64(&self) -> u64;
+}
+
+thread_local! {
+    static HOOKS: RefCell<Option<Box<dyn Hooks>>> = const { RefCell::new(None) };
+}
+
+/// Removes the override of this thread when dropped.
+pub struct Installed(());
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        HOOKS.with(|h| h.borrow_mut().take());
+    }
+}
+
+/// Makes this thread read time and ids from `hooks` until the result is dropped.
+pub fn install(hooks: Box<dyn Hooks>) -> Installed {
+    HOOKS.with(|h| *h.borrow_mut() = Some(hooks));
+    Installed(())
+}
+
+/// The wall-clock time now.
+pub fn now() -> Timespec {
+    if let Some(t) = HOOKS.with(|h| h.borrow().as_ref().map(|h| h.now())) {
+        return t;
+    }
+    Timespec::from_system(std::time::SystemTime::now())
+}
+
+/// Whole seconds since the epoch, now.
+pub fn now_secs() -> u64 {
+    u64::try_from(now().secs).unwrap_or(0)
+}
+
+/// A random 64-bit id (lease ids, epochs, client ids): from the kernel, else from
+/// the clock, the process id and a counter (ids that must differ between runs, not
+/// secrets).
+pub fn random_u64() -> u64 {
+    if let Some(r) = HOOKS.with(|h| h.borrow().as_ref().map(|h| h.random_u64())) {
+        return r;
+    }
+    use std::io::Read;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ u64::from(std::process::id()) << 32 ^ COUNTER.fetch_add(1, Ordering::Relaxed))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl Hooks for Fixed {
+        fn now(&self) -> Timespec {
+            Timespec { secs: 42, nsecs: 7 }
+        }
+        fn random_u64(&self) -> u64 {
+            9
+        }
+    }
+
+    #[test]
+    fn an_override_holds_on_its_thread_until_dropped() {
+        let real = now();
+        assert!(real.secs > 1_700_000_000, "the system clock: {real:?}");
+        let guard = install(Box::new(Fixed));
+        assert_eq!(now(), Timespec { secs: 42, nsecs: 7 });
+        assert_eq!(random_u64(), 9);
+        let other = std::thread::spawn(|| now().secs).join().unwrap();
+        assert!(other > 1_700_000_000, "another thread keeps the system clock");
+        drop(guard);
+        assert_ne!(now().secs, 42);
+    }
+}
