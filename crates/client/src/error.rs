@@ -80,7 +80,7 @@ impl Error {
     }
 
     pub(crate) fn transport(server: &str, e: TransportError) -> Error {
-        Error::new(e.errno(), format!("server {server}: {e}"))
+        Error::of_kind(e.kind(), e.errno(), format!("server {server}: {e}"))
     }
 }
 

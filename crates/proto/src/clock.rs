@@ -94,7 +94,10 @@ mod tests {
         assert_eq!(now(), Timespec { secs: 42, nsecs: 7 });
         assert_eq!(random_u64(), 9);
         let other = std::thread::spawn(|| now().secs).join().unwrap();
-        assert!(other > 1_700_000_000, "another thread keeps the system clock");
+        assert!(
+            other > 1_700_000_000,
+            "another thread keeps the system clock"
+        );
         drop(guard);
         assert_ne!(now().secs, 42);
     }

@@ -142,6 +142,12 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
     };
     let changes = request.changes();
     let (once, used) = Once::new(H::EFFECT, key);
+    // A retry of a mutation that was done is answered from its record, before any
+    // check the first run may have made false.
+    let recorded = match key {
+        Some(_) => once.recorded(&ctx.meta)?,
+        None => None,
+    };
     let cx = Cx {
         ctx,
         caller: &caller,
@@ -150,7 +156,10 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         once,
         input,
     };
-    let result = request.run(cx).await;
+    let result = match recorded {
+        Some(answer) => request.replayed(cx, answer).await,
+        None => request.run(cx).await,
+    };
     if result.is_ok() {
         ctx.feed.record(session.origin, changes);
         if H::EFFECT == Effect::Once && !used.get() {

@@ -118,8 +118,7 @@ impl From<MetaError> for OpError {
 
 impl From<TransportError> for OpError {
     fn from(e: TransportError) -> OpError {
-        let errno = e.errno();
-        OpError::of_kind(ErrorKind::of(errno), errno, e.to_string())
+        OpError::of_kind(e.kind(), e.errno(), e.to_string())
     }
 }
 

@@ -34,6 +34,21 @@ pub trait Handler: pvfs_proto::Op + Send + 'static {
     /// Does it. A kind whose effect is `Once` makes its change through
     /// [`Once::commit`] (`cx.once`), which records the answer with it.
     fn run(self, cx: Cx<'_>) -> impl Future<Output = OpResult<Answer>> + Send;
+
+    /// Answers a retry of a request that was done here (a `Once` kind whose answer
+    /// was recorded): dispatch finds the record before anything is checked — the
+    /// first run may have made its own checks false (the object a rename replaced is
+    /// gone) — and calls this instead of [`Handler::run`]. The recorded answer as it
+    /// is, unless the kind has a step after its commit that a retry must repeat
+    /// (taking a link at another server: the step's own key makes it happen once).
+    fn replayed(
+        self,
+        cx: Cx<'_>,
+        recorded: Response,
+    ) -> impl Future<Output = OpResult<Answer>> + Send {
+        let _ = cx;
+        std::future::ready(Ok(Answer::Reply(recorded)))
+    }
 }
 
 /// Who may send a request, and what it must show.

@@ -703,9 +703,24 @@ impl Shared {
         let db = Arc::new(db);
         let gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(QUEUE_MAX);
+        let commit = Arc::new(Mutex::new(()));
+        if self.callers_thread {
+            // Every mutation commits on its caller's thread: no writer, nothing to
+            // wait for at close.
+            drop(rx);
+            let (_, done) = watch::channel(true);
+            return Ok(Arc::new(Gen {
+                id: gen,
+                db,
+                flusher,
+                tx: Mutex::new(Some(tx)),
+                commit,
+                done,
+                thread: Mutex::new(None),
+            }));
+        }
         let (done_tx, done) = watch::channel(false);
         let wdb = db.clone();
-        let commit = Arc::new(Mutex::new(()));
         let wcommit = commit.clone();
         let watch = Watch {
             shared: Arc::downgrade(self),

@@ -143,11 +143,13 @@ impl SimDrive {
     }
 
     /// What `MetaStore` opens its files with: the database and the log on this drive
-    /// (by their file names), in the drive's current generation.
+    /// (by their file names), in the drive's current generation: after the next crash
+    /// or kill, files opened through it fail (a reopen by a crashed server's leftover
+    /// tasks cannot reach the state the restarted server uses).
     pub fn disks(&self) -> OpenDisks {
         let drive = self.clone();
+        let generation = lock(&drive.0).generation;
         Arc::new(move |db: &std::path::Path, log: &std::path::Path| {
-            let generation = lock(&drive.0).generation;
             let file = |p: &std::path::Path| -> Box<dyn Disk> {
                 Box::new(DriveFile {
                     drive: drive.clone(),

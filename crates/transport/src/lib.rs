@@ -83,4 +83,21 @@ impl TransportError {
             TransportError::Handshake { errno, .. } => *errno,
         }
     }
+
+    /// Why, as a kind: a server that cannot be reached, does not answer or whose
+    /// connection broke is unreachable (the retries of each operation's effect
+    /// apply); an oversized frame is invalid; a refused handshake is what its errno
+    /// says.
+    pub fn kind(&self) -> pvfs_proto::ErrorKind {
+        use pvfs_proto::ErrorKind;
+        match self {
+            TransportError::Connect { .. }
+            | TransportError::Timeout { .. }
+            | TransportError::Closed(_)
+            | TransportError::Io(_) => ErrorKind::Unreachable,
+            TransportError::Listen { .. } => ErrorKind::Storage,
+            TransportError::Oversized(_) => ErrorKind::Invalid,
+            TransportError::Handshake { errno, .. } => ErrorKind::of(*errno),
+        }
+    }
 }

@@ -54,11 +54,8 @@ impl Handler for req::Link {
                 .await?;
             return Ok(linked.into());
         }
-        // A retry of a link that was done is answered from the record, before the
-        // owner is asked to count it again.
-        if let Some(done) = cx.once.recorded(&ctx.meta)? {
-            return Ok(done.into());
-        }
+        // (A retry of a link that was done was answered from its record by
+        // dispatch, before the owner could be asked to count it again.)
         let attr = lifetime::add_remote(ctx, &caller.creds, handle).await?;
         let added = cx
             .once

@@ -73,6 +73,14 @@ impl Handler for req::LinkEntry {
         finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
         Ok(response.into())
     }
+
+    /// A retry takes the replaced object's link at its owner again if the first run
+    /// could not (the same key: it happens once).
+    async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
+        let key = cx.once.peer_key();
+        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await;
+        Ok(recorded.into())
+    }
 }
 
 /// The error for a new name in a directory whose removal has begun (its shard here

@@ -2,7 +2,7 @@
 
 use pvfs_proto::access::{self, MAY_WRITE};
 use pvfs_proto::types::check_name;
-use pvfs_proto::{req, Changed, Errno, Timespec};
+use pvfs_proto::{req, Changed, Errno, Response, Timespec};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::{entry, object};
@@ -98,5 +98,13 @@ impl Handler for req::Rename {
             .await?;
         finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
         Ok(response.into())
+    }
+
+    /// A retry takes the replaced object's link at its owner again if the first run
+    /// could not (the same key: it happens once).
+    async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
+        let key = cx.once.peer_key();
+        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await;
+        Ok(recorded.into())
     }
 }

@@ -100,16 +100,29 @@ impl Handler for req::Unlink {
                 })
             })
             .await?;
-        if let Response::Unlinked {
-            entry,
-            left,
-            tickets,
-            ..
-        } = &mut response
-        {
-            let (creds, key) = (&caller.creds, cx.once.peer_key());
-            lifetime::finish_remote(ctx, creds, entry.handle, fate, key, (left, tickets)).await;
-        }
+        finish(&cx, fate, &mut response).await;
         Ok(response.into())
+    }
+
+    /// A retry takes the link at the object's owner again if the first run could not
+    /// (its step carries the same key: it happens once).
+    async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
+        finish(&cx, self.fate, &mut recorded).await;
+        Ok(recorded.into())
+    }
+}
+
+/// After the commit: the link the removed name held, at the object's owner when it
+/// lives elsewhere.
+async fn finish(cx: &Cx<'_>, fate: pvfs_proto::LinkDrop, response: &mut Response) {
+    if let Response::Unlinked {
+        entry,
+        left,
+        tickets,
+        ..
+    } = response
+    {
+        let (creds, key) = (&cx.caller.creds, cx.once.peer_key());
+        lifetime::finish_remote(cx.ctx, creds, entry.handle, fate, key, (left, tickets)).await;
     }
 }

@@ -1,0 +1,110 @@
+//! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
+//! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
+//! [--no-partitions] [--trace]`. Prints one line per failing seed (with the command
+//! that replays it) and a summary: runs, operations, faults, schedules a minute.
+
+use std::time::{Duration, Instant};
+
+use pvfs_sim::{run, Options};
+
+fn main() {
+    let mut opts = Options::default();
+    let mut seed: u64 = 1;
+    let mut seeds: Option<u64> = None;
+    let mut minutes: Option<f64> = None;
+    let mut trace = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || -> String {
+            args.next().unwrap_or_else(|| {
+                eprintln!("{a} needs a value");
+                std::process::exit(2)
+            })
+        };
+        let num = |s: String| -> u64 {
+            let parsed = match s.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => s.parse(),
+            };
+            parsed.unwrap_or_else(|_| {
+                eprintln!("not a number: {s}");
+                std::process::exit(2)
+            })
+        };
+        match a.as_str() {
+            "--seed" => seed = num(val()),
+            "--seeds" => seeds = Some(num(val())),
+            "--minutes" => {
+                minutes = Some(val().parse().unwrap_or_else(|_| {
+                    eprintln!("--minutes takes a number");
+                    std::process::exit(2)
+                }))
+            }
+            "--servers" => opts.servers = num(val()) as usize,
+            "--clients" => opts.clients = num(val()) as usize,
+            "--ops" => opts.ops = num(val()) as usize,
+            "--no-crashes" => opts.crashes = false,
+            "--no-partitions" => opts.partitions = false,
+            "--trace" => trace = true,
+            "--log" => {
+                // Servers' and clients' log lines (PVFS_LOG, e.g. debug), stamped
+                // with the real clock.
+                let filter = std::env::var("PVFS_LOG").unwrap_or_else(|_| "debug".into());
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_writer(std::io::stderr)
+                    .init();
+            }
+            _ => {
+                eprintln!("unknown argument {a} (see the top of crates/sim/examples/sim.rs)");
+                std::process::exit(2)
+            }
+        }
+    }
+    let start = Instant::now();
+    let until = minutes.map(|m| start + Duration::from_secs_f64(m * 60.0));
+    let count = seeds.unwrap_or(if until.is_some() { u64::MAX } else { 1 });
+    let (mut runs, mut failed, mut ops, mut crashes, mut partitions) = (0u64, 0u64, 0u64, 0, 0);
+    for s in seed..seed.saturating_add(count) {
+        if until.is_some_and(|u| Instant::now() >= u) {
+            break;
+        }
+        runs += 1;
+        match run(s, &opts) {
+            Ok(r) => {
+                ops += r.counts.ops;
+                crashes += r.crashes;
+                partitions += r.partitions;
+                if trace || count == 1 {
+                    println!("{r:?}");
+                }
+            }
+            Err((f, events)) => {
+                failed += 1;
+                println!("seed {s} ({s:#x}) FAILED: {f}");
+                let shown = if trace {
+                    0
+                } else {
+                    events.len().saturating_sub(40)
+                };
+                for line in &events[shown..] {
+                    println!("    {line}");
+                }
+                println!(
+                    "    replay: cargo run --release -p pvfs-sim --example sim -- --seed {s} \
+                     --servers {} --clients {} --ops {}",
+                    opts.servers, opts.clients, opts.ops
+                );
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{runs} runs from seed {seed} in {secs:.1} s ({:.0} schedules a minute): {failed} failed; \
+         {ops} operations, {crashes} crashes, {partitions} partitions",
+        runs as f64 / secs * 60.0
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,339 @@
+//! A deterministic simulation of a whole pvfs file system: real servers
+//! (`pvfs_server`) and real clients (`pvfs_client`) in one process, on one thread,
+//! under a seeded scheduler with simulated time (tokio's paused clock), a simulated
+//! network ([`net`]: delays, partitions, servers that go down) and simulated disks
+//! (`pvfs_storage::sim`: what a crash keeps). A nemesis crashes and restarts
+//! servers and cuts links while clients run random workloads ([`workload`]) that
+//! check every answer against a model, and the namespace's invariants are checked
+//! on the servers' stores all along ([`check`]).
+//!
+//! Everything a run does follows from its seed: the order tasks run in, every
+//! delay, every fault, every id and clock reading (`pvfs_proto::clock`). A failure
+//! prints its seed; [`run`] with that seed replays it exactly, and each run's trace
+//! hash lets a test check that two runs of one seed were the same
+//! (`docs/testing.md`, "The simulator").
+
+pub mod check;
+pub mod cluster;
+pub mod net;
+pub mod rng;
+pub mod workload;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cluster::Cluster;
+use net::{Latency, SimNet};
+use rng::Rng;
+use workload::{Counts, LockWitness, Shared, Worker};
+
+/// Why a run failed.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The run could not be set up.
+    Setup(String),
+    /// An invariant or a client's model was violated.
+    Check(String),
+    /// The run did not finish in its simulated time.
+    Stuck(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Setup(s) => write!(f, "set-up failed: {s}"),
+            Failure::Check(s) => write!(f, "check failed: {s}"),
+            Failure::Stuck(s) => write!(f, "stuck: {s}"),
+        }
+    }
+}
+
+/// What happened in a run, in order (operations and their outcomes, faults).
+#[derive(Clone, Default)]
+pub struct Trace(Arc<Mutex<Vec<String>>>);
+
+impl Trace {
+    /// Appends an event, stamped with the simulated time.
+    pub fn push(&self, what: String) {
+        let t = pvfs_proto::clock::now();
+        let line = format!("{}.{:09} {what}", t.secs - EPOCH, t.nsecs);
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A hash of every event (FNV-1a): equal for two runs that did the same.
+    pub fn hash(&self) -> u64 {
+        let mut bytes = Vec::new();
+        for e in self.events() {
+            bytes.extend_from_slice(e.as_bytes());
+            bytes.push(b'\n');
+        }
+        pvfs_proto::fnv1a64(&bytes)
+    }
+}
+
+/// What a run simulates.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Servers (each with both roles).
+    pub servers: usize,
+    /// Clients, each with its own directory.
+    pub clients: usize,
+    /// Operations per client.
+    pub ops: usize,
+    /// Whether servers crash (a killed process: what it wrote stays) and restart.
+    pub crashes: bool,
+    /// Whether links between nodes are cut for a while.
+    pub partitions: bool,
+    /// Delay of the network's writes.
+    pub latency: Latency,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            servers: 3,
+            clients: 3,
+            ops: 60,
+            crashes: true,
+            partitions: true,
+            latency: Latency {
+                min: Duration::from_micros(50),
+                max: Duration::from_millis(3),
+            },
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The clients' counts, summed.
+    pub counts: Counts,
+    /// Server crashes.
+    pub crashes: u64,
+    /// Partitions.
+    pub partitions: u64,
+    /// Invariant checks of all stores.
+    pub checks: u64,
+    /// Connections made.
+    pub connections: u64,
+    /// Simulated time the run took.
+    pub sim_time: Duration,
+    /// Events in the trace, and their hash (equal for runs that did the same).
+    pub events: usize,
+    /// See `events`.
+    pub trace_hash: u64,
+    /// Whether tokio's scheduler was seeded (built with `--cfg tokio_unstable`):
+    /// without it, runs of one seed may differ where `select!` chose a branch.
+    pub seeded_scheduler: bool,
+}
+
+/// Seconds of the simulated clock's start (2026-01-01) since the Unix epoch.
+const EPOCH: i64 = 1_767_225_600;
+
+/// The simulation's clock and ids (`pvfs_proto::clock`).
+struct SimClock {
+    start: tokio::time::Instant,
+    rng: Rng,
+}
+
+impl pvfs_proto::clock::Hooks for SimClock {
+    fn now(&self) -> pvfs_proto::Timespec {
+        let d = tokio::time::Instant::now().saturating_duration_since(self.start);
+        pvfs_proto::Timespec {
+            secs: EPOCH + d.as_secs() as i64,
+            nsecs: d.subsec_nanos(),
+        }
+    }
+    fn random_u64(&self) -> u64 {
+        self.rng.next_u64()
+    }
+}
+
+/// Longest simulated time a run may take.
+const RUN_LIMIT: Duration = Duration::from_secs(3600);
+
+/// Runs one simulation of `opts` from `seed`: the report, or the failure with the
+/// trace of everything that led to it.
+pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().start_paused(true);
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let rt = builder
+        .build()
+        .map_err(|e| (Failure::Setup(format!("runtime: {e}")), Vec::new()))?;
+    let trace = Trace::default();
+    let result = rt.block_on(async {
+        let _clock = pvfs_proto::clock::install(Box::new(SimClock {
+            start: tokio::time::Instant::now(),
+            rng: Rng::new(seed ^ 0x5eed_c10c),
+        }));
+        let started = tokio::time::Instant::now();
+        let r = tokio::time::timeout(RUN_LIMIT, simulate(seed, opts, trace.clone())).await;
+        match r {
+            Ok(r) => r.map(|mut rep| {
+                rep.sim_time = started.elapsed();
+                rep
+            }),
+            Err(_) => Err(Failure::Stuck(format!(
+                "the run did not end within {RUN_LIMIT:?} of simulated time"
+            ))),
+        }
+    });
+    drop(rt);
+    match result {
+        Ok(mut rep) => {
+            rep.events = trace.events().len();
+            rep.trace_hash = trace.hash();
+            Ok(rep)
+        }
+        Err(f) => Err((f, trace.events())),
+    }
+}
+
+async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Failure> {
+    let rng = Rng::new(seed);
+    let net = SimNet::new(rng.clone(), opts.latency);
+    let mut cluster = Cluster::start(opts.servers, net.clone(), rng.clone())
+        .await
+        .map_err(Failure::Setup)?;
+    let crashes = Arc::new(Mutex::new(vec![0u64; opts.servers]));
+    let shared = Arc::new(Shared {
+        trace: trace.clone(),
+        lock: Arc::new(Mutex::new(LockWitness::default())),
+        crashes: crashes.clone(),
+        config: cluster.config.clone(),
+    });
+    let mut workers = Vec::new();
+    for k in 0..opts.clients {
+        let client = pvfs_client::Client::over(cluster.config.clone(), net.node(&format!("c{k}")));
+        let mut w = Worker::new(k, client, Rng::new(rng.next_u64()), shared.clone());
+        let ops = opts.ops;
+        workers.push(tokio::spawn(async move {
+            w.setup().await?;
+            let counts = w.run(ops).await?;
+            Ok::<_, Failure>((w, counts))
+        }));
+    }
+    let mut report = Report {
+        seed,
+        #[cfg(tokio_unstable)]
+        seeded_scheduler: true,
+        ..Report::default()
+    };
+    // The nemesis, and the invariant checks, until every client is done.
+    let mut restart_at: Vec<Option<tokio::time::Instant>> = vec![None; opts.servers];
+    let mut heal_at: Option<tokio::time::Instant> = None;
+    while workers.iter().any(|w| !w.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(rng.range(2, 40))).await;
+        check::always(&cluster)?;
+        report.checks += 1;
+        let now = tokio::time::Instant::now();
+        for (i, at) in restart_at.iter_mut().enumerate() {
+            if at.is_some_and(|t| t <= now) {
+                *at = None;
+                cluster.start_server(i).await.map_err(Failure::Setup)?;
+                trace.push(format!("restart {}", cluster.name(i)));
+                check::always(&cluster)?;
+                report.checks += 1;
+            }
+        }
+        if heal_at.is_some_and(|t| t <= now) {
+            heal_at = None;
+            net.heal();
+            trace.push("heal".into());
+        }
+        if opts.crashes && rng.chance(0.04) {
+            let i = rng.range(0, opts.servers as u64) as usize;
+            if cluster.is_up(i) {
+                cluster.crash(i, false).await;
+                if let Ok(mut c) = crashes.lock() {
+                    c[i] += 1;
+                }
+                report.crashes += 1;
+                trace.push(format!("crash {}", cluster.name(i)));
+                restart_at[i] = Some(now + Duration::from_millis(rng.range(20, 1500)));
+            }
+        }
+        if opts.partitions && heal_at.is_none() && rng.chance(0.03) {
+            let a = rng.range(0, opts.servers as u64) as usize;
+            let other = if rng.chance(0.5) {
+                format!("c{}", rng.range(0, opts.clients as u64))
+            } else {
+                cluster
+                    .name(rng.range(0, opts.servers as u64) as usize)
+                    .to_string()
+            };
+            let a = cluster.name(a).to_string();
+            if a != other {
+                net.partition(&a, &other);
+                report.partitions += 1;
+                trace.push(format!("partition {a} {other}"));
+                heal_at = Some(now + Duration::from_millis(rng.range(20, 1500)));
+            }
+        }
+    }
+    // Quiet: every server up, every link whole.
+    net.heal();
+    for i in 0..opts.servers {
+        cluster.start_server(i).await.map_err(Failure::Setup)?;
+    }
+    let mut done = Vec::new();
+    for w in workers {
+        match w.await {
+            Ok(Ok((w, counts))) => done.push((w, counts)),
+            Ok(Err(Failure::Check(f))) if std::env::var_os("PVFS_SIM_DUMP").is_some() => {
+                return Err(Failure::Check(format!(
+                    "{f}\nstores:\n{}",
+                    check::dump(&cluster)
+                )));
+            }
+            Ok(Err(f)) => return Err(f),
+            Err(e) => return Err(Failure::Check(format!("a client task failed: {e}"))),
+        }
+    }
+    check::always(&cluster)?;
+    // fsck counts the names a crash left uncounted (a rename interrupted between
+    // its steps) and removes what it left behind; then the strict invariants hold.
+    let admin = pvfs_client::Client::over(cluster.config.clone(), net.node("fsck"));
+    let repaired = admin
+        .fsck(true, Duration::ZERO)
+        .await
+        .map_err(|e| Failure::Check(format!("fsck --repair: {e}")))?;
+    trace.push(format!("fsck: {} problems", repaired.problems.len()));
+    let again = admin
+        .fsck(false, Duration::ZERO)
+        .await
+        .map_err(|e| Failure::Check(format!("fsck: {e}")))?;
+    if !again.problems.is_empty() {
+        return Err(Failure::Check(format!(
+            "fsck still finds {} problems after its repair: {:?}",
+            again.problems.len(),
+            again.problems
+        )));
+    }
+    check::quiet(&cluster)?;
+    report.checks += 2;
+    for (w, counts) in &mut done {
+        w.verify().await?;
+        let c = &mut report.counts;
+        c.ops += counts.ops;
+        c.ok += counts.ok;
+        c.refused += counts.refused;
+        c.indeterminate += counts.indeterminate;
+        c.cross_renames += counts.cross_renames;
+        c.links += counts.links;
+        c.locks += counts.locks;
+    }
+    report.connections = net.connections();
+    cluster.stop().await;
+    Ok(report)
+}
