@@ -267,6 +267,28 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
     .await;
     done.push("LinkEntry");
 
+    // LinkEntry over a name whose object loses its last link: the first run deletes
+    // that object, and the retry must still be answered (its checks would look for
+    // the deleted object: the record comes first). Found by the simulator.
+    let f = fx.file("le-over-src").await;
+    let victim = fx.file("le-over-dst").await;
+    at_most_once(
+        &fx,
+        Row {
+            request: Request::LinkEntry(req::LinkEntry {
+                dir: root,
+                name: "le-over-dst".into(),
+                handle: f,
+                kind: ObjKind::File,
+                replace: Some(victim),
+                fate: LinkDrop::Delete,
+                ticket: None,
+            }),
+            between: None,
+        },
+    )
+    .await;
+
     // Rename: the retry is answered Linked (not ENOENT).
     let f = fx.file("r1").await;
     at_most_once(
@@ -279,6 +301,25 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
                 dst_name: "r2".into(),
                 expect_src: f,
                 replace: None,
+                fate: LinkDrop::Delete,
+            }),
+            between: None,
+        },
+    )
+    .await;
+    // And over a name whose object it deletes.
+    let f = fx.file("r3").await;
+    let victim = fx.file("r4").await;
+    at_most_once(
+        &fx,
+        Row {
+            request: Request::Rename(req::Rename {
+                src_dir: root,
+                src_name: "r3".into(),
+                dst_dir: root,
+                dst_name: "r4".into(),
+                expect_src: f,
+                replace: Some(victim),
                 fate: LinkDrop::Delete,
             }),
             between: None,
