@@ -1184,6 +1184,12 @@ impl Client {
             } => (replaced, left, tickets),
             other => return Err(unexpected("LinkEntry", &other)),
         };
+        // The server replaced exactly what the step named (a compare-and-set).
+        debug_assert_eq!(
+            replaced.as_ref().map(|r| r.handle),
+            replace,
+            "LinkEntry replaced another entry than the one it was asked to"
+        );
         let unlink = Request::Unlink(req::Unlink {
             dir: sdir.handle,
             name: sname.to_string(),

@@ -152,6 +152,10 @@ impl FileLocks {
     /// Grants `want` (nothing may block it): the change in the number of locks,
     /// all of them `want`'s owner's.
     fn apply(&mut self, want: &Want) -> isize {
+        debug_assert!(
+            locks::conflict(&self.held, &want.key, want.typ, want.start, want.end).is_none(),
+            "a lock granted over another owner's conflicting lock"
+        );
         let before = self.held.len();
         locks::set(
             &mut self.held,
@@ -162,7 +166,25 @@ impl FileLocks {
             want.pid,
             want.posix,
         );
+        debug_assert!(
+            self.conflicting_pair().is_none(),
+            "two owners hold conflicting locks: {:?}",
+            self.conflicting_pair()
+        );
         self.held.len() as isize - before as isize
+    }
+
+    /// Two locks of different owners that conflict (overlapping, one of them
+    /// exclusive), if the table holds any: what must never be.
+    fn conflicting_pair(&self) -> Option<(LockKey, LockKey)> {
+        self.held.iter().enumerate().find_map(|(i, a)| {
+            self.held[i + 1..].iter().find_map(|b| {
+                (a.owner != b.owner
+                    && a.typ.conflicts(b.typ)
+                    && locks::overlaps((a.start, a.end), (b.start, b.end)))
+                .then_some((a.owner, b.owner))
+            })
+        })
     }
 
     /// Grants, in queue order, the waiting requests nothing blocks any more: at once

@@ -76,8 +76,14 @@ fn many_seeds_keep_every_invariant() {
     assert!(total.counts.ops >= n * 150, "{total:?}");
     assert!(total.crashes >= n, "too few crashes: {total:?}");
     assert!(total.partitions >= n, "too few partitions: {total:?}");
-    assert!(total.counts.indeterminate >= n, "no operation raced a fault: {total:?}");
-    assert!(total.counts.cross_renames >= n, "too few cross-server renames: {total:?}");
+    assert!(
+        total.counts.indeterminate >= n,
+        "no operation raced a fault: {total:?}"
+    );
+    assert!(
+        total.counts.cross_renames >= n,
+        "too few cross-server renames: {total:?}"
+    );
     assert!(total.counts.links >= n, "too few hard links: {total:?}");
     assert!(total.counts.locks >= n, "too few locks: {total:?}");
 }
