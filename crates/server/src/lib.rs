@@ -118,9 +118,13 @@ pub struct Setup {
 
 /// Storage a caller made for a server (`pvfs_storage::sim` in the simulator).
 pub struct GivenStorage {
-    /// The metadata store's disks (it commits every mutation on its caller's thread
-    /// and syncs its redo log only when asked: `SyncPolicy::OnFlush`).
+    /// The metadata store's disks (it commits every mutation on its caller's
+    /// thread).
     pub disks: pvfs_storage::OpenDisks,
+    /// When its redo log is synced: at every commit, or only when asked
+    /// (`SyncPolicy::OnFlush`: the caller flushes it, as a real server's background
+    /// sync does every `metadata_sync`).
+    pub sync: SyncPolicy,
     /// The datafiles.
     pub data: Arc<dyn pvfs_storage::DataBackend>,
 }
@@ -175,14 +179,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             Arc::new(FileData::open(&sc.storage).map_err(storage_err)?),
         ),
         Some(given) => (
-            MetaStore::open_on_callers_thread(
-                &sc.storage,
-                &id,
-                range,
-                given.disks,
-                SyncPolicy::OnFlush,
-            )
-            .map_err(storage_err)?,
+            MetaStore::open_on_callers_thread(&sc.storage, &id, range, given.disks, given.sync)
+                .map_err(storage_err)?,
             given.data,
         ),
     };

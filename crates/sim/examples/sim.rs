@@ -1,6 +1,6 @@
 //! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
 //! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
-//! [--no-partitions] [--trace]`. Prints one line per failing seed (with the command
+//! [--no-partitions] [--no-power-loss] [--trace] [--log]`. Prints one line per failing seed (with the command
 //! that replays it) and a summary: runs, operations, faults, schedules a minute.
 
 use std::time::{Duration, Instant};
@@ -45,6 +45,7 @@ fn main() {
             "--ops" => opts.ops = num(val()) as usize,
             "--no-crashes" => opts.crashes = false,
             "--no-partitions" => opts.partitions = false,
+            "--no-power-loss" => opts.power_loss = false,
             "--trace" => trace = true,
             "--log" => {
                 // Servers' and clients' log lines (PVFS_LOG, e.g. debug), stamped

@@ -45,6 +45,8 @@ pub struct Cluster {
     pub net: SimNet,
     rng: Rng,
     slots: Vec<Slot>,
+    /// When the servers sync their metadata redo logs.
+    sync: pvfs_storage::SyncPolicy,
 }
 
 /// How often a running server makes its metadata redo log durable (the
@@ -53,8 +55,15 @@ pub const METADATA_SYNC: Duration = Duration::from_millis(10);
 
 impl Cluster {
     /// Lays out a file system of `servers` servers (all with both roles) and starts
-    /// them.
-    pub async fn start(servers: usize, net: SimNet, rng: Rng) -> Result<Cluster, String> {
+    /// them. With `sync_every_commit`, every metadata commit is durable before its
+    /// answer (`metadata_sync = "commit"`), so a power loss takes nothing that was
+    /// acknowledged; otherwise the redo logs are synced every [`METADATA_SYNC`].
+    pub async fn start(
+        servers: usize,
+        net: SimNet,
+        rng: Rng,
+        sync_every_commit: bool,
+    ) -> Result<Cluster, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
         let mut opts = GenOptions::new(servers, dir.path().join("storage"));
         opts.base_port = 7000;
@@ -91,6 +100,11 @@ impl Cluster {
             net,
             rng,
             slots,
+            sync: if sync_every_commit {
+                pvfs_storage::SyncPolicy::EveryCommit
+            } else {
+                pvfs_storage::SyncPolicy::OnFlush
+            },
         };
         for i in 0..servers {
             cluster.start_server(i).await?;
@@ -142,6 +156,7 @@ impl Cluster {
             storage: Some(GivenStorage {
                 disks: slot.drive.disks(),
                 data: Arc::new(slot.data.clone()),
+                sync: self.sync,
             }),
             exec: Exec::Inline,
             first_base: Some(self.rng.range(0, 1 << 16)),

@@ -89,6 +89,10 @@ pub struct Options {
     pub crashes: bool,
     /// Whether links between nodes are cut for a while.
     pub partitions: bool,
+    /// Whether some crashes are power losses (disks keep what was synced and a
+    /// seeded part of the rest). Metadata commits are then synced before their
+    /// answers and clients fsync what they write, so nothing acknowledged may be lost.
+    pub power_loss: bool,
     /// Delay of the network's writes.
     pub latency: Latency,
 }
@@ -101,6 +105,7 @@ impl Default for Options {
             ops: 60,
             crashes: true,
             partitions: true,
+            power_loss: true,
             latency: Latency {
                 min: Duration::from_micros(50),
                 max: Duration::from_millis(3),
@@ -118,6 +123,8 @@ pub struct Report {
     pub counts: Counts,
     /// Server crashes.
     pub crashes: u64,
+    /// Of them, power losses.
+    pub power_losses: u64,
     /// Partitions.
     pub partitions: u64,
     /// Invariant checks of all stores.
@@ -202,7 +209,7 @@ pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> 
 async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Failure> {
     let rng = Rng::new(seed);
     let net = SimNet::new(rng.clone(), opts.latency);
-    let mut cluster = Cluster::start(opts.servers, net.clone(), rng.clone())
+    let mut cluster = Cluster::start(opts.servers, net.clone(), rng.clone(), opts.power_loss)
         .await
         .map_err(Failure::Setup)?;
     let crashes = Arc::new(Mutex::new(vec![0u64; opts.servers]));
@@ -216,6 +223,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     for k in 0..opts.clients {
         let client = pvfs_client::Client::over(cluster.config.clone(), net.node(&format!("c{k}")));
         let mut w = Worker::new(k, client, Rng::new(rng.next_u64()), shared.clone());
+        w.fsync = opts.power_loss;
         let ops = opts.ops;
         workers.push(tokio::spawn(async move {
             w.setup().await?;
@@ -254,12 +262,17 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         if opts.crashes && rng.chance(0.04) {
             let i = rng.range(0, opts.servers as u64) as usize;
             if cluster.is_up(i) {
-                cluster.crash(i, false).await;
+                let power = opts.power_loss && rng.chance(0.5);
+                cluster.crash(i, power).await;
                 if let Ok(mut c) = crashes.lock() {
                     c[i] += 1;
                 }
                 report.crashes += 1;
-                trace.push(format!("crash {}", cluster.name(i)));
+                if power {
+                    report.power_losses += 1;
+                }
+                let how = if power { "power loss" } else { "crash" };
+                trace.push(format!("{how} {}", cluster.name(i)));
                 restart_at[i] = Some(now + Duration::from_millis(rng.range(20, 1500)));
             }
         }

@@ -151,6 +151,8 @@ pub struct Worker {
     shared: Arc<Shared>,
     /// The shared file's handle (locks).
     lock_file: Option<Handle>,
+    /// Whether the client fsyncs what it writes (runs with power losses).
+    pub fsync: bool,
 }
 
 /// Whether an error says the operation may or may not have happened.
@@ -180,6 +182,7 @@ impl Worker {
             counts: Counts::default(),
             shared,
             lock_file: None,
+            fsync: false,
         }
     }
 
@@ -375,7 +378,12 @@ impl Worker {
                 let h = file.handle();
                 self.model.paths.insert(path.clone(), Obj::File(h));
                 self.model.modes.insert(h, [0o644].into());
-                let written = file.write_at(0, &content).await;
+                let mut written = file.write_at(0, &content).await;
+                if self.fsync && written.is_ok() {
+                    if let Err(e) = file.fsync().await {
+                        written = Err(e);
+                    }
+                }
                 let mut may = BTreeSet::new();
                 match written {
                     Ok(n) if n == content.len() => {

@@ -54,19 +54,21 @@ fn many_seeds_keep_every_invariant() {
         total.counts.links += r.counts.links;
         total.counts.locks += r.counts.locks;
         total.crashes += r.crashes;
+        total.power_losses += r.power_losses;
         total.partitions += r.partitions;
         total.checks += r.checks;
     }
     println!(
         "simulated {seeds} file systems from seed {first}: {} operations ({} with an unknown \
          outcome, looked up), {} renames across servers, {} hard links, {} exclusive locks, {} \
-         crashes, {} partitions, {} invariant checks",
+         crashes ({} power losses), {} partitions, {} invariant checks",
         total.counts.ops,
         total.counts.indeterminate,
         total.counts.cross_renames,
         total.counts.links,
         total.counts.locks,
         total.crashes,
+        total.power_losses,
         total.partitions,
         total.checks
     );
@@ -75,6 +77,10 @@ fn many_seeds_keep_every_invariant() {
     let n = seeds;
     assert!(total.counts.ops >= n * 150, "{total:?}");
     assert!(total.crashes >= n, "too few crashes: {total:?}");
+    assert!(
+        total.power_losses >= n / 2,
+        "too few power losses: {total:?}"
+    );
     assert!(total.partitions >= n, "too few partitions: {total:?}");
     assert!(
         total.counts.indeterminate >= n,

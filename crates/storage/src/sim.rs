@@ -56,15 +56,12 @@ impl SimFile {
     /// The file after a power loss: the synced image and, of the changes since, those
     /// `keep` picks, in their order.
     fn crash(&mut self, rnd: Random<'_>) {
-        let mut image = self.synced.clone();
-        for (offset, data) in &self.unsynced {
+        for (offset, data) in std::mem::take(&mut self.unsynced) {
             if rnd().is_multiple_of(2) {
-                SimFile::apply(&mut image, *offset, data);
+                SimFile::apply(&mut self.synced, offset, &data);
             }
         }
-        self.synced = image.clone();
-        self.current = image;
-        self.unsynced.clear();
+        self.current = self.synced.clone();
     }
 }
 
@@ -130,8 +127,11 @@ impl Disk for DriveFile {
     }
     fn sync(&self) -> io::Result<()> {
         self.with(|f| {
-            f.synced = f.current.clone();
-            f.unsynced.clear();
+            // The writes since the last sync reach the synced image (a copy of what
+            // they wrote, not of the whole file).
+            for (offset, data) in std::mem::take(&mut f.unsynced) {
+                SimFile::apply(&mut f.synced, offset, &data);
+            }
         })
     }
 }
