@@ -66,6 +66,8 @@ struct Model {
     contents: BTreeMap<Handle, BTreeSet<Vec<u8>>>,
     /// File → mode bits it may have.
     modes: BTreeMap<Handle, BTreeSet<u32>>,
+    /// File → values its attribute `user.k` may have (None: absent).
+    xattrs: BTreeMap<Handle, BTreeSet<Option<Vec<u8>>>>,
 }
 
 impl Model {
@@ -115,6 +117,7 @@ impl Model {
         let named: BTreeSet<Handle> = self.paths.values().map(Obj::handle).collect();
         self.contents.retain(|h, _| named.contains(h));
         self.modes.retain(|h, _| named.contains(h));
+        self.xattrs.retain(|h, _| named.contains(h));
     }
 }
 
@@ -301,7 +304,12 @@ impl Worker {
                 12..=13 => self.unlink().await?,
                 14 => self.rmdir().await?,
                 15 => self.chmod().await?,
-                16..=17 => self.read().await?,
+                16 => self.read().await?,
+                17 => match self.rng.range(0, 3) {
+                    0 => self.xattr().await?,
+                    1 => self.truncate().await?,
+                    _ => self.read().await?,
+                },
                 18 => self.list().await?,
                 _ => self.lock_turn().await?,
             }
@@ -378,6 +386,7 @@ impl Worker {
                 let h = file.handle();
                 self.model.paths.insert(path.clone(), Obj::File(h));
                 self.model.modes.insert(h, [0o644].into());
+                self.model.xattrs.insert(h, [None].into());
                 let mut written = file.write_at(0, &content).await;
                 if self.fsync && written.is_ok() {
                     if let Err(e) = file.fsync().await {
@@ -408,6 +417,7 @@ impl Worker {
                         self.model.paths.insert(path.clone(), Obj::File(a.handle));
                         self.model.contents.insert(a.handle, [Vec::new()].into());
                         self.model.modes.insert(a.handle, [0o644].into());
+                        self.model.xattrs.insert(a.handle, [None].into());
                     }
                     None if predicted.is_none() => {}
                     seen if predicted.is_some() => {
@@ -669,6 +679,107 @@ impl Worker {
         Ok(())
     }
 
+    /// Sets, removes or reads attribute `user.k` of a file.
+    async fn xattr(&mut self) -> Result<(), Failure> {
+        let path = self.path(true);
+        let Some(Obj::File(h)) = self.model.paths.get(&path).cloned() else {
+            return Ok(());
+        };
+        let may = self.model.xattrs.get(&h).cloned().unwrap_or_default();
+        match self.rng.range(0, 3) {
+            0 => {
+                let value = format!("v{}", self.fresh()).into_bytes();
+                let got = self.c.setxattr(h, "user.k", &value, 0).await;
+                let what = format!("setxattr {path}");
+                match self.judge(&what, None, &got)? {
+                    Some(_) => {
+                        self.model.xattrs.insert(h, [Some(value)].into());
+                    }
+                    None => {
+                        self.model.xattrs.entry(h).or_default().insert(Some(value));
+                    }
+                }
+            }
+            1 => {
+                let absent = may == [None].into();
+                let predicted = absent.then_some(Errno::ENODATA);
+                let got = self.c.removexattr(h, "user.k").await;
+                let what = format!("removexattr {path}");
+                match self.judge(&what, predicted, &got)? {
+                    Some(true) => {
+                        self.model.xattrs.insert(h, [None].into());
+                    }
+                    Some(false) => {
+                        if !may.contains(&None) {
+                            return Err(self.fail(format!(
+                                "{what} found no attribute, the model has {may:?}"
+                            )));
+                        }
+                        self.model.xattrs.insert(h, [None].into());
+                    }
+                    None => {
+                        self.model.xattrs.entry(h).or_default().insert(None);
+                    }
+                }
+            }
+            _ => {
+                let got = match self.c.getxattr(h, "user.k").await {
+                    Ok(v) => Ok(Some(v)),
+                    Err(e) if e.errno == Errno::ENODATA => Ok(None),
+                    Err(e) => Err(e),
+                };
+                let what = format!("getxattr {path}");
+                if self.judge(&what, None, &got)?.is_some() {
+                    if let Ok(v) = got {
+                        if !may.contains(&v) {
+                            return Err(
+                                self.fail(format!("{what} gives {v:?}, the model allows {may:?}"))
+                            );
+                        }
+                        self.model.xattrs.insert(h, [v].into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Truncates a file to a length within or past its content.
+    async fn truncate(&mut self) -> Result<(), Failure> {
+        let path = self.path(true);
+        let Some(Obj::File(h)) = self.model.paths.get(&path).cloned() else {
+            return Ok(());
+        };
+        let len = self.rng.range(0, 80) as usize;
+        let cut = |c: &Vec<u8>| {
+            let mut c = c.clone();
+            c.resize(len, 0);
+            c
+        };
+        let may = self.model.contents.get(&h).cloned().unwrap_or_default();
+        let after: BTreeSet<Vec<u8>> = may.iter().map(cut).collect();
+        let got = self.c.truncate(&path, len as u64).await;
+        let what = format!("truncate {path} {len}");
+        let got = match got {
+            Ok(()) if self.fsync => match self.c.open(&path).await {
+                Ok(f) => f.fsync().await,
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        match self.judge(&what, None, &got)? {
+            Some(_) => {
+                self.model.contents.insert(h, after);
+            }
+            None => {
+                let mut both = may;
+                both.extend(after);
+                self.model.contents.insert(h, both);
+            }
+        }
+        Ok(())
+    }
+
     async fn read(&mut self) -> Result<(), Failure> {
         let path = self.path(true);
         let Some(Obj::File(h)) = self.model.paths.get(&path).cloned() else {
@@ -869,6 +980,21 @@ impl Worker {
                 })
                 .await?;
             self.check_file(&path, h, &data, &attr)?;
+            let value = self
+                .until_answered(move |c| async move {
+                    match c.getxattr(h, "user.k").await {
+                        Ok(v) => Ok(Some(v)),
+                        Err(e) if e.errno == Errno::ENODATA => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await?;
+            let may = self.model.xattrs.get(&h).cloned().unwrap_or_default();
+            if !may.contains(&value) {
+                return Err(self.fail(format!(
+                    "{path} has user.k {value:?}, the model allows {may:?}"
+                )));
+            }
             let names = self.model.names_of(h);
             if attr.nlink as usize != names {
                 return Err(self.fail(format!(
