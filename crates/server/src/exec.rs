@@ -58,22 +58,11 @@ mod tests {
     #[tokio::test]
     async fn work_runs_where_asked_and_a_dead_task_is_an_error() {
         let caller = std::thread::current().id();
-        let here = Exec::Inline
-            .run(move || Ok(std::thread::current().id()))
-            .await;
-        assert_eq!(
-            here.unwrap(),
-            caller,
-            "inline work runs on the caller's thread"
-        );
-        let there = Exec::Threads
-            .run(move || Ok(std::thread::current().id()))
-            .await;
-        assert_ne!(
-            there.unwrap(),
-            caller,
-            "threaded work runs on a blocking thread"
-        );
+        let thread_of = |exec: Exec| exec.run(|| Ok(std::thread::current().id()));
+        let inline = thread_of(Exec::Inline).await.unwrap();
+        assert_eq!(inline, caller, "inline work runs on the caller's thread");
+        let threaded = thread_of(Exec::Threads).await.unwrap();
+        assert_ne!(threaded, caller, "threaded work runs on a blocking thread");
         let died = Exec::Threads
             .run(|| -> OpResult<()> { panic!("a storage call panicked") })
             .await
