@@ -12,11 +12,11 @@ use libc::{c_char, c_int};
 use pvfs_client::blocking::BlockingClient;
 use pvfs_config::{Config, ConfigError};
 
+use crate::counts::Counts;
 use crate::state::{
     close_all, cstr, fail, ffi, forget_inherited, last_message, pid, CResult, Global, Initialized,
     STATE,
 };
-use crate::stats::Baseline;
 
 /// Worker threads of the client's runtime.
 fn threads() -> usize {
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn pvfs_init(config_path: *const c_char) -> c_int {
         let config = load(&path)?;
         let bc = BlockingClient::new(config, threads())
             .map_err(|e| fail(e.raw_os_error().unwrap_or(libc::EIO), &e.to_string()))?;
-        let baseline = Baseline::zero(bc.client().config().servers.len());
+        let baseline = Counts::zero(bc.client().config().servers.len());
         *state = Some(Initialized {
             global: Arc::new(Global {
                 bc,

@@ -18,6 +18,7 @@
 //! in step); `docs/capi.md` describes the API as a whole.
 
 mod attrs;
+mod counts;
 mod dir;
 mod file;
 mod group;

@@ -8,8 +8,6 @@
 //! `flock`s belong to the descriptor (each `pvfs_open` makes its own) and end with
 //! its `pvfs_close`. `pvfs_finalize` releases whatever is still held.
 
-use std::sync::atomic::Ordering;
-
 use libc::c_int;
 use pvfs_client::locks::{self, DescLocks};
 use pvfs_proto::Handle;
@@ -117,10 +115,4 @@ pub unsafe extern "C" fn pvfs_fcntl_lock(fd: c_int, cmd: c_int, lock: *mut libc:
 #[no_mangle]
 pub extern "C" fn pvfs_flock(fd: c_int, op: c_int) -> c_int {
     on_fd(fd, |g, d| Ok(g.run(locks::flock(g.client(), d, op))?))
-}
-
-/// Used by `pvfs_open`: a new descriptor's serial (its OFD lock owner).
-pub(crate) fn next_serial() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use libc::{c_char, c_int, c_void, size_t};
@@ -22,7 +22,7 @@ use pvfs_client::blocking::BlockingClient;
 use pvfs_client::{Client, File, Partition};
 use pvfs_proto::Handle;
 
-use crate::stats::Baseline;
+use crate::counts::Counts;
 
 /// A failed call: the errno to report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub(crate) struct Global {
     /// The process that initialized (a forked child must initialize again).
     pub pid: u32,
     /// Counts as of the last `pvfs_stats_reset`.
-    pub baseline: Mutex<Baseline>,
+    pub baseline: Mutex<Counts>,
 }
 
 impl Global {
@@ -263,6 +263,13 @@ pub(crate) fn get_fd(fd: c_int) -> CResult<Arc<OpenFd>> {
     }
 }
 
+/// A new descriptor's serial, unique in the process: the owner of its OFD locks and
+/// `flock`s (`crate::locks`).
+fn next_serial() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Reserves a kernel descriptor for `obj` and enters it in the table.
 pub(crate) fn new_fd(g: &Arc<Global>, flags: c_int, obj: Obj) -> CResult<c_int> {
     // SAFETY: a constant NUL-terminated path; open has no other preconditions.
@@ -278,7 +285,7 @@ pub(crate) fn new_fd(g: &Arc<Global>, flags: c_int, obj: Obj) -> CResult<c_int> 
         g: g.clone(),
         flags: flags & (libc::O_ACCMODE | libc::O_APPEND),
         obj,
-        serial: crate::locks::next_serial(),
+        serial: next_serial(),
     });
     lock(&FDS)
         .get_or_insert_with(HashMap::new)

@@ -3,10 +3,9 @@
 //! differences from a baseline that `pvfs_init` and `pvfs_stats_reset` set, so a
 //! program can assert the message complexity of a call.
 
-use std::collections::BTreeMap;
-
 use libc::{c_char, c_int};
 
+use crate::counts::Counts;
 use crate::state::{cstr, ffi, global, lock, out, put, CResult, Global};
 use crate::types::{pvfs_stats, PVFS_STATS_MAX_SERVERS};
 
@@ -21,62 +20,10 @@ pub(crate) const DATA_OPS: &[&str] = &[
     "RemoveDatafiles",
 ];
 
-/// Counts as of the last reset.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Baseline {
-    total: u64,
-    per_server: Vec<u64>,
-    per_op: BTreeMap<&'static str, u64>,
-}
-
-impl Baseline {
-    /// All zero, for `servers` servers.
-    pub fn zero(servers: usize) -> Baseline {
-        Baseline {
-            total: 0,
-            per_server: vec![0; servers],
-            per_op: BTreeMap::new(),
-        }
-    }
-
-    /// The client's counts now.
-    fn now(g: &Global) -> Baseline {
-        let s = g.client().stats();
-        Baseline {
-            total: s.total(),
-            per_server: s.per_server(),
-            per_op: s.per_op(),
-        }
-    }
-
-    /// `self - base`, field by field.
-    fn since(&self, base: &Baseline) -> Baseline {
-        Baseline {
-            total: self.total.saturating_sub(base.total),
-            per_server: self
-                .per_server
-                .iter()
-                .enumerate()
-                .map(|(i, n)| n.saturating_sub(base.per_server.get(i).copied().unwrap_or(0)))
-                .collect(),
-            per_op: self
-                .per_op
-                .iter()
-                .map(|(op, n)| {
-                    (
-                        *op,
-                        n.saturating_sub(base.per_op.get(op).copied().unwrap_or(0)),
-                    )
-                })
-                .collect(),
-        }
-    }
-}
-
 /// Counts since the baseline.
-fn current(g: &Global) -> Baseline {
+fn current(g: &Global) -> Counts {
     let base = lock(&g.baseline).clone();
-    Baseline::now(g).since(&base)
+    Counts::now(g.client()).since(&base)
 }
 
 /// Requests this process has sent to any server since `pvfs_init` or the last
@@ -152,7 +99,7 @@ pub unsafe extern "C" fn pvfs_stats(st: *mut pvfs_stats) -> c_int {
 pub extern "C" fn pvfs_stats_reset() -> c_int {
     ffi(-1, || {
         let g = global()?;
-        let now = Baseline::now(&g);
+        let now = Counts::now(g.client());
         *lock(&g.baseline) = now;
         CResult::Ok(0)
     })

@@ -7,7 +7,8 @@
 //! Everyone else gets the owner, group or other bits, in that order: the first class
 //! the caller falls in decides, even when a later one would allow more.
 
-use crate::types::{Attr, Creds, SetAttr};
+use crate::attr::Attr;
+use crate::types::{Creds, SetAttr};
 use crate::Errno;
 
 /// Execute a file, search a directory.
@@ -92,7 +93,7 @@ pub fn may_link(obj: &Attr, creds: &Creds) -> Result<(), Errno> {
     if creds.uid == 0 || creds.uid == obj.uid {
         return Ok(());
     }
-    let safe_source = matches!(obj.detail, crate::types::ObjDetail::File { .. })
+    let safe_source = matches!(obj.detail, crate::attr::ObjDetail::File { .. })
         && obj.mode & S_ISUID == 0
         && obj.mode & (S_ISGID | 0o010) != (S_ISGID | 0o010);
     if safe_source && check(obj, creds, MAY_READ | MAY_WRITE).is_ok() {
@@ -195,7 +196,8 @@ pub fn new_object_group(parent: &Attr, creds: &Creds, mode: u32, is_dir: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ObjDetail, Timespec};
+    use crate::attr::ObjDetail;
+    use crate::types::Timespec;
 
     fn creds(uid: u32, gid: u32, groups: &[u32]) -> Creds {
         Creds {

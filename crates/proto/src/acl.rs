@@ -326,7 +326,11 @@ impl Wire for Box<Acl> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::{MAY_READ, MAY_WRITE};
+
+    /// What `permits` is asked for, in the rwx bits of an entry's `perm` (the values
+    /// of `access::MAY_READ` and `access::MAY_WRITE`, which build on this module).
+    const MAY_READ: u32 = 4;
+    const MAY_WRITE: u32 = 2;
 
     fn e(tag: u16, perm: u16, id: u32) -> AclEntry {
         AclEntry { tag, perm, id }

@@ -19,8 +19,8 @@ pub const LAYOUT_VERSION: u8 = 2;
 pub const MIN_STRIPE_SIZE: u64 = 512;
 /// Largest stripe size accepted for a file.
 pub const MAX_STRIPE_SIZE: u64 = 1 << 30;
-/// Largest logical file size (offsets must fit an `off_t`).
-pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+/// Largest logical file size (defined with the region arithmetic, which checks it).
+pub use crate::regions::MAX_FILE_SIZE;
 /// Most datafiles one file may have.
 pub const MAX_STRIPE_COUNT: u32 = 4096;
 

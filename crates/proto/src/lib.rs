@@ -7,13 +7,20 @@
 //! - [`handshake`]: the messages that open every connection;
 //! - [`locks`]: byte-range lock types and the range arithmetic of lock tables;
 //! - [`message`]: one [`Request`] enum and one [`Response`] enum;
-//! - [`types`], [`layout`], [`regions`]: handles, attributes, layouts, region lists,
-//!   and the stripe arithmetic that maps file bytes to datafiles.
+//! - [`types`], [`attr`], [`layout`], [`regions`]: handles, attributes, layouts,
+//!   region lists, and the stripe arithmetic that maps file bytes to datafiles;
+//! - [`acl`]: POSIX ACLs, as objects carry them and the permission rules read them.
+//!
+//! The modules form layers, none naming one above it (`scripts/module-cycles`):
+//! [`codec`] at the bottom; the plain types, errnos, regions and locks on it; ACLs on
+//! the types; layouts on regions and types; attributes on layouts and ACLs; the
+//! permission rules, capabilities and [`message`] on top.
 //!
 //! The byte-level format is documented in `docs/wire-protocol.md`.
 
 pub mod access;
 pub mod acl;
+pub mod attr;
 pub mod cap;
 pub mod clock;
 pub mod codec;
@@ -26,6 +33,7 @@ pub mod message;
 pub mod regions;
 pub mod types;
 
+pub use attr::{Attr, ObjDetail};
 pub use cap::{rights, Capability};
 pub use codec::{decode, encode, DecodeError, Wire};
 pub use errno::{Errno, ErrorKind};
@@ -38,8 +46,8 @@ pub use message::{
 };
 pub use regions::{Extent, Regions};
 pub use types::{
-    fnv1a64, name_shard, Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles,
-    SetAttr, ShardStat, Timespec,
+    fnv1a64, name_shard, Creds, DirEntry, Handle, NodeKind, ObjKind, Roles, SetAttr, ShardStat,
+    Timespec,
 };
 
 /// The software version, reported by servers and the CLI.

@@ -4,15 +4,14 @@
 //! [`Response`]. Bulk data never sits in a body: it follows the body in the same frame
 //! and in further `Data` frames (see [`crate::frame`]).
 
+use crate::attr::{Attr, ObjDetail};
 use crate::cap::Capability;
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::errno::ErrorKind;
 use crate::layout::{LayoutSpec, Stripe};
 use crate::locks::{LockConflict, LockKey, LockOwner, LockType};
 use crate::regions::Regions;
-use crate::types::{
-    Attr, Creds, DirEntry, Handle, NodeKind, ObjDetail, ObjKind, Roles, ShardStat, Timespec,
-};
+use crate::types::{Creds, DirEntry, Handle, NodeKind, ObjKind, Roles, ShardStat, Timespec};
 use crate::wire_struct;
 use crate::Errno;
 
@@ -836,7 +835,7 @@ pub mod falloc {
             return Err((Errno::EOPNOTSUPP, "fallocate mode not supported"));
         }
         match offset.checked_add(len) {
-            Some(end) if end <= crate::layout::MAX_FILE_SIZE => Ok(()),
+            Some(end) if end <= crate::regions::MAX_FILE_SIZE => Ok(()),
             _ => Err((Errno::EFBIG, "fallocate range past the largest file size")),
         }
     }

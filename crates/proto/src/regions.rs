@@ -6,9 +6,12 @@
 //! order": extent by extent, each in increasing offset.
 
 use crate::codec::{DecodeError, Reader, Wire};
-use crate::layout::MAX_FILE_SIZE;
 use crate::wire_struct;
 use crate::Errno;
+
+/// Largest logical file size (offsets must fit an `off_t`): no region reaches past
+/// it, and no file grows past it.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 /// A contiguous range of logical bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

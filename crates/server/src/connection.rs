@@ -6,7 +6,7 @@
 //! answer when a request id can be read, then the connection is closed, because the
 //! frame boundary is lost. Limits: at most [`MAX_INFLIGHT`] requests per connection
 //! and [`STREAM_QUEUE`] queued data frames per request, every frame's body and data
-//! counted against the receive-buffer budget before they are read (`crate::limits`),
+//! counted against the receive-buffer budget before they are read (`crate::budget`),
 //! and a connection with nothing to do closed after `[timeouts] idle`, so no client
 //! can make the server buffer without bound or hold it for nothing.
 
@@ -20,9 +20,10 @@ use pvfs_transport::{Conn, FrameWriter};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::budget;
 use crate::ctx::{Ctx, Inflight};
 use crate::dispatch;
-use crate::limits::{self, Admitted};
+use crate::limits::Admitted;
 use crate::reply::{Data, Reply};
 use crate::session::Session;
 
@@ -154,7 +155,10 @@ pub async fn serve(
         // anything is read or allocated (bounded memory whatever the clients send;
         // TCP pushes back meanwhile).
         let bytes = u64::from(header.body_len) + u64::from(header.data_len);
-        let budget = match admitted.hold(&ctx, limits::units(bytes.max(1))).await {
+        let budget = match admitted
+            .hold(&ctx.budget, budget::units(bytes.max(1)))
+            .await
+        {
             Some(held) => held,
             None => {
                 if let Some(dropped) = ctx.log_limit.allow(&format!("budget {}", host_of(&peer))) {

@@ -1,4 +1,9 @@
 //! Everything a handler needs: configuration, identity, the stores, peers.
+//!
+//! `Ctx` owns the subsystems (locks, limits, health, caches, precreation); each of
+//! them takes only the parts it needs (the store, the peers, where blocking work
+//! runs), never `Ctx`, so the modules below it do not depend on it. What needs
+//! several of them runs above it: the handlers, and the loops of `crate::background`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,12 +15,11 @@ use pvfs_storage::{DataBackend, MetaStore};
 use pvfs_transport::BufPool;
 use tokio::sync::Notify;
 
+use crate::budget::Budget;
 use crate::error::{OpError, OpResult};
+use crate::exec::Exec;
 use crate::peer::Peers;
 use crate::precreate::Precreator;
-
-/// Size of the buffers bulk data moves in (one frame's data).
-pub const CHUNK: usize = 4 << 20;
 
 /// Shared state of one running server.
 pub struct Ctx {
@@ -33,8 +37,8 @@ pub struct Ctx {
     pub inline: crate::inline::InlineIo,
     /// Bulk-data buffers.
     pub pool: BufPool,
-    /// Connections to the other servers (precreate).
-    pub peers: Peers,
+    /// Connections to the other servers (shared with the precreate pools).
+    pub peers: Arc<Peers>,
     /// What the handshake accepts (keys, MUNGE, root squash).
     pub policy: pvfs_auth::ServerPolicy,
     /// TLS under every connection (`[security] tls`).
@@ -42,7 +46,7 @@ pub struct Ctx {
     /// Makes and checks capabilities (with the servers' own key).
     pub caps: crate::caps::Caps,
     /// Attributes of other servers' objects, for permission checks.
-    pub attr_cache: crate::perms::AttrCache,
+    pub attr_cache: crate::attr_cache::AttrCache,
     /// Rate limit of the log lines outsiders can provoke.
     pub log_limit: crate::ratelimit::LogLimit,
     /// Pools of pre-created datafile handles, per data server.
@@ -53,12 +57,9 @@ pub struct Ctx {
     pub inflight: Inflight,
     /// Injected faults (tests only; empty unless `PVFS_FAULTS` is set).
     pub faults: Faults,
-    /// The budget of received bytes held at once, in `limits::BUDGET_UNIT`s
-    /// (`[limits] buffers`): a connection waits for its share before reading a
-    /// frame's body and data.
-    pub buffers: Arc<tokio::sync::Semaphore>,
-    /// The size of that budget, in units.
-    pub buffer_units: u64,
+    /// The budget of received bytes held at once (`[limits] buffers`): a
+    /// connection waits for its share before reading a frame's body and data.
+    pub budget: Arc<Budget>,
     /// Client connections served at once (`[limits] connections`, under the
     /// open-file limit).
     pub connections: Arc<tokio::sync::Semaphore>,
@@ -69,9 +70,6 @@ pub struct Ctx {
     pub handshakes: Arc<tokio::sync::Semaphore>,
     /// What one client address may take (connections, buffers).
     pub addresses: crate::limits::AddressLimits,
-    /// Count of budget releases: a connection waiting for budget keeps waiting while it
-    /// moves (the server is making progress).
-    pub budget_released: AtomicU64,
     /// What the supervisor of the metadata store is doing (`crate::health`).
     pub health: crate::health::Health,
     /// Byte-range locks on this server's objects, waiters and leases (`crate::locks`).
@@ -240,42 +238,17 @@ impl Ctx {
         F: FnOnce() -> OpResult<R> + Send + 'static,
         R: Send + 'static,
     {
-        if self.exec == Exec::Inline {
-            return f();
-        }
-        match self.spawn_work(f).await {
-            Ok(r) => r,
-            Err(e) => Err(OpError::internal(
-                Errno::EIO,
-                format!("storage task failed: {e}"),
-            )),
-        }
+        self.exec.run(f).await
     }
-}
 
-impl Ctx {
-    /// Starts blocking work where this server runs it ([`Exec`]): on a blocking
-    /// thread, or as a task of the runtime that runs it when first polled.
+    /// Starts blocking work where this server runs it ([`Exec::spawn`]).
     pub fn spawn_work<R, F>(&self, f: F) -> tokio::task::JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        match self.exec {
-            Exec::Threads => tokio::task::spawn_blocking(f),
-            Exec::Inline => tokio::spawn(async move { f() }),
-        }
+        self.exec.spawn(f)
     }
-}
-
-/// Where a server runs blocking storage work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exec {
-    /// On tokio's blocking threads, so the async threads never wait for a disk.
-    Threads,
-    /// On the calling thread: for a simulation that runs every server on one thread
-    /// (its storage in memory), where another thread would make runs differ.
-    Inline,
 }
 
 /// Counts requests in flight so a clean stop can wait for them.

@@ -9,7 +9,7 @@
 //! convert with `?`. The answer carries the kind's wire code beside the errno
 //! (`Response::Error`); `docs/error-handling.md` lists the kinds.
 
-use pvfs_proto::{Errno, ErrorKind, Response};
+use pvfs_proto::{Errno, ErrorKind, Handle, Response};
 use pvfs_storage::{MetaError, MutationError, StorageError};
 use pvfs_transport::TransportError;
 
@@ -130,6 +130,27 @@ impl MutationError for OpError {
 
 /// Shorthand for handler results.
 pub type OpResult<T> = Result<T, OpError>;
+
+/// The error for a name that is not in a directory.
+pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
+    OpError::posix(
+        Errno::ENOENT,
+        format!("no entry {name:?} in directory {dir:#x}"),
+    )
+}
+
+/// The error for a handle with no object.
+pub(crate) fn no_object(handle: Handle) -> OpError {
+    OpError::posix(Errno::ENOENT, format!("no object {handle:#x}"))
+}
+
+/// The error for an entry that changed under a multi-step operation (the client
+/// redoes the operation from the start).
+pub(crate) fn changed(dir: Handle, name: &str) -> OpError {
+    OpError::changed(format!(
+        "entry {name:?} of directory {dir:#x} changed concurrently"
+    ))
+}
 
 #[cfg(test)]
 mod tests {

@@ -27,7 +27,7 @@ use pvfs_proto::Errno;
 use pvfs_storage::{MetaStore, StorageError, StoreHealth};
 use tokio::sync::watch;
 
-use crate::ctx::Ctx;
+use crate::exec::Exec;
 use crate::ratelimit::LogLimit;
 
 /// Pause before the first reopen of a failed store.
@@ -43,7 +43,7 @@ const LOG_EVERY: Duration = Duration::from_secs(30);
 const EDQUOT: Errno = Errno(122);
 
 /// The server's health beyond its metadata store's own state: what the supervisor is
-/// doing about a failure. One per server ([`Ctx::health`]).
+/// doing about a failure. One per server ([`crate::ctx::Ctx::health`]).
 pub struct Health {
     plan: Mutex<Plan>,
     /// Set once the supervisor gives up: the error the server stops with.
@@ -173,13 +173,14 @@ fn verdict(e: &StorageError, elapsed: Duration) -> Verdict {
     }
 }
 
-/// Heals the metadata store each time it fails, until the server stops or the
-/// supervisor gives up (then [`Health::fatal`] completes and the server stops).
-pub async fn supervise(ctx: Arc<Ctx>) {
-    while ctx.meta.wait_failed().await {
-        if let Err((why, error)) = heal(&ctx).await {
+/// Heals the metadata store `meta` each time it fails, reopening it with `exec`,
+/// until the server stops or the supervisor gives up (then [`Health::fatal`] of
+/// `health` completes and the server stops).
+pub async fn supervise(health: &Health, meta: &MetaStore, exec: Exec) {
+    while meta.wait_failed().await {
+        if let Err((why, error)) = heal(health, meta, exec).await {
             tracing::error!("{error}");
-            ctx.health.give_up(why, error);
+            health.give_up(why, error);
             return;
         }
     }
@@ -188,7 +189,7 @@ pub async fn supervise(ctx: Arc<Ctx>) {
 /// Reopens the failed store with backoff until it works (Ok), the store is closed
 /// (Ok: the server is stopping), or there is no point (Err: why, and the error to
 /// stop with).
-async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
+async fn heal(health: &Health, meta: &MetaStore, exec: Exec) -> Result<(), (String, StorageError)> {
     let started = Instant::now();
     let limit = LogLimit::new(LOG_EVERY);
     let mut pause = RETRY_FIRST;
@@ -199,11 +200,11 @@ async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
         seconds(RETRY_MAX.as_secs_f64())
     );
     loop {
-        ctx.health.set_next(Some(Instant::now() + pause));
+        health.set_next(Some(Instant::now() + pause));
         tokio::time::sleep(pause).await;
         attempt += 1;
-        let meta = ctx.meta.clone();
-        let result = match ctx.spawn_work(move || meta.reopen()).await {
+        let store = meta.clone();
+        let result = match exec.spawn(move || store.reopen()).await {
             Ok(r) => r,
             Err(e) => Err(StorageError::Io(Arc::new(std::io::Error::other(format!(
                 "the reopen task failed: {e}"
@@ -211,7 +212,7 @@ async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
         };
         match result {
             Ok(()) => {
-                ctx.health.set_next(None);
+                health.set_next(None);
                 tracing::info!(
                     attempts = attempt,
                     "metadata store reopened after {}: metadata operations work again",
@@ -220,7 +221,7 @@ async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
                 return Ok(());
             }
             Err(StorageError::Closed) => {
-                ctx.health.set_next(None);
+                health.set_next(None);
                 return Ok(());
             }
             Err(e) => match verdict(&e, started.elapsed()) {
@@ -236,7 +237,7 @@ async fn heal(ctx: &Arc<Ctx>) -> Result<(), (String, StorageError)> {
                     }
                 }
                 Verdict::GiveUp(why) => {
-                    let failed = match ctx.meta.health() {
+                    let failed = match meta.health() {
                         StoreHealth::Failed(f) => f.error,
                         _ => e.to_failed(),
                     };
@@ -261,5 +262,31 @@ fn failed_cause(e: &StorageError) -> String {
     match e {
         StorageError::Failed { cause, .. } => cause.clone(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(errno: i32) -> StorageError {
+        StorageError::Io(Arc::new(std::io::Error::from_raw_os_error(errno)))
+    }
+
+    #[test]
+    fn a_full_disk_is_waited_out_damage_is_not_and_io_errors_for_a_while() {
+        let retried = |e: &StorageError, after| matches!(verdict(e, after), Verdict::Retry);
+        let a_day = Duration::from_secs(86400);
+        for full in [os(28), os(EDQUOT.0 as i32)] {
+            assert!(retried(&full, a_day), "a full disk is waited out: {full}");
+        }
+        let damaged = StorageError::Corrupt {
+            what: "a bad page".into(),
+        };
+        for hopeless in [damaged, os(30)] {
+            assert!(!retried(&hopeless, Duration::ZERO), "{hopeless}");
+        }
+        assert!(retried(&os(5), GIVE_UP_AFTER / 2));
+        assert!(!retried(&os(5), GIVE_UP_AFTER));
     }
 }

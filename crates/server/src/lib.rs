@@ -9,11 +9,15 @@
 //! a restart); POSIX lock waits are checked for deadlocks by [`waitfor`].
 
 pub mod access;
+pub mod attr_cache;
+pub mod background;
+pub mod budget;
 pub mod caps;
 pub mod connection;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
+pub mod exec;
 pub mod feed;
 pub mod handlers;
 pub mod health;
@@ -45,7 +49,8 @@ use pvfs_storage::{FileData, Identity, MetaStore, StorageError, SyncPolicy};
 use pvfs_transport::{AutoTransport, BufPool, Transport, TransportError};
 use thiserror::Error;
 
-use crate::ctx::{Ctx, Inflight, CHUNK};
+use crate::budget::{Budget, CHUNK};
+use crate::ctx::{Ctx, Inflight};
 use crate::peer::Peers;
 use crate::precreate::Precreator;
 
@@ -110,7 +115,7 @@ pub struct Setup {
     /// Its storage; None: local files under its configured storage directory.
     pub storage: Option<GivenStorage>,
     /// Where blocking storage work runs.
-    pub exec: ctx::Exec,
+    pub exec: exec::Exec,
     /// Where the round-robin choice of new files' first data server starts; None:
     /// from the process id, so servers started together spread files differently.
     pub first_base: Option<u64>,
@@ -137,7 +142,7 @@ impl Setup {
             faults,
             transport: Arc::new(AutoTransport),
             storage: None,
-            exec: ctx::Exec::Threads,
+            exec: exec::Exec::Threads,
             first_base: None,
         }
     }
@@ -211,7 +216,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         root_squash: config.security.root_squash,
         trusted: config.security.trusted.clone(),
     };
-    let buffer_units = (config.limits.buffers / limits::BUDGET_UNIT).max(1);
+    let budget = Budget::new(config.limits.buffers, config.timeouts.request);
     let max_connections = limits::connection_cap(config.limits.connections);
     if max_connections < config.limits.connections {
         tracing::warn!(
@@ -226,6 +231,13 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         None
     };
     let pool = BufPool::new(CHUNK, 64);
+    let peers = Arc::new(Peers::new(
+        &config,
+        pool.clone(),
+        keys,
+        (tls_client, setup.transport),
+    ));
+    let precreate = Precreator::new(&config, me, meta.clone(), peers.clone());
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
             name: sc.name.clone(),
@@ -237,19 +249,17 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         meta,
         data,
         inline: inline::InlineIo::default(),
-        peers: Peers::new(&config, pool.clone(), keys, (tls_client, setup.transport)),
+        peers,
         policy,
         tls,
         caps: caps::Caps::new(cap_keys, config.fsid, config.security.capability_lifetime),
-        attr_cache: perms::AttrCache::default(),
+        attr_cache: attr_cache::AttrCache::default(),
         log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
-        precreate: Precreator::new(config.servers.len()),
+        precreate,
         pool,
         next_base: AtomicU64::new(setup.first_base.unwrap_or(u64::from(std::process::id()))),
         inflight: Inflight::default(),
         faults,
-        buffers: Arc::new(tokio::sync::Semaphore::new(buffer_units as usize)),
-        buffer_units,
         connections: Arc::new(tokio::sync::Semaphore::new(max_connections as usize)),
         max_connections,
         handshakes: Arc::new(tokio::sync::Semaphore::new(
@@ -257,9 +267,9 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         )),
         addresses: limits::AddressLimits::new(
             config.limits.connections_per_address,
-            u32::try_from(buffer_units).unwrap_or(u32::MAX),
+            budget.units(),
         ),
-        budget_released: AtomicU64::new(0),
+        budget,
         health: health::Health::default(),
         locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
@@ -293,10 +303,10 @@ pub async fn serve(
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
     let expiry = tokio::spawn(once::expire_loop(ctx.meta.clone(), once::keep(&ctx.config)));
-    let warm_up = tokio::spawn(precreate::fill_at_start(ctx.clone()));
+    let warm_up = tokio::spawn(ctx.precreate.clone().fill_at_start());
     let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
-    let supervisor = tokio::spawn(health::supervise(ctx.clone()));
-    let lock_expiry = tokio::spawn(locks::expire_loop(ctx.clone()));
+    let supervisor = tokio::spawn(background::supervise_store(ctx.clone()));
+    let lock_expiry = tokio::spawn(background::expire_locks(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.

@@ -20,8 +20,7 @@ use pvfs_storage::MetaTxn;
 
 use crate::caps::Caps;
 use crate::ctx::Ctx;
-use crate::error::{OpError, OpResult};
-use crate::handlers::no_object;
+use crate::error::{no_object, OpError, OpResult};
 
 /// Most links one object may have (as ext4's EXT4_LINK_MAX).
 pub const LINK_MAX: u32 = 65000;

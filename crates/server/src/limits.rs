@@ -1,27 +1,18 @@
 //! What one client may take of a server, so that no client starves the others:
 //! connection slots (in total, kept under the open-file limit, and per client
-//! address) and the receive-buffer budget (`[limits] buffers`, of which one address
-//! may hold at most half). Every byte of a frame's body and data is counted
-//! before it is read or allocated, and released once used.
+//! address) and a share of the receive-buffer budget (`crate::budget`), at most half
+//! of it per address.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::ctx::Ctx;
+use crate::budget::{self, Budget, Held, Share, CHUNK};
 
-/// Granularity of the receive-buffer budget.
-pub const BUDGET_UNIT: u64 = 4 << 10;
 /// Descriptors kept for everything but client connections (stores, datafiles, peers).
 const FD_RESERVE: u64 = 512;
-
-/// The budget units `bytes` take.
-pub fn units(bytes: u64) -> u32 {
-    u32::try_from(bytes.div_ceil(BUDGET_UNIT)).unwrap_or(u32::MAX)
-}
 
 /// Raises this process's open-file limit to its hard limit and returns how many
 /// client connections fit under it with [`FD_RESERVE`] to spare, at most `wanted`.
@@ -50,8 +41,7 @@ pub fn connection_cap(wanted: u32) -> u32 {
 /// The shares of one client address.
 pub struct Address {
     conns: Arc<Semaphore>,
-    buffers: Arc<Semaphore>,
-    buffer_share: u32,
+    buffers: Share,
 }
 
 /// Per-address shares, made when an address first connects and dropped with its
@@ -69,11 +59,12 @@ pub struct Admitted {
 }
 
 impl AddressLimits {
-    /// `per_address` connections and half of `buffer_units` per address.
+    /// `per_address` connections and half of `buffer_units` per address (at least
+    /// one [`CHUNK`]).
     pub fn new(per_address: u32, buffer_units: u32) -> AddressLimits {
         AddressLimits {
             per_address,
-            buffer_share: (buffer_units / 2).max(units(crate::ctx::CHUNK as u64)),
+            buffer_share: (buffer_units / 2).max(budget::units(CHUNK as u64)),
             map: Mutex::new(HashMap::new()),
         }
     }
@@ -91,8 +82,7 @@ impl AddressLimits {
                     }
                     let a = Arc::new(Address {
                         conns: Arc::new(Semaphore::new(self.per_address as usize)),
-                        buffers: Arc::new(Semaphore::new(self.buffer_share as usize)),
-                        buffer_share: self.buffer_share,
+                        buffers: Share::new(self.buffer_share),
                     });
                     map.insert(ip, Arc::downgrade(&a));
                     a
@@ -107,49 +97,49 @@ impl AddressLimits {
     }
 }
 
-/// Receive buffers held for one frame: the address's share and the server's budget,
-/// released (and counted as progress) when dropped.
-pub struct Held {
-    _address: OwnedSemaphorePermit,
-    _global: OwnedSemaphorePermit,
-    ctx: Arc<Ctx>,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.ctx.budget_released.fetch_add(1, Ordering::Release);
-    }
-}
-
 impl Admitted {
-    /// Waits for `units` of the address's share, then of the server's budget. Waiting
-    /// is fine while the server makes progress (some budget is being released); only
-    /// a whole request timeout without any release gives up (`None`).
-    pub async fn hold(&self, ctx: &Arc<Ctx>, units: u32) -> Option<Held> {
-        // A frame larger than a whole share takes the whole share (asking more would
-        // wait forever).
-        let share = units.min(self.address.buffer_share);
-        let address = wait(ctx, self.address.buffers.clone(), share).await?;
-        let total = units.min(u32::try_from(ctx.buffer_units).unwrap_or(u32::MAX));
-        let global = wait(ctx, ctx.buffers.clone(), total).await?;
-        Some(Held {
-            _address: address,
-            _global: global,
-            ctx: ctx.clone(),
-        })
+    /// Waits for `units` of the address's share, then of the server's `budget`
+    /// ([`Budget::hold`]: `None` after a whole request timeout without progress).
+    pub async fn hold(&self, budget: &Arc<Budget>, units: u32) -> Option<Held> {
+        budget.hold(&self.address.buffers, units).await
     }
 }
 
-async fn wait(ctx: &Arc<Ctx>, sem: Arc<Semaphore>, units: u32) -> Option<OwnedSemaphorePermit> {
-    let acquire = sem.acquire_many_owned(units);
-    tokio::pin!(acquire);
-    loop {
-        let released = ctx.budget_released.load(Ordering::Acquire);
-        match tokio::time::timeout(ctx.config.timeouts.request, &mut acquire).await {
-            Ok(Ok(permit)) => return Some(permit),
-            Ok(Err(_)) => return None,
-            Err(_) if ctx.budget_released.load(Ordering::Acquire) != released => continue,
-            Err(_) => return None,
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::BUDGET_UNIT;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn an_address_has_its_slots_and_half_the_budget() {
+        let budget = Budget::new(4 * CHUNK as u64, Duration::from_secs(30));
+        let limits = AddressLimits::new(2, budget.units());
+        let ip = Some(IpAddr::from([10, 0, 0, 1]));
+        let (a, b) = (limits.admit(ip).unwrap(), limits.admit(ip).unwrap());
+        assert!(
+            limits.admit(ip).is_none(),
+            "a third connection of one address"
+        );
+        let other = limits.admit(Some(IpAddr::from([10, 0, 0, 2]))).unwrap();
+        // The address's two connections share half the budget between them.
+        let half = budget.units() / 2;
+        let held = a.hold(&budget, half).await.unwrap();
+        assert_eq!(a.address.buffers.available(), 0);
+        assert_eq!(b.address.buffers.available(), 0, "one share per address");
+        assert_eq!(other.address.buffers.available(), half as usize);
+        assert_eq!(budget.available(), (budget.units() - half) as usize);
+        drop(held);
+        assert_eq!(budget.available(), budget.units() as usize);
+        // Its slots come back with its connections.
+        drop(a);
+        assert!(limits.admit(ip).is_some());
+        // A small budget still gives each address one frame's data.
+        let small = AddressLimits::new(1, 2);
+        let one = small.admit(None).unwrap();
+        assert_eq!(
+            one.address.buffers.available() as u64,
+            CHUNK as u64 / BUDGET_UNIT
+        );
     }
 }

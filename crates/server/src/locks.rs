@@ -33,6 +33,7 @@ use pvfs_storage::LockMark;
 use tokio::sync::Notify;
 
 use crate::error::{OpError, OpResult};
+use crate::exec::Exec;
 
 /// Most locks (segments) one server holds; beyond it requests get ENOLCK.
 pub const MAX_SEGMENTS: usize = 1 << 20;
@@ -301,7 +302,7 @@ pub enum TryLock {
     /// Another owner's lock (or reservation) is in the way.
     Blocked(LockKey),
     /// Grantable, but the storage must first say that locks may be held
-    /// ([`ensure_marked`]).
+    /// ([`LockTable::ensure_marked`]).
     NeedMark,
 }
 
@@ -476,7 +477,7 @@ impl LockTable {
 
     /// Where waiter `id` stands, granting it first if nothing blocks it any more:
     /// its state, who blocks it (when it waits), and whether the grant waits for the
-    /// storage's mark ([`ensure_marked`]).
+    /// storage's mark ([`LockTable::ensure_marked`]).
     pub fn poll(&self, handle: Handle, id: u64) -> (WaitState, Vec<LockKey>, bool) {
         let mut st = lock(&self.state);
         let marked = st.marked;
@@ -706,85 +707,88 @@ impl LockTable {
     }
 }
 
-/// Ends expired leases and forgotten waiters every tenth of a lease, and clears the
-/// storage's mark once no lock is held (so a restart skips the grace period).
-pub async fn expire_loop(ctx: Arc<crate::ctx::Ctx>) {
-    let every = (ctx.locks.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        for (who, client) in ctx.locks.expire() {
-            tracing::info!(
-                who = format_args!("{who:#x}"),
-                client = format_args!("{client:#x}"),
-                "a client's lock lease ended: its locks are released"
-            );
-        }
-        if ctx.locks.grace_end().is_none() {
-            clear_mark(&ctx).await;
+impl LockTable {
+    /// Ends expired leases and forgotten waiters every tenth of a lease, and clears
+    /// the storage's mark once no lock is held (so a restart skips the grace period),
+    /// writing it with `exec`. Runs until dropped.
+    pub async fn expire_loop(&self, exec: Exec) {
+        let every = (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for (who, client) in self.expire() {
+                tracing::info!(
+                    who = format_args!("{who:#x}"),
+                    client = format_args!("{client:#x}"),
+                    "a client's lock lease ended: its locks are released"
+                );
+            }
+            if self.grace_end().is_none() {
+                self.clear_mark(exec).await;
+            }
         }
     }
-}
 
-/// Writes the storage's mark clear if no lock is held.
-async fn clear_mark(ctx: &Arc<crate::ctx::Ctx>) {
-    let mut io = ctx.locks.mark_io.lock().await;
-    if io.is_none() || !ctx.locks.clear_marked_if_empty() {
-        return;
-    }
-    let Some(mut mark) = io.take() else { return };
-    let (mark, result) = match ctx
-        .spawn_work(move || {
-            let r = mark.set(false);
-            (mark, r)
-        })
-        .await
-    {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!("clearing the lock mark failed: {e}");
+    /// Writes the storage's mark clear (with `exec`) if no lock is held.
+    async fn clear_mark(&self, exec: Exec) {
+        let mut io = self.mark_io.lock().await;
+        if io.is_none() || !self.clear_marked_if_empty() {
             return;
         }
-    };
-    if let Err(e) = result {
-        tracing::warn!("cannot clear the lock mark (the next start waits a grace period): {e}");
+        let Some(mut mark) = io.take() else { return };
+        let (mark, result) = match exec
+            .spawn(move || {
+                let r = mark.set(false);
+                (mark, r)
+            })
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("clearing the lock mark failed: {e}");
+                return;
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!("cannot clear the lock mark (the next start waits a grace period): {e}");
+        }
+        *io = Some(mark);
     }
-    *io = Some(mark);
-}
 
-/// Makes sure the storage's mark says locks may be held before a lock is granted
-/// (written durably the first time after it was clear).
-pub async fn ensure_marked(ctx: &Arc<crate::ctx::Ctx>) -> OpResult<()> {
-    if ctx.locks.marked() {
-        return Ok(());
+    /// Makes sure the storage's mark says locks may be held before a lock is granted
+    /// (written durably, with `exec`, the first time after it was clear).
+    pub async fn ensure_marked(&self, exec: Exec) -> OpResult<()> {
+        if self.marked() {
+            return Ok(());
+        }
+        let mut io = self.mark_io.lock().await;
+        if self.marked() {
+            return Ok(());
+        }
+        let Some(mut mark) = io.take() else {
+            return Err(OpError::not_here(
+                Errno::ENOLCK,
+                "this server keeps no locks (not a metadata server)",
+            ));
+        };
+        let (mark, result) = exec
+            .run(move || {
+                let r = mark.set(true);
+                Ok((mark, r))
+            })
+            .await?;
+        *io = Some(mark);
+        result.map_err(|e| {
+            OpError::of_kind(
+                pvfs_proto::ErrorKind::Storage,
+                Errno::ENOLCK,
+                format!("cannot record that locks are held: {e}"),
+            )
+        })?;
+        self.set_marked();
+        Ok(())
     }
-    let mut io = ctx.locks.mark_io.lock().await;
-    if ctx.locks.marked() {
-        return Ok(());
-    }
-    let Some(mut mark) = io.take() else {
-        return Err(OpError::not_here(
-            Errno::ENOLCK,
-            "this server keeps no locks (not a metadata server)",
-        ));
-    };
-    let (mark, result) = ctx
-        .blocking(move || {
-            let r = mark.set(true);
-            Ok((mark, r))
-        })
-        .await?;
-    *io = Some(mark);
-    result.map_err(|e| {
-        OpError::of_kind(
-            pvfs_proto::ErrorKind::Storage,
-            Errno::ENOLCK,
-            format!("cannot record that locks are held: {e}"),
-        )
-    })?;
-    ctx.locks.set_marked();
-    Ok(())
 }
 
 #[cfg(test)]
@@ -897,5 +901,188 @@ mod tests {
         assert!(t.renew(0, 2).is_some());
         let id2 = t.touch(&key(1));
         assert_ne!(id, id2, "a new lease has a new id");
+    }
+
+    /// A small deterministic generator (xorshift64*), so a failing sequence can be
+    /// replayed from its seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        }
+    }
+
+    /// What the table must keep true after every call: no two locks of different
+    /// owners that conflict are held, none is held against another owner's
+    /// reservation, and the counts the limits use are the locks held.
+    fn check_invariants(t: &LockTable, seed: u64, step: usize) {
+        let st = lock(&t.state);
+        let at = format!("seed {seed} step {step}");
+        let mut total = 0;
+        let mut per_client: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        for (handle, f) in &st.files {
+            total += f.held.len();
+            for (i, a) in f.held.iter().enumerate() {
+                *per_client.entry((a.owner.who, a.owner.client)).or_default() += 1;
+                for b in &f.held[i + 1..] {
+                    let overlap = locks::overlaps((a.start, a.end), (b.start, b.end));
+                    assert!(
+                        !(overlap && (a.owner != b.owner) && a.typ.conflicts(b.typ)),
+                        "{at}: file {handle}: conflicting locks held: {a:?} and {b:?}"
+                    );
+                    assert!(
+                        !(overlap && a.owner == b.owner),
+                        "{at}: file {handle}: one owner's locks overlap: {a:?} and {b:?}"
+                    );
+                }
+                for w in f.waiters.iter().filter(|w| w.state == WaitState::Ready) {
+                    assert!(
+                        !w.want.hindered_by(&a.owner, a.typ, a.start, a.end),
+                        "{at}: file {handle}: {a:?} held against the reservation of {:?}",
+                        w.want
+                    );
+                }
+            }
+        }
+        assert_eq!(st.total, total, "{at}: the count of locks held");
+        for (k, lease) in &st.leases {
+            let held = per_client.get(k).copied().unwrap_or(0);
+            assert_eq!(
+                lease.segments, held,
+                "{at}: the locks counted for client {k:?}"
+            );
+        }
+        for k in per_client.keys() {
+            assert!(
+                st.leases.contains_key(k),
+                "{at}: client {k:?} holds locks without a lease"
+            );
+        }
+    }
+
+    #[test]
+    fn random_calls_never_hold_conflicting_locks_and_keep_the_counts() {
+        let mut grants = 0;
+        let mut refusals = 0;
+        for seed in 1..=150u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let t = table();
+            // Requests waiting now: (file, waiter id).
+            let mut waiting: Vec<(Handle, u64)> = Vec::new();
+            for step in 0..300 {
+                let file = 1 + rng.below(2);
+                let client = rng.below(4);
+                let start = rng.below(12);
+                let end = if rng.below(6) == 0 {
+                    TO
+                } else {
+                    start + rng.below(6)
+                };
+                let typ = if rng.below(2) == 0 {
+                    LockType::Read
+                } else {
+                    LockType::Write
+                };
+                let w = want(client, typ, start, end);
+                match rng.below(9) {
+                    0 | 1 => match t.try_lock(file, &w).unwrap() {
+                        TryLock::Granted(_) => grants += 1,
+                        TryLock::Blocked(_) => refusals += 1,
+                        TryLock::NeedMark => panic!("seed {seed}: the table is marked"),
+                    },
+                    2 => {
+                        let (id, _) = t.wait(file, &w).unwrap();
+                        waiting.push((file, id));
+                    }
+                    3 | 4 if !waiting.is_empty() => {
+                        let (f, id) = waiting[rng.below(waiting.len() as u64) as usize];
+                        if t.poll(f, id).0 == WaitState::Granted {
+                            grants += 1;
+                        }
+                    }
+                    5 if !waiting.is_empty() => {
+                        let i = rng.below(waiting.len() as u64) as usize;
+                        let (f, id) = waiting.swap_remove(i);
+                        t.detach(f, id);
+                    }
+                    6 => t.unlock(file, &key(client), start, end),
+                    7 => t.cancel(file, &w),
+                    8 if rng.below(4) == 0 => t.release_client(0, client),
+                    _ => {
+                        t.test(file, &key(client), typ, start, end);
+                    }
+                }
+                check_invariants(&t, seed, step);
+            }
+            for (f, id) in waiting.drain(..) {
+                t.detach(f, id);
+            }
+            for client in 0..4 {
+                t.release_client(0, client);
+            }
+            check_invariants(&t, seed, usize::MAX);
+            assert_eq!(t.held_count(), 0, "seed {seed}: every client released");
+        }
+        // The calls contended: a check that saw no grant or no refusal checks nothing.
+        assert!(
+            grants > 1000 && refusals > 1000,
+            "{grants} grants, {refusals} refusals"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_mark_is_written_before_a_grant_and_cleared_only_once_no_lock_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let on_disk = || LockMark::open(dir.path()).unwrap().held();
+        let lease = Duration::from_millis(300);
+        let t = LockTable::new(
+            lease,
+            Duration::from_secs(5),
+            Some(LockMark::open(dir.path()).unwrap()),
+        );
+        assert!(
+            t.grace_end().is_none(),
+            "no lock was held before: no grace period"
+        );
+        let w = want(1, LockType::Write, 0, 9);
+        assert_eq!(t.try_lock(1, &w).unwrap(), TryLock::NeedMark);
+        t.ensure_marked(Exec::Threads).await.unwrap();
+        assert!(on_disk(), "the mark is on disk before the grant");
+        assert!(matches!(t.try_lock(1, &w).unwrap(), TryLock::Granted(_)));
+        // The client stops renewing its lease: the expiry loop ends it, releasing its
+        // lock, and then clears the mark; never while the lock is held.
+        let watch = async {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                // The mark first: once it reads clear, no lock may be left.
+                let marked = on_disk();
+                let held = t.held_count();
+                if !marked {
+                    assert_eq!(held, 0, "the mark was cleared while a lock was held");
+                    return;
+                }
+                assert!(Instant::now() < deadline, "the mark is never cleared");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            _ = t.expire_loop(Exec::Threads) => unreachable!("the loop runs until dropped"),
+            _ = watch => {}
+        }
+        assert_eq!(t.renew(0, 1), None, "the lease ended");
+        assert!(!t.marked());
+        drop(t);
+        // A server that stopped with the mark set starts in a grace period.
+        LockMark::open(dir.path()).unwrap().set(true).unwrap();
+        let t = LockTable::new(
+            lease,
+            Duration::from_secs(5),
+            Some(LockMark::open(dir.path()).unwrap()),
+        );
+        assert!(t.grace_end().is_some() && t.marked());
     }
 }

@@ -8,7 +8,7 @@ use pvfs_proto::frame::FrameKind;
 use pvfs_proto::Response;
 use pvfs_transport::{FrameWriter, PooledBuf, TransportError};
 
-use crate::limits::Held;
+use crate::budget::Held;
 
 /// Received bulk data, holding its frame's share of the server's buffer budget until
 /// dropped (that is, until the bytes are on disk, or the request is answered).

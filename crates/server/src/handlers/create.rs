@@ -17,7 +17,6 @@ use crate::feed::entry;
 use crate::handlers::link_entry::being_removed;
 use crate::handlers::lookup;
 use crate::op::{Access, Answer, Cx, Handler};
-use crate::precreate;
 
 /// Most dirdata shards one directory may have.
 pub const MAX_SHARDS: u32 = 1024;
@@ -108,7 +107,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
     let plan = plan(ctx, creds, what)?;
     if let Plan::File { servers, .. } = &plan {
         for &s in servers {
-            precreate::ensure(ctx, s as usize, 1).await?;
+            ctx.precreate.ensure(s as usize, 1).await?;
         }
     }
     let range = ctx.config.servers[ctx.me].handles;
@@ -219,7 +218,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                 // Another create drained a pool between our refill and our commit.
                 if let Plan::File { servers, .. } = &plan {
                     for &s in servers {
-                        precreate::ensure(ctx, s as usize, 1).await?;
+                        ctx.precreate.ensure(s as usize, 1).await?;
                     }
                 }
             }
@@ -228,7 +227,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
     };
     if let Plan::File { servers, .. } = &plan {
         for &s in servers {
-            precreate::top_up_later(ctx, s as usize);
+            ctx.precreate.top_up_later(s as usize);
         }
     }
     Ok(created)

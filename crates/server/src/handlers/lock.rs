@@ -13,7 +13,7 @@ use pvfs_proto::{req, rights, Capability, Changed, Errno, Handle, LockKey, Reque
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::local_object;
-use crate::locks::{ensure_marked, TryLock, WaitState, Want};
+use crate::locks::{TryLock, WaitState, Want};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::session::Caller;
 
@@ -204,7 +204,7 @@ async fn grant_now(ctx: &Arc<Ctx>, handle: Handle, want: &Want) -> OpResult<Resu
         match ctx.locks.try_lock(handle, want)? {
             TryLock::Granted(lease) => return Ok(Ok(lease)),
             TryLock::Blocked(by) => return Ok(Err(by)),
-            TryLock::NeedMark => ensure_marked(ctx).await?,
+            TryLock::NeedMark => ctx.locks.ensure_marked(ctx.exec).await?,
         }
     }
 }
@@ -231,7 +231,7 @@ async fn wait(
             WaitState::Waiting | WaitState::Ready => {}
         }
         if need_mark {
-            if let Err(e) = ensure_marked(ctx).await {
+            if let Err(e) = table.ensure_marked(ctx.exec).await {
                 table.cancel_id(handle, id);
                 break Err(e);
             }

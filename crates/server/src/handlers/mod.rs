@@ -58,6 +58,8 @@ pub mod xattr;
 
 use pvfs_proto::{Errno, Handle};
 
+// The errors handlers share are made in `crate::error`, below every subsystem.
+pub(crate) use crate::error::{changed, no_entry, no_object};
 use crate::error::{OpError, OpResult};
 
 /// Object `h` as answered to clients: a directory's times and link count merged with
@@ -75,19 +77,6 @@ pub(crate) fn answered(
     Ok(Some(attr))
 }
 
-/// The error for a name that is not in a directory.
-pub(crate) fn no_entry(dir: Handle, name: &str) -> OpError {
-    OpError::posix(
-        Errno::ENOENT,
-        format!("no entry {name:?} in directory {dir:#x}"),
-    )
-}
-
-/// The error for a handle with no object.
-pub(crate) fn no_object(handle: Handle) -> OpError {
-    OpError::posix(Errno::ENOENT, format!("no object {handle:#x}"))
-}
-
 /// Object `handle` of this metadata server as committed now (ENOENT if there is none,
 /// an error if the handle is not this server's).
 pub(crate) fn local_object(ctx: &crate::ctx::Ctx, handle: Handle) -> OpResult<pvfs_proto::Attr> {
@@ -97,14 +86,6 @@ pub(crate) fn local_object(ctx: &crate::ctx::Ctx, handle: Handle) -> OpResult<pv
         .read()?
         .get_object(handle)?
         .ok_or_else(|| no_object(handle))
-}
-
-/// The error for an entry that changed under a multi-step operation (the client
-/// redoes the operation from the start).
-pub(crate) fn changed(dir: Handle, name: &str) -> OpError {
-    OpError::changed(format!(
-        "entry {name:?} of directory {dir:#x} changed concurrently"
-    ))
 }
 
 /// Changes directory `dir` inside a commit: `change` gets the owner's uid and the

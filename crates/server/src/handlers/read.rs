@@ -17,7 +17,8 @@ use pvfs_proto::layout::{clip_pieces, local_runs, Piece, PieceCursor};
 use pvfs_proto::{encode, req, rights, Changed, Handle, Regions, Response, Stripe};
 use pvfs_transport::PooledBuf;
 
-use crate::ctx::{Ctx, CHUNK};
+use crate::budget::CHUNK;
+use crate::ctx::Ctx;
 use crate::error::OpResult;
 use crate::handlers::write::check_stripe;
 use crate::op::{Access, Answer, Cx, Handler};
