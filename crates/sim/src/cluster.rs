@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pvfs_config::{Config, GenOptions};
-use pvfs_server::ctx::{Ctx, Exec, Faults};
+use pvfs_server::ctx::{Ctx, Faults};
+use pvfs_server::exec::Exec;
 use pvfs_server::{GivenStorage, Setup};
 use pvfs_storage::sim::{MemData, SimDrive};
 use tokio::sync::oneshot;
