@@ -5,13 +5,12 @@
 //! kernel's random numbers.
 
 use std::cell::RefCell;
-
-use crate::types::Timespec;
+use std::time::Duration;
 
 /// What a simulation supplies instead of the system.
 pub trait Hooks {
-    /// The wall-clock time now.
-    fn now(&self) -> Timespec;
+    /// The wall-clock time now, since the Unix epoch.
+    fn now(&self) -> Duration;
     /// A random 64-bit id.
     fn random_u64(&self) -> u64;
 }
@@ -35,17 +34,19 @@ pub fn install(hooks: Box<dyn Hooks>) -> Installed {
     Installed(())
 }
 
-/// The wall-clock time now.
-pub fn now() -> Timespec {
+/// The wall-clock time now, since the Unix epoch (`Timespec::now` wraps it).
+pub fn now() -> Duration {
     if let Some(t) = HOOKS.with(|h| h.borrow().as_ref().map(|h| h.now())) {
         return t;
     }
-    Timespec::from_system(std::time::SystemTime::now())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// Whole seconds since the epoch, now.
 pub fn now_secs() -> u64 {
-    u64::try_from(now().secs).unwrap_or(0)
+    now().as_secs()
 }
 
 /// A random 64-bit id (lease ids, epochs, client ids): from the kernel, else from
@@ -78,8 +79,8 @@ mod tests {
 
     struct Fixed;
     impl Hooks for Fixed {
-        fn now(&self) -> Timespec {
-            Timespec { secs: 42, nsecs: 7 }
+        fn now(&self) -> Duration {
+            Duration::new(42, 7)
         }
         fn random_u64(&self) -> u64 {
             9
@@ -88,17 +89,17 @@ mod tests {
 
     #[test]
     fn an_override_holds_on_its_thread_until_dropped() {
-        let real = now();
-        assert!(real.secs > 1_700_000_000, "the system clock: {real:?}");
+        let real = now_secs();
+        assert!(real > 1_700_000_000, "the system clock: {real}");
         let guard = install(Box::new(Fixed));
-        assert_eq!(now(), Timespec { secs: 42, nsecs: 7 });
+        assert_eq!(now(), Duration::new(42, 7));
         assert_eq!(random_u64(), 9);
-        let other = std::thread::spawn(|| now().secs).join().unwrap();
+        let other = std::thread::spawn(now_secs).join().unwrap();
         assert!(
             other > 1_700_000_000,
             "another thread keeps the system clock"
         );
         drop(guard);
-        assert_ne!(now().secs, 42);
+        assert_ne!(now_secs(), 42);
     }
 }

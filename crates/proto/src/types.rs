@@ -29,7 +29,11 @@ wire_struct!(Timespec {
 impl Timespec {
     /// The current wall-clock time ([`crate::clock::now`]).
     pub fn now() -> Timespec {
-        crate::clock::now()
+        let d = crate::clock::now();
+        Timespec {
+            secs: d.as_secs() as i64,
+            nsecs: d.subsec_nanos(),
+        }
     }
 
     /// Converts a `SystemTime` (before the epoch clamps to the epoch).

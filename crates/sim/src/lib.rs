@@ -55,8 +55,8 @@ pub struct Trace(Arc<Mutex<Vec<String>>>);
 impl Trace {
     /// Appends an event, stamped with the simulated time.
     pub fn push(&self, what: String) {
-        let t = pvfs_proto::clock::now();
-        let line = format!("{}.{:09} {what}", t.secs - EPOCH, t.nsecs);
+        let t = pvfs_proto::clock::now().saturating_sub(Duration::from_secs(EPOCH));
+        let line = format!("{}.{:09} {what}", t.as_secs(), t.subsec_nanos());
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
     }
 
@@ -143,7 +143,7 @@ pub struct Report {
 }
 
 /// Seconds of the simulated clock's start (2026-01-01) since the Unix epoch.
-const EPOCH: i64 = 1_767_225_600;
+const EPOCH: u64 = 1_767_225_600;
 
 /// The simulation's clock and ids (`pvfs_proto::clock`).
 struct SimClock {
@@ -152,12 +152,9 @@ struct SimClock {
 }
 
 impl pvfs_proto::clock::Hooks for SimClock {
-    fn now(&self) -> pvfs_proto::Timespec {
+    fn now(&self) -> Duration {
         let d = tokio::time::Instant::now().saturating_duration_since(self.start);
-        pvfs_proto::Timespec {
-            secs: EPOCH + d.as_secs() as i64,
-            nsecs: d.subsec_nanos(),
-        }
+        Duration::from_secs(EPOCH) + d
     }
     fn random_u64(&self) -> u64 {
         self.rng.next_u64()
