@@ -15,6 +15,7 @@ use pvfs_proto::{decode, encode, Wire};
 use tokio::io::{AsyncRead, ReadBuf};
 
 pub mod seeds;
+pub mod values;
 
 /// The current-thread runtime every async target runs on, with its clock paused:
 /// when every task waits, the clock jumps to the next timer, so a deadline fires at
@@ -110,7 +111,8 @@ impl Trickle {
 
     /// How many bytes a reader can ever get.
     pub fn deliverable(&self) -> usize {
-        self.stall_at.map_or(self.bytes.len(), |s| s.min(self.bytes.len()))
+        self.stall_at
+            .map_or(self.bytes.len(), |s| s.min(self.bytes.len()))
     }
 
     /// Whether the stream stalls instead of ending.

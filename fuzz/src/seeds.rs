@@ -54,7 +54,10 @@ pub fn first_valid<T: Wire>(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// One valid encoding of every variant of a `u16`-tagged enum (a request after
 /// `prefix`, or a response), named by the variant.
-fn every_variant<T: Wire>(prefix: &[u8], name: impl Fn(&T) -> &'static str) -> Vec<(String, Vec<u8>)> {
+fn every_variant<T: Wire>(
+    prefix: &[u8],
+    name: impl Fn(&T) -> &'static str,
+) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     // Tags in use are small; 1024 is well past the last.
     for tag in 0..=1024u16 {
@@ -132,6 +135,47 @@ pub fn handshake_frame(msg: &HandshakeMsg) -> Vec<u8> {
     out
 }
 
+/// The handshake target's games (its first byte) started right: a client's Hello
+/// for the server to refuse (0), a Challenge from a server using the key for the
+/// client to refuse (1), an unchanged relayed handshake (2).
+pub fn handshake() -> Vec<(String, Vec<u8>)> {
+    let mut to_server = vec![0];
+    to_server.extend_from_slice(&handshake_frame(&hello()));
+    let challenge = HandshakeMsg::Challenge(pvfs_proto::handshake::Challenge {
+        fsid: crate::FSID,
+        server: crate::SERVER.into(),
+        nonce: vec![0x22; NONCE_LEN],
+        key_id: crate::fs_key().current().id().to_vec(),
+        proof: vec![0x33; pvfs_proto::handshake::PROOF_LEN],
+    });
+    let mut to_client = vec![1];
+    to_client.extend_from_slice(&handshake_frame(&challenge));
+    vec![
+        ("hello".to_string(), to_server),
+        ("challenge".to_string(), to_client),
+        ("relayed".to_string(), vec![2]),
+    ]
+}
+
+/// A configuration, a key file, a size and a duration as the text they are read
+/// from (the `text_formats` target's first byte picks which).
+pub fn text_formats() -> Vec<(String, Vec<u8>)> {
+    let with = |which: u8, text: String| {
+        let mut b = vec![which];
+        b.extend_from_slice(text.as_bytes());
+        b
+    };
+    vec![
+        ("config".to_string(), with(0, group_config().to_toml())),
+        (
+            "key".to_string(),
+            with(1, crate::fs_key().to_text("the fuzzer's key")),
+        ),
+        ("size".to_string(), with(2, "64K".into())),
+        ("duration".to_string(), with(3, "1500ms".into())),
+    ]
+}
+
 /// The Hello a client holding the key sends to the fuzz targets' server.
 pub fn hello() -> HandshakeMsg {
     HandshakeMsg::Hello(Hello {
@@ -162,10 +206,23 @@ pub fn all() -> Result<Vec<(&'static str, Vec<(String, Vec<u8>)>)>, String> {
             return Err(format!("no valid {what} body found for {missing:?}"));
         }
     }
+    let wire_values = crate::values::TYPES
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let mut bytes = vec![i as u8];
+            bytes.extend_from_slice(&(t.seed)()?);
+            Some((t.name.to_string(), bytes))
+        })
+        .collect();
     Ok(vec![
         ("frame_header", frame_headers()),
         ("request_body", requests),
         ("response", responses),
+        ("wire_values", wire_values),
+        ("handshake", handshake()),
+        ("text_formats", text_formats()),
+        ("group_handle", vec![("valid".to_string(), group_handle())]),
     ])
 }
 
@@ -183,4 +240,55 @@ pub fn write_all(dir: &std::path::Path) -> Result<Vec<(&'static str, usize)>, St
         counts.push((target, seeds.len()));
     }
     Ok(counts)
+}
+
+/// The configuration of the client the `group_handle` target opens tokens with: a
+/// file system of three servers with id [`crate::FSID`] (nothing on disk is read but
+/// its key file, which need not exist: no request is sent).
+pub fn group_config() -> pvfs_config::Config {
+    let mut opts = pvfs_config::GenOptions::new(3, "/nonexistent/pvfs-fuzz");
+    opts.fsid = Some(crate::FSID);
+    pvfs_config::Config::generate(&opts).expect("a three-server configuration generates")
+}
+
+/// A valid layout: one datafile on server 0, 64 KiB stripes.
+pub fn layout() -> pvfs_proto::layout::Layout {
+    pvfs_proto::layout::Layout {
+        stripe_size: 64 << 10,
+        replicas: 1,
+        datafiles: vec![pvfs_proto::Datafile {
+            server: 0,
+            handle: 0x0200_0000_0000_0001,
+        }],
+        width: 1,
+    }
+}
+
+/// A valid group handle of [`group_config`]'s file system, as `openg` lays it out
+/// (`crates/client/src/group.rs`): magic, version, flags, fsid, handle, the layout,
+/// the capabilities, a CRC32C.
+pub fn group_handle() -> Vec<u8> {
+    let handle: u64 = 0x0100_0000_0000_0042;
+    let layout = encode(&layout());
+    let caps = encode(&vec![pvfs_proto::Capability {
+        handle,
+        rights: pvfs_proto::rights::READ,
+        uid: 1000,
+        expires: 1 << 40,
+        mac: vec![0xa5; pvfs_proto::cap::CAP_MAC_LEN],
+    }]);
+    let mut out = Vec::new();
+    out.extend_from_slice(b"PVGH");
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&crate::FSID.to_le_bytes());
+    out.extend_from_slice(&handle.to_le_bytes());
+    out.extend_from_slice(&(layout.len() as u32).to_le_bytes());
+    out.extend_from_slice(&layout);
+    out.extend_from_slice(&(caps.len() as u32).to_le_bytes());
+    out.extend_from_slice(&caps);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
 }
