@@ -150,8 +150,11 @@ fn header(version: u32, base_seq: u64, db_len: u64) -> Vec<u8> {
     h
 }
 
-/// The body of a record holding `ops`, and the bytes each op writes (None: a length).
-fn body(ops: &[Op]) -> (Vec<u8>, Vec<(u64, Option<Vec<u8>>)>) {
+/// What one operation does: bytes written at an offset, or (None) the file's length.
+type Effect = (u64, Option<Vec<u8>>);
+
+/// The body of a record holding `ops`, and what each does.
+fn body(ops: &[Op]) -> (Vec<u8>, Vec<Effect>) {
     let mut b = Vec::new();
     let mut effect = Vec::new();
     for op in ops {

@@ -188,9 +188,12 @@ pub fn hello() -> HandshakeMsg {
     })
 }
 
-/// Every target's seeds: (target, [(name, bytes)]). Fails if a request or response
-/// kind has no seed.
-pub fn all() -> Result<Vec<(&'static str, Vec<(String, Vec<u8>)>)>, String> {
+/// Named inputs: (name, bytes).
+pub type Seeds = Vec<(String, Vec<u8>)>;
+
+/// Every target's seeds: (target, its seeds). Fails if a request or response kind
+/// has no seed.
+pub fn all() -> Result<Vec<(&'static str, Seeds)>, String> {
     let requests = request_bodies();
     let responses = responses();
     for (what, kinds, seeds) in [
