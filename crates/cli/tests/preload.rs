@@ -44,6 +44,19 @@ fn preload_lib() -> &'static Path {
     LIB.get_or_init(|| common::artifact("libpvfs_preload.so"))
 }
 
+/// What `LD_PRELOAD` holds for the programs: the library, after the library named by
+/// `PVFS_TEST_PRELOAD_FIRST` when set (a sanitizer's runtime, which must be loaded
+/// before any library that uses it: `scripts/sanitize`).
+fn preload_value() -> std::ffi::OsString {
+    let mut v = std::ffi::OsString::new();
+    if let Some(first) = std::env::var_os("PVFS_TEST_PRELOAD_FIRST").filter(|f| !f.is_empty()) {
+        v.push(first);
+        v.push(":");
+    }
+    v.push(preload_lib());
+    v
+}
+
 /// Runs `cmd` to completion (stdin empty, output captured unless the caller set it),
 /// killing it and failing the test past [`deadline`].
 fn run(mut cmd: Command, what: &str) -> Output {
@@ -80,7 +93,7 @@ impl<'a> Preload<'a> {
         let mut c = Command::new(prog);
         c.args(args)
             .current_dir(self.cluster.dir())
-            .env("LD_PRELOAD", preload_lib())
+            .env("LD_PRELOAD", preload_value())
             .env("PVFS_CONFIG", self.cluster.config_path())
             .env("PVFS_PREFIX", &self.prefix)
             .env_remove("PVFS_LOG")

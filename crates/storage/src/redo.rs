@@ -451,7 +451,9 @@ fn read_record<D: Disk>(
                 let offset = u64_at(take(&mut p, 8)?);
                 let len = u32_at(take(&mut p, 4)?) as usize;
                 let count = u32_at(take(&mut p, 4)?);
-                let mut data = Vec::with_capacity(len);
+                // Reserved no further than the record's bytes reach: a damaged length
+                // must not allocate before the runs are checked against it.
+                let mut data = Vec::with_capacity(len.min(body.len() - p));
                 for _ in 0..count {
                     let zeros = u32_at(take(&mut p, 4)?) as usize;
                     let n = u32_at(take(&mut p, 4)?) as usize;
