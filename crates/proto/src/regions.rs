@@ -83,6 +83,34 @@ impl Regions {
             .unwrap_or(0)
     }
 
+    /// At least how many pieces (runs within one stripe unit) the regions cut into
+    /// over stripe units of `unit` bytes, counted without walking them (a bound
+    /// from above: what walking them costs at most).
+    pub fn piece_bound(&self, unit: u64) -> u64 {
+        let unit = unit.max(1);
+        // A run of `len` bytes touches at most len / unit + 2 units.
+        let run = |len: u64| len / unit + 2;
+        match self {
+            Regions::Contig(e) => run(e.len),
+            Regions::Strided { block, len, .. } => {
+                let blocks = len / (*block).max(1) + 2;
+                blocks.saturating_mul(run(*block).min(run(*len)))
+            }
+            Regions::List(v) => v.iter().map(|e| run(e.len)).fold(0u64, u64::saturating_add),
+        }
+    }
+
+    /// [`Regions::validate`], and that the regions cut into at most
+    /// [`MAX_PIECES`] pieces over stripe units of `unit` bytes (E2BIG otherwise): what
+    /// a server accepts, so that no request makes it walk more pieces than that.
+    pub fn validate_for(&self, unit: u64) -> Result<(), Errno> {
+        self.validate()?;
+        if self.piece_bound(unit) > MAX_PIECES {
+            return Err(Errno::E2BIG);
+        }
+        Ok(())
+    }
+
     /// Checks that every byte is below [`MAX_FILE_SIZE`] and strides are sane.
     pub fn validate(&self) -> Result<(), Errno> {
         let in_range = |e: &Extent| {
@@ -130,6 +158,10 @@ impl Regions {
         Ok(())
     }
 }
+
+/// Most pieces one request may cut into (16 Mi: walking them costs a server well
+/// under a second; a 4 GiB request over the smallest stripe unit, 512 bytes, is 8 Mi).
+pub const MAX_PIECES: u64 = 1 << 24;
 
 /// Iterator over the extents of a [`Regions`].
 pub struct Extents<'a> {
@@ -232,6 +264,59 @@ impl Wire for Regions {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn piece_bounds_cover_the_walk_and_refuse_byte_strides() {
+        // The bound is never below what walking the pieces finds.
+        let stripe = crate::layout::Stripe {
+            size: 4096,
+            count: 3,
+        };
+        let cases = [
+            Regions::contig(100, 50_000),
+            Regions::Strided {
+                offset: 7,
+                block: 1000,
+                stride: 5000,
+                start: 3,
+                len: 40_000,
+            },
+            Regions::List(vec![
+                Extent {
+                    offset: 0,
+                    len: 9000,
+                },
+                Extent {
+                    offset: 20_000,
+                    len: 1,
+                },
+            ]),
+        ];
+        for r in &cases {
+            let walked: u64 = (0..3).map(|i| stripe.pieces(i, r).count() as u64).sum();
+            assert!(r.piece_bound(4096) >= walked, "{r:?}: {walked}");
+            assert!(r.validate_for(4096).is_ok());
+        }
+        // A terabyte in 1-byte blocks (what a hostile client sent): refused at once.
+        let hostile = Regions::Strided {
+            offset: 0,
+            block: 1,
+            stride: 2,
+            start: 0,
+            len: 1 << 40,
+        };
+        assert!(
+            hostile.validate().is_ok(),
+            "within the file size: only the bound refuses it"
+        );
+        assert_eq!(hostile.validate_for(4096), Err(Errno::E2BIG));
+        assert_eq!(
+            Regions::contig(0, 1 << 40).validate_for(512),
+            Err(Errno::E2BIG)
+        );
+        assert!(Regions::contig(0, 1 << 32).validate_for(512).is_ok());
+    }
+
     use super::*;
 
     #[test]

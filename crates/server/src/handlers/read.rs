@@ -20,7 +20,7 @@ use pvfs_transport::PooledBuf;
 use crate::budget::CHUNK;
 use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::handlers::write::check_stripe;
+use crate::handlers::write::{check_regions, check_stripe};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::reply::Reply;
 
@@ -63,6 +63,7 @@ async fn stream(
     ctx.require_data()?;
     ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
+    check_regions(&regions, stripe)?;
     let idx = u64::from(index);
     // A small read wholly in the page cache is answered right here (`crate::inline`).
     if let Some(answer) = read_inline(ctx, handle, stripe, idx, &regions) {

@@ -2,7 +2,7 @@
 //! in place, chunk by chunk, as it arrives (bounded memory whatever the request size).
 
 use pvfs_proto::layout::{local_runs, PieceCursor};
-use pvfs_proto::{req, rights, Changed, Errno, Response, Stripe};
+use pvfs_proto::{req, rights, Changed, Errno, Regions, Response, Stripe};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
@@ -45,6 +45,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     ctx.require_data()?;
     ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
+    check_regions(&regions, stripe)?;
     let expected = stripe.bytes_on(u64::from(index), &regions);
     let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
     let mut received = 0u64;
@@ -132,6 +133,23 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     Ok(Response::Written {
         bytes: received,
         stat,
+    })
+}
+
+/// Checks the region description a data request carries: bytes within the largest
+/// file, sane strides, and few enough pieces on its stripe that walking them is cheap
+/// (a hostile description of a terabyte in 1-byte blocks is refused, not walked).
+pub fn check_regions(regions: &Regions, stripe: Stripe) -> OpResult<()> {
+    regions.validate_for(stripe.size).map_err(|e| {
+        OpError::invalid(
+            e,
+            format!(
+                "regions of {} bytes in {} pieces or more (limit {})",
+                regions.total_len(),
+                regions.piece_bound(stripe.size),
+                pvfs_proto::regions::MAX_PIECES
+            ),
+        )
     })
 }
 
