@@ -765,11 +765,16 @@ impl Client {
         }))
         .await;
         let mut first_err = None;
-        let mut sealed = Vec::new();
+        // Shards that may be sealed now: those that said so, and those whose answer
+        // never came (the seal may have been done); not those that refused.
+        let mut maybe_sealed = Vec::new();
         for (&s, r) in servers.iter().zip(results) {
             match r {
-                Ok(_) => sealed.push(s),
+                Ok(_) => maybe_sealed.push(s),
                 Err(e) => {
+                    if e.kind == ErrorKind::Unreachable {
+                        maybe_sealed.push(s);
+                    }
                     if first_err.is_none() || e.errno == Errno::ENOTEMPTY {
                         first_err = Some(e);
                     }
@@ -779,7 +784,7 @@ impl Client {
         match first_err {
             None => Ok(()),
             Some(e) => {
-                self.unseal_on(dir.handle, &sealed).await;
+                self.unseal_on(dir.handle, &maybe_sealed).await;
                 Err(e)
             }
         }

@@ -404,6 +404,8 @@ impl Worker {
                     Err(e) if unknown(&e) => {
                         may.insert(Vec::new());
                         may.insert(content);
+                        self.model.contents.insert(h, may.clone());
+                        self.make_durable(&path).await?;
                     }
                     Err(e) => return Err(self.fail(format!("write to {path}: {e}"))),
                 }
@@ -775,9 +777,25 @@ impl Worker {
                 let mut both = may;
                 both.extend(after);
                 self.model.contents.insert(h, both);
+                self.make_durable(&path).await?;
             }
         }
         Ok(())
+    }
+
+    /// After a change of a file's bytes whose outcome is unknown, in a run with power
+    /// losses: makes whatever the file holds durable (fsync), so a later power loss
+    /// cannot take back what a read may see in between.
+    async fn make_durable(&self, path: &str) -> Result<(), Failure> {
+        if !self.fsync {
+            return Ok(());
+        }
+        let p = path.to_string();
+        self.until_answered(move |c| {
+            let p = p.clone();
+            async move { c.open(&p).await?.fsync().await }
+        })
+        .await
     }
 
     async fn read(&mut self) -> Result<(), Failure> {
