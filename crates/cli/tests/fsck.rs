@@ -260,6 +260,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 kind: ObjKind::File,
                 replace: None,
                 fate: LinkDrop::Moved,
+                counted: false,
                 ticket: None,
             }),
         )
@@ -279,6 +280,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 kind: ObjKind::Dir,
                 replace: None,
                 fate: LinkDrop::Moved,
+                counted: false,
                 ticket: None,
             }),
         )
@@ -300,6 +302,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 kind: ObjKind::File,
                 replace: None,
                 fate: LinkDrop::Moved,
+                counted: false,
                 ticket: None,
             }),
         )
@@ -339,6 +342,7 @@ fn fsck_finds_and_repairs_each_kind_of_damage() {
                 kind: ObjKind::File,
                 replace: None,
                 fate: LinkDrop::Moved,
+                counted: false,
                 ticket: None,
             }),
         )

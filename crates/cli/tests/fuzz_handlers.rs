@@ -258,6 +258,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             kind,
             replace: rng.chance(0.3).then(|| handle(rng, real)),
             fate: fate(rng),
+            counted: false,
             ticket: cap(rng, h),
         }),
         9 => Request::Rename(req::Rename {
@@ -361,7 +362,10 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             handle: h,
             proof: cap(rng, h),
         }),
-        32 => Request::AddLink(req::AddLink { handle: h }),
+        32 => Request::AddLink(req::AddLink {
+            handle: h,
+            moving: rng.chance(0.5),
+        }),
         33 => Request::DropLink(req::DropLink {
             handle: h,
             keep: rng.chance(0.5),

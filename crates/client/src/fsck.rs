@@ -607,6 +607,7 @@ impl Client {
             kind: e.kind,
             replace: None,
             fate: LinkDrop::Moved,
+            counted: false,
             ticket: None,
         });
         let placed = match self.rpc(to, link).await {

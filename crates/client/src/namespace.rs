@@ -1112,6 +1112,7 @@ impl Client {
                 kind: entry.kind,
                 replace: Some(old),
                 fate: LinkDrop::Moved,
+                counted: false,
                 ticket: self.ticket(entry.handle, rights::MOVE),
             })
         };
@@ -1171,6 +1172,12 @@ impl Client {
                 other => Err(unexpected("Rename", &other)),
             };
         }
+        // A file's new name is counted as a link, which the removal of its old name
+        // takes back: interrupted between the steps, the file has two counted names
+        // (a hard link), never a name whose link is missing. A directory has one name
+        // and no hard links: moving it leaves it under both names until fsck, if the
+        // second step does not happen.
+        let counted = src.kind != ObjKind::Dir;
         let link = Request::LinkEntry(req::LinkEntry {
             dir: ddir.handle,
             name: dname.to_string(),
@@ -1178,6 +1185,7 @@ impl Client {
             kind: src.kind,
             replace,
             fate,
+            counted,
             ticket: self.ticket(src.handle, rights::MOVE),
         });
         let (replaced, left, tickets) = match self.rpc(d_server, link).await? {
@@ -1200,7 +1208,11 @@ impl Client {
             name: sname.to_string(),
             expect: Some(src.handle),
             want: UnlinkWant::Any,
-            fate: LinkDrop::Moved,
+            fate: if counted {
+                LinkDrop::Keep
+            } else {
+                LinkDrop::Moved
+            },
         });
         match self.rpc(s_server, unlink).await {
             Ok(_) => Ok((replaced, left, tickets)),

@@ -423,9 +423,13 @@ requests! {
         15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop } effect Once, flow Reply,
         /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
         /// that handle and is replaced (its object losing a link as `fate` says),
-        /// otherwise the name must be free. `ticket`: MOVE on `handle` (from the
-        /// lookup of the name it is moved from).
-        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, ticket: Option<Capability> } effect Once, flow Reply,
+        /// otherwise the name must be free. With `counted` (a file moved by a rename),
+        /// `handle` gains a link for the new name (at its owner, before the commit),
+        /// which the removal of its old name then takes (`Unlink` with fate `Keep`):
+        /// a crash between the steps leaves a counted hard link, never a name whose
+        /// link is missing. `ticket`: MOVE on `handle` (from the lookup of the name it
+        /// is moved from).
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, counted: bool, ticket: Option<Capability> } effect Once, flow Reply,
         /// Moves an entry when both names are in shards on this server (one commit);
         /// a replaced object loses a link as `fate` says.
         17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop } effect Once, flow Reply,
@@ -457,8 +461,9 @@ requests! {
         24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> } effect Once, flow Reply,
         /// One more link on a local object, for a new name the sender is about to put
         /// in place (servers only: the server holding the new name sends it, with the
-        /// caller's credentials).
-        25 => AddLink { handle: Handle } effect Once, flow Reply,
+        /// caller's credentials). With `moving` (a rename's new name, whose MOVE ticket
+        /// the sender checked), the caller need not be allowed to hard-link the object.
+        25 => AddLink { handle: Handle, moving: bool } effect Once, flow Reply,
         /// One link less on a local object whose name the sender removed; at zero
         /// links it is deleted, unless `keep` (servers only).
         26 => DropLink { handle: Handle, keep: bool } effect Once, flow Reply,

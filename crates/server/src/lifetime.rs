@@ -77,11 +77,22 @@ pub fn remove_unlinked(
 }
 
 /// Adds a link to `handle` for a new name (not a directory: EPERM), if `creds` may
-/// link it; the object must still have a name (ENOENT otherwise, as Linux answers for
+/// link it (or, `moving`, it is a rename's new name); the object must still have a name (ENOENT otherwise, as Linux answers for
 /// a file unlinked while open), and fewer than [`LINK_MAX`] (EMLINK).
-pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> OpResult<Attr> {
+pub fn add_link(
+    t: &mut MetaTxn<'_>,
+    handle: Handle,
+    creds: &Creds,
+    moving: bool,
+) -> OpResult<Attr> {
     let mut attr = t.get_object(handle)?.ok_or_else(|| no_object(handle))?;
-    access::may_link(&attr, creds).map_err(|e| {
+    let allowed = if moving && !attr.is_dir() {
+        // A rename's new name: the MOVE ticket of the old one allowed it.
+        Ok(())
+    } else {
+        access::may_link(&attr, creds)
+    };
+    allowed.map_err(|e| {
         let why = if attr.is_dir() {
             "directories cannot have hard links".to_string()
         } else {
@@ -95,7 +106,7 @@ pub fn add_link(t: &mut MetaTxn<'_>, handle: Handle, creds: &Creds) -> OpResult<
             format!("object {handle:#x} has no name left to link to"),
         ));
     }
-    if attr.nlink >= LINK_MAX {
+    if attr.nlink >= LINK_MAX && !moving {
         return Err(OpError::posix(
             Errno::EMLINK,
             format!("object {handle:#x} has {LINK_MAX} links already"),
@@ -221,12 +232,12 @@ pub async fn drop_remote(
 /// the link is retried, one too many (fsck repairs it), whereas one key for every
 /// attempt would leave a link given back after a failed attempt uncounted when a
 /// retry puts the name in place: one too few.
-pub async fn add_remote(ctx: &Ctx, creds: &Creds, handle: Handle) -> OpResult<Attr> {
+pub async fn add_remote(ctx: &Ctx, creds: &Creds, handle: Handle, moving: bool) -> OpResult<Attr> {
     let owner = ctx
         .config
         .owner_of(handle)
         .ok_or_else(|| OpError::no_server(format!("handle {handle:#x} belongs to no server")))?;
-    let request = Request::AddLink(req::AddLink { handle });
+    let request = Request::AddLink(req::AddLink { handle, moving });
     match ctx.peers.call_as(owner, creds, request, None).await? {
         Response::Attr { attr, .. } => Ok(attr),
         other => Err(OpError::internal(

@@ -259,6 +259,7 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
                 kind: ObjKind::File,
                 replace: None,
                 fate: LinkDrop::Delete,
+                counted: false,
                 ticket: None,
             }),
             between: None,
@@ -282,6 +283,7 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
                 kind: ObjKind::File,
                 replace: Some(victim),
                 fate: LinkDrop::Delete,
+                counted: false,
                 ticket: None,
             }),
             between: None,
@@ -430,7 +432,10 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
     at_most_once(
         &fx,
         Row {
-            request: Request::AddLink(req::AddLink { handle: f }),
+            request: Request::AddLink(req::AddLink {
+                handle: f,
+                moving: false,
+            }),
             between: None,
         },
     )

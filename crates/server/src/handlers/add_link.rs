@@ -20,14 +20,14 @@ impl Handler for req::AddLink {
     }
 
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
-        let (ctx, handle) = (cx.ctx, self.handle);
+        let (ctx, handle, moving) = (cx.ctx, self.handle, self.moving);
         ctx.require_meta()?;
         ctx.require_local(handle)?;
         let creds = cx.caller.creds.clone();
         let added = cx
             .once
             .commit(&ctx.meta, move |t| {
-                let attr = lifetime::add_link(t, handle, &creds)?;
+                let attr = lifetime::add_link(t, handle, &creds, moving)?;
                 Ok(Response::Attr {
                     attr,
                     caps: Vec::new(),

@@ -48,7 +48,7 @@ impl Handler for req::Link {
             let linked = cx
                 .once
                 .commit(&ctx.meta, move |t| {
-                    let attr = lifetime::add_link(t, handle, &creds)?;
+                    let attr = lifetime::add_link(t, handle, &creds, false)?;
                     put_name(t, dir, &name, attr)
                 })
                 .await?;
@@ -56,7 +56,7 @@ impl Handler for req::Link {
         }
         // (A retry of a link that was done was answered from its record by
         // dispatch, before the owner could be asked to count it again.)
-        let attr = lifetime::add_remote(ctx, &caller.creds, handle).await?;
+        let attr = lifetime::add_remote(ctx, &caller.creds, handle, false).await?;
         let added = cx
             .once
             .commit(&ctx.meta, move |t| put_name(t, dir, &name, attr))

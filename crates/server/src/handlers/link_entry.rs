@@ -47,6 +47,7 @@ impl Handler for req::LinkEntry {
             kind,
             replace,
             fate,
+            counted,
             ..
         } = self;
         check_name(&name).map_err(|e| OpError::invalid(e, format!("invalid name {name:?}")))?;
@@ -59,17 +60,40 @@ impl Handler for req::LinkEntry {
         }
         let owner = (ctx.caps.clone(), ctx.here());
         let uid = caller.creds.uid;
-        let mut response = cx
+        // A moved file's new name is counted before it is in place (at its owner, or
+        // in the commit when it lives here): a crash before its old name goes leaves
+        // a hard link, never a name without its link.
+        let count = counted && kind != ObjKind::Dir;
+        let remote = count && !ctx.is_local(handle);
+        if remote {
+            lifetime::add_remote(ctx, &caller.creds, handle, true).await?;
+        }
+        let creds = caller.creds.clone();
+        let committed = cx
             .once
             .commit(&ctx.meta, move |t| {
                 if t.is_sealed(dir)? {
                     return Err(being_removed(dir));
                 }
+                if count && !remote {
+                    lifetime::add_link(t, handle, &creds, true)?;
+                }
                 let changed = Timespec::now();
                 let replaced = put_entry(t, dir, &name, handle, kind, replace, changed)?;
                 linked(t, (&owner.0, owner.1), (replaced, fate, uid), changed)
             })
-            .await?;
+            .await;
+        let mut response = match committed {
+            Ok(r) => r,
+            Err(e) => {
+                if remote {
+                    // The name is not in place: give its link back (the old name
+                    // still holds one, so the object stays).
+                    lifetime::drop_remote(ctx, &caller.creds, handle, true, None).await;
+                }
+                return Err(e);
+            }
+        };
         finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
         Ok(response.into())
     }
