@@ -329,6 +329,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         }
         23 => Request::Fsync(req::Fsync {
             handles: (0..rng.range(0, 5)).map(|_| handle(rng, real)).collect(),
+            verifier: num(rng),
         }),
         24 => Request::GetXattr(req::GetXattr {
             handle: h,

@@ -123,7 +123,14 @@ async fn write_one(
     }
     let frame = pool.recv(server, &mut call).await?;
     match pool.response(server, &frame)? {
-        Response::Written { bytes: done, stat } if done == bytes => Ok((idx as usize, done, stat)),
+        Response::Written {
+            bytes: done,
+            stat,
+            verifier,
+        } if done == bytes => {
+            pool.unsynced.note(df.handle, verifier);
+            Ok((idx as usize, done, stat))
+        }
         Response::Written { bytes: done, .. } => Err(Error::new(
             Errno::EIO,
             format!("server {} wrote {done} of {bytes} bytes", pool.name(server)),
@@ -394,7 +401,8 @@ pub(crate) async fn datafile_stats(
 }
 
 /// Sends `req(i, datafile)` to the server of each datafile `i` of `layout` it makes
-/// a request for, all in parallel; every one must answer `Done`.
+/// a request for, all in parallel; every one must answer `Done`, or `Written` (a
+/// change of the datafile's bytes, whose write verifier is noted for its fsync).
 async fn each_datafile(
     pool: &Pool,
     creds: &Creds,
@@ -408,13 +416,29 @@ async fn each_datafile(
         .enumerate()
         .filter_map(|(i, df)| req(i, df).map(|r| (df.server as usize, r)));
     try_join_all(calls.map(|(server, r)| async move {
+        let handle = datafile_of(&r);
         match pool.rpc(server, creds, r).await? {
             Response::Done {} => Ok(()),
+            Response::Written { verifier, .. } => {
+                if let Some(h) = handle {
+                    pool.unsynced.note(h, verifier);
+                }
+                Ok(())
+            }
             other => Err(unexpected(op, &other)),
         }
     }))
     .await?;
     Ok(())
+}
+
+/// The datafile a request changes the bytes of, if it is one.
+fn datafile_of(r: &Request) -> Option<Handle> {
+    match r {
+        Request::Truncate(t) => Some(t.handle),
+        Request::Fallocate(f) => Some(f.handle),
+        _ => None,
+    }
 }
 
 /// Sets every datafile of a layout to its share of a file of `size` bytes.
@@ -474,13 +498,32 @@ pub(crate) async fn fallocate(
 /// they are), as a local file system's journal does: one request per data server
 /// holding a datafile and one `Sync` per metadata server, all in parallel.
 pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result<()> {
-    let data = each_datafile(pool, creds, layout, "Fsync", |_, df| {
+    // The write verifier each datafile's server gave this client's first change of it
+    // since its last fsync: the server refuses the fsync (EIO) if it lost power
+    // since, as what was not synced may be lost.
+    let seen: Vec<(Handle, u64)> = layout
+        .datafiles
+        .iter()
+        .map(|df| (df.handle, pool.unsynced.get(df.handle)))
+        .collect();
+    let data = each_datafile(pool, creds, layout, "Fsync", |i, df| {
         Some(Request::Fsync(req::Fsync {
             handles: vec![df.handle],
+            verifier: seen.get(i).map_or(0, |s| s.1),
         }))
     });
-    futures::future::try_join(data, sync_servers(pool, creds, false)).await?;
-    Ok(())
+    let result = futures::future::try_join(data, sync_servers(pool, creds, false)).await;
+    // Synced, or the loss reported (once, as Linux reports a writeback error once).
+    if result.is_ok()
+        || result
+            .as_ref()
+            .is_err_and(|e| e.kind == pvfs_proto::ErrorKind::Storage)
+    {
+        for (h, v) in seen {
+            pool.unsynced.synced(h, v);
+        }
+    }
+    result.map(|_| ())
 }
 
 /// `Sync`: makes what the servers acknowledged stable on disk; to every metadata

@@ -132,6 +132,8 @@ fn key_owner(path: &std::path::Path) -> Option<u32> {
 
 /// The connections of one client.
 pub(crate) struct Pool {
+    /// What this client changed on data servers and has not fsynced since.
+    pub(crate) unsynced: Unsynced,
     config: Config,
     /// How connections are made (TCP or Unix sockets; a simulated network in tests).
     transport: Arc<dyn Transport>,
@@ -157,6 +159,7 @@ impl Pool {
     pub fn new(config: &Config, transport: Arc<dyn Transport>) -> Pool {
         let client_id = random_id();
         Pool {
+            unsynced: Unsynced::default(),
             transport,
             config: config.clone(),
             auth: Auth::for_config(config),
@@ -443,6 +446,43 @@ impl Pool {
                 Errno::EPROTO,
                 format!("server {}: undecodable answer: {e}", self.name(server)),
             )),
+        }
+    }
+}
+
+/// The write verifiers data servers gave this client's changes of datafiles it has
+/// not fsynced since (the first of each: a change made before a power loss is what
+/// may be lost). Bounded: past [`Unsynced::MAX`] datafiles, further ones are not
+/// noted (their fsync then checks nothing, as before verifiers existed).
+#[derive(Default)]
+pub(crate) struct Unsynced(Mutex<BTreeMap<pvfs_proto::Handle, u64>>);
+
+impl Unsynced {
+    /// Most datafiles noted at once.
+    pub(crate) const MAX: usize = 1 << 16;
+
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<pvfs_proto::Handle, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Datafile `h` was changed under `verifier` (its first change counts).
+    pub(crate) fn note(&self, h: pvfs_proto::Handle, verifier: u64) {
+        let mut m = self.map();
+        if m.len() < Unsynced::MAX || m.contains_key(&h) {
+            m.entry(h).or_insert(verifier);
+        }
+    }
+
+    /// The verifier of `h`'s first unsynced change (0: none noted).
+    pub(crate) fn get(&self, h: pvfs_proto::Handle) -> u64 {
+        self.map().get(&h).copied().unwrap_or(0)
+    }
+
+    /// `h` was synced (or its loss reported) up to the change noted with `verifier`.
+    pub(crate) fn synced(&self, h: pvfs_proto::Handle, verifier: u64) {
+        let mut m = self.map();
+        if m.get(&h) == Some(&verifier) {
+            m.remove(&h);
         }
     }
 }

@@ -496,8 +496,11 @@ requests! {
         /// Deletes datafiles (after their file was removed). `tickets`: REMOVE on
         /// each (from the removal of the file).
         35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> } effect Idempotent, flow Reply,
-        /// Makes datafiles durable.
-        36 => Fsync { handles: Vec<Handle> } effect None, flow Reply,
+        /// Makes datafiles durable. `verifier`: the data server's write verifier the
+        /// caller saw when it wrote them (0: none); a data server whose verifier is
+        /// another now lost power since those writes, and may have lost what was not
+        /// synced: it answers EIO instead of a durability it cannot give.
+        36 => Fsync { handles: Vec<Handle>, verifier: u64 } effect None, flow Reply,
         /// Makes every change this server acknowledged before it stable on disk: its
         /// metadata redo log synced and, with `data`, every datafile's written bytes
         /// (a `syncfs` of its storage). Sent by a client's fsync (metadata only, to
@@ -765,10 +768,13 @@ wire_enum! {
         20 => HardLinked { attr: Attr, changed: Timespec },
         /// Answer to `Precreate`: handles `first .. first + count`.
         30 => Handles { first: Handle, count: u32 },
-        /// Answer to `Write`: bytes written, and the datafile's size, modification
-        /// time and allocation after them (a client that knows every datafile's
-        /// knows the file's attributes without asking).
-        31 => Written { bytes: u64, stat: DatafileStat },
+        /// Answer to `Write` (and, with 0 bytes, `Truncate` and `Fallocate`): bytes
+        /// written, and the datafile's size, modification time and allocation after
+        /// them (a client that knows every datafile's knows the file's attributes
+        /// without asking), and the data server's write verifier: a number that
+        /// changes only when the server's storage may have lost unsynced writes (a
+        /// power loss: the machine's boot), which the client's `Fsync` shows back.
+        31 => Written { bytes: u64, stat: DatafileStat, verifier: u64 },
         /// First frame of the answer to `Read`: the datafile's local size. The stream
         /// that follows holds the requested pieces cut at that size.
         32 => ReadStart { local_size: u64 },

@@ -97,6 +97,11 @@ pub trait DataBackend: Send + Sync + 'static {
     fn lost(&self) -> Result<Vec<Handle>, StorageError>;
     /// Space of the file system under the storage directory.
     fn statfs(&self) -> Result<FsSpace, StorageError>;
+    /// A number that changes when, and only when, writes this store acknowledged
+    /// but did not sync may have been lost since (a power loss: the machine booted
+    /// again; never 0). A client compares the one its writes got with the one its
+    /// fsync finds (the write verifier of NFS's unstable writes).
+    fn verifier(&self) -> u64;
     /// Creates the (empty) datafiles that do not exist yet, durably (fsck's repair of a
     /// lost datafile).
     fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError>;
@@ -268,6 +273,10 @@ pub struct FileData {
     /// How many datafiles there are: counted once at open, then kept with every
     /// create and removal, so a `statfs` reads no directory.
     datafiles: AtomicU64,
+    /// The write verifier ([`DataBackend::verifier`]): the kernel's boot id (a
+    /// process restart keeps what the page cache holds; a power loss means a boot)
+    /// and the storage's device, hashed.
+    verifier: u64,
 }
 
 impl FileData {
@@ -280,6 +289,13 @@ impl FileData {
         let present = list_under(&root)?;
         let born = BornLog::open(&root, &present)?;
         let spares = Spares::open(&root)?;
+        let dev = std::fs::metadata(&root)?.dev();
+        // Without a boot id (no /proc), a number of this start: a restart then fails
+        // the fsyncs of writes made before it, which is safe.
+        let verifier = match fs_id(dev, 0) {
+            0 => pvfs_proto::clock::random_u64() | 1,
+            v => v,
+        };
         Ok(FileData {
             root,
             cache: Mutex::default(),
@@ -287,6 +303,7 @@ impl FileData {
             born,
             spares,
             datafiles: AtomicU64::new(present.len() as u64),
+            verifier,
         })
     }
 
@@ -733,5 +750,9 @@ impl DataBackend for FileData {
 
     fn write_vectored_at(&self, h: Handle, off: u64, bufs: &[&[u8]]) -> Result<(), StorageError> {
         FileData::write_vectored_at(self, h, off, bufs)
+    }
+
+    fn verifier(&self) -> u64 {
+        self.verifier
     }
 }

@@ -139,6 +139,10 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.inner.statfs()
     }
 
+    fn verifier(&self) -> u64 {
+        self.inner.verifier()
+    }
+
     fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {
         self.check()?;
         self.inner.create_all(hs)

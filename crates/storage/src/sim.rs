@@ -205,6 +205,8 @@ struct MemState {
     /// Created and not removed, durably (a missing one of these is lost).
     born: BTreeSet<Handle>,
     generation: u64,
+    /// Power losses so far (the write verifier is one more).
+    power_losses: u64,
 }
 
 /// A data store in memory ([`DataBackend`]), with crashes.
@@ -227,6 +229,7 @@ impl MemData {
     pub fn crash(&self, rnd: Random<'_>) -> MemData {
         let mut st = lock(&self.state);
         st.generation += 1;
+        st.power_losses += 1;
         let mut gone = Vec::new();
         for (h, f) in st.files.iter_mut() {
             if rnd().is_multiple_of(2) {
@@ -391,6 +394,10 @@ impl DataBackend for MemData {
             }
         })
     }
+
+    fn verifier(&self) -> u64 {
+        lock(&self.state).power_losses + 1
+    }
 }
 
 #[cfg(test)]
@@ -429,6 +436,17 @@ mod tests {
         let mut buf = [0u8; 10];
         db.read_at(0, &mut buf).unwrap();
         assert_eq!(&buf, b"syncedkept");
+    }
+
+    #[test]
+    fn a_synced_truncate_survives_a_power_loss() {
+        let data = MemData::new();
+        data.write_at(1, 0, b"12345678").unwrap();
+        data.sync(1).unwrap();
+        data.truncate(1, 69).unwrap();
+        data.sync(1).unwrap();
+        let after = data.crash(&mut || 1u64);
+        assert_eq!(after.stat(1).unwrap().size, 69);
     }
 
     #[test]

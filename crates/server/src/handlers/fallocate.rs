@@ -1,13 +1,13 @@
 //! `Fallocate`: fallocate(2) on one datafile's share of a file range.
 
 use pvfs_proto::message::falloc;
-use pvfs_proto::{req, rights, Changed};
+use pvfs_proto::{req, rights, Changed, Response};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
 use crate::handlers::datafiles::check_handles;
 use crate::handlers::write::check_stripe;
-use crate::op::{done, Access, Answer, Cx, Handler};
+use crate::op::{Access, Answer, Cx, Handler};
 
 /// The file bytes `offset .. offset + len` that datafile `index` holds form one run
 /// of local bytes (a datafile's stripe units follow each other locally): from its
@@ -44,11 +44,20 @@ impl Handler for req::Fallocate {
         falloc::check(mode, offset, len).map_err(|(e, why)| OpError::invalid(e, why))?;
         let start = stripe.local_size(u64::from(index), offset);
         let end = stripe.local_size(u64::from(index), offset + len);
-        if end > start {
-            let data = ctx.data.clone();
-            ctx.blocking(move || Ok(data.fallocate(handle, mode, start, end - start)?))
-                .await?;
+        let data = ctx.data.clone();
+        let stat = ctx
+            .blocking(move || {
+                if end > start {
+                    data.fallocate(handle, mode, start, end - start)?;
+                }
+                Ok(data.stat(handle)?)
+            })
+            .await?;
+        Ok(Response::Written {
+            bytes: 0,
+            stat,
+            verifier: ctx.data.verifier(),
         }
-        done()
+        .into())
     }
 }

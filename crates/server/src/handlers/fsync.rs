@@ -1,6 +1,8 @@
 //! `Fsync`: makes datafiles durable.
 
-use pvfs_proto::{req, Changed};
+use pvfs_proto::{req, Changed, Errno};
+
+use crate::error::OpError;
 
 use crate::error::OpResult;
 use crate::handlers::datafiles::check_handles;
@@ -18,6 +20,18 @@ impl Handler for req::Fsync {
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         let (ctx, handles) = (cx.ctx, self.handles);
         check_handles(ctx, &handles)?;
+        let now = ctx.data.verifier();
+        if self.verifier != 0 && self.verifier != now {
+            return Err(OpError::of_kind(
+                pvfs_proto::ErrorKind::Storage,
+                Errno::EIO,
+                format!(
+                    "{} lost power since these datafiles were written: what was not synced \
+                     may be lost",
+                    ctx.info.name
+                ),
+            ));
+        }
         let data = ctx.data.clone();
         ctx.blocking(move || handles.iter().try_for_each(|&h| Ok(data.sync(h)?)))
             .await?;

@@ -1,12 +1,12 @@
 //! `Truncate`: datafile `index` keeps exactly its share of a file of `size` bytes.
 
-use pvfs_proto::{req, rights, Changed, Errno};
+use pvfs_proto::{req, rights, Changed, Errno, Response};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
 use crate::handlers::datafiles::check_handles;
 use crate::handlers::write::check_stripe;
-use crate::op::{done, Access, Answer, Cx, Handler};
+use crate::op::{Access, Answer, Cx, Handler};
 
 impl Handler for req::Truncate {
     fn access(&self) -> Access<'_> {
@@ -40,8 +40,17 @@ impl Handler for req::Truncate {
         }
         let local = stripe.local_size(u64::from(index), size);
         let data = ctx.data.clone();
-        ctx.blocking(move || Ok(data.truncate(handle, local)?))
+        let stat = ctx
+            .blocking(move || {
+                data.truncate(handle, local)?;
+                Ok(data.stat(handle)?)
+            })
             .await?;
-        done()
+        Ok(Response::Written {
+            bytes: 0,
+            stat,
+            verifier: ctx.data.verifier(),
+        }
+        .into())
     }
 }

@@ -133,6 +133,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     Ok(Response::Written {
         bytes: received,
         stat,
+        verifier: ctx.data.verifier(),
     })
 }
 
