@@ -205,6 +205,8 @@ impl Client {
                 false,
             );
         }
+        // Objects the repair removed: their datafiles are not recreated below.
+        let mut removed: BTreeSet<Handle> = BTreeSet::new();
         for (h, a) in &snap.objects {
             let its = names.get(h).map(Vec::as_slice).unwrap_or(&[]);
             if *h == root {
@@ -214,6 +216,9 @@ impl Client {
                 0 if young(a) => {}
                 0 => {
                     let fixed = repair && self.remove_orphan(a).await;
+                    if fixed {
+                        removed.insert(*h);
+                    }
                     add(
                         ProblemKind::OrphanObject,
                         format!("{} {h:#x} has no name", a.kind().name()),
@@ -333,8 +338,12 @@ impl Client {
                         .is_some_and(|s| s.contains(&df.handle))
                 })
                 .collect();
-            // A layout reported above as impossible cannot be asked about its sizes.
-            if lost.is_empty() || !layout.datafiles.iter().all(|df| self.can_hold(df)) {
+            // A layout reported above as impossible cannot be asked about its sizes; a
+            // file removed above as nameless needs no datafile back.
+            if lost.is_empty()
+                || removed.contains(h)
+                || !layout.datafiles.iter().all(|df| self.can_hold(df))
+            {
                 continue;
             }
             // How much of the file, as its other datafiles place it, was on them.
@@ -743,6 +752,7 @@ impl Client {
                                 .is_some_and(|l| l.datafiles.iter().any(|d| d.handle == h))
                         });
                         if named {
+                            tracing::info!("datafile {h:#x}: a file names it now; kept");
                             return false;
                         }
                         after = attrs.last().map(|a| a.handle);
@@ -750,19 +760,29 @@ impl Client {
                             break;
                         }
                     }
-                    _ => return false,
+                    other => {
+                        tracing::warn!(
+                            "datafile {h:#x} kept: could not check that no file names it \
+                             ({other:?})"
+                        );
+                        return false;
+                    }
                 }
             }
             after = None;
         }
-        self.rpc(
-            server,
-            Request::RemoveDatafiles(req::RemoveDatafiles {
-                handles: vec![h],
-                tickets: Vec::new(),
-            }),
-        )
-        .await
-        .is_ok()
+        let removed = self
+            .rpc(
+                server,
+                Request::RemoveDatafiles(req::RemoveDatafiles {
+                    handles: vec![h],
+                    tickets: Vec::new(),
+                }),
+            )
+            .await;
+        if let Err(e) = &removed {
+            tracing::warn!("orphan datafile {h:#x} not removed: {e}");
+        }
+        removed.is_ok()
     }
 }

@@ -1020,6 +1020,13 @@ impl Client {
         let mut sealed: Option<Dir> = None;
         if let Some((d, dattr)) = &dst {
             if d.handle == src.handle {
+                if src.kind == ObjKind::Dir {
+                    // A directory has one name: two are a move across servers that
+                    // stopped between its steps. Finish it (the old name goes).
+                    self.finish_dir_move(sdir, sname, ddir, &src)
+                        .await
+                        .map_err(|e| e.for_path(from))?;
+                }
                 return Ok(None); // Both names already name the same object.
             }
             match (src.kind == ObjKind::Dir, d.kind == ObjKind::Dir) {
@@ -1066,6 +1073,32 @@ impl Client {
             self.set_parent(src_attr.handle, ddir.handle).await?;
         }
         Ok(replaced)
+    }
+
+    /// Ends a directory's move from `sname` in `sdir` to its other name in `ddir`
+    /// that was interrupted after its new name was in place: the old name goes
+    /// (only while it still names the directory), then the directory's parent is
+    /// set. What a rename retried after an error does, so a directory is left under
+    /// two names only until its rename is tried again (or `pvfs fsck`).
+    async fn finish_dir_move(
+        &self,
+        sdir: &Dir,
+        sname: &str,
+        ddir: &Dir,
+        src: &DirEntry,
+    ) -> Result<()> {
+        let unlink = Request::Unlink(req::Unlink {
+            dir: sdir.handle,
+            name: sname.to_string(),
+            expect: Some(src.handle),
+            want: UnlinkWant::Dir,
+            fate: LinkDrop::Moved,
+        });
+        self.rpc(self.entry_server(sdir, sname), unlink).await?;
+        if sdir.handle != ddir.handle {
+            self.set_parent(src.handle, ddir.handle).await?;
+        }
+        Ok(())
     }
 
     async fn set_parent(&self, dir: Handle, parent: Handle) -> Result<()> {

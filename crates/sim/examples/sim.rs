@@ -1,11 +1,24 @@
 //! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
 //! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
-//! [--no-partitions] [--no-power-loss] [--trace] [--log]`. Prints one line per failing seed (with the command
+//! [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss] [--trace] [--log]`. Prints one line per failing seed (with the command
 //! that replays it) and a summary: runs, operations, faults, schedules a minute.
 
 use std::time::{Duration, Instant};
 
 use pvfs_sim::{run, Options};
+
+/// What `--help` prints.
+const USAGE: &str = "\
+usage: sim [--seed N] [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O]
+           [--no-crashes] [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
+           [--trace] [--log]
+
+Runs seeded schedules of the simulated cluster (servers, clients, network, disks in one
+thread, faults chosen by the seed) from seed N (default 1): COUNT of them, or as many as
+fit in M minutes (default one). Prints one line per failing seed with the command that
+replays it, then a summary. PVFS_SIM_DUMP=1 prints a failing run's state; --log prints
+the servers' and clients' log lines (filter in PVFS_LOG, default debug).
+";
 
 fn main() {
     let mut opts = Options::default();
@@ -45,8 +58,14 @@ fn main() {
             "--ops" => opts.ops = num(val()) as usize,
             "--no-crashes" => opts.crashes = false,
             "--no-partitions" => opts.partitions = false,
+            "--no-resets" => opts.resets = false,
+            "--no-stalls" => opts.latency.stall_chance = 0.0,
             "--no-power-loss" => opts.power_loss = false,
             "--trace" => trace = true,
+            "--help" | "-h" => {
+                print!("{USAGE}");
+                return;
+            }
             "--log" => {
                 // Servers' and clients' log lines (PVFS_LOG, e.g. debug), stamped
                 // with the real clock.
@@ -57,7 +76,7 @@ fn main() {
                     .init();
             }
             _ => {
-                eprintln!("unknown argument {a} (see the top of crates/sim/examples/sim.rs)");
+                eprintln!("unknown argument {a}\n{USAGE}");
                 std::process::exit(2)
             }
         }
@@ -66,6 +85,7 @@ fn main() {
     let until = minutes.map(|m| start + Duration::from_secs_f64(m * 60.0));
     let count = seeds.unwrap_or(if until.is_some() { u64::MAX } else { 1 });
     let (mut runs, mut failed, mut ops, mut crashes, mut partitions) = (0u64, 0u64, 0u64, 0, 0);
+    let (mut resets, mut stalls) = (0u64, 0u64);
     for s in seed..seed.saturating_add(count) {
         if until.is_some_and(|u| Instant::now() >= u) {
             break;
@@ -76,6 +96,8 @@ fn main() {
                 ops += r.counts.ops;
                 crashes += r.crashes;
                 partitions += r.partitions;
+                resets += r.resets;
+                stalls += r.stalls;
                 if trace || count == 1 {
                     println!("{r:?}");
                 }
@@ -91,18 +113,15 @@ fn main() {
                 for line in &events[shown..] {
                     println!("    {line}");
                 }
-                println!(
-                    "    replay: cargo run --release -p pvfs-sim --example sim -- --seed {s} \
-                     --servers {} --clients {} --ops {}",
-                    opts.servers, opts.clients, opts.ops
-                );
+                println!("    replay: {}", opts.replay_command(s));
             }
         }
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
         "{runs} runs from seed {seed} in {secs:.1} s ({:.0} schedules a minute): {failed} failed; \
-         {ops} operations, {crashes} crashes, {partitions} partitions",
+         {ops} operations, {crashes} crashes, {partitions} partitions, {resets} connections \
+         reset, {stalls} stalled writes",
         runs as f64 / secs * 60.0
     );
     if failed > 0 {

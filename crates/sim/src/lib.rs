@@ -89,12 +89,45 @@ pub struct Options {
     pub crashes: bool,
     /// Whether links between nodes are cut for a while.
     pub partitions: bool,
+    /// Whether single connections are reset now and then (what they had in flight is
+    /// lost; a client's retry may then repeat a request the server carried out).
+    pub resets: bool,
     /// Whether some crashes are power losses (disks keep what was synced and a
     /// seeded part of the rest). Metadata commits are then synced before their
     /// answers and clients fsync what they write, so nothing acknowledged may be lost.
     pub power_loss: bool,
     /// Delay of the network's writes.
     pub latency: Latency,
+}
+
+impl Options {
+    /// The faults the simulator had when it began (no connection resets, no stalled
+    /// writes): the options the seeds it found bugs with first ran under.
+    pub fn first_faults() -> Options {
+        let mut o = Options {
+            resets: false,
+            ..Options::default()
+        };
+        o.latency.stall_chance = 0.0;
+        o
+    }
+
+    /// The command that replays `seed` under these options.
+    pub fn replay_command(&self, seed: u64) -> String {
+        let off = [
+            (!self.crashes, " --no-crashes"),
+            (!self.partitions, " --no-partitions"),
+            (!self.resets, " --no-resets"),
+            (self.latency.stall_chance == 0.0, " --no-stalls"),
+            (!self.power_loss, " --no-power-loss"),
+        ];
+        let off: String = off.iter().filter(|o| o.0).map(|o| o.1).collect();
+        format!(
+            "cargo run --release -p pvfs-sim --example sim -- --seed {seed} --servers {} \
+             --clients {} --ops {}{off}",
+            self.servers, self.clients, self.ops
+        )
+    }
 }
 
 impl Default for Options {
@@ -105,10 +138,13 @@ impl Default for Options {
             ops: 60,
             crashes: true,
             partitions: true,
+            resets: true,
             power_loss: true,
             latency: Latency {
                 min: Duration::from_micros(50),
                 max: Duration::from_millis(3),
+                stall_chance: 0.002,
+                stall_max: Duration::from_millis(2500),
             },
         }
     }
@@ -127,6 +163,10 @@ pub struct Report {
     pub power_losses: u64,
     /// Partitions.
     pub partitions: u64,
+    /// Single connections reset.
+    pub resets: u64,
+    /// Network writes that stalled (delivered late, overtaken by other connections).
+    pub stalls: u64,
     /// Invariant checks of all stores.
     pub checks: u64,
     /// Connections made.
@@ -205,7 +245,10 @@ pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> 
 
 async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Failure> {
     let rng = Rng::new(seed);
-    let net = SimNet::new(rng.clone(), opts.latency);
+    // Faults added later draw from streams of their own, so that a run without them
+    // is the run its seed made before they existed.
+    let net = SimNet::new(rng.clone(), Rng::new(seed ^ 0x57a1_1ed0), opts.latency);
+    let reset_rng = Rng::new(seed ^ 0x4e5e_7000);
     let mut cluster = Cluster::start(opts.servers, net.clone(), rng.clone(), opts.power_loss)
         .await
         .map_err(Failure::Setup)?;
@@ -273,6 +316,12 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                 restart_at[i] = Some(now + Duration::from_millis(rng.range(20, 1500)));
             }
         }
+        if opts.resets && reset_rng.chance(0.04) {
+            if let Some((a, b)) = net.reset_one(|n| reset_rng.range(0, n as u64) as usize) {
+                report.resets += 1;
+                trace.push(format!("reset {a} {b}"));
+            }
+        }
         if opts.partitions && heal_at.is_none() && rng.chance(0.03) {
             let a = rng.range(0, opts.servers as u64) as usize;
             let other = if rng.chance(0.5) {
@@ -291,8 +340,9 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
             }
         }
     }
-    // Quiet: every server up, every link whole.
+    // Quiet: every server up, every link whole, no write stalls.
     net.heal();
+    net.calm();
     for i in 0..opts.servers {
         cluster.start_server(i).await.map_err(Failure::Setup)?;
     }
@@ -319,6 +369,9 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         .await
         .map_err(|e| Failure::Check(format!("fsck --repair: {e}")))?;
     trace.push(format!("fsck: {} problems", repaired.problems.len()));
+    for p in &repaired.problems {
+        trace.push(format!("fsck: {:?} {} (repaired: {})", p.kind, p.what, p.repaired));
+    }
     let again = admin
         .fsck(false, Duration::ZERO)
         .await
@@ -342,8 +395,10 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         c.cross_renames += counts.cross_renames;
         c.links += counts.links;
         c.locks += counts.locks;
+        c.resumed_moves += counts.resumed_moves;
     }
     report.connections = net.connections();
+    report.stalls = net.stalls();
     cluster.stop().await;
     Ok(report)
 }

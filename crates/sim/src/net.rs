@@ -5,8 +5,13 @@
 //!
 //! A connection is two pipes. A write is delivered after a latency the run's random
 //! numbers pick, never before an earlier write of the same pipe (a stream keeps its
-//! order, as TCP does); writes never block. Cutting a pipe (a partition, a server that
-//! went down) fails both ends at once: reads and writes on it fail, as on a reset
+//! order, as TCP does); writes never block. Now and then a write stalls (a lost
+//! segment waiting for its retransmission): it and everything behind it on its pipe
+//! arrive up to [`Latency::stall_max`] late, so messages on other connections overtake
+//! it — between one client's requests to two servers, or a retry on a fresh connection
+//! and the original on the stalled one. Cutting a pipe (a partition, a server that
+//! went down, a single connection reset by [`SimNet::reset_one`]) fails both ends at
+//! once and drops what was in flight: reads and writes on it fail, as on a reset
 //! connection, and a connect to a node that is down or cut off is refused.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -35,6 +40,11 @@ pub struct Latency {
     pub min: Duration,
     /// Most delay of a write.
     pub max: Duration,
+    /// Chance that a write stalls.
+    pub stall_chance: f64,
+    /// Most extra delay of a stalled write (kept below the clients' request timeout,
+    /// so a stall reorders messages rather than abandoning requests).
+    pub stall_max: Duration,
 }
 
 #[derive(Default)]
@@ -208,6 +218,13 @@ struct Topology {
 /// What all nodes of one simulated network share.
 pub struct NetState {
     rng: Rng,
+    /// Draws whether a write stalls: a stream of its own, so that runs without
+    /// stalls draw the same delays as before stalls existed (seeds keep their runs).
+    stall_rng: Rng,
+    /// Writes that stalled.
+    stalls: std::sync::atomic::AtomicU64,
+    /// Whether writes no longer stall (the run's quiet end).
+    calm: std::sync::atomic::AtomicBool,
     latency: Latency,
     topo: Mutex<Topology>,
 }
@@ -216,7 +233,15 @@ impl NetState {
     fn delay(&self) -> Duration {
         let min = self.latency.min.as_micros() as u64;
         let max = self.latency.max.as_micros() as u64;
-        Duration::from_micros(self.rng.range(min, max + 1))
+        let mut d = Duration::from_micros(self.rng.range(min, max + 1));
+        let calm = self.calm.load(std::sync::atomic::Ordering::Relaxed);
+        if !calm && self.latency.stall_chance > 0.0 && self.stall_rng.chance(self.latency.stall_chance) {
+            let stall = self.latency.stall_max.as_micros() as u64;
+            d += Duration::from_micros(self.stall_rng.range(stall / 10, stall + 1));
+            self.stalls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        d
     }
 }
 
@@ -233,10 +258,14 @@ fn pair(a: &str, b: &str) -> (String, String) {
 pub struct SimNet(Arc<NetState>);
 
 impl SimNet {
-    /// A network whose writes take `latency`, drawn from `rng`.
-    pub fn new(rng: Rng, latency: Latency) -> SimNet {
+    /// A network whose writes take `latency`, drawn from `rng` (stalls from
+    /// `stall_rng`).
+    pub fn new(rng: Rng, stall_rng: Rng, latency: Latency) -> SimNet {
         SimNet(Arc::new(NetState {
             rng,
+            stall_rng,
+            stalls: Default::default(),
+            calm: Default::default(),
             latency,
             topo: Mutex::new(Topology::default()),
         }))
@@ -286,9 +315,37 @@ impl SimNet {
         topo.cut.insert(p);
     }
 
+    /// One live connection, chosen by `pick` among them, is reset (as by a middlebox
+    /// or a peer's kernel): what it had in flight either way is lost and both ends see
+    /// it break; the nodes stay reachable. Its ends, if there was one.
+    pub fn reset_one(&self, pick: impl FnOnce(usize) -> usize) -> Option<(String, String)> {
+        let mut topo = lock(&self.0.topo);
+        topo.links
+            .retain(|l| l.pipes.iter().any(|p| p.strong_count() > 0));
+        if topo.links.is_empty() {
+            return None;
+        }
+        let k = pick(topo.links.len()).min(topo.links.len() - 1);
+        let link = topo.links.remove(k);
+        for p in link.pipes.iter().filter_map(Weak::upgrade) {
+            p.cut();
+        }
+        Some(link.ends)
+    }
+
+    /// Writes stall no more (what is stalled still arrives late).
+    pub fn calm(&self) {
+        self.0.calm.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Every partition ends.
     pub fn heal(&self) {
         lock(&self.0.topo).cut.clear();
+    }
+
+    /// Writes that stalled so far.
+    pub fn stalls(&self) -> u64 {
+        self.0.stalls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Connections made so far.

@@ -39,6 +39,9 @@ pub struct Counts {
     pub links: u64,
     /// Exclusive locks held.
     pub locks: u64,
+    /// Directory moves interrupted between their steps (the directory under both
+    /// names) and finished by trying the rename again.
+    pub resumed_moves: u64,
 }
 
 /// An object of the model.
@@ -546,6 +549,27 @@ impl Worker {
                                 self.model.forget_unnamed();
                             }
                         }
+                    }
+                    (Some(f), Some(t)) if f == h && t == h => {
+                        // A directory interrupted between its steps: under both names
+                        // until the rename is tried again, which finishes it.
+                        self.note(&format!("{what}: directory under both names; again"));
+                        let (a, b) = (from.clone(), to.clone());
+                        self.until_answered(move |c| {
+                            let (a, b) = (a.clone(), b.clone());
+                            async move { c.rename(&a, &b).await }
+                        })
+                        .await?;
+                        let at_from = self.look(&from).await?.map(|a| a.handle);
+                        let at_to = self.look(&to).await?.map(|a| a.handle);
+                        if at_from.is_some() || at_to != Some(h) {
+                            return Err(self.fail(format!(
+                                "{what} again did not finish the interrupted move: {from} is \
+                                 {at_from:?}, {to} is {at_to:?}, the directory is {h:#x}"
+                            )));
+                        }
+                        self.model.rename(&from, &to);
+                        self.counts.resumed_moves += 1;
                     }
                     (f, t) => {
                         return Err(self.fail(format!(
