@@ -1,0 +1,1806 @@
+//! Histories of concurrent file-system operations, and a checker that decides whether a
+//! history is linearizable (Herlihy and Wing, 1990, *Linearizability: A Correctness
+//! Condition for Concurrent Objects*) with respect to a model of the namespace.
+//!
+//! **The model.** A directory is a set of names; a name names a directory or a file; a
+//! file is a register holding one version of its content, and a file has as many names
+//! as hard links, all of them naming the same register. Top directories always exist;
+//! subdirectories come and go with mkdir and rmdir.
+//!
+//! **Operations and their steps.** Each operation of the history is one or more
+//! *steps*, each an atomic change or observation of the model, because that is what
+//! pvfs does (`docs/namespace.md`): a write or read of a path looks the path up, then
+//! writes or reads the file it found (which may have been renamed meanwhile); a rename
+//! whose two names live on different metadata servers puts the new name in place, then
+//! removes the old one if it still names the file (a reader in between sees both
+//! names); an rmdir seals the directory's shards (refusing new entries with ENOENT),
+//! then removes it or, when it is not empty, unseals it; a listing reads each shard of
+//! a directory at its own moment. Every other namespace operation is one step. A
+//! rename that sent several requests (a retry after a concurrent change) is that many
+//! attempts, each of which may have done its steps.
+//!
+//! **Outcomes.** A step of an operation that succeeded takes effect at one instant
+//! between the operation's invocation and its completion. A step of an operation that
+//! failed with a *refusal* (ENOENT, EEXIST, ENOTEMPTY, ENOTDIR, EISDIR: the operation
+//! did not happen) changes nothing, but the refusal must be right at some instant of
+//! that interval. A step of an *indeterminate* part (a timeout, EIO, a server gone:
+//! it may or may not have happened) takes effect at some instant after the invocation
+//! and before the completion plus a grace for requests still queued at a live server
+//! (`late`), or never. An indeterminate write of a content that spans several
+//! datafiles may also have landed in part.
+//!
+//! **The search** is the one of Wing and Gong (1993, *Testing and Verifying Concurrent
+//! Objects*) with Lowe's memoization of configurations (2017, *Testing for
+//! Linearizability*): a depth-first search over the orders in which steps can take
+//! effect, respecting real time (a step cannot come after a step of an operation that
+//! was invoked after its own operation completed) and the order of an operation's
+//! steps, never exploring a configuration (steps done, model state) twice. Steps of
+//! indeterminate parts are tried last, so they are placed where an observation needs
+//! them. When no order exists, the report shows how far the furthest order got, the
+//! operations that would have had to come next, the model state there and the
+//! operations around that moment.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+
+#[cfg(test)]
+mod tests;
+
+/// Nanoseconds since the start of a run, on a monotonic clock shared by all threads.
+pub type Nanos = u64;
+
+// ----- the namespace ------------------------------------------------------------------
+
+/// A place for a name: name `name` (an index into [`Universe::names`]) in directory
+/// `dir` (an index into [`Universe::dirs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot {
+    /// The directory.
+    pub dir: u16,
+    /// The name.
+    pub name: u16,
+}
+
+/// One directory a storm may use.
+#[derive(Clone, Debug)]
+pub struct DirSpec {
+    /// Its path (for messages and for the client calls).
+    pub path: String,
+    /// Where its own name is: None for a top directory (always there).
+    pub entry: Option<Slot>,
+}
+
+/// Every directory and name a history may mention, and how names map to shards.
+pub struct Universe {
+    /// The directories.
+    pub dirs: Vec<DirSpec>,
+    /// The names.
+    pub names: Vec<String>,
+    /// Shards of every directory (a listing reads each at its own moment).
+    pub shards: u32,
+    shard: Vec<u32>,
+    by_entry: HashMap<Slot, u16>,
+}
+
+/// A name a listing returned that the universe does not have.
+pub const UNKNOWN_NAME: u16 = u16::MAX;
+
+impl Universe {
+    /// A universe of `dirs` and `names`, where name `n` lives in shard `shard_of(n,
+    /// shards)` of its directory.
+    pub fn new(
+        dirs: Vec<DirSpec>,
+        names: Vec<String>,
+        shards: u32,
+        shard_of: impl Fn(&str, u32) -> u32,
+    ) -> Universe {
+        let shard = names.iter().map(|n| shard_of(n, shards)).collect();
+        let by_entry = dirs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((d.entry?, i as u16)))
+            .collect();
+        Universe {
+            dirs,
+            names,
+            shards,
+            shard,
+            by_entry,
+        }
+    }
+
+    /// The index of name `s`, if the universe has it.
+    pub fn name(&self, s: &str) -> Option<u16> {
+        self.names.iter().position(|n| n == s).map(|i| i as u16)
+    }
+
+    /// The index of the directory with path `path`.
+    pub fn dir(&self, path: &str) -> Option<u16> {
+        self.dirs
+            .iter()
+            .position(|d| d.path == path)
+            .map(|i| i as u16)
+    }
+
+    /// The path of `slot`.
+    pub fn path(&self, slot: Slot) -> String {
+        format!(
+            "{}/{}",
+            self.dirs[usize::from(slot.dir)].path,
+            self.name_of(slot.name)
+        )
+    }
+
+    /// Name `n`, or `?` for a name outside the universe.
+    pub fn name_of(&self, n: u16) -> &str {
+        self.names.get(usize::from(n)).map_or("?", String::as_str)
+    }
+
+    /// The subdirectory whose name is `slot`, if it is one.
+    pub fn dir_at(&self, slot: Slot) -> Option<u16> {
+        self.by_entry.get(&slot).copied()
+    }
+
+    /// The shard of name `n` (names outside the universe: none).
+    fn shard_of(&self, n: u16) -> Option<u32> {
+        self.shard.get(usize::from(n)).copied()
+    }
+}
+
+// ----- contents ---------------------------------------------------------------------
+
+/// One content a write puts in a file: all of it, from offset 0. The bytes are a
+/// function of `id` and `len` ([`Version::content`]), and every write has its own `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    /// Unique among the writes of a history.
+    pub id: u32,
+    /// Bytes.
+    pub len: u32,
+}
+
+/// Contents at most this long go in one write request to one page of one datafile:
+/// a reader sees all of it or none. Longer ones span datafiles, and one interrupted
+/// may have landed in part.
+pub const WHOLE_MAX: u32 = 4096;
+
+const MAGIC: &[u8; 4] = b"pvfs";
+const HEADER: usize = 16;
+
+impl Version {
+    /// The bytes: a 16-byte header (magic, id, length, the id inverted) and bytes drawn
+    /// from the id, so a read says which write it saw and that it saw all of it.
+    pub fn content(&self) -> Vec<u8> {
+        let len = self.len as usize;
+        let mut out = Vec::with_capacity(len.max(HEADER));
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&(!self.id).to_le_bytes());
+        let mut x = u64::from(self.id).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed;
+        while out.len() < len {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            out.extend_from_slice(&z.to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Whether a reader sees all of it or none of it ([`WHOLE_MAX`]).
+    pub fn whole(&self) -> bool {
+        self.len <= WHOLE_MAX
+    }
+}
+
+/// What a read of a whole file returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadObs {
+    /// No bytes.
+    Empty,
+    /// Exactly the content of version `id`.
+    Exact(u32),
+    /// Anything else (kept for the check of a write that may have landed in part).
+    Other(Vec<u8>),
+}
+
+impl ReadObs {
+    /// Classifies the bytes of a read.
+    pub fn of(bytes: &[u8]) -> ReadObs {
+        if bytes.is_empty() {
+            return ReadObs::Empty;
+        }
+        if bytes.len() >= HEADER && &bytes[..4] == MAGIC {
+            let word =
+                |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+            let (id, len, check) = (word(4), word(8), word(12));
+            if check == !id
+                && len as usize == bytes.len()
+                && (Version { id, len }).content() == bytes
+            {
+                return ReadObs::Exact(id);
+            }
+        }
+        ReadObs::Other(bytes.to_vec())
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ReadObs::Empty => "empty".into(),
+            ReadObs::Exact(id) => format!("v{id}"),
+            ReadObs::Other(b) => {
+                let head: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
+                format!(
+                    "{} bytes of no single version ({}…)",
+                    b.len(),
+                    head.join("")
+                )
+            }
+        }
+    }
+}
+
+// ----- operations ---------------------------------------------------------------------
+
+/// What kind of object a name names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// Anything else (the storm makes none).
+    Other,
+}
+
+/// An operation as it was asked.
+#[derive(Clone, Debug)]
+pub enum Call {
+    /// Create an empty file (exclusively), then, if given, write a version into it
+    /// through the handle the create returned.
+    Create { at: Slot, write: Option<Version> },
+    /// Open a path, then write a version into the file it named.
+    Write { at: Slot, version: Version },
+    /// Open a path, then read the whole file it named.
+    Read { at: Slot },
+    /// Remove a file's name.
+    Unlink { at: Slot },
+    /// Rename a file, replacing the destination.
+    Rename { from: Slot, to: Slot },
+    /// Give a file another name.
+    Link { from: Slot, to: Slot },
+    /// Make a subdirectory.
+    Mkdir { at: Slot },
+    /// Remove a subdirectory.
+    Rmdir { at: Slot },
+    /// List a directory.
+    Readdir { dir: u16 },
+    /// Everything listed and read, with nothing else running.
+    Snapshot,
+}
+
+/// Why a part of an operation was refused (it did not happen).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// ENOENT.
+    NoEntry,
+    /// EEXIST.
+    Exists,
+    /// ENOTEMPTY.
+    NotEmpty,
+    /// ENOTDIR.
+    NotDir,
+    /// EISDIR.
+    IsDir,
+}
+
+/// How a part of an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Res {
+    /// It happened.
+    Ok,
+    /// It did not happen, and the error says why.
+    Refused(Refusal),
+    /// It may or may not have happened.
+    Unknown,
+    /// It failed before any request that could change something was sent: it did not
+    /// happen (and the error says nothing about the namespace).
+    NotSent,
+    /// It was not tried (an earlier part failed).
+    NotRun,
+}
+
+/// What an operation saw.
+#[derive(Clone, Debug)]
+pub enum Seen {
+    /// Nothing.
+    Nothing,
+    /// The content a read returned.
+    Read(ReadObs),
+    /// The names and kinds a listing returned.
+    Listing(Vec<(u16, Kind)>),
+    /// Everything.
+    Snapshot(Snap),
+}
+
+/// Everything, listed and read while nothing else ran.
+#[derive(Clone, Debug, Default)]
+pub struct Snap {
+    /// Every directory found, with its entries.
+    pub dirs: Vec<SnapDir>,
+    /// What could not be listed or read (never right).
+    pub errors: Vec<String>,
+}
+
+/// One directory of a [`Snap`].
+#[derive(Clone, Debug)]
+pub struct SnapDir {
+    /// Which.
+    pub dir: u16,
+    /// Its entries.
+    pub entries: Vec<SnapEntry>,
+}
+
+/// One entry of a [`SnapDir`].
+#[derive(Clone, Debug)]
+pub struct SnapEntry {
+    /// The name ([`UNKNOWN_NAME`] for one outside the universe).
+    pub name: u16,
+    /// What it names.
+    pub kind: Kind,
+    /// The object's handle (names of one file share it).
+    pub handle: u64,
+    /// The object's link count.
+    pub nlink: u32,
+    /// A file's content.
+    pub data: Option<ReadObs>,
+}
+
+/// One operation of a history.
+#[derive(Clone, Debug)]
+pub struct Op {
+    /// Who ran it (a client's index).
+    pub client: usize,
+    /// What was asked.
+    pub call: Call,
+    /// When it was invoked.
+    pub start: Nanos,
+    /// When it completed.
+    pub end: Nanos,
+    /// The namespace part: the create, the open of a write or a read, the unlink,
+    /// rename, link, mkdir, rmdir, listing.
+    pub main: Res,
+    /// The data part: the write after a create or an open, the read after an open.
+    pub data: Res,
+    /// What it saw.
+    pub seen: Seen,
+    /// For a rename: the requests that moved the name (`Rename` in one step,
+    /// `LinkEntry` in two).
+    pub moves: u8,
+    /// For a rename: whether any of them went in two steps.
+    pub two_step: bool,
+    /// Whether an indeterminate part may still take effect after the operation
+    /// completed: it timed out, and its request may be queued at a live server. (When
+    /// the connection broke or could not be made, any effect came before the error.)
+    pub late: bool,
+    /// Whether every server was up all the time it ran (then the unsealing of a
+    /// failed rmdir reached every server).
+    pub calm: bool,
+    /// The errors, for reports.
+    pub note: String,
+}
+
+impl Op {
+    /// An operation of `client` with nothing recorded yet but what was asked.
+    pub fn new(client: usize, call: Call, start: Nanos) -> Op {
+        Op {
+            client,
+            call,
+            start,
+            end: start,
+            main: Res::NotRun,
+            data: Res::NotRun,
+            seen: Seen::Nothing,
+            moves: 0,
+            two_step: false,
+            late: false,
+            calm: true,
+            note: String::new(),
+        }
+    }
+
+    /// Whether some part of it may or may not have happened.
+    pub fn indeterminate(&self) -> bool {
+        self.main == Res::Unknown || self.data == Res::Unknown
+    }
+
+    /// One line: what was asked and how it ended.
+    pub fn describe(&self, u: &Universe) -> String {
+        let p = |s: &Slot| u.path(*s);
+        let call = match &self.call {
+            Call::Create { at, write: Some(v) } => {
+                format!("create {} + write v{} ({} B)", p(at), v.id, v.len)
+            }
+            Call::Create { at, write: None } => format!("create {}", p(at)),
+            Call::Write { at, version } => {
+                format!("write {} v{} ({} B)", p(at), version.id, version.len)
+            }
+            Call::Read { at } => format!("read {}", p(at)),
+            Call::Unlink { at } => format!("unlink {}", p(at)),
+            Call::Rename { from, to } => format!("rename {} -> {}", p(from), p(to)),
+            Call::Link { from, to } => format!("link {} -> {}", p(from), p(to)),
+            Call::Mkdir { at } => format!("mkdir {}", p(at)),
+            Call::Rmdir { at } => format!("rmdir {}", p(at)),
+            Call::Readdir { dir } => format!("readdir {}", u.dirs[usize::from(*dir)].path),
+            Call::Snapshot => "snapshot of everything".into(),
+        };
+        let res = |r: Res| match r {
+            Res::Ok => "ok".to_string(),
+            Res::Refused(why) => format!("{why:?}"),
+            Res::Unknown => "unknown".to_string(),
+            Res::NotSent => "not sent".to_string(),
+            Res::NotRun => "-".to_string(),
+        };
+        let mut out = format!("{call}: {}", res(self.main));
+        if self.data != Res::NotRun {
+            let _ = write!(out, ", data {}", res(self.data));
+        }
+        match &self.seen {
+            Seen::Nothing => {}
+            Seen::Read(r) => {
+                let _ = write!(out, ", read {}", r.describe());
+            }
+            Seen::Listing(l) => {
+                let names: Vec<String> = l
+                    .iter()
+                    .map(|(n, k)| match k {
+                        Kind::Dir => format!("{}/", u.name_of(*n)),
+                        _ => u.name_of(*n).to_string(),
+                    })
+                    .collect();
+                let _ = write!(out, ", listed [{}]", names.join(" "));
+            }
+            Seen::Snapshot(s) => {
+                let _ = write!(out, "\n{}", describe_snap(u, s));
+            }
+        }
+        if matches!(self.call, Call::Rename { .. }) {
+            let _ = write!(
+                out,
+                " ({} request{}{})",
+                self.moves,
+                if self.moves == 1 { "" } else { "s" },
+                if self.two_step { ", in two steps" } else { "" }
+            );
+        }
+        if !self.note.is_empty() {
+            let _ = write!(out, " [{}]", self.note);
+        }
+        out
+    }
+}
+
+fn describe_snap(u: &Universe, s: &Snap) -> String {
+    let mut out = String::new();
+    for d in &s.dirs {
+        let _ = write!(out, "      {}:", u.dirs[usize::from(d.dir)].path);
+        for e in &d.entries {
+            let _ = write!(out, " {}", u.name_of(e.name));
+            match (&e.kind, &e.data) {
+                (Kind::Dir, _) => out.push('/'),
+                (_, Some(r)) => {
+                    let _ = write!(out, "=#{:x}:{}", e.handle, r.describe());
+                }
+                _ => {}
+            }
+        }
+        out.push('\n');
+    }
+    for e in &s.errors {
+        let _ = writeln!(out, "      error: {e}");
+    }
+    out
+}
+
+// ----- the model ----------------------------------------------------------------------
+
+/// What a name names in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Entry {
+    /// The file created by operation `.0`.
+    File(u32),
+    /// The subdirectory the universe places at this slot.
+    Dir,
+}
+
+/// A file's content in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Value {
+    /// Nothing written.
+    Empty,
+    /// Version `.0`, whole.
+    Ver(u32),
+    /// Version `.0`, perhaps in part (over an empty file): every byte is the version's
+    /// or zero, and the file is no longer than the version.
+    Part(u32),
+}
+
+/// What an operation between its steps remembers (the file it looked up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Held {
+    /// The file the lookup found.
+    File(u32),
+    /// The lookup found nothing, and that is the refusal.
+    Refused,
+    /// The step did nothing.
+    Nothing,
+}
+
+/// A file of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FileRec {
+    /// The operation that created it.
+    id: u32,
+    /// Its content.
+    value: Value,
+    /// Its names.
+    names: u16,
+    /// The links pvfs counts for it at least: a name a two-step rename put in place
+    /// holds no link of its own until the rename removes the old name (a rename that
+    /// stops in between leaves a name not counted, which `fsck` counts).
+    links: u16,
+}
+
+/// The model's state: sorted vectors, cheap to clone, hash and compare.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+struct State {
+    /// Names that name something.
+    entries: Vec<(Slot, Entry)>,
+    /// Files with at least one name, by creating operation.
+    files: Vec<FileRec>,
+    /// Subdirectories an rmdir sealed (or may have): (directory, operation).
+    seals: Vec<(u16, u32)>,
+    /// What operations between steps remember.
+    held: Vec<(u32, Held)>,
+}
+
+impl State {
+    fn entry(&self, s: Slot) -> Option<Entry> {
+        self.entries
+            .binary_search_by(|(k, _)| k.cmp(&s))
+            .ok()
+            .map(|i| self.entries[i].1)
+    }
+
+    fn file_at(&self, s: Slot) -> Option<u32> {
+        match self.entry(s) {
+            Some(Entry::File(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    fn dir_exists(&self, u: &Universe, d: u16) -> bool {
+        match u.dirs[usize::from(d)].entry {
+            None => true,
+            Some(at) => self.entry(at) == Some(Entry::Dir),
+        }
+    }
+
+    fn sealed(&self, d: u16) -> bool {
+        self.seals.iter().any(|&(x, _)| x == d)
+    }
+
+    fn dir_empty(&self, d: u16) -> bool {
+        !self.entries.iter().any(|(s, _)| s.dir == d)
+    }
+
+    fn file(&self, f: u32) -> Option<FileRec> {
+        self.files
+            .binary_search_by(|r| r.id.cmp(&f))
+            .ok()
+            .map(|i| self.files[i])
+    }
+
+    fn set_value(&mut self, f: u32, v: Value) {
+        if let Ok(i) = self.files.binary_search_by(|r| r.id.cmp(&f)) {
+            self.files[i].value = v;
+        }
+    }
+
+    /// Puts `e` at `s` (which must be free or name a file, which then loses its name
+    /// and a link); the name holds a link of its own when `counted`.
+    fn put(&mut self, s: Slot, e: Entry, counted: bool) {
+        if let Some(Entry::File(old)) = self.entry(s) {
+            self.drop_name(old, true);
+        }
+        match self.entries.binary_search_by(|(k, _)| k.cmp(&s)) {
+            Ok(i) => self.entries[i].1 = e,
+            Err(i) => self.entries.insert(i, (s, e)),
+        }
+        if let Entry::File(f) = e {
+            let links = u16::from(counted);
+            match self.files.binary_search_by(|r| r.id.cmp(&f)) {
+                Ok(i) => {
+                    self.files[i].names += 1;
+                    self.files[i].links += links;
+                }
+                Err(i) => self.files.insert(
+                    i,
+                    FileRec {
+                        id: f,
+                        value: Value::Empty,
+                        names: 1,
+                        links,
+                    },
+                ),
+            }
+        }
+    }
+
+    /// Removes the name at `s`, with a link of its file when `link` (an unlink; a
+    /// rename's removal of the old name keeps it). A file left without names is gone.
+    fn remove(&mut self, s: Slot, link: bool) {
+        if let Ok(i) = self.entries.binary_search_by(|(k, _)| k.cmp(&s)) {
+            let (_, e) = self.entries.remove(i);
+            if let Entry::File(f) = e {
+                self.drop_name(f, link);
+            }
+        }
+    }
+
+    fn drop_name(&mut self, f: u32, link: bool) {
+        if let Ok(i) = self.files.binary_search_by(|r| r.id.cmp(&f)) {
+            let r = &mut self.files[i];
+            r.names -= 1;
+            if link {
+                r.links = r.links.saturating_sub(1);
+            }
+            if r.names == 0 {
+                self.files.remove(i);
+            }
+        }
+    }
+
+    fn hold(&mut self, op: u32, h: Held) {
+        match self.held.binary_search_by(|(k, _)| k.cmp(&op)) {
+            Ok(i) => self.held[i].1 = h,
+            Err(i) => self.held.insert(i, (op, h)),
+        }
+    }
+
+    fn take(&mut self, op: u32) -> Held {
+        match self.held.binary_search_by(|(k, _)| k.cmp(&op)) {
+            Ok(i) => self.held.remove(i).1,
+            Err(_) => Held::Nothing,
+        }
+    }
+
+    fn seal(&mut self, d: u16, op: u32) {
+        if let Err(i) = self.seals.binary_search(&(d, op)) {
+            self.seals.insert(i, (d, op));
+        }
+    }
+
+    fn unseal(&mut self, d: u16, op: u32) {
+        if let Ok(i) = self.seals.binary_search(&(d, op)) {
+            self.seals.remove(i);
+        }
+    }
+
+    fn describe(&self, u: &Universe) -> String {
+        let mut out = String::new();
+        for (d, spec) in u.dirs.iter().enumerate() {
+            let d = d as u16;
+            if !self.dir_exists(u, d) {
+                continue;
+            }
+            let _ = write!(out, "      {}:", spec.path);
+            if self.sealed(d) {
+                out.push_str(" (sealed)");
+            }
+            for (s, e) in self.entries.iter().filter(|(s, _)| s.dir == d) {
+                let _ = write!(out, " {}", u.name_of(s.name));
+                match e {
+                    Entry::Dir => out.push('/'),
+                    Entry::File(f) => {
+                        let Some(r) = self.file(*f) else {
+                            let _ = write!(out, "=file of op #{f}:?");
+                            continue;
+                        };
+                        let v = match r.value {
+                            Value::Empty => "empty".to_string(),
+                            Value::Ver(v) => format!("v{v}"),
+                            Value::Part(v) => format!("part of v{v}"),
+                        };
+                        let _ = write!(out, "=file of op #{f}:{v}");
+                        if r.names > 1 || r.links != r.names {
+                            let _ = write!(out, " ({} names, {} links)", r.names, r.links);
+                        }
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+// ----- steps --------------------------------------------------------------------------
+
+/// One atomic change or observation of the model, part of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Act {
+    /// Create: the new name.
+    Create,
+    /// Create: the write through the handle the create returned.
+    WriteNew,
+    /// Write, read, link: the lookup of the path (what it names is held).
+    Resolve,
+    /// Write: the write into the held file.
+    WriteHeld,
+    /// Read: the read of the held file.
+    ReadHeld,
+    /// Unlink.
+    Unlink,
+    /// Rename in one request.
+    Move,
+    /// Rename in two requests, first: the new name names the old name's file.
+    MoveLink,
+    /// Rename in two requests, second: the old name goes if it still names that file.
+    MoveUnlink,
+    /// Rename that found both names naming one file: nothing done.
+    Same,
+    /// Rename or rmdir refused: the refusal was right at some moment.
+    Refuse,
+    /// Link: the new name.
+    LinkAdd,
+    /// Mkdir.
+    Mkdir,
+    /// Rmdir, first: the directory's shards sealed.
+    Seal,
+    /// Rmdir, second: removed if empty, else unsealed.
+    Decide,
+    /// Listing: one shard.
+    List(u32),
+    /// Snapshot.
+    Snapshot,
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    op: u32,
+    act: Act,
+    start: Nanos,
+    end: Nanos,
+    /// The step of the same operation that must come first.
+    after: Option<u32>,
+    /// The step's part is indeterminate: it may do nothing.
+    may_skip: bool,
+}
+
+/// What a check found.
+#[derive(Debug)]
+pub struct Verdict {
+    /// Operations checked (those that carry information).
+    pub ops: usize,
+    /// Steps placed.
+    pub steps: usize,
+    /// Configurations explored.
+    pub explored: usize,
+}
+
+/// How many configurations the search may explore before it gives up (a failure too:
+/// a correct history is found quickly, because the search follows real time).
+pub const DEFAULT_BUDGET: usize = 4_000_000;
+
+/// Checks `ops` (any order) against the model: `Ok` with counts when some
+/// linearization exists, else a report. `late`: how long after an indeterminate
+/// operation completed its effect may still come (a request queued at a live server).
+pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: usize) -> Result<Verdict, String> {
+    let mut ops: Vec<Op> = ops.to_vec();
+    ops.sort_by_key(|o| (o.start, o.end));
+    let checker = Checker::new(u, &ops, late);
+    checker.search(budget)
+}
+
+struct Checker<'a> {
+    u: &'a Universe,
+    ops: &'a [Op],
+    steps: Vec<Step>,
+    /// Every version written, by id.
+    versions: HashMap<u32, Version>,
+}
+
+impl<'a> Checker<'a> {
+    fn new(u: &'a Universe, ops: &'a [Op], late: Nanos) -> Checker<'a> {
+        let mut steps: Vec<Step> = Vec::new();
+        let mut versions = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            match &op.call {
+                Call::Create { write: Some(v), .. } | Call::Write { version: v, .. } => {
+                    versions.insert(v.id, *v);
+                }
+                _ => {}
+            }
+            let i = i as u32;
+            let mut chain: Option<u32> = None;
+            let mut push = |act: Act, may_skip: bool, chained: bool| {
+                let idx = steps.len() as u32;
+                steps.push(Step {
+                    op: i,
+                    act,
+                    start: op.start,
+                    end: if may_skip && op.late {
+                        op.end.saturating_add(late)
+                    } else {
+                        op.end
+                    },
+                    after: if chained { chain } else { None },
+                    may_skip,
+                });
+                if chained {
+                    chain = Some(idx);
+                }
+            };
+            let unknown = op.main == Res::Unknown;
+            let data_sent = matches!(op.data, Res::Ok | Res::Unknown);
+            if op.main == Res::NotSent {
+                continue;
+            }
+            match &op.call {
+                Call::Create { write, .. } => {
+                    push(Act::Create, unknown, true);
+                    if write.is_some() && op.main == Res::Ok && data_sent {
+                        push(Act::WriteNew, op.data == Res::Unknown, true);
+                    }
+                }
+                Call::Write { .. } => {
+                    // An open that failed indeterminately changed nothing and saw
+                    // nothing.
+                    if unknown {
+                        continue;
+                    }
+                    push(Act::Resolve, false, true);
+                    if op.main == Res::Ok && data_sent {
+                        push(Act::WriteHeld, op.data == Res::Unknown, true);
+                    }
+                }
+                Call::Read { .. } => {
+                    if unknown {
+                        continue;
+                    }
+                    push(Act::Resolve, false, true);
+                    if op.main == Res::Ok && op.data == Res::Ok {
+                        push(Act::ReadHeld, false, true);
+                    }
+                }
+                Call::Unlink { .. } | Call::Mkdir { .. } => {
+                    let act = if matches!(op.call, Call::Unlink { .. }) {
+                        Act::Unlink
+                    } else {
+                        Act::Mkdir
+                    };
+                    push(act, unknown, true);
+                }
+                Call::Link { .. } => {
+                    push(Act::Resolve, unknown, true);
+                    push(Act::LinkAdd, unknown, true);
+                }
+                Call::Rename { .. } => {
+                    let n = op.moves;
+                    if op.main == Res::Ok && n == 0 {
+                        push(Act::Same, false, true);
+                    }
+                    for k in 0..n {
+                        let skip = !(op.main == Res::Ok && k + 1 == n);
+                        if op.two_step {
+                            push(Act::MoveLink, skip, true);
+                            push(Act::MoveUnlink, skip, true);
+                        } else {
+                            push(Act::Move, skip, true);
+                        }
+                    }
+                    if let Res::Refused(_) = op.main {
+                        push(Act::Refuse, false, true);
+                    }
+                }
+                Call::Rmdir { .. } => match op.main {
+                    Res::Refused(Refusal::NoEntry) => push(Act::Refuse, false, true),
+                    Res::Refused(Refusal::NotDir | Refusal::IsDir | Refusal::Exists) => {
+                        push(Act::Refuse, false, true);
+                    }
+                    _ => {
+                        push(Act::Seal, unknown, true);
+                        push(Act::Decide, unknown, true);
+                    }
+                },
+                Call::Readdir { .. } => match op.main {
+                    Res::Ok => {
+                        for k in 0..u.shards {
+                            push(Act::List(k), false, false);
+                        }
+                    }
+                    Res::Refused(_) => push(Act::Refuse, false, true),
+                    Res::Unknown | Res::NotSent | Res::NotRun => {}
+                },
+                Call::Snapshot => push(Act::Snapshot, false, true),
+            }
+        }
+        Checker {
+            u,
+            ops,
+            steps,
+            versions,
+        }
+    }
+
+    /// The successor states of placing step `si` in state `st` (none: it cannot come
+    /// now).
+    fn apply(&self, st: &State, si: usize) -> Vec<State> {
+        let step = &self.steps[si];
+        let op = &self.ops[step.op as usize];
+        let u = self.u;
+        let mut out = Vec::new();
+        if step.may_skip {
+            // Nothing happened (what the operation held is dropped).
+            let mut s = st.clone();
+            if matches!(step.act, Act::WriteHeld | Act::LinkAdd | Act::MoveUnlink) {
+                s.take(step.op);
+            }
+            out.push(s);
+        }
+        let opi = step.op;
+        match (step.act, &op.call) {
+            (Act::Create, Call::Create { at, .. }) => match op.main {
+                Res::Ok | Res::Unknown => {
+                    if st.dir_exists(u, at.dir) && st.entry(*at).is_none() {
+                        let mut s = st.clone();
+                        s.put(*at, Entry::File(opi), true);
+                        out.push(s);
+                    }
+                }
+                Res::Refused(r) => {
+                    if refusal_of_add(u, st, *at, r) {
+                        out.push(st.clone());
+                    }
+                }
+                Res::NotSent | Res::NotRun => {}
+            },
+            (Act::WriteNew, Call::Create { write: Some(v), .. }) => {
+                self.write_into(st, opi, *v, step.may_skip, &mut out);
+            }
+            (
+                Act::Resolve,
+                Call::Write { at, .. } | Call::Read { at } | Call::Link { from: at, .. },
+            ) => {
+                let keeps =
+                    si + 1 < self.steps.len() && self.steps[si + 1].after == Some(si as u32);
+                match op.main {
+                    Res::Ok | Res::Unknown => {
+                        if let Some(f) = st.file_at(*at) {
+                            let mut s = st.clone();
+                            if keeps {
+                                s.hold(opi, Held::File(f));
+                            }
+                            out.push(s);
+                        }
+                    }
+                    Res::Refused(r) => {
+                        let absent = !st.dir_exists(u, at.dir) || st.entry(*at).is_none();
+                        let right = match r {
+                            Refusal::NoEntry => absent,
+                            Refusal::IsDir => st.entry(*at) == Some(Entry::Dir),
+                            _ => false,
+                        };
+                        if right {
+                            let mut s = st.clone();
+                            if keeps {
+                                s.hold(opi, Held::Refused);
+                            }
+                            out.push(s);
+                        }
+                        // A link's ENOENT or EEXIST may come from its second step.
+                        if let (Call::Link { .. }, Some(f)) = (&op.call, st.file_at(*at)) {
+                            let mut s = st.clone();
+                            s.hold(opi, Held::File(f));
+                            out.push(s);
+                        }
+                    }
+                    Res::NotSent | Res::NotRun => {}
+                }
+            }
+            (Act::WriteHeld, Call::Write { version, .. }) => {
+                let mut s = st.clone();
+                if let Held::File(f) = s.take(opi) {
+                    self.write_into(&s, f, *version, step.may_skip, &mut out);
+                }
+            }
+            (Act::ReadHeld, Call::Read { .. }) => {
+                let mut s = st.clone();
+                let held = s.take(opi);
+                let Seen::Read(obs) = &op.seen else {
+                    return out;
+                };
+                let fine = match held {
+                    Held::File(f) => match s.file(f) {
+                        Some(r) => self.matches(r.value, obs),
+                        // A file with no name left: its data may be gone.
+                        None => true,
+                    },
+                    _ => false,
+                };
+                if fine {
+                    out.push(s);
+                }
+            }
+            (Act::Unlink, Call::Unlink { at }) => match op.main {
+                Res::Ok | Res::Unknown => {
+                    if st.file_at(*at).is_some() {
+                        let mut s = st.clone();
+                        s.remove(*at, true);
+                        out.push(s);
+                    }
+                }
+                Res::Refused(r) => {
+                    let right = match r {
+                        Refusal::NoEntry => !st.dir_exists(u, at.dir) || st.entry(*at).is_none(),
+                        Refusal::IsDir => st.entry(*at) == Some(Entry::Dir),
+                        _ => false,
+                    };
+                    if right {
+                        out.push(st.clone());
+                    }
+                }
+                Res::NotSent | Res::NotRun => {}
+            },
+            (Act::LinkAdd, Call::Link { to, .. }) => {
+                let mut s = st.clone();
+                let held = s.take(opi);
+                match (op.main, held) {
+                    (Res::Ok | Res::Unknown, Held::File(f)) => {
+                        if s.dir_exists(u, to.dir) && s.entry(*to).is_none() && s.file(f).is_some()
+                        {
+                            s.put(*to, Entry::File(f), true);
+                            out.push(s);
+                        }
+                    }
+                    (Res::Refused(Refusal::NoEntry), Held::Refused) => out.push(s),
+                    (Res::Refused(Refusal::NoEntry), Held::File(f)) => {
+                        if !s.dir_exists(u, to.dir) || s.sealed(to.dir) || s.file(f).is_none() {
+                            out.push(s);
+                        }
+                    }
+                    (Res::Refused(Refusal::Exists), Held::File(_)) => {
+                        if s.entry(*to).is_some() {
+                            out.push(s);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (Act::Move | Act::MoveLink, Call::Rename { from, to }) => {
+                if let Some(f) = st.file_at(*from) {
+                    let fits = st.dir_exists(u, to.dir)
+                        && st.entry(*to) != Some(Entry::File(f))
+                        && st.entry(*to) != Some(Entry::Dir);
+                    if fits {
+                        let mut s = st.clone();
+                        s.put(*to, Entry::File(f), false);
+                        if step.act == Act::Move {
+                            s.remove(*from, false);
+                        } else {
+                            s.hold(opi, Held::File(f));
+                        }
+                        out.push(s);
+                    }
+                }
+            }
+            (Act::MoveUnlink, Call::Rename { from, .. }) => {
+                let mut s = st.clone();
+                if let Held::File(f) = s.take(opi) {
+                    if s.file_at(*from) == Some(f) {
+                        s.remove(*from, false);
+                        out.push(s);
+                    }
+                }
+            }
+            (Act::Same, Call::Rename { from, to }) => {
+                if st.file_at(*from).is_some() && st.file_at(*from) == st.file_at(*to) {
+                    out.push(st.clone());
+                }
+            }
+            (Act::Refuse, Call::Rename { from, to }) => {
+                let right = match op.main {
+                    Res::Refused(Refusal::NoEntry) => {
+                        st.file_at(*from).is_none()
+                            || !st.dir_exists(u, from.dir)
+                            || !st.dir_exists(u, to.dir)
+                            || st.sealed(to.dir)
+                    }
+                    _ => false,
+                };
+                if right {
+                    out.push(st.clone());
+                }
+            }
+            (Act::Mkdir, Call::Mkdir { at }) => match op.main {
+                Res::Ok | Res::Unknown => {
+                    if st.dir_exists(u, at.dir) && st.entry(*at).is_none() {
+                        let mut s = st.clone();
+                        s.put(*at, Entry::Dir, true);
+                        if let Some(d) = u.dir_at(*at) {
+                            s.seals.retain(|&(x, _)| x != d);
+                        }
+                        out.push(s);
+                    }
+                }
+                Res::Refused(r) => {
+                    if refusal_of_add(u, st, *at, r) {
+                        out.push(st.clone());
+                    }
+                }
+                Res::NotSent | Res::NotRun => {}
+            },
+            (Act::Refuse, Call::Rmdir { at }) => {
+                let right = match op.main {
+                    Res::Refused(Refusal::NoEntry) => {
+                        !st.dir_exists(u, at.dir) || st.entry(*at).is_none()
+                    }
+                    Res::Refused(Refusal::NotDir) => matches!(st.entry(*at), Some(Entry::File(_))),
+                    _ => false,
+                };
+                if right {
+                    out.push(st.clone());
+                }
+            }
+            (Act::Seal, Call::Rmdir { at }) => {
+                if let (Some(Entry::Dir), Some(d)) = (st.entry(*at), u.dir_at(*at)) {
+                    let mut s = st.clone();
+                    s.seal(d, opi);
+                    out.push(s);
+                }
+            }
+            (Act::Decide, Call::Rmdir { at }) => {
+                let Some(d) = u.dir_at(*at) else {
+                    return out;
+                };
+                if st.entry(*at) == Some(Entry::Dir) {
+                    let empty = st.dir_empty(d);
+                    let removes = matches!(op.main, Res::Ok | Res::Unknown) && empty;
+                    let unseals =
+                        matches!(op.main, Res::Refused(Refusal::NotEmpty) | Res::Unknown) && !empty;
+                    if removes {
+                        let mut s = st.clone();
+                        s.remove(*at, true);
+                        s.seals.retain(|&(x, _)| x != d);
+                        out.push(s);
+                    }
+                    if unseals {
+                        let mut s = st.clone();
+                        s.unseal(d, opi);
+                        out.push(s);
+                        // An unseal that did not reach a server that was down leaves
+                        // its shard sealed (fsck removes the seal).
+                        if !op.calm && !step.may_skip {
+                            out.push(st.clone());
+                        }
+                    }
+                }
+            }
+            (Act::List(k), Call::Readdir { dir }) => {
+                let Seen::Listing(listed) = &op.seen else {
+                    return out;
+                };
+                if self.listing_fits(st, *dir, k, listed) {
+                    out.push(st.clone());
+                }
+            }
+            (Act::Refuse, Call::Readdir { dir }) => {
+                if op.main == Res::Refused(Refusal::NoEntry) && !st.dir_exists(u, *dir) {
+                    out.push(st.clone());
+                }
+            }
+            (Act::Snapshot, Call::Snapshot) => {
+                let Seen::Snapshot(snap) = &op.seen else {
+                    return out;
+                };
+                if self.snapshot_fits(st, snap) {
+                    out.push(st.clone());
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Writes version `v` into file `f`: pushes the state with it (and, when `maybe`,
+    /// with it perhaps in part over an empty file).
+    fn write_into(&self, st: &State, f: u32, v: Version, maybe: bool, out: &mut Vec<State>) {
+        match st.file(f) {
+            Some(FileRec { value: old, .. }) => {
+                let mut s = st.clone();
+                s.set_value(f, Value::Ver(v.id));
+                out.push(s);
+                if maybe && !v.whole() && old == Value::Empty {
+                    let mut s = st.clone();
+                    s.set_value(f, Value::Part(v.id));
+                    out.push(s);
+                }
+            }
+            // Written into a file with no name left: nothing anyone can see.
+            None => {
+                if !maybe {
+                    out.push(st.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether a read of a file holding `v` may return `obs`.
+    fn matches(&self, v: Value, obs: &ReadObs) -> bool {
+        match (v, obs) {
+            (Value::Empty, ReadObs::Empty) => true,
+            (Value::Ver(a), ReadObs::Exact(b)) => a == *b,
+            (Value::Part(_), ReadObs::Empty) => true,
+            (Value::Part(a), ReadObs::Exact(b)) => a == *b,
+            (Value::Part(a), ReadObs::Other(bytes)) => match self.versions.get(&a) {
+                Some(ver) => {
+                    let want = ver.content();
+                    bytes.len() <= want.len()
+                        && bytes.iter().zip(&want).all(|(&g, &w)| g == w || g == 0)
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether shard `k` of directory `d` in `st` holds exactly the names of `listed`
+    /// in that shard (a directory that is gone lists nothing).
+    fn listing_fits(&self, st: &State, d: u16, k: u32, listed: &[(u16, Kind)]) -> bool {
+        let u = self.u;
+        if k == 0 && listed.iter().any(|(n, _)| u.shard_of(*n).is_none()) {
+            return false;
+        }
+        let mut got: Vec<(u16, Kind)> = listed
+            .iter()
+            .filter(|(n, _)| u.shard_of(*n) == Some(k))
+            .copied()
+            .collect();
+        got.sort_unstable();
+        let mut want: Vec<(u16, Kind)> = Vec::new();
+        if st.dir_exists(u, d) {
+            for (s, e) in st.entries.iter().filter(|(s, _)| s.dir == d) {
+                if u.shard_of(s.name) == Some(k) {
+                    want.push((s.name, kind_of(*e)));
+                }
+            }
+        }
+        want.sort_unstable();
+        got == want
+    }
+
+    /// Whether `snap` shows exactly `st`: the same directories, names, kinds and
+    /// contents, and names share a handle exactly when they name one file.
+    fn snapshot_fits(&self, st: &State, snap: &Snap) -> bool {
+        let u = self.u;
+        if !snap.errors.is_empty() {
+            return false;
+        }
+        let listed: HashSet<u16> = snap.dirs.iter().map(|d| d.dir).collect();
+        for d in 0..u.dirs.len() as u16 {
+            if st.dir_exists(u, d) != listed.contains(&d) {
+                return false;
+            }
+        }
+        let mut handle_of: HashMap<u32, u64> = HashMap::new();
+        let mut file_of: HashMap<u64, u32> = HashMap::new();
+        for sd in &snap.dirs {
+            let mut want: Vec<(u16, Kind)> = st
+                .entries
+                .iter()
+                .filter(|(s, _)| s.dir == sd.dir)
+                .map(|(s, e)| (s.name, kind_of(*e)))
+                .collect();
+            want.sort_unstable();
+            let mut got: Vec<(u16, Kind)> = sd.entries.iter().map(|e| (e.name, e.kind)).collect();
+            got.sort_unstable();
+            if got != want {
+                return false;
+            }
+            for e in &sd.entries {
+                let Some(Entry::File(f)) = st.entry(Slot {
+                    dir: sd.dir,
+                    name: e.name,
+                }) else {
+                    continue;
+                };
+                if *handle_of.entry(f).or_insert(e.handle) != e.handle
+                    || *file_of.entry(e.handle).or_insert(f) != f
+                {
+                    return false;
+                }
+                let fits = match (st.file(f), &e.data) {
+                    // pvfs counts at least the links the model does.
+                    (Some(r), Some(obs)) => {
+                        self.matches(r.value, obs) && u32::from(r.links) <= e.nlink
+                    }
+                    _ => false,
+                };
+                if !fits {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn search(&self, budget: usize) -> Result<Verdict, String> {
+        let n = self.steps.len();
+        let words = n.div_ceil(64);
+        let informative = self
+            .steps
+            .iter()
+            .map(|s| s.op)
+            .collect::<HashSet<_>>()
+            .len();
+        if n == 0 {
+            return Ok(Verdict {
+                ops: 0,
+                steps: 0,
+                explored: 0,
+            });
+        }
+        let mut memo: HashSet<u128> = HashSet::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        let root = Frame::new(self, vec![0; words], 0, 0, State::default());
+        stack.push(root);
+        let mut explored = 1usize;
+        let mut best = Best::default();
+        while let Some(top) = stack.last_mut() {
+            if top.succ_i < top.succ.len() {
+                let si = top.cands[top.cand_i - 1] as usize;
+                let state = std::mem::take(&mut top.succ[top.succ_i]);
+                top.succ_i += 1;
+                let mut placed = top.placed.clone();
+                placed[si / 64] |= 1 << (si % 64);
+                let count = top.count + 1;
+                if count == n {
+                    return Ok(Verdict {
+                        ops: informative,
+                        steps: n,
+                        explored,
+                    });
+                }
+                let mut lo = top.lo;
+                while lo < n && placed[lo / 64] & (1 << (lo % 64)) != 0 {
+                    lo += 1;
+                }
+                if !memo.insert(key(&placed, lo, &state)) {
+                    continue;
+                }
+                explored += 1;
+                if explored > budget {
+                    return Err(self.report(&best, &stack, explored, true));
+                }
+                let frame = Frame::new(self, placed, count, lo, state);
+                if count > best.count {
+                    best = Best {
+                        count,
+                        lo,
+                        state: frame.state.clone(),
+                        cands: frame.cands.clone(),
+                        path: stack
+                            .iter()
+                            .filter(|f| f.cand_i > 0)
+                            .map(|f| f.cands[f.cand_i - 1])
+                            .collect(),
+                    };
+                }
+                stack.push(frame);
+            } else if top.cand_i < top.cands.len() {
+                let si = top.cands[top.cand_i] as usize;
+                top.cand_i += 1;
+                top.succ = self.apply(&top.state, si);
+                top.succ_i = 0;
+            } else {
+                stack.pop();
+            }
+        }
+        if best.count == 0 {
+            best.state = State::default();
+            best.cands = Frame::new(self, vec![0; words], 0, 0, State::default()).cands;
+        }
+        Err(self.report(&best, &[], explored, false))
+    }
+
+    /// Steps that may come next after `placed`: those invoked before every step not
+    /// placed yet had to complete, whose earlier step (if any) is placed; steps that
+    /// must happen first, then those that may do nothing, the most urgent first.
+    fn candidates(&self, placed: &[u64], lo: usize) -> Vec<u32> {
+        let mut bound = Nanos::MAX;
+        let mut out: Vec<u32> = Vec::new();
+        for j in lo..self.steps.len() {
+            let s = &self.steps[j];
+            if s.start > bound {
+                break;
+            }
+            if placed[j / 64] & (1 << (j % 64)) != 0 {
+                continue;
+            }
+            bound = bound.min(s.end);
+            let ready = s
+                .after
+                .is_none_or(|a| placed[a as usize / 64] & (1 << (a % 64)) != 0);
+            if ready {
+                out.push(j as u32);
+            }
+        }
+        // Drop those invoked after the bound found later in the scan.
+        out.retain(|&j| self.steps[j as usize].start <= bound);
+        out.sort_by_key(|&j| {
+            let s = &self.steps[j as usize];
+            (s.may_skip, s.end)
+        });
+        out
+    }
+
+    fn report(&self, best: &Best, stack: &[Frame], explored: usize, gave_up: bool) -> String {
+        let u = self.u;
+        let mut out = String::new();
+        if gave_up {
+            let _ = writeln!(
+                out,
+                "the checker gave up after {explored} configurations without finding a linearization \
+                 (the furthest it got is below; {} frames deep)",
+                stack.len()
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "no linearization exists: {explored} configurations explored; every order of the \
+                 steps gets stuck"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  the furthest order placed {} of {} steps; one of these had to come next, and none could:",
+            best.count,
+            self.steps.len()
+        );
+        let mut stuck_ops: Vec<u32> = best
+            .cands
+            .iter()
+            .map(|&j| self.steps[j as usize].op)
+            .collect();
+        stuck_ops.sort_unstable();
+        stuck_ops.dedup();
+        let mut slots: HashSet<Slot> = stuck_ops
+            .iter()
+            .flat_map(|&o| slots_of(&self.ops[o as usize].call))
+            .collect();
+        for &j in &best.cands {
+            let s = &self.steps[j as usize];
+            let _ = writeln!(
+                out,
+                "    step {:?} of op #{}{}",
+                s.act,
+                s.op,
+                if s.may_skip { " (may do nothing)" } else { "" }
+            );
+            for (slot, why) in self.explain(&best.state, j as usize) {
+                let _ = writeln!(out, "      {why}");
+                slots.extend(slot);
+            }
+        }
+        let _ = writeln!(out, "  the model there:");
+        out.push_str(&best.state.describe(u));
+        let _ = writeln!(out, "  the last steps of that order:");
+        for &j in best
+            .path
+            .iter()
+            .rev()
+            .take(16)
+            .collect::<Vec<_>>()
+            .iter()
+            .rev()
+        {
+            let s = &self.steps[*j as usize];
+            let _ = writeln!(out, "    op #{} {:?}", s.op, s.act);
+        }
+        // The operations around the stuck ones: everything overlapping their time,
+        // and the last operations before them on the slots they touch.
+        let (lo, hi) = stuck_ops.iter().fold((Nanos::MAX, 0), |(lo, hi), &o| {
+            let op = &self.ops[o as usize];
+            (lo.min(op.start), hi.max(op.end))
+        });
+        let lo = if stuck_ops.is_empty() { 0 } else { lo };
+        let mut shown: Vec<usize> = Vec::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            let overlaps = op.start <= hi && op.end >= lo;
+            let related = op.end < lo && slots_of(&op.call).iter().any(|s| slots.contains(s));
+            if overlaps || related {
+                shown.push(i);
+            }
+        }
+        // Of the related earlier ones, the last 12.
+        let early: Vec<usize> = shown
+            .iter()
+            .copied()
+            .filter(|&i| self.ops[i].end < lo)
+            .collect();
+        let skip = early.len().saturating_sub(12);
+        let shown: Vec<usize> = early
+            .into_iter()
+            .skip(skip)
+            .chain(shown.iter().copied().filter(|&i| self.ops[i].end >= lo))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  the operations around it (times in ms since the start; * = had to come next):"
+        );
+        for i in shown {
+            let op = &self.ops[i];
+            let _ = writeln!(
+                out,
+                "  {} #{i} client {} [{:.3} .. {:.3}] {}",
+                if stuck_ops.contains(&(i as u32)) {
+                    "*"
+                } else {
+                    " "
+                },
+                op.client,
+                op.start as f64 / 1e6,
+                op.end as f64 / 1e6,
+                op.describe(u)
+            );
+        }
+        out
+    }
+}
+
+impl Checker<'_> {
+    /// Why an observation step does not fit state `st`: each difference, with the
+    /// slot it is about.
+    fn explain(&self, st: &State, si: usize) -> Vec<(Option<Slot>, String)> {
+        let u = self.u;
+        let step = &self.steps[si];
+        let op = &self.ops[step.op as usize];
+        let mut out = Vec::new();
+        // (slot, what the model has, what was seen)
+        let compare = |d: u16, want: Vec<(u16, Kind)>, got: Vec<(u16, Kind)>| {
+            let mut out = Vec::new();
+            for (n, k) in &want {
+                if !got.contains(&(*n, *k)) {
+                    let slot = Slot { dir: d, name: *n };
+                    out.push((
+                        Some(slot),
+                        format!("{} ({k:?}) is in the model, not seen", u.path(slot)),
+                    ));
+                }
+            }
+            for (n, k) in &got {
+                if !want.contains(&(*n, *k)) {
+                    let slot = Slot { dir: d, name: *n };
+                    out.push((
+                        Some(slot),
+                        format!("{} ({k:?}) is seen, not in the model", u.path(slot)),
+                    ));
+                }
+            }
+            out
+        };
+        let model = |d: u16, shard: Option<u32>| -> Vec<(u16, Kind)> {
+            if !st.dir_exists(u, d) {
+                return Vec::new();
+            }
+            st.entries
+                .iter()
+                .filter(|(s, _)| s.dir == d && shard.is_none_or(|k| u.shard_of(s.name) == Some(k)))
+                .map(|(s, e)| (s.name, kind_of(*e)))
+                .collect()
+        };
+        match (&step.act, &op.seen, &op.call) {
+            (Act::List(k), Seen::Listing(listed), Call::Readdir { dir }) => {
+                let got = listed
+                    .iter()
+                    .filter(|(n, _)| u.shard_of(*n).is_none_or(|s| s == *k))
+                    .copied()
+                    .collect();
+                out.extend(compare(*dir, model(*dir, Some(*k)), got));
+            }
+            (Act::Snapshot, Seen::Snapshot(snap), _) => {
+                for e in &snap.errors {
+                    out.push((None, format!("error: {e}")));
+                }
+                for d in 0..u.dirs.len() as u16 {
+                    let listed = snap.dirs.iter().find(|x| x.dir == d);
+                    if st.dir_exists(u, d) && listed.is_none() {
+                        out.push((
+                            None,
+                            format!("{} is in the model, not seen", u.dirs[usize::from(d)].path),
+                        ));
+                    }
+                    let Some(sd) = listed else { continue };
+                    if !st.dir_exists(u, d) {
+                        out.push((
+                            None,
+                            format!("{} is seen, not in the model", u.dirs[usize::from(d)].path),
+                        ));
+                    }
+                    out.extend(compare(
+                        d,
+                        model(d, None),
+                        sd.entries.iter().map(|e| (e.name, e.kind)).collect(),
+                    ));
+                    for e in &sd.entries {
+                        let slot = Slot {
+                            dir: d,
+                            name: e.name,
+                        };
+                        let (Some(f), Some(obs)) = (st.file_at(slot), &e.data) else {
+                            continue;
+                        };
+                        if let Some(r) = st.file(f) {
+                            if u32::from(r.links) > e.nlink {
+                                out.push((
+                                    Some(slot),
+                                    format!(
+                                        "{}: pvfs counts {} links, the model at least {}",
+                                        u.path(slot),
+                                        e.nlink,
+                                        r.links
+                                    ),
+                                ));
+                            }
+                            let v = r.value;
+                            if !self.matches(v, obs) {
+                                out.push((
+                                    Some(slot),
+                                    format!(
+                                        "{}: the model holds {v:?}, read {}",
+                                        u.path(slot),
+                                        obs.describe()
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+                let mut by_handle: HashMap<u64, Vec<(Slot, Option<u32>)>> = HashMap::new();
+                for sd in &snap.dirs {
+                    for e in sd.entries.iter().filter(|e| e.kind == Kind::File) {
+                        let slot = Slot {
+                            dir: sd.dir,
+                            name: e.name,
+                        };
+                        by_handle
+                            .entry(e.handle)
+                            .or_default()
+                            .push((slot, st.file_at(slot)));
+                    }
+                }
+                let mut owner: HashMap<u32, u64> = HashMap::new();
+                for (h, names) in &by_handle {
+                    for (slot, f) in names {
+                        let other = names.iter().find(|(_, g)| g != f);
+                        if let Some((s2, _)) = other {
+                            out.push((
+                                Some(*slot),
+                                format!(
+                                    "{} and {} share handle {h:#x}, but are two files in the model",
+                                    u.path(*slot),
+                                    u.path(*s2)
+                                ),
+                            ));
+                        }
+                        if let Some(f) = f {
+                            if let Some(h0) = owner.insert(*f, *h) {
+                                if h0 != *h {
+                                    out.push((Some(*slot), format!(
+                                        "{}: one file of the model under handles {h0:#x} and {h:#x}",
+                                        u.path(*slot)
+                                    )));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// Whether refusal `r` of adding a name at `at` was right in `st`.
+fn refusal_of_add(u: &Universe, st: &State, at: Slot, r: Refusal) -> bool {
+    match r {
+        Refusal::Exists => st.dir_exists(u, at.dir) && st.entry(at).is_some(),
+        Refusal::NoEntry => !st.dir_exists(u, at.dir) || st.sealed(at.dir),
+        _ => false,
+    }
+}
+
+fn kind_of(e: Entry) -> Kind {
+    match e {
+        Entry::File(_) => Kind::File,
+        Entry::Dir => Kind::Dir,
+    }
+}
+
+/// The slots an operation names.
+fn slots_of(c: &Call) -> Vec<Slot> {
+    match c {
+        Call::Create { at, .. }
+        | Call::Write { at, .. }
+        | Call::Read { at }
+        | Call::Unlink { at }
+        | Call::Mkdir { at }
+        | Call::Rmdir { at } => vec![*at],
+        Call::Rename { from, to } | Call::Link { from, to } => vec![*from, *to],
+        Call::Readdir { .. } | Call::Snapshot => Vec::new(),
+    }
+}
+
+/// One node of the search: the steps placed, the state, and where its children are.
+struct Frame {
+    placed: Vec<u64>,
+    count: usize,
+    lo: usize,
+    state: State,
+    cands: Vec<u32>,
+    cand_i: usize,
+    succ: Vec<State>,
+    succ_i: usize,
+}
+
+impl Frame {
+    fn new(c: &Checker<'_>, placed: Vec<u64>, count: usize, lo: usize, state: State) -> Frame {
+        let cands = c.candidates(&placed, lo);
+        Frame {
+            placed,
+            count,
+            lo,
+            state,
+            cands,
+            cand_i: 0,
+            succ: Vec::new(),
+            succ_i: 0,
+        }
+    }
+}
+
+/// The furthest configuration the search reached, for the report.
+#[derive(Default)]
+struct Best {
+    count: usize,
+    lo: usize,
+    state: State,
+    cands: Vec<u32>,
+    path: Vec<u32>,
+}
+
+/// A 128-bit fingerprint of a configuration (steps placed from `lo` on, and the
+/// state): two independent 64-bit hashes, so a collision that would skip a
+/// configuration is out of the question in practice.
+fn key(placed: &[u64], lo: usize, st: &State) -> u128 {
+    let mut a = std::collections::hash_map::DefaultHasher::new();
+    let mut b = std::collections::hash_map::DefaultHasher::new();
+    0xa5u8.hash(&mut b);
+    for h in [&mut a, &mut b] {
+        lo.hash(h);
+        let mut words = &placed[lo / 64..];
+        while let Some((&0, rest)) = words.split_last() {
+            words = rest;
+        }
+        words.hash(h);
+        st.hash(h);
+    }
+    (u128::from(a.finish()) << 64) | u128::from(b.finish())
+}
