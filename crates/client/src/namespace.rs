@@ -1037,6 +1037,15 @@ impl Client {
                 if let Some(v) = &sealed {
                     self.unseal(v).await;
                 }
+                // A name that appeared at the destination after the lookup above is a
+                // concurrent change like any other: the rename starts again (and
+                // replaces it), rather than failing as rename(2) never does.
+                if e.errno == Errno::EEXIST && mode == RenameMode::Replace {
+                    return Err(Error::new(
+                        Errno::ESTALE,
+                        format!("{to} appeared while {from} was renamed to it"),
+                    ));
+                }
                 return Err(e.for_path(from));
             }
         };
