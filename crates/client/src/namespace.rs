@@ -308,31 +308,42 @@ impl Client {
         more: u32,
     ) -> Result<(DirEntry, Attr)> {
         let server = self.entry_server(dir, name);
-        let req = Request::Lookup {
-            dir: dir.handle,
-            name: name.to_string(),
-            want: rights::READ | rights::VISIT | more,
-        };
-        match self.rpc(server, req).await? {
-            Response::Entry {
-                entry,
-                attr: Some(attr),
-                caps,
-            } => {
-                self.remember_dir(&attr);
-                self.remember_caps(entry.handle, caps);
-                Ok((entry, attr))
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let req = Request::Lookup {
+                dir: dir.handle,
+                name: name.to_string(),
+                want: rights::READ | rights::VISIT | more,
+            };
+            match self.rpc(server, req).await? {
+                Response::Entry {
+                    entry,
+                    attr: Some(attr),
+                    caps,
+                } => {
+                    self.remember_dir(&attr);
+                    self.remember_caps(entry.handle, caps);
+                    return Ok((entry, attr));
+                }
+                Response::Entry {
+                    entry,
+                    attr: None,
+                    caps,
+                } => {
+                    self.remember_caps(entry.handle, caps);
+                    match self.getattr(entry.handle).await {
+                        Ok(attr) => return Ok((entry, attr)),
+                        // The object went between the entry's lookup and the request
+                        // for its attributes at its owner (a rename replaced it, an
+                        // unlink removed it): the name may name another object by
+                        // now, or none. Look it up again.
+                        Err(e) if e.errno == Errno::ENOENT && attempt < RETRIES => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                other => return Err(unexpected("Lookup", &other)),
             }
-            Response::Entry {
-                entry,
-                attr: None,
-                caps,
-            } => {
-                self.remember_caps(entry.handle, caps);
-                let attr = self.getattr(entry.handle).await?;
-                Ok((entry, attr))
-            }
-            other => Err(unexpected("Lookup", &other)),
         }
     }
 
