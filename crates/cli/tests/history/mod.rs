@@ -556,6 +556,21 @@ struct FileRec {
     links: u16,
 }
 
+/// Files get ids from here on when a snapshot renames them ([`State::canonicalize`]);
+/// below are the indices of the operations that created them.
+const CANON: u32 = 1 << 31;
+/// The id of a file that is gone, held by an operation between its steps.
+const GONE: u32 = u32::MAX;
+
+/// Names file `f` for a report.
+fn file_name(f: u32) -> String {
+    if f >= CANON {
+        format!("file #{} of the last snapshot", f - CANON)
+    } else {
+        format!("file of op #{f}")
+    }
+}
+
 /// The model's state: sorted vectors, cheap to clone, hash and compare.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 struct State {
@@ -692,6 +707,37 @@ impl State {
         }
     }
 
+    /// Renames every file by the order of its first name (ids from [`CANON`] on), so
+    /// states that differ only in which operation created which file become equal;
+    /// returns the renaming. What an operation holds follows (a file gone meanwhile
+    /// becomes [`GONE`]).
+    fn canonicalize(&mut self) -> Vec<(u32, u32)> {
+        let mut map: Vec<(u32, u32)> = Vec::new();
+        for (_, e) in &self.entries {
+            if let Entry::File(f) = e {
+                if !map.iter().any(|(old, _)| old == f) {
+                    map.push((*f, CANON + map.len() as u32));
+                }
+            }
+        }
+        let new = |f: u32| map.iter().find(|(old, _)| *old == f).map(|m| m.1);
+        for (_, e) in &mut self.entries {
+            if let Entry::File(f) = e {
+                *f = new(*f).unwrap_or(GONE);
+            }
+        }
+        for r in &mut self.files {
+            r.id = new(r.id).unwrap_or(GONE);
+        }
+        self.files.sort_by_key(|r| r.id);
+        for (_, h) in &mut self.held {
+            if let Held::File(f) = h {
+                *f = new(*f).unwrap_or(GONE);
+            }
+        }
+        map
+    }
+
     fn describe(&self, u: &Universe) -> String {
         let mut out = String::new();
         for (d, spec) in u.dirs.iter().enumerate() {
@@ -709,7 +755,7 @@ impl State {
                     Entry::Dir => out.push('/'),
                     Entry::File(f) => {
                         let Some(r) = self.file(*f) else {
-                            let _ = write!(out, "=file of op #{f}:?");
+                            let _ = write!(out, "={}:?", file_name(*f));
                             continue;
                         };
                         let v = match r.value {
@@ -717,7 +763,7 @@ impl State {
                             Value::Ver(v) => format!("v{v}"),
                             Value::Part(v) => format!("part of v{v}"),
                         };
-                        let _ = write!(out, "=file of op #{f}:{v}");
+                        let _ = write!(out, "={}:{v}", file_name(*f));
                         if r.names > 1 || r.links != r.names {
                             let _ = write!(out, " ({} names, {} links)", r.names, r.links);
                         }
@@ -796,7 +842,7 @@ pub struct Verdict {
 
 /// How many configurations the search may explore before it gives up (a failure too:
 /// a correct history is found quickly, because the search follows real time).
-pub const DEFAULT_BUDGET: usize = 4_000_000;
+pub const DEFAULT_BUDGET: usize = 1_000_000;
 
 /// Checks `ops` (any order) against the model: `Ok` with counts when some
 /// linearization exists, else a report. `late`: how long after an indeterminate
@@ -949,7 +995,10 @@ impl<'a> Checker<'a> {
         if step.may_skip {
             // Nothing happened (what the operation held is dropped).
             let mut s = st.clone();
-            if matches!(step.act, Act::WriteHeld | Act::LinkAdd | Act::MoveUnlink) {
+            if matches!(
+                step.act,
+                Act::WriteNew | Act::WriteHeld | Act::LinkAdd | Act::MoveUnlink
+            ) {
                 s.take(step.op);
             }
             out.push(s);
@@ -961,6 +1010,9 @@ impl<'a> Checker<'a> {
                     if st.dir_exists(u, at.dir) && st.entry(*at).is_none() {
                         let mut s = st.clone();
                         s.put(*at, Entry::File(opi), true);
+                        if self.chained_next(si) {
+                            s.hold(opi, Held::File(opi));
+                        }
                         out.push(s);
                     }
                 }
@@ -972,14 +1024,16 @@ impl<'a> Checker<'a> {
                 Res::NotSent | Res::NotRun => {}
             },
             (Act::WriteNew, Call::Create { write: Some(v), .. }) => {
-                self.write_into(st, opi, *v, step.may_skip, &mut out);
+                let mut s = st.clone();
+                if let Held::File(f) = s.take(opi) {
+                    self.write_into(&s, f, *v, step.may_skip, &mut out);
+                }
             }
             (
                 Act::Resolve,
                 Call::Write { at, .. } | Call::Read { at } | Call::Link { from: at, .. },
             ) => {
-                let keeps =
-                    si + 1 < self.steps.len() && self.steps[si + 1].after == Some(si as u32);
+                let keeps = self.chained_next(si);
                 match op.main {
                     Res::Ok | Res::Unknown => {
                         if let Some(f) = st.file_at(*at) {
@@ -1061,25 +1115,27 @@ impl<'a> Checker<'a> {
             (Act::LinkAdd, Call::Link { to, .. }) => {
                 let mut s = st.clone();
                 let held = s.take(opi);
+                let (added, refused) = match held {
+                    Held::File(f) => (
+                        s.dir_exists(u, to.dir) && s.entry(*to).is_none() && s.file(f).is_some(),
+                        match op.main {
+                            Res::Refused(Refusal::NoEntry) => {
+                                !s.dir_exists(u, to.dir) || s.sealed(to.dir) || s.file(f).is_none()
+                            }
+                            Res::Refused(Refusal::Exists) => s.entry(*to).is_some(),
+                            _ => false,
+                        },
+                    ),
+                    // The lookup of the old name was the refusal.
+                    Held::Refused => (false, op.main == Res::Refused(Refusal::NoEntry)),
+                    Held::Nothing => (false, false),
+                };
                 match (op.main, held) {
-                    (Res::Ok | Res::Unknown, Held::File(f)) => {
-                        if s.dir_exists(u, to.dir) && s.entry(*to).is_none() && s.file(f).is_some()
-                        {
-                            s.put(*to, Entry::File(f), true);
-                            out.push(s);
-                        }
+                    (Res::Ok | Res::Unknown, Held::File(f)) if added => {
+                        s.put(*to, Entry::File(f), true);
+                        out.push(s);
                     }
-                    (Res::Refused(Refusal::NoEntry), Held::Refused) => out.push(s),
-                    (Res::Refused(Refusal::NoEntry), Held::File(f)) => {
-                        if !s.dir_exists(u, to.dir) || s.sealed(to.dir) || s.file(f).is_none() {
-                            out.push(s);
-                        }
-                    }
-                    (Res::Refused(Refusal::Exists), Held::File(_)) => {
-                        if s.entry(*to).is_some() {
-                            out.push(s);
-                        }
-                    }
+                    (Res::Refused(_), _) if refused => out.push(s),
                     _ => {}
                 }
             }
@@ -1109,10 +1165,10 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
-            (Act::Same, Call::Rename { from, to }) => {
-                if st.file_at(*from).is_some() && st.file_at(*from) == st.file_at(*to) {
-                    out.push(st.clone());
-                }
+            (Act::Same, Call::Rename { from, to })
+                if st.file_at(*from).is_some() && st.file_at(*from) == st.file_at(*to) =>
+            {
+                out.push(st.clone());
             }
             (Act::Refuse, Call::Rename { from, to }) => {
                 let right = match op.main {
@@ -1200,22 +1256,34 @@ impl<'a> Checker<'a> {
                     out.push(st.clone());
                 }
             }
-            (Act::Refuse, Call::Readdir { dir }) => {
-                if op.main == Res::Refused(Refusal::NoEntry) && !st.dir_exists(u, *dir) {
-                    out.push(st.clone());
-                }
+            (Act::Refuse, Call::Readdir { dir })
+                if op.main == Res::Refused(Refusal::NoEntry) && !st.dir_exists(u, *dir) =>
+            {
+                out.push(st.clone());
             }
             (Act::Snapshot, Call::Snapshot) => {
                 let Seen::Snapshot(snap) = &op.seen else {
                     return out;
                 };
                 if self.snapshot_fits(st, snap) {
-                    out.push(st.clone());
+                    // Which operation created a file no longer matters: configurations
+                    // that differ only in that are one from here on.
+                    let mut s = st.clone();
+                    s.canonicalize();
+                    out.push(s);
                 }
             }
             _ => {}
         }
         out
+    }
+
+    /// Whether step `si` has a next step of its operation that waits for it (and takes
+    /// what it holds).
+    fn chained_next(&self, si: usize) -> bool {
+        self.steps
+            .get(si + 1)
+            .is_some_and(|n| n.after == Some(si as u32))
     }
 
     /// Writes version `v` into file `f`: pushes the state with it (and, when `maybe`,
@@ -1397,8 +1465,8 @@ impl<'a> Checker<'a> {
                         cands: frame.cands.clone(),
                         path: stack
                             .iter()
-                            .filter(|f| f.cand_i > 0)
-                            .map(|f| f.cands[f.cand_i - 1])
+                            .filter(|f| f.cand_i > 0 && f.succ_i > 0)
+                            .map(|f| (f.cands[f.cand_i - 1], f.succ_i - 1))
                             .collect(),
                     };
                 }
@@ -1501,17 +1569,33 @@ impl<'a> Checker<'a> {
         let _ = writeln!(out, "  the model there:");
         out.push_str(&best.state.describe(u));
         let _ = writeln!(out, "  the last steps of that order:");
-        for &j in best
-            .path
-            .iter()
-            .rev()
-            .take(16)
-            .collect::<Vec<_>>()
-            .iter()
-            .rev()
-        {
-            let s = &self.steps[*j as usize];
+        for &(j, _) in best.path.iter().skip(best.path.len().saturating_sub(16)) {
+            let s = &self.steps[j as usize];
             let _ = writeln!(out, "    op #{} {:?}", s.op, s.act);
+        }
+        // Every name the files in question had on the way there.
+        let names = self.names_along(&best.path);
+        let files: Vec<u32> = {
+            let mut f: Vec<u32> = slots
+                .iter()
+                .filter_map(|s| best.state.file_at(*s))
+                .collect();
+            f.sort_unstable();
+            f.dedup();
+            f
+        };
+        for f in files {
+            if let Some(had) = names.get(&f) {
+                let mut paths: Vec<String> = had.iter().map(|s| u.path(*s)).collect();
+                paths.sort();
+                let _ = writeln!(
+                    out,
+                    "  the {} had the names {}",
+                    file_name(f),
+                    paths.join(", ")
+                );
+                slots.extend(had.iter().copied());
+            }
         }
         // The operations around the stuck ones: everything overlapping their time,
         // and the last operations before them on the slots they touch.
@@ -1520,6 +1604,14 @@ impl<'a> Checker<'a> {
             (lo.min(op.start), hi.max(op.end))
         });
         let lo = if stuck_ops.is_empty() { 0 } else { lo };
+        // One step further: the other names of renames and links of those names.
+        let touching: Vec<Slot> = self
+            .ops
+            .iter()
+            .filter(|op| op.end < hi && slots_of(&op.call).iter().any(|s| slots.contains(s)))
+            .flat_map(|op| slots_of(&op.call))
+            .collect();
+        slots.extend(touching);
         let mut shown: Vec<usize> = Vec::new();
         for (i, op) in self.ops.iter().enumerate() {
             let overlaps = op.start <= hi && op.end >= lo;
@@ -1528,13 +1620,13 @@ impl<'a> Checker<'a> {
                 shown.push(i);
             }
         }
-        // Of the related earlier ones, the last 12.
+        // Of the related earlier ones, the last 40.
         let early: Vec<usize> = shown
             .iter()
             .copied()
             .filter(|&i| self.ops[i].end < lo)
             .collect();
-        let skip = early.len().saturating_sub(12);
+        let skip = early.len().saturating_sub(40);
         let shown: Vec<usize> = early
             .into_iter()
             .skip(skip)
@@ -1565,6 +1657,36 @@ impl<'a> Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// Replays `path` from the start: every name each file had.
+    fn names_along(&self, path: &[(u32, usize)]) -> HashMap<u32, HashSet<Slot>> {
+        let mut names: HashMap<u32, HashSet<Slot>> = HashMap::new();
+        let mut st = State::default();
+        for &(j, k) in path {
+            let Some(next) = self.apply(&st, j as usize).into_iter().nth(k) else {
+                break;
+            };
+            if self.steps[j as usize].act == Act::Snapshot {
+                // The same renaming the snapshot step made.
+                let mut before = st.clone();
+                let map = before.canonicalize();
+                let mut renamed: HashMap<u32, HashSet<Slot>> = HashMap::new();
+                for (old, new) in map {
+                    if let Some(s) = names.remove(&old) {
+                        renamed.insert(new, s);
+                    }
+                }
+                names = renamed;
+            }
+            st = next;
+            for (s, e) in &st.entries {
+                if let Entry::File(f) = e {
+                    names.entry(*f).or_default().insert(*s);
+                }
+            }
+        }
+        names
+    }
+
     /// Why an observation step does not fit state `st`: each difference, with the
     /// slot it is about.
     fn explain(&self, st: &State, si: usize) -> Vec<(Option<Slot>, String)> {
@@ -1783,16 +1905,16 @@ struct Best {
     lo: usize,
     state: State,
     cands: Vec<u32>,
-    path: Vec<u32>,
+    /// The steps placed, and which of each one's successor states was taken.
+    path: Vec<(u32, usize)>,
 }
 
 /// A 128-bit fingerprint of a configuration (steps placed from `lo` on, and the
 /// state): two independent 64-bit hashes, so a collision that would skip a
 /// configuration is out of the question in practice.
 fn key(placed: &[u64], lo: usize, st: &State) -> u128 {
-    let mut a = std::collections::hash_map::DefaultHasher::new();
-    let mut b = std::collections::hash_map::DefaultHasher::new();
-    0xa5u8.hash(&mut b);
+    let mut a = Mix::new(0x243f_6a88_85a3_08d3, 0x9e37_79b9_7f4a_7c15);
+    let mut b = Mix::new(0x1319_8a2e_0370_7344, 0xc2b2_ae3d_27d4_eb4f);
     for h in [&mut a, &mut b] {
         lo.hash(h);
         let mut words = &placed[lo / 64..];
@@ -1803,4 +1925,60 @@ fn key(placed: &[u64], lo: usize, st: &State) -> u128 {
         st.hash(h);
     }
     (u128::from(a.finish()) << 64) | u128::from(b.finish())
+}
+
+/// A fast seeded hasher for the search's fingerprints (a multiply-xorshift per word and
+/// the SplitMix64 finalizer): SipHash took most of the search's time in the
+/// unoptimized builds tests run in.
+struct Mix {
+    h: u64,
+    k: u64,
+}
+
+impl Mix {
+    fn new(seed: u64, k: u64) -> Mix {
+        Mix { h: seed, k }
+    }
+
+    fn add(&mut self, x: u64) {
+        self.h = (self.h ^ x).wrapping_mul(self.k);
+        self.h ^= self.h >> 29;
+    }
+}
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        let mut z = self.h;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u8(&mut self, x: u8) {
+        self.add(u64::from(x));
+    }
+
+    fn write_u16(&mut self, x: u16) {
+        self.add(u64::from(x));
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.add(u64::from(x));
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.add(x);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.add(x as u64);
+    }
 }

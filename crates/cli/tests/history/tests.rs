@@ -33,6 +33,10 @@ fn universe() -> Universe {
     })
 }
 
+/// A snapshot's entries of one directory: (name, handle, content); a handle of 0 is a
+/// directory.
+type Listed<'a> = &'a [(&'a str, u64, ReadObs)];
+
 /// A history under construction.
 struct H {
     u: Universe,
@@ -134,7 +138,7 @@ impl H {
     }
 
     /// A snapshot: per directory, (name, handle, content); a handle of 0 is a directory.
-    fn snapshot(&mut self, t: (u64, u64), dirs: &[(&str, &[(&str, u64, ReadObs)])]) -> &mut Op {
+    fn snapshot(&mut self, t: (u64, u64), dirs: &[(&str, Listed<'_>)]) -> &mut Op {
         let snap = Snap {
             dirs: dirs
                 .iter()
@@ -232,7 +236,7 @@ fn a_rename_that_loses_the_file_fails() {
 
 #[test]
 fn an_interrupted_rename_may_leave_either_name_or_in_two_steps_both() {
-    let outcomes: [(&[(&str, u64, ReadObs)], &[(&str, u64, ReadObs)], bool, bool); 5] = [
+    let outcomes: [(Listed<'_>, Listed<'_>, bool, bool); 5] = [
         (&[("f0", 7, v(1))], &[], false, true),
         (&[], &[("f1", 7, v(1))], false, true),
         (&[("f0", 7, v(1))], &[("f1", 7, v(1))], true, true),
