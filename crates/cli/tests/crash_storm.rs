@@ -151,14 +151,14 @@ impl Plan {
                             at: file_slot(&mut rng),
                             write: Some(version(&mut rng, false)),
                         },
-                        14..28 => Call::Write {
+                        14..27 => Call::Write {
                             at: file_slot(&mut rng),
                             version: version(&mut rng, false),
                         },
-                        28..42 => Call::Read {
+                        27..39 => Call::Read {
                             at: file_slot(&mut rng),
                         },
-                        42..56 => {
+                        39..53 => {
                             let from = file_slot(&mut rng);
                             let mut to = file_slot(&mut rng);
                             while to == from {
@@ -166,7 +166,7 @@ impl Plan {
                             }
                             Call::Rename { from, to }
                         }
-                        56..63 => {
+                        53..63 => {
                             let from = file_slot(&mut rng);
                             let mut to = file_slot(&mut rng);
                             while to == from {
@@ -567,7 +567,7 @@ impl Worker {
             Call::Link { from, to } => {
                 op.main = match c.link(&u.path(from), &u.path(to)).await {
                     Ok(attr) => {
-                        if self.across(sh, to, attr.handle) {
+                        if self.across(sh, c, to, attr.handle).await {
                             sh.counts.lock().unwrap().links_across += 1;
                         }
                         Res::Ok
@@ -631,11 +631,15 @@ impl Worker {
         Res::Ok
     }
 
-    /// Whether a new name at `to` (in a top directory) lives on another metadata server
-    /// than the object `handle` it names.
-    fn across(&self, sh: &Shared<'_>, to: Slot, handle: u64) -> bool {
-        let Some(&dir) = sh.top_handles.get(usize::from(to.dir)) else {
-            return false;
+    /// Whether the new name `to` lives on another metadata server than the object
+    /// `handle` it names (as far as a lookup of its directory now tells).
+    async fn across(&self, sh: &Shared<'_>, c: &Client, to: Slot, handle: u64) -> bool {
+        let dir = match sh.top_handles.get(usize::from(to.dir)) {
+            Some(&h) => h,
+            None => match c.stat(&sh.universe.dirs[usize::from(to.dir)].path).await {
+                Ok(a) => a.handle,
+                Err(_) => return false,
+            },
         };
         let config = self.client.config();
         let shard =
@@ -680,8 +684,17 @@ async fn snapshot(c: &Client, u: &Universe) -> Snap {
             let attr = match attr {
                 Ok(a) => a,
                 Err(err) => {
+                    // Kept, with nothing read: the checker names the entry and shows
+                    // what happened to its name.
                     snap.errors
                         .push(format!("{p}: the entry points nowhere: {err}"));
+                    entries.push(SnapEntry {
+                        name,
+                        kind: kind(e.kind),
+                        handle: e.handle,
+                        nlink: 0,
+                        data: None,
+                    });
                     continue;
                 }
             };
@@ -834,12 +847,8 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     let top_handles: Vec<u64> = checker.run(Duration::from_secs(60), async |c| {
         let mut handles = Vec::new();
         for t in TOP {
-            handles.push(
-                c.mkdir(&format!("/{t}"), 0o755)
-                    .await
-                    .expect("mkdir")
-                    .handle,
-            );
+            let dir = c.mkdir(&format!("/{t}"), 0o755).await.expect("mkdir");
+            handles.push(dir.handle);
         }
         handles
     });
@@ -854,59 +863,11 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     };
     let late = common::scaled(LATE).as_nanos() as Nanos;
     let mut history: Vec<Op> = Vec::new();
-    let mut seen_events = 0;
     let mut verdict = None;
     let started = Instant::now();
     for round in 0..rounds {
         for step in &plan.steps[round * per_round..(round + 1) * per_round] {
-            // Servers are killed and restarted by this thread, at the clients' asking:
-            // a server dies with the thread that started it (PR_SET_PDEATHSIG), and the
-            // clients' threads end with the step.
-            let (control, requests) = std::sync::mpsc::channel::<(Control, Sender<()>)>();
-            let done: Vec<Vec<Op>> = std::thread::scope(|s| {
-                let handles: Vec<_> = workers
-                    .iter()
-                    .zip(&step.ops)
-                    .map(|(w, ops)| {
-                        let sh = &shared;
-                        let control = control.clone();
-                        s.spawn(move || w.run_step(sh, ops, &step.kills, &control))
-                    })
-                    .collect();
-                drop(control);
-                let names = cluster.names();
-                while let Ok((what, done)) = requests.recv() {
-                    match what {
-                        Control::Kill(i) => {
-                            cluster.kill(&names[i], libc::SIGKILL);
-                        }
-                        Control::Restart(i) => cluster.restart(&names[i]),
-                    }
-                    let _ = done.send(());
-                }
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("a storm client panicked"))
-                    .collect()
-            });
-            // Which operations ran while a server was down or dying.
-            let events = shared.events.lock().unwrap();
-            let down: Vec<(Nanos, Nanos)> = events[seen_events..]
-                .iter()
-                .filter(|e| e.killed)
-                .map(|k| {
-                    let back = events[seen_events..]
-                        .iter()
-                        .find(|r| !r.killed && r.server == k.server && r.at >= k.at);
-                    (k.at, back.map_or(Nanos::MAX, |r| r.at))
-                })
-                .collect();
-            seen_events = events.len();
-            drop(events);
-            for mut op in done.into_iter().flatten() {
-                op.calm = !down.iter().any(|&(a, b)| op.start <= b && a <= op.end);
-                history.push(op);
-            }
+            history.extend(run_step(&cluster, &workers, &shared, step));
         }
         cluster.assert_all_running();
         let unexpected = std::mem::take(&mut shared.counts.lock().unwrap().unexpected);
@@ -922,7 +883,7 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         let mut op = Op::new(usize::MAX, Call::Snapshot, start);
         op.end = now(shared.origin);
         op.main = Res::Ok;
-        op.seen = Seen::Snapshot(snap.clone());
+        op.seen = Seen::Snapshot(snap);
         history.push(op);
         let checking = Instant::now();
         match history::check(u, &history, late, history::DEFAULT_BUDGET) {
@@ -946,35 +907,174 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         Seen::Snapshot(s) => s.clone(),
         _ => unreachable!("the last operation is the snapshot"),
     };
+    checker_rejects_a_spoiled_copy(u, &history, late, trace);
+    let found = fsck_repairs_and_changes_nothing(&checker, u, &history, &last_snap);
 
-    // A negative control on this very history: the checker must reject it with one
-    // file of a snapshot holding bytes no write wrote (the first snapshot with a file,
-    // and the history up to it: the search must try every order of what came before,
-    // and the shorter that is, the sooner it is done).
-    let spoiled: Vec<Op> = history
+    // What was counted.
+    let counts = shared.counts.lock().unwrap();
+    let events = shared.events.lock().unwrap().clone();
+    let kills: Vec<Nanos> = events.iter().filter(|e| e.killed).map(|e| e.at).collect();
+    let mut per_server = vec![0usize; config.servers.len()];
+    for e in events.iter().filter(|e| e.killed) {
+        per_server[e.server] += 1;
+    }
+    let restarts = events.len() - kills.len();
+    let storm_ops: Vec<&Op> = history.iter().filter(|o| o.client != usize::MAX).collect();
+    let refused = storm_ops
+        .iter()
+        .filter(|o| matches!(o.main, Res::Refused(_)))
+        .count();
+    let unknown = storm_ops.iter().filter(|o| o.indeterminate()).count();
+    let raced = storm_ops
+        .iter()
+        .filter(|o| o.indeterminate() || kills.iter().any(|&k| o.start <= k && k <= o.end))
+        .count();
+    // Files (not names) whose every byte was verified.
+    let mut exact: BTreeMap<u64, u32> = BTreeMap::new();
+    for e in last_snap.dirs.iter().flat_map(|d| &d.entries) {
+        if let Some(ReadObs::Exact(id)) = &e.data {
+            exact.insert(e.handle, *id);
+        }
+    }
+    let bytes: u64 = exact.values().map(|&id| version_len(&history, id)).sum();
+    let mut kinds: Vec<String> = found.iter().map(|p| format!("{:?}", p.kind)).collect();
+    kinds.sort();
+    kinds.dedup();
+    eprintln!(
+        "crash storm: seed {seed:#x}: {} steps, {clients} clients, {} operations in {:.1?} \
+         ({} checked: {refused} refused, {unknown} indeterminate, {raced} raced a kill), \
+         {} kills ({per_server:?} per server) and {restarts} restarts; {} renames and {} \
+         links across servers; linearizable ({} configurations); {} files ({bytes} bytes) \
+         verified at the end; fsck repaired {} problem(s) ({}), then found none",
+        plan.steps.len(),
+        storm_ops.len(),
+        storm_time,
+        verdict.ops,
+        kills.len(),
+        counts.renames_across,
+        counts.links_across,
+        verdict.explored,
+        exact.len(),
+        found.len(),
+        kinds.join(", ")
+    );
+    assert_eq!(kills.len(), plan.kills(), "kills done");
+    assert_eq!(restarts, plan.kills(), "restarts done");
+    assert_eq!(storm_ops.len(), plan.ops(), "operations run");
+    assert!(
+        verdict.ops >= plan.ops() / 2,
+        "only {} of {} operations carried anything to check",
+        verdict.ops,
+        plan.ops()
+    );
+    assert!(!exact.is_empty(), "no file verified at the end");
+    // A schedule of the default length surely races kills and moves names across
+    // servers; a shorter one (a knob) may not.
+    if plan.steps.len() >= 32 {
+        let renames = plan.count(|c| matches!(c, Call::Rename { .. }));
+        assert!(renames >= 20, "the schedule renames too rarely: {renames}");
+        assert!(
+            plan.kills() >= 8,
+            "the schedule kills too rarely: {}",
+            plan.kills()
+        );
+        assert!(raced > 0, "no operation raced a kill");
+        assert!(
+            counts.renames_across > 0,
+            "no rename across servers succeeded"
+        );
+        assert!(
+            counts.links_across > 0,
+            "no hard link across servers succeeded"
+        );
+    }
+    drop(replay);
+}
+
+/// Runs one step: the clients' operations at the same time, each client on a thread
+/// of its own; returns what they did. Servers are killed and restarted by this thread,
+/// at the clients' asking: a server dies with the thread that started it
+/// (PR_SET_PDEATHSIG), and the clients' threads end with the step.
+fn run_step(
+    cluster: &Cluster,
+    workers: &[Worker],
+    shared: &Shared<'_>,
+    step: &StepPlan,
+) -> Vec<Op> {
+    let seen_events = shared.events.lock().unwrap().len();
+    let (control, requests) = std::sync::mpsc::channel::<(Control, Sender<()>)>();
+    let done: Vec<Vec<Op>> = std::thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .iter()
+            .zip(&step.ops)
+            .map(|(w, ops)| {
+                let control = control.clone();
+                s.spawn(move || w.run_step(shared, ops, &step.kills, &control))
+            })
+            .collect();
+        drop(control);
+        let names = cluster.names();
+        while let Ok((what, done)) = requests.recv() {
+            match what {
+                Control::Kill(i) => {
+                    cluster.kill(&names[i], libc::SIGKILL);
+                }
+                Control::Restart(i) => cluster.restart(&names[i]),
+            }
+            let _ = done.send(());
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a storm client panicked"))
+            .collect()
+    });
+    // Which operations ran while a server was down or dying.
+    let events = shared.events.lock().unwrap();
+    let step_events = &events[seen_events..];
+    let down: Vec<(Nanos, Nanos)> = step_events
+        .iter()
+        .filter(|e| e.killed)
+        .map(|k| {
+            let back = step_events
+                .iter()
+                .find(|r| !r.killed && r.server == k.server && r.at >= k.at);
+            (k.at, back.map_or(Nanos::MAX, |r| r.at))
+        })
+        .collect();
+    let mut ops: Vec<Op> = done.into_iter().flatten().collect();
+    for op in &mut ops {
+        op.calm = !down.iter().any(|&(a, b)| op.start <= b && a <= op.end);
+    }
+    ops
+}
+
+/// A negative control on this very history: the checker must reject it with one file
+/// of a snapshot holding bytes no write wrote (the first snapshot with a file, and the
+/// history up to it: the search must try every order of what came before, and the
+/// shorter that is, the sooner it is done).
+fn checker_rejects_a_spoiled_copy(u: &Universe, history: &[Op], late: Nanos, trace: bool) {
+    let last = history
         .iter()
         .position(|op| match &op.seen {
             Seen::Snapshot(s) => s
                 .dirs
                 .iter()
-                .any(|d| d.entries.iter().any(|e| e.kind == Kind::File)),
+                .flat_map(|d| &d.entries)
+                .any(|e| e.kind == Kind::File),
             _ => false,
         })
-        .map(|last| {
-            let mut spoiled = history[..=last].to_vec();
-            if let Seen::Snapshot(s) = &mut spoiled[last].seen {
-                if let Some(e) = s
-                    .dirs
-                    .iter_mut()
-                    .flat_map(|d| d.entries.iter_mut())
-                    .find(|e| e.kind == Kind::File)
-                {
-                    e.data = Some(ReadObs::Other(vec![0xa5; 64]));
-                }
-            }
-            spoiled
-        })
         .expect("no snapshot holds a file");
+    let mut spoiled = history[..=last].to_vec();
+    if let Seen::Snapshot(s) = &mut spoiled[last].seen {
+        if let Some(e) = s
+            .dirs
+            .iter_mut()
+            .flat_map(|d| d.entries.iter_mut())
+            .find(|e| e.kind == Kind::File)
+        {
+            e.data = Some(ReadObs::Other(vec![0xa5; 64]));
+        }
+    }
     let checking = Instant::now();
     let rejected = history::check(u, &spoiled, late, history::DEFAULT_BUDGET);
     if trace {
@@ -988,9 +1088,18 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         rejected.is_err(),
         "the checker accepted a file holding bytes no write wrote"
     );
+}
 
-    // What the kills interrupted between the steps of multi-server operations is
-    // garbage for fsck: found, repaired, then nothing; nothing visible changed.
+/// What the kills interrupted between the steps of multi-server operations is garbage
+/// for fsck: found without changes, repaired, then nothing; the file system still shows
+/// `last` (the last snapshot), every file's link count now its number of names. Returns
+/// what fsck found.
+fn fsck_repairs_and_changes_nothing(
+    checker: &common::TestClient,
+    u: &Universe,
+    history: &[Op],
+    last: &Snap,
+) -> Vec<pvfs_client::Problem> {
     let limit = Duration::from_secs(300);
     let found = checker.run(limit, async |c| {
         c.fsck(false, Duration::ZERO).await.expect("fsck")
@@ -1019,7 +1128,7 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     );
     assert_eq!(
         snap_view(&after),
-        snap_view(&last_snap),
+        snap_view(last),
         "fsck --repair changed what the file system shows"
     );
     let bad = link_counts(u, &after);
@@ -1029,96 +1138,11 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         bad.join("\n"),
         ops_on(
             u,
-            &history,
+            history,
             &bad.iter().flat_map(|b| paths_in(b)).collect::<Vec<_>>()
         )
     );
-
-    // What was counted.
-    let counts = shared.counts.lock().unwrap();
-    let events = shared.events.lock().unwrap().clone();
-    let kills: Vec<Nanos> = events.iter().filter(|e| e.killed).map(|e| e.at).collect();
-    let mut per_server = vec![0usize; config.servers.len()];
-    for e in events.iter().filter(|e| e.killed) {
-        per_server[e.server] += 1;
-    }
-    let restarts = events.len() - kills.len();
-    let storm_ops: Vec<&Op> = history.iter().filter(|o| o.client != usize::MAX).collect();
-    let refused = storm_ops
-        .iter()
-        .filter(|o| matches!(o.main, Res::Refused(_)))
-        .count();
-    let unknown = storm_ops.iter().filter(|o| o.indeterminate()).count();
-    let raced = storm_ops
-        .iter()
-        .filter(|o| o.indeterminate() || kills.iter().any(|&k| o.start <= k && k <= o.end))
-        .count();
-    let (files, bytes) = last_snap
-        .dirs
-        .iter()
-        .flat_map(|d| &d.entries)
-        .filter_map(|e| match &e.data {
-            Some(ReadObs::Exact(id)) => Some(*id),
-            _ => None,
-        })
-        .fold((0usize, 0u64), |(n, b), id| {
-            (n + 1, b + version_len(&history, id))
-        });
-    let mut kinds: Vec<String> = found
-        .problems
-        .iter()
-        .map(|p| format!("{:?}", p.kind))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    eprintln!(
-        "crash storm: seed {seed:#x}: {} steps, {clients} clients, {} operations in {:.1?} \
-         ({} checked: {refused} refused, {unknown} indeterminate, {raced} raced a kill), \
-         {} kills ({per_server:?} per server) and {restarts} restarts; {} renames and {} links across servers; \
-         linearizable ({} configurations); {files} files ({bytes} bytes) verified at the end; \
-         fsck repaired {} problems ({}), then clean",
-        plan.steps.len(),
-        storm_ops.len(),
-        storm_time,
-        verdict.ops,
-        kills.len(),
-        counts.renames_across,
-        counts.links_across,
-        verdict.explored,
-        found.problems.len(),
-        kinds.join(", ")
-    );
-    assert_eq!(kills.len(), plan.kills(), "kills done");
-    assert_eq!(restarts, plan.kills(), "restarts done");
-    assert_eq!(storm_ops.len(), plan.ops(), "operations run");
-    assert!(
-        verdict.ops >= plan.ops() / 2,
-        "only {} of {} operations carried anything to check",
-        verdict.ops,
-        plan.ops()
-    );
-    assert!(files > 0, "no file verified at the end");
-    // A schedule of the default length surely races kills and moves names across
-    // servers; a shorter one (a knob) may not.
-    if plan.steps.len() >= 32 {
-        assert!(
-            plan.kills() >= 8,
-            "the schedule kills too rarely: {}",
-            plan.kills()
-        );
-        assert!(raced > 0, "no operation raced a kill");
-        assert!(
-            counts.renames_across > 0,
-            "no rename across servers succeeded"
-        );
-        assert!(
-            counts.links_across > 0,
-            "no hard link across servers succeeded"
-        );
-        let renames = plan.count(|c| matches!(c, Call::Rename { .. }));
-        assert!(renames >= 20, "the schedule renames too rarely: {renames}");
-    }
-    drop(replay);
+    found.problems
 }
 
 /// The length of version `id` in the history.

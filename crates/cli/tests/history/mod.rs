@@ -539,6 +539,8 @@ enum Held {
     Refused,
     /// The step did nothing.
     Nothing,
+    /// A rename's attempt moved the name.
+    Moved,
 }
 
 /// A file of the model.
@@ -799,8 +801,10 @@ enum Act {
     MoveLink,
     /// Rename in two requests, second: the old name goes if it still names that file.
     MoveUnlink,
-    /// Rename that found both names naming one file: nothing done.
-    Same,
+    /// Rename that succeeded, last: one of its attempts moved the name, or (a retry
+    /// that found both names naming one file, which sends nothing) nothing was left
+    /// to do.
+    Finish,
     /// Rename or rmdir refused: the refusal was right at some moment.
     Refuse,
     /// Link: the new name.
@@ -825,6 +829,9 @@ struct Step {
     end: Nanos,
     /// The step of the same operation that must come first.
     after: Option<u32>,
+    /// For a step that may do nothing: the later step of its operation after which it
+    /// can no longer come.
+    closed_by: Option<u32>,
     /// The step's part is indeterminate: it may do nothing.
     may_skip: bool,
 }
@@ -858,6 +865,10 @@ struct Checker<'a> {
     u: &'a Universe,
     ops: &'a [Op],
     steps: Vec<Step>,
+    /// Steps that must be placed (those of parts that may have done nothing need not).
+    required: usize,
+    /// Per operation, the end of its last step's window.
+    last_end: Vec<Nanos>,
     /// Every version written, by id.
     versions: HashMap<u32, Version>,
 }
@@ -887,6 +898,7 @@ impl<'a> Checker<'a> {
                         op.end
                     },
                     after: if chained { chain } else { None },
+                    closed_by: None,
                     may_skip,
                 });
                 if chained {
@@ -938,21 +950,22 @@ impl<'a> Checker<'a> {
                     push(Act::LinkAdd, unknown, true);
                 }
                 Call::Rename { .. } => {
-                    let n = op.moves;
-                    if op.main == Res::Ok && n == 0 {
-                        push(Act::Same, false, true);
-                    }
-                    for k in 0..n {
-                        let skip = !(op.main == Res::Ok && k + 1 == n);
+                    // Each attempt may have done its steps whatever the earlier ones
+                    // did; they came in order (closed_by, below). Which attempt moved
+                    // the name of one that succeeded, the counters do not tell: a retry
+                    // may end without a request (both names naming one file by then).
+                    for _ in 0..op.moves {
                         if op.two_step {
-                            push(Act::MoveLink, skip, true);
-                            push(Act::MoveUnlink, skip, true);
+                            push(Act::MoveLink, true, false);
+                            push(Act::MoveUnlink, true, true);
                         } else {
-                            push(Act::Move, skip, true);
+                            push(Act::Move, true, false);
                         }
                     }
-                    if let Res::Refused(_) = op.main {
-                        push(Act::Refuse, false, true);
+                    match op.main {
+                        Res::Ok => push(Act::Finish, false, false),
+                        Res::Refused(_) => push(Act::Refuse, false, false),
+                        _ => {}
                     }
                 }
                 Call::Rmdir { .. } => match op.main {
@@ -977,10 +990,36 @@ impl<'a> Checker<'a> {
                 Call::Snapshot => push(Act::Snapshot, false, true),
             }
         }
+        // A step that may do nothing can no longer come once a later step of its
+        // operation that does not wait for it came.
+        for k in 0..steps.len() {
+            if !steps[k].may_skip {
+                continue;
+            }
+            let waits_for = |mut j: usize| loop {
+                match steps[j].after {
+                    Some(a) if a as usize == k => return true,
+                    Some(a) => j = a as usize,
+                    None => return false,
+                }
+            };
+            steps[k].closed_by = (k + 1..steps.len())
+                .take_while(|&j| steps[j].op == steps[k].op)
+                .find(|&j| !waits_for(j))
+                .map(|j| j as u32);
+        }
+        let required = steps.iter().filter(|s| !s.may_skip).count();
+        let mut last_end = vec![0; ops.len()];
+        for s in &steps {
+            let e = &mut last_end[s.op as usize];
+            *e = (*e).max(s.end);
+        }
         Checker {
             u,
             ops,
             steps,
+            required,
+            last_end,
             versions,
         }
     }
@@ -992,17 +1031,6 @@ impl<'a> Checker<'a> {
         let op = &self.ops[step.op as usize];
         let u = self.u;
         let mut out = Vec::new();
-        if step.may_skip {
-            // Nothing happened (what the operation held is dropped).
-            let mut s = st.clone();
-            if matches!(
-                step.act,
-                Act::WriteNew | Act::WriteHeld | Act::LinkAdd | Act::MoveUnlink
-            ) {
-                s.take(step.op);
-            }
-            out.push(s);
-        }
         let opi = step.op;
         match (step.act, &op.call) {
             (Act::Create, Call::Create { at, .. }) => match op.main {
@@ -1128,7 +1156,7 @@ impl<'a> Checker<'a> {
                     ),
                     // The lookup of the old name was the refusal.
                     Held::Refused => (false, op.main == Res::Refused(Refusal::NoEntry)),
-                    Held::Nothing => (false, false),
+                    Held::Nothing | Held::Moved => (false, false),
                 };
                 match (op.main, held) {
                     (Res::Ok | Res::Unknown, Held::File(f)) if added => {
@@ -1149,6 +1177,7 @@ impl<'a> Checker<'a> {
                         s.put(*to, Entry::File(f), false);
                         if step.act == Act::Move {
                             s.remove(*from, false);
+                            s.hold(opi, Held::Moved);
                         } else {
                             s.hold(opi, Held::File(f));
                         }
@@ -1161,14 +1190,24 @@ impl<'a> Checker<'a> {
                 if let Held::File(f) = s.take(opi) {
                     if s.file_at(*from) == Some(f) {
                         s.remove(*from, false);
+                        s.hold(opi, Held::Moved);
                         out.push(s);
                     }
                 }
             }
-            (Act::Same, Call::Rename { from, to })
-                if st.file_at(*from).is_some() && st.file_at(*from) == st.file_at(*to) =>
-            {
-                out.push(st.clone());
+            (Act::Finish, Call::Rename { from, to }) => {
+                let mut s = st.clone();
+                let done = match s.take(opi) {
+                    Held::Moved => true,
+                    // Nothing left to do: both names name one file.
+                    Held::Nothing => {
+                        s.file_at(*from).is_some() && s.file_at(*from) == s.file_at(*to)
+                    }
+                    _ => false,
+                };
+                if done {
+                    out.push(s);
+                }
             }
             (Act::Refuse, Call::Rename { from, to }) => {
                 let right = match op.main {
@@ -1269,6 +1308,9 @@ impl<'a> Checker<'a> {
                     // Which operation created a file no longer matters: configurations
                     // that differ only in that are one from here on.
                     let mut s = st.clone();
+                    // What operations whose steps can no longer come hold is dead.
+                    s.held
+                        .retain(|&(o, _)| self.last_end[o as usize] >= op.start);
                     s.canonicalize();
                     out.push(s);
                 }
@@ -1409,25 +1451,21 @@ impl<'a> Checker<'a> {
     }
 
     fn search(&self, budget: usize) -> Result<Verdict, String> {
-        let n = self.steps.len();
-        let words = n.div_ceil(64);
         let informative = self
             .steps
             .iter()
             .map(|s| s.op)
             .collect::<HashSet<_>>()
             .len();
-        if n == 0 {
+        if self.required == 0 {
             return Ok(Verdict {
-                ops: 0,
+                ops: informative,
                 steps: 0,
                 explored: 0,
             });
         }
         let mut memo: HashSet<u128> = HashSet::new();
-        let mut stack: Vec<Frame> = Vec::new();
-        let root = Frame::new(self, vec![0; words], 0, 0, State::default());
-        stack.push(root);
+        let mut stack: Vec<Frame> = vec![self.root()];
         let mut explored = 1usize;
         let mut best = Best::default();
         while let Some(top) = stack.last_mut() {
@@ -1435,20 +1473,19 @@ impl<'a> Checker<'a> {
                 let si = top.cands[top.cand_i - 1] as usize;
                 let state = std::mem::take(&mut top.succ[top.succ_i]);
                 top.succ_i += 1;
+                let step = &self.steps[si];
                 let mut placed = top.placed.clone();
                 placed[si / 64] |= 1 << (si % 64);
-                let count = top.count + 1;
-                if count == n {
+                let count = top.count + usize::from(!step.may_skip);
+                if count == self.required {
                     return Ok(Verdict {
                         ops: informative,
-                        steps: n,
+                        steps: count,
                         explored,
                     });
                 }
-                let mut lo = top.lo;
-                while lo < n && placed[lo / 64] & (1 << (lo % 64)) != 0 {
-                    lo += 1;
-                }
+                let latest = top.latest.max(step.start);
+                let lo = self.first_open(&placed, top.lo, latest);
                 if !memo.insert(key(&placed, lo, &state)) {
                     continue;
                 }
@@ -1456,11 +1493,10 @@ impl<'a> Checker<'a> {
                 if explored > budget {
                     return Err(self.report(&best, &stack, explored, true));
                 }
-                let frame = Frame::new(self, placed, count, lo, state);
+                let frame = Frame::new(self, placed, count, lo, latest, state);
                 if count > best.count {
                     best = Best {
                         count,
-                        lo,
                         state: frame.state.clone(),
                         cands: frame.cands.clone(),
                         path: stack
@@ -1481,16 +1517,45 @@ impl<'a> Checker<'a> {
             }
         }
         if best.count == 0 {
-            best.state = State::default();
-            best.cands = Frame::new(self, vec![0; words], 0, 0, State::default()).cands;
+            let root = self.root();
+            best.state = root.state;
+            best.cands = root.cands;
         }
         Err(self.report(&best, &[], explored, false))
     }
 
-    /// Steps that may come next after `placed`: those invoked before every step not
-    /// placed yet had to complete, whose earlier step (if any) is placed; steps that
-    /// must happen first, then those that may do nothing, the most urgent first.
-    fn candidates(&self, placed: &[u64], lo: usize) -> Vec<u32> {
+    fn root(&self) -> Frame {
+        let placed = vec![0; self.steps.len().div_ceil(64)];
+        let lo = self.first_open(&placed, 0, 0);
+        Frame::new(self, placed, 0, lo, 0, State::default())
+    }
+
+    /// The first step from `lo` on that may still be placed: not placed, and for one
+    /// that may do nothing, not closed (a step invoked after its window ended is
+    /// placed already, `latest` being the latest invocation placed).
+    fn first_open(&self, placed: &[u64], mut lo: usize, latest: Nanos) -> usize {
+        while lo < self.steps.len() {
+            if !is_set(placed, lo) && !self.closed(placed, lo, latest) {
+                break;
+            }
+            lo += 1;
+        }
+        lo
+    }
+
+    /// Whether step `j`, one that may do nothing, can no longer come: its window ended
+    /// before a step placed was invoked, or a later step of its operation came.
+    fn closed(&self, placed: &[u64], j: usize, latest: Nanos) -> bool {
+        let s = &self.steps[j];
+        s.may_skip && (s.end < latest || s.closed_by.is_some_and(|c| is_set(placed, c as usize)))
+    }
+
+    /// Steps that may come next: not placed, their operation's earlier step placed, and
+    /// invoked before every step that must still be placed had to complete; one that
+    /// may do nothing also only while its window is open (not ended before a placed
+    /// step was invoked). Those that must happen first, the most urgent first; those
+    /// that may do nothing last, for an observation to call for them.
+    fn candidates(&self, placed: &[u64], lo: usize, latest: Nanos) -> Vec<u32> {
         let mut bound = Nanos::MAX;
         let mut out: Vec<u32> = Vec::new();
         for j in lo..self.steps.len() {
@@ -1498,18 +1563,17 @@ impl<'a> Checker<'a> {
             if s.start > bound {
                 break;
             }
-            if placed[j / 64] & (1 << (j % 64)) != 0 {
+            if is_set(placed, j) || self.closed(placed, j, latest) {
                 continue;
             }
-            bound = bound.min(s.end);
-            let ready = s
-                .after
-                .is_none_or(|a| placed[a as usize / 64] & (1 << (a % 64)) != 0);
+            if !s.may_skip {
+                bound = bound.min(s.end);
+            }
+            let ready = s.after.is_none_or(|a| is_set(placed, a as usize));
             if ready {
                 out.push(j as u32);
             }
         }
-        // Drop those invoked after the bound found later in the scan.
         out.retain(|&j| self.steps[j as usize].start <= bound);
         out.sort_by_key(|&j| {
             let s = &self.steps[j as usize];
@@ -1765,6 +1829,12 @@ impl Checker<'_> {
                             dir: d,
                             name: e.name,
                         };
+                        if e.kind == Kind::File && e.data.is_none() {
+                            out.push((
+                                Some(slot),
+                                format!("{}: nothing could be read", u.path(slot)),
+                            ));
+                        }
                         let (Some(f), Some(obs)) = (st.file_at(slot), &e.data) else {
                             continue;
                         };
@@ -1840,6 +1910,11 @@ impl Checker<'_> {
     }
 }
 
+/// Whether bit `i` of `bits` is set.
+fn is_set(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
+}
+
 /// Whether refusal `r` of adding a name at `at` was right in `st`.
 fn refusal_of_add(u: &Universe, st: &State, at: Slot, r: Refusal) -> bool {
     match r {
@@ -1873,8 +1948,11 @@ fn slots_of(c: &Call) -> Vec<Slot> {
 /// One node of the search: the steps placed, the state, and where its children are.
 struct Frame {
     placed: Vec<u64>,
+    /// Steps placed of those that must be.
     count: usize,
     lo: usize,
+    /// The latest invocation of a step placed.
+    latest: Nanos,
     state: State,
     cands: Vec<u32>,
     cand_i: usize,
@@ -1883,12 +1961,20 @@ struct Frame {
 }
 
 impl Frame {
-    fn new(c: &Checker<'_>, placed: Vec<u64>, count: usize, lo: usize, state: State) -> Frame {
-        let cands = c.candidates(&placed, lo);
+    fn new(
+        c: &Checker<'_>,
+        placed: Vec<u64>,
+        count: usize,
+        lo: usize,
+        latest: Nanos,
+        state: State,
+    ) -> Frame {
+        let cands = c.candidates(&placed, lo, latest);
         Frame {
             placed,
             count,
             lo,
+            latest,
             state,
             cands,
             cand_i: 0,
@@ -1902,7 +1988,6 @@ impl Frame {
 #[derive(Default)]
 struct Best {
     count: usize,
-    lo: usize,
     state: State,
     cands: Vec<u32>,
     /// The steps placed, and which of each one's successor states was taken.

@@ -586,3 +586,24 @@ fn link_counts_may_lag_names_only_by_a_rename_cut_short() {
     h.read(0, (22, 23), "/b/f1", v(1)).main = Res::Refused(Refusal::NoEntry);
     h.fails();
 }
+
+#[test]
+fn a_rename_may_succeed_without_moving_when_a_concurrent_one_did() {
+    // Two clients rename one name to one place at once: one moves it, the other's
+    // attempt fails and its retry finds both names naming the file (nothing to do).
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.rename(1, (10, 50), "/a/f0", "/b/f1").two_step = true;
+    h.rename(2, (12, 52), "/a/f0", "/b/f1").two_step = true;
+    h.snapshot((60, 61), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
+    h.passes();
+    // But a rename that succeeded does not leave the old name behind.
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.rename(1, (10, 50), "/a/f0", "/b/f1").two_step = true;
+    h.snapshot(
+        (60, 61),
+        &[("/a", &[("f0", 7, v(1))]), ("/b", &[("f1", 7, v(1))])],
+    );
+    h.fails();
+}
