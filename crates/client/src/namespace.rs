@@ -1048,13 +1048,20 @@ impl Client {
                 if let Some(v) = &sealed {
                     self.unseal(v).await;
                 }
-                // A name that appeared at the destination after the lookup above is a
-                // concurrent change like any other: the rename starts again (and
-                // replaces it), rather than failing as rename(2) never does.
-                if e.errno == Errno::EEXIST && mode == RenameMode::Replace {
+                // A name that appeared at the destination after the lookup above, or
+                // an object looked up above that is gone by now (a concurrent rename
+                // replaced it, an unlink removed it), is a concurrent change like any
+                // other: the rename starts again and looks both names up anew,
+                // rather than failing as rename(2) would not.
+                let changed = match e.errno {
+                    Errno::EEXIST => Some("appeared"),
+                    Errno::ENOENT => Some("changed"),
+                    _ => None,
+                };
+                if let (Some(how), RenameMode::Replace) = (changed, mode) {
                     return Err(Error::new(
                         Errno::ESTALE,
-                        format!("{to} appeared while {from} was renamed to it"),
+                        format!("{to} or {from} {how} while {from} was renamed: {e}"),
                     ));
                 }
                 return Err(e.for_path(from));
