@@ -134,6 +134,14 @@ impl Plan {
             dir: rng.range(0, ndirs) as u16,
             name: rng.range(0, FILES.len() as u64) as u16,
         };
+        let two_slots = |rng: &mut Rng| {
+            let from = file_slot(rng);
+            let mut to = file_slot(rng);
+            while to == from {
+                to = file_slot(rng);
+            }
+            (from, to)
+        };
         let sub_slot = |rng: &mut Rng| Slot {
             dir: rng.range(0, TOP.len() as u64) as u16,
             name: sub,
@@ -159,19 +167,11 @@ impl Plan {
                             at: file_slot(&mut rng),
                         },
                         39..53 => {
-                            let from = file_slot(&mut rng);
-                            let mut to = file_slot(&mut rng);
-                            while to == from {
-                                to = file_slot(&mut rng);
-                            }
+                            let (from, to) = two_slots(&mut rng);
                             Call::Rename { from, to }
                         }
                         53..63 => {
-                            let from = file_slot(&mut rng);
-                            let mut to = file_slot(&mut rng);
-                            while to == from {
-                                to = file_slot(&mut rng);
-                            }
+                            let (from, to) = two_slots(&mut rng);
                             Call::Link { from, to }
                         }
                         63..72 => Call::Unlink {

@@ -950,15 +950,22 @@ impl<'a> Checker<'a> {
                     push(Act::LinkAdd, unknown, true);
                 }
                 Call::Rename { .. } => {
-                    // Each attempt may have done its steps whatever the earlier ones
-                    // did; they came in order (closed_by, below). Which attempt moved
-                    // the name of one that succeeded, the counters do not tell: a retry
-                    // may end without a request (both names naming one file by then).
-                    for _ in 0..op.moves {
+                    // An attempt the client started again ended with ESTALE: in two
+                    // steps, the new name may have gone in; in one, nothing happened.
+                    // Only the last may have moved the name (unless it was refused),
+                    // and a rename that succeeded may have ended with a retry that
+                    // found both names naming one file, which sends nothing. Whatever
+                    // one attempt did, the next may do its own; they came in order
+                    // (closed_by, below).
+                    let refused = matches!(op.main, Res::Refused(_));
+                    for k in 0..op.moves {
+                        let moves = k + 1 == op.moves && !refused;
                         if op.two_step {
                             push(Act::MoveLink, true, false);
-                            push(Act::MoveUnlink, true, true);
-                        } else {
+                            if moves {
+                                push(Act::MoveUnlink, true, true);
+                            }
+                        } else if moves {
                             push(Act::Move, true, false);
                         }
                     }
@@ -1761,22 +1768,13 @@ impl Checker<'_> {
         // (slot, what the model has, what was seen)
         let compare = |d: u16, want: Vec<(u16, Kind)>, got: Vec<(u16, Kind)>| {
             let mut out = Vec::new();
-            for (n, k) in &want {
-                if !got.contains(&(*n, *k)) {
+            for (these, others, how) in [
+                (&want, &got, "is in the model, not seen"),
+                (&got, &want, "is seen, not in the model"),
+            ] {
+                for (n, k) in these.iter().filter(|e| !others.contains(e)) {
                     let slot = Slot { dir: d, name: *n };
-                    out.push((
-                        Some(slot),
-                        format!("{} ({k:?}) is in the model, not seen", u.path(slot)),
-                    ));
-                }
-            }
-            for (n, k) in &got {
-                if !want.contains(&(*n, *k)) {
-                    let slot = Slot { dir: d, name: *n };
-                    out.push((
-                        Some(slot),
-                        format!("{} ({k:?}) is seen, not in the model", u.path(slot)),
-                    ));
+                    out.push((Some(slot), format!("{} ({k:?}) {how}", u.path(slot))));
                 }
             }
             out

@@ -184,6 +184,16 @@ impl H {
         }
     }
 
+    /// Passes when `fine`, fails otherwise.
+    #[track_caller]
+    fn holds(&self, fine: bool) {
+        if fine {
+            self.passes();
+        } else {
+            self.fails();
+        }
+    }
+
     #[track_caller]
     fn fails(&self) -> String {
         match self.check() {
@@ -252,11 +262,7 @@ fn an_interrupted_rename_may_leave_either_name_or_in_two_steps_both() {
         r.main = Res::Unknown;
         r.two_step = two_step;
         h.snapshot((10, 11), &[("/a", a), ("/b", b)]);
-        if fine {
-            h.passes();
-        } else {
-            h.fails();
-        }
+        h.holds(fine);
     }
 }
 
@@ -359,11 +365,7 @@ fn an_indeterminate_create_may_or_may_not_have_happened() {
         c.late = late;
         h.readdir(1, (first, first + 1), "/a", &[]);
         h.readdir(1, (second, second + 1), "/a", &["f0"]);
-        if fine {
-            h.passes();
-        } else {
-            h.fails();
-        }
+        h.holds(fine);
     }
     // A part that sent nothing did not happen.
     let mut h = H::new();
@@ -505,11 +507,7 @@ fn a_write_cut_short_may_have_landed_in_part_only_when_it_spans_datafiles() {
         );
         c.data = Res::Unknown;
         h.snapshot((20, 21), &[("/a", &[("f0", 7, seen)]), ("/b", &[])]);
-        if fine {
-            h.passes();
-        } else {
-            h.fails();
-        }
+        h.holds(fine);
     }
 }
 
@@ -606,4 +604,36 @@ fn a_rename_may_succeed_without_moving_when_a_concurrent_one_did() {
         &[("/a", &[("f0", 7, v(1))]), ("/b", &[("f1", 7, v(1))])],
     );
     h.fails();
+}
+
+#[test]
+fn a_refused_rename_moved_nothing() {
+    // In one step: nothing at all; and the refusal must be right.
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.rename(0, (2, 3), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
+    h.fails();
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.rename(1, (10, 20), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
+    h.unlink(0, (12, 13), "/a/f0");
+    h.snapshot((30, 31), &[("/a", &[]), ("/b", &[])]);
+    h.passes();
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.rename(1, (10, 20), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
+    h.unlink(0, (12, 13), "/a/f0");
+    h.snapshot((30, 31), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
+    h.fails();
+    // In two steps, the new name may have gone in (its old name went meanwhile); the
+    // old name never went by the rename's doing.
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
+    r.main = Res::Refused(Refusal::NoEntry);
+    r.two_step = true;
+    h.unlink(0, (12, 13), "/a/f0");
+    h.snapshot((30, 31), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
+    set_nlink(&mut h, 0);
+    h.passes();
 }
