@@ -1586,6 +1586,18 @@ impl<'a> Checker<'a> {
             let s = &self.steps[j as usize];
             (s.may_skip, s.end)
         });
+        // Should the most urgent step not fit, its own operation's steps that may do
+        // nothing are the likeliest to make it fit (a rename's attempts before its
+        // finish): they come right after it.
+        if let Some(&first) = out.first() {
+            let op = self.steps[first as usize].op;
+            let (own, rest): (Vec<u32>, Vec<u32>) = out[1..].iter().partition(|&&j| {
+                self.steps[j as usize].may_skip && self.steps[j as usize].op == op
+            });
+            out.truncate(1);
+            out.extend(own);
+            out.extend(rest);
+        }
         out
     }
 
