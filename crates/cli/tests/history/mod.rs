@@ -847,9 +847,10 @@ pub struct Verdict {
     pub explored: usize,
 }
 
-/// How many configurations the search may explore before it gives up (a failure too:
-/// a correct history is found quickly, because the search follows real time).
-pub const DEFAULT_BUDGET: usize = 1_000_000;
+/// How many configurations the search may explore before it gives up (a failure too).
+/// A storm's history of the default length took up to about a million to check, most
+/// far fewer; a violation takes as many as the orders before it.
+pub const DEFAULT_BUDGET: usize = 4_000_000;
 
 /// Checks `ops` (any order) against the model: `Ok` with counts when some
 /// linearization exists, else a report. `late`: how long after an indeterminate
