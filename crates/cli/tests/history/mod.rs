@@ -858,8 +858,22 @@ pub const DEFAULT_BUDGET: usize = 4_000_000;
 pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: usize) -> Result<Verdict, String> {
     let mut ops: Vec<Op> = ops.to_vec();
     ops.sort_by_key(|o| (o.start, o.end));
-    let checker = Checker::new(u, &ops, late);
-    checker.search(budget)
+    // A snapshot that could not read everything fits no state: rather than try every
+    // order of what came before, check that, and show the snapshot against where it
+    // ends (the snapshot's step is the last of its history).
+    let broken = ops
+        .iter()
+        .position(|op| matches!(&op.seen, Seen::Snapshot(s) if !s.errors.is_empty()));
+    if let Some(i) = broken {
+        let (verdict, mut best) = Checker::new(u, &ops[..i], late).search(budget)?;
+        let full = Checker::new(u, &ops[..=i], late);
+        best.cands = vec![(full.steps.len() - 1) as u32];
+        return Err(format!(
+            "a snapshot shows what no state can (what came before it is linearizable):\n{}",
+            full.report(&best, &[], verdict.explored, false)
+        ));
+    }
+    Checker::new(u, &ops, late).search(budget).map(|(v, _)| v)
 }
 
 struct Checker<'a> {
@@ -1458,7 +1472,8 @@ impl<'a> Checker<'a> {
         true
     }
 
-    fn search(&self, budget: usize) -> Result<Verdict, String> {
+    /// Searches for a linearization: the counts and where it ends, or a report.
+    fn search(&self, budget: usize) -> Result<(Verdict, Best), String> {
         let informative = self
             .steps
             .iter()
@@ -1466,11 +1481,12 @@ impl<'a> Checker<'a> {
             .collect::<HashSet<_>>()
             .len();
         if self.required == 0 {
-            return Ok(Verdict {
+            let verdict = Verdict {
                 ops: informative,
                 steps: 0,
                 explored: 0,
-            });
+            };
+            return Ok((verdict, Best::default()));
         }
         let mut memo: HashSet<u128> = HashSet::new();
         let mut stack: Vec<Frame> = vec![self.root()];
@@ -1486,11 +1502,23 @@ impl<'a> Checker<'a> {
                 placed[si / 64] |= 1 << (si % 64);
                 let count = top.count + usize::from(!step.may_skip);
                 if count == self.required {
-                    return Ok(Verdict {
+                    let verdict = Verdict {
                         ops: informative,
                         steps: count,
                         explored,
-                    });
+                    };
+                    let path = stack
+                        .iter()
+                        .filter(|f| f.cand_i > 0 && f.succ_i > 0)
+                        .map(|f| (f.cands[f.cand_i - 1], f.succ_i - 1))
+                        .collect();
+                    let best = Best {
+                        count,
+                        state,
+                        cands: Vec::new(),
+                        path,
+                    };
+                    return Ok((verdict, best));
                 }
                 let latest = top.latest.max(step.start);
                 let lo = self.first_open(&placed, top.lo, latest);

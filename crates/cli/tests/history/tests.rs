@@ -637,3 +637,25 @@ fn a_refused_rename_moved_nothing() {
     set_nlink(&mut h, 0);
     h.passes();
 }
+
+#[test]
+fn a_snapshot_that_could_not_read_everything_fails_at_once() {
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.snapshot((10, 11), &[("/a", &[("f0", 7, v(1))]), ("/b", &[])]);
+    let Some(Seen::Snapshot(s)) = h.ops.last_mut().map(|o| &mut o.seen) else {
+        unreachable!("the last operation is the snapshot");
+    };
+    s.errors.push("/a/f0: the entry points nowhere".into());
+    s.dirs[0].entries[0].data = None;
+    let report = h.fails();
+    assert!(
+        report.contains("a snapshot shows what no state can"),
+        "{report}"
+    );
+    assert!(report.contains("/a/f0: nothing could be read"), "{report}");
+    // A violation before it is reported as such.
+    h.read(1, (2, 3), "/a/f0", v(99));
+    let report = h.fails();
+    assert!(!report.contains("a snapshot shows"), "{report}");
+}
