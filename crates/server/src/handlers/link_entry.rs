@@ -10,7 +10,7 @@ use pvfs_proto::{
     Timespec,
 };
 
-use crate::replay::{remember, replayed};
+use crate::replay::{remember, replayed, replayed_now};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -59,6 +59,14 @@ pub async fn handle(
     check_name(&name).map_err(|e| OpError::new(e, format!("invalid name {name:?}")))?;
     ctx.caps
         .check_ticket(ticket, handle, rights::MOVE, caller)?;
+    // A retry of a link that was done is answered from the record before the checks
+    // below look for the object it replaced (and may have deleted).
+    // What was left to do after its commit is done again, as for a retry answered in
+    // the commit below.
+    if let Some(mut done) = replayed_now(ctx, retry)? {
+        finish_replaced(ctx, caller, fate, retry, &mut done).await;
+        return Ok(done);
+    }
     let dir_attr = lookup::change(ctx, caller, dir).await?;
     lookup::check_placement(ctx, &dir_attr, &name)?;
     if let Some(r) = replace {

@@ -6,7 +6,7 @@ use pvfs_proto::access::{self, MAY_WRITE};
 use pvfs_proto::types::check_name;
 use pvfs_proto::{Errno, Handle, LinkDrop, Response, RetryKey, Timespec};
 
-use crate::replay::replayed;
+use crate::replay::{replayed, replayed_now};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
@@ -48,6 +48,14 @@ pub async fn handle(
     ctx.require_meta()?;
     check_name(&m.dst_name)
         .map_err(|e| OpError::new(e, format!("invalid name {:?}", m.dst_name)))?;
+    // A retry of a rename that was done is answered from the record before the checks
+    // below look for objects the rename itself may have deleted (the one it replaced).
+    // What was left to do after its commit is done again, as for a retry answered in
+    // the commit below.
+    if let Some(mut done) = replayed_now(ctx, retry)? {
+        finish_replaced(ctx, caller, m.fate, retry, &mut done).await;
+        return Ok(done);
+    }
     let c = &caller.creds;
     let src_attr = lookup::change(ctx, caller, m.src_dir).await?;
     let dst_attr = if m.dst_dir == m.src_dir {
