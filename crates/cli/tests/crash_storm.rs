@@ -862,6 +862,10 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         counts: Mutex::new(Counts::default()),
     };
     let late = common::scaled(LATE).as_nanos() as Nanos;
+    let budget = history::Budget {
+        time: common::scaled(history::DEFAULT_BUDGET.time),
+        ..history::DEFAULT_BUDGET
+    };
     let mut history: Vec<Op> = Vec::new();
     let mut verdict = None;
     let started = Instant::now();
@@ -892,7 +896,7 @@ fn operations_stay_linearizable_while_servers_are_killed() {
             continue;
         }
         let checking = Instant::now();
-        match history::check(u, &history, late, history::DEFAULT_BUDGET) {
+        match history::check(u, &history, late, budget) {
             Ok(v) => {
                 if trace {
                     eprintln!(
@@ -913,7 +917,7 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         Seen::Snapshot(s) => s.clone(),
         _ => unreachable!("the last operation is the snapshot"),
     };
-    checker_rejects_a_spoiled_copy(u, &history, late, trace);
+    checker_rejects_a_spoiled_copy(u, &history, late, budget, trace);
     let found = fsck_repairs_and_changes_nothing(&checker, u, &history, &last_snap);
 
     // What was counted.
@@ -950,8 +954,9 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         "crash storm: seed {seed:#x}: {} steps, {clients} clients, {} operations in {:.1?} \
          ({} checked: {refused} refused, {unknown} indeterminate, {raced} raced a kill), \
          {} kills ({per_server:?} per server) and {restarts} restarts; {} renames and {} \
-         links across servers; linearizable ({} configurations); {} files ({bytes} bytes) \
-         verified at the end; fsck repaired {} problem(s) ({}), then found none",
+         links across servers; {} fsyncs ({} failed with a server down); linearizable ({} \
+         configurations); {} files ({bytes} bytes) verified at the end; fsck repaired {} \
+         problem(s) ({}), then found none",
         plan.steps.len(),
         storm_ops.len(),
         storm_time,
@@ -959,6 +964,8 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         kills.len(),
         counts.renames_across,
         counts.links_across,
+        counts.fsyncs.0 + counts.fsyncs.1,
+        counts.fsyncs.1,
         verdict.explored,
         exact.len(),
         found.len(),
@@ -1058,7 +1065,13 @@ fn run_step(
 /// of a snapshot holding bytes no write wrote (the first snapshot with a file, and the
 /// history up to it: the search must try every order of what came before, and the
 /// shorter that is, the sooner it is done).
-fn checker_rejects_a_spoiled_copy(u: &Universe, history: &[Op], late: Nanos, trace: bool) {
+fn checker_rejects_a_spoiled_copy(
+    u: &Universe,
+    history: &[Op],
+    late: Nanos,
+    budget: history::Budget,
+    trace: bool,
+) {
     let last = history
         .iter()
         .position(|op| match &op.seen {
@@ -1082,7 +1095,7 @@ fn checker_rejects_a_spoiled_copy(u: &Universe, history: &[Op], late: Nanos, tra
         }
     }
     let checking = Instant::now();
-    let rejected = history::check(u, &spoiled, late, history::DEFAULT_BUDGET);
+    let rejected = history::check(u, &spoiled, late, budget);
     if trace {
         eprintln!(
             "the spoiled history ({} operations) rejected in {:.1?}",
@@ -1186,4 +1199,68 @@ fn paths_in(line: &str) -> Vec<String> {
         .filter(|s| s.starts_with('/'))
         .map(str::to_string)
         .collect()
+}
+
+/// A rename over an existing file whose reply is lost after its commit (the connection
+/// drops instead: a server killed between its commit and its answer) is retried with
+/// the same key and answered from the recorded reply, although the file it replaced is
+/// gone by then: the server used to look for that file before it looked for the
+/// record, and failed the retry with ENOENT, reporting a rename that had happened as
+/// refused (the storm found it). Renames in one request and in two, each server
+/// dropping its first reply of each.
+#[test]
+fn a_rename_over_a_file_whose_reply_was_lost_is_answered_once() {
+    let cluster = Cluster::builder()
+        .server_env("PVFS_FAULTS", "drop-reply:Rename:1,drop-reply:LinkEntry:1")
+        .start();
+    // Pairs of names in the root on one server (even) and on two (odd).
+    let shards = cluster.config().meta_servers().len() as u32;
+    let shard = |n: &str| pvfs_proto::name_shard(n, shards);
+    let pairs: Vec<(String, String)> = (0..12)
+        .map(|i| {
+            let from = format!("x{i}");
+            let to = (0..)
+                .map(|j| format!("y{i}.{j}"))
+                .find(|to| (shard(to) == shard(&from)) == (i % 2 == 0))
+                .expect("a name in some shard");
+            (format!("/{from}"), format!("/{to}"))
+        })
+        .collect();
+    let tc = cluster.client();
+    let sent = tc.run(Duration::from_secs(120), async |c| {
+        for (from, to) in &pairs {
+            for (path, data) in [(from, b"moved"), (to, b"older")] {
+                let f = c
+                    .create(path, 0o644, LayoutSpec::default(), true)
+                    .await
+                    .expect("create");
+                f.write_at(0, data).await.expect("write");
+            }
+            c.rename(from, to)
+                .await
+                .unwrap_or_else(|e| panic!("rename {from} over {to}: {e}"));
+            let mut buf = [0u8; 8];
+            let n = c
+                .open(to)
+                .await
+                .expect("open the new name")
+                .read_at(0, &mut buf)
+                .await
+                .expect("read");
+            assert_eq!(&buf[..n], b"moved", "{to} names the renamed file");
+            assert_eq!(
+                c.stat(from).await.err().map(|e| e.errno),
+                Some(Errno::ENOENT),
+                "{from} is gone"
+            );
+        }
+        c.stats().per_op()
+    });
+    // Both kinds of rename ran, and replies were dropped (a retry sends again).
+    let count = |op: &str| sent.get(op).copied().unwrap_or(0);
+    assert!(count("Rename") > 1 && count("LinkEntry") > 1, "{sent:?}");
+    assert!(
+        count("Rename") + count("LinkEntry") > 12,
+        "no reply was dropped: {sent:?}"
+    );
 }

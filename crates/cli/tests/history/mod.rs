@@ -847,15 +847,28 @@ pub struct Verdict {
     pub explored: usize,
 }
 
-/// How many configurations the search may explore before it gives up (a failure too).
-/// A storm's history of the default length took up to about a million to check, most
-/// far fewer; a violation takes as many as the orders before it.
-pub const DEFAULT_BUDGET: usize = 4_000_000;
+/// How much the search may explore before it gives up (a failure too).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Configurations. A storm's history of the default length took up to about a
+    /// million to check, most far fewer; a violation takes as many as the orders
+    /// before it.
+    pub configurations: usize,
+    /// Time.
+    pub time: std::time::Duration,
+}
+
+/// What a check may take by default, on a machine as fast as a developer's 2-core
+/// laptop (scale the time for a slower one).
+pub const DEFAULT_BUDGET: Budget = Budget {
+    configurations: 4_000_000,
+    time: std::time::Duration::from_secs(120),
+};
 
 /// Checks `ops` (any order) against the model: `Ok` with counts when some
 /// linearization exists, else a report. `late`: how long after an indeterminate
 /// operation completed its effect may still come (a request queued at a live server).
-pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: usize) -> Result<Verdict, String> {
+pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: Budget) -> Result<Verdict, String> {
     let mut ops: Vec<Op> = ops.to_vec();
     ops.sort_by_key(|o| (o.start, o.end));
     // A snapshot that could not read everything fits no state: rather than try every
@@ -1473,7 +1486,8 @@ impl<'a> Checker<'a> {
     }
 
     /// Searches for a linearization: the counts and where it ends, or a report.
-    fn search(&self, budget: usize) -> Result<(Verdict, Best), String> {
+    fn search(&self, budget: Budget) -> Result<(Verdict, Best), String> {
+        let started = std::time::Instant::now();
         let informative = self
             .steps
             .iter()
@@ -1526,7 +1540,9 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 explored += 1;
-                if explored > budget {
+                let spent = explored > budget.configurations
+                    || (explored.is_multiple_of(1024) && started.elapsed() > budget.time);
+                if spent {
                     return Err(self.report(&best, &stack, explored, true));
                 }
                 let frame = Frame::new(self, placed, count, lo, latest, state);
@@ -1571,12 +1587,17 @@ impl<'a> Checker<'a> {
     /// placed already, `latest` being the latest invocation placed).
     fn first_open(&self, placed: &[u64], mut lo: usize, latest: Nanos) -> usize {
         while lo < self.steps.len() {
+            // 64 steps placed at once.
+            if lo.is_multiple_of(64) && placed[lo / 64] == u64::MAX {
+                lo += 64;
+                continue;
+            }
             if !is_set(placed, lo) && !self.closed(placed, lo, latest) {
                 break;
             }
             lo += 1;
         }
-        lo
+        lo.min(self.steps.len())
     }
 
     /// Whether step `j`, one that may do nothing, can no longer come: its window ended
@@ -1594,11 +1615,19 @@ impl<'a> Checker<'a> {
     fn candidates(&self, placed: &[u64], lo: usize, latest: Nanos) -> Vec<u32> {
         let mut bound = Nanos::MAX;
         let mut out: Vec<u32> = Vec::new();
-        for j in lo..self.steps.len() {
+        let mut j = lo;
+        while j < self.steps.len() {
             let s = &self.steps[j];
             if s.start > bound {
                 break;
             }
+            // 64 steps placed at once: nothing there.
+            if j.is_multiple_of(64) && placed[j / 64] == u64::MAX {
+                j += 64;
+                continue;
+            }
+            j += 1;
+            let j = j - 1;
             if is_set(placed, j) || self.closed(placed, j, latest) {
                 continue;
             }
@@ -1636,7 +1665,8 @@ impl<'a> Checker<'a> {
         if gave_up {
             let _ = writeln!(
                 out,
-                "the checker gave up after {explored} configurations without finding a linearization \
+                "the checker gave up after {explored} configurations (its budget of them or of time) \
+                 without finding a linearization \
                  (the furthest it got is below; {} frames deep)",
                 stack.len()
             );
