@@ -312,31 +312,42 @@ impl Client {
         more: u32,
     ) -> Result<(DirEntry, Attr)> {
         let server = self.entry_server(dir, name);
-        let req = Request::Lookup(req::Lookup {
-            dir: dir.handle,
-            name: name.to_string(),
-            want: rights::READ | rights::VISIT | more,
-        });
-        match self.rpc(server, req).await? {
-            Response::Entry {
-                entry,
-                attr: Some(attr),
-                caps,
-            } => {
-                self.remember_dir(&attr);
-                self.remember_caps(entry.handle, caps);
-                Ok((entry, attr))
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let req = Request::Lookup(req::Lookup {
+                dir: dir.handle,
+                name: name.to_string(),
+                want: rights::READ | rights::VISIT | more,
+            });
+            match self.rpc(server, req).await? {
+                Response::Entry {
+                    entry,
+                    attr: Some(attr),
+                    caps,
+                } => {
+                    self.remember_dir(&attr);
+                    self.remember_caps(entry.handle, caps);
+                    return Ok((entry, attr));
+                }
+                Response::Entry {
+                    entry,
+                    attr: None,
+                    caps,
+                } => {
+                    self.remember_caps(entry.handle, caps);
+                    match self.getattr(entry.handle).await {
+                        Ok(attr) => return Ok((entry, attr)),
+                        // The object went between the entry's lookup and the request
+                        // for its attributes at its owner (a rename replaced it, an
+                        // unlink removed it): the name may name another object by
+                        // now, or none. Look it up again.
+                        Err(e) if e.errno == Errno::ENOENT && attempt < RETRIES => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                other => return Err(unexpected("Lookup", &other)),
             }
-            Response::Entry {
-                entry,
-                attr: None,
-                caps,
-            } => {
-                self.remember_caps(entry.handle, caps);
-                let attr = self.getattr(entry.handle).await?;
-                Ok((entry, attr))
-            }
-            other => Err(unexpected("Lookup", &other)),
         }
     }
 
@@ -1058,6 +1069,22 @@ impl Client {
             Err(e) => {
                 if let Some(v) = &sealed {
                     self.unseal(v).await;
+                }
+                // A name that appeared at the destination after the lookup above, or
+                // an object looked up above that is gone by now (a concurrent rename
+                // replaced it, an unlink removed it), is a concurrent change like any
+                // other: the rename starts again and looks both names up anew,
+                // rather than failing as rename(2) would not.
+                let changed = match e.errno {
+                    Errno::EEXIST => Some("appeared"),
+                    Errno::ENOENT => Some("changed"),
+                    _ => None,
+                };
+                if let (Some(how), RenameMode::Replace) = (changed, mode) {
+                    return Err(Error::new(
+                        Errno::ESTALE,
+                        format!("{to} or {from} {how} while {from} was renamed: {e}"),
+                    ));
                 }
                 return Err(e.for_path(from));
             }

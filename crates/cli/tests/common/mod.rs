@@ -981,9 +981,18 @@ pub struct Builder {
     settings: Vec<(String, String)>,
     /// `[security] munge_socket`.
     munge_socket: Option<PathBuf>,
+    /// Environment variables of every server process.
+    server_env: Vec<(String, String)>,
 }
 
 impl Builder {
+    /// Sets environment variable `key` of every server process (a test seam such as
+    /// `PVFS_FAULTS`), without touching the test process's own environment.
+    pub fn server_env(mut self, key: &str, value: &str) -> Self {
+        self.server_env.push((key.to_string(), value.to_string()));
+        self
+    }
+
     pub fn servers(mut self, n: usize) -> Self {
         self.servers = n;
         self
@@ -1110,6 +1119,7 @@ impl Builder {
             _ports: ports,
             watchdog: Some(watchdog),
             user_dir: Mutex::new(None),
+            server_env: self.server_env,
         }
     }
 
@@ -1146,6 +1156,8 @@ pub struct Cluster {
     watchdog: Option<Watchdog>,
     /// A directory every user may read, for [`Cluster::user_config`].
     user_dir: Mutex<Option<tempfile::TempDir>>,
+    /// Environment variables of every server process ([`Builder::server_env`]).
+    server_env: Vec<(String, String)>,
 }
 
 impl Cluster {
@@ -1158,6 +1170,7 @@ impl Cluster {
             extra: Vec::new(),
             settings: Vec::new(),
             munge_socket: None,
+            server_env: Vec::new(),
         }
     }
 
@@ -1298,6 +1311,7 @@ impl Cluster {
         let mut cmd = Command::new(pvfs_bin());
         cmd.args(["server", "--config", self.config_str(), "--name", name])
             .env_remove("PVFS_CONFIG")
+            .envs(self.server_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2);
