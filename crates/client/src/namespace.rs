@@ -811,7 +811,7 @@ impl Client {
 
     async fn unseal_on(&self, dir: Handle, servers: &[usize]) {
         let ticket = self.ticket(dir, rights::REMOVE);
-        join_all(servers.iter().map(|&s| {
+        let results = join_all(servers.iter().map(|&s| {
             self.rpc(
                 s,
                 Request::SealDir(req::SealDir {
@@ -822,6 +822,14 @@ impl Client {
             )
         }))
         .await;
+        for (s, r) in servers.iter().zip(results) {
+            if let Err(e) = r {
+                tracing::warn!(
+                    "directory {dir:#x} stays sealed on {}: {e} (pvfs fsck unseals it)",
+                    self.inner.pool.name(*s)
+                );
+            }
+        }
     }
 
     /// `rmdir`: removes an empty directory.
@@ -871,20 +879,33 @@ impl Client {
     /// itself, as Linux's link(2)) the new name `to`, in any directory of the file
     /// system. Returns its attributes with the new link count.
     pub async fn link(&self, from: &str, to: &str) -> Result<Attr> {
-        let obj = self.walk(from, false).await.map_err(|e| e.for_path(from))?;
-        if obj.is_dir() {
-            return Err(Error::new(
-                Errno::EPERM,
-                format!("{from}: directories cannot have hard links"),
-            ));
+        let mut obj = self.walk(from, false).await.map_err(|e| e.for_path(from))?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if obj.is_dir() {
+                return Err(Error::new(
+                    Errno::EPERM,
+                    format!("{from}: directories cannot have hard links"),
+                ));
+            }
+            let (dir, name) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
+            match self.link_in(obj.handle, &dir, &name).await {
+                Ok((mut attr, _)) => {
+                    self.fill_size(&mut attr).await?;
+                    return Ok(attr);
+                }
+                // The object went after its lookup: `from` was never without an
+                // object if a rename replaced it since. Link what it names now.
+                Err(e) if e.errno == Errno::ENOENT && attempt < RETRIES => {
+                    match self.walk(from, false).await {
+                        Ok(now) if now.handle != obj.handle => obj = now,
+                        _ => return Err(e.for_path(to)),
+                    }
+                }
+                Err(e) => return Err(e.for_path(to)),
+            }
         }
-        let (dir, name) = self.walk_parent(to).await.map_err(|e| e.for_path(to))?;
-        let (mut attr, _) = self
-            .link_in(obj.handle, &dir, &name)
-            .await
-            .map_err(|e| e.for_path(to))?;
-        self.fill_size(&mut attr).await?;
-        Ok(attr)
     }
 
     /// Adds `name` -> `handle` to `dir`: the server holding the name counts the new

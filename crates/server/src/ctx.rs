@@ -81,6 +81,8 @@ pub struct Ctx {
     pub feed: crate::feed::ChangeFeed,
     /// The retry keys of the mutations being done now (`crate::once`).
     pub retries: crate::once::Retries,
+    /// How long this server's directory shards have been sealed (`crate::seals`).
+    pub seals: Arc<crate::seals::Seals>,
     /// Where blocking storage work runs.
     pub exec: Exec,
 }

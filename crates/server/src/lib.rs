@@ -34,6 +34,7 @@ pub mod precreate;
 pub mod random;
 pub mod ratelimit;
 pub mod reply;
+pub mod seals;
 pub mod session;
 pub mod waitfor;
 
@@ -275,6 +276,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         feed: feed::ChangeFeed::new(),
         retries: once::Retries::default(),
+        seals: Arc::new(seals::Seals::new(config.timeouts.request)),
         exec: setup.exec,
         config,
     });

@@ -89,6 +89,24 @@ impl LocalServer {
         }
     }
 
+    /// A `Create` of `what` named `name` in `parent`, owned by root with mode 0755 and
+    /// no umask: what an in-process test makes its objects with.
+    pub fn create_request(
+        parent: pvfs_proto::Handle,
+        name: &str,
+        what: pvfs_proto::CreateWhat,
+    ) -> pvfs_proto::Request {
+        pvfs_proto::Request::Create(pvfs_proto::req::Create {
+            parent,
+            name: name.into(),
+            mode: 0o755,
+            umask: 0,
+            uid: 0,
+            gid: 0,
+            what,
+        })
+    }
+
     /// Closes the server's store (what a clean stop does).
     pub async fn close(&self) {
         self.ctx.meta.close().await;

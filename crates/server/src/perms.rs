@@ -36,6 +36,23 @@ pub async fn attrs_of(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<Attr> {
         .await
 }
 
+/// Whether object `handle` exists now, asked of its owner (not from the cache): a
+/// decision that must not rest on a copy.
+pub async fn exists_now(ctx: &Arc<Ctx>, handle: Handle) -> OpResult<bool> {
+    if ctx.is_local(handle) {
+        return Ok(ctx.meta.read()?.get_object(handle)?.is_some());
+    }
+    let owner = ctx
+        .config
+        .owner_of(handle)
+        .ok_or_else(|| OpError::no_server(format!("handle {handle:#x} belongs to no server")))?;
+    match ask_owner(&ctx.peers, owner, handle).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.errno == Errno::ENOENT => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Asks server `owner` for the attributes of its object `handle`.
 async fn ask_owner(peers: &Peers, owner: usize, handle: Handle) -> OpResult<Attr> {
     let asked = peers

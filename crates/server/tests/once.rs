@@ -58,15 +58,7 @@ impl Fx {
     }
 
     async fn create(&self, name: &str, what: CreateWhat) -> Handle {
-        let r = Request::Create(req::Create {
-            parent: self.root,
-            name: name.into(),
-            mode: 0o755,
-            umask: 0,
-            uid: 0,
-            gid: 0,
-            what,
-        });
+        let r = LocalServer::create_request(self.root, name, what);
         match self.must(r).await {
             Response::Created { attr, .. } => attr.handle,
             other => panic!("create {name}: {other:?}"),

@@ -370,7 +370,10 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         .map_err(|e| Failure::Check(format!("fsck --repair: {e}")))?;
     trace.push(format!("fsck: {} problems", repaired.problems.len()));
     for p in &repaired.problems {
-        trace.push(format!("fsck: {:?} {} (repaired: {})", p.kind, p.what, p.repaired));
+        trace.push(format!(
+            "fsck: {:?} {} (repaired: {})",
+            p.kind, p.what, p.repaired
+        ));
     }
     let again = admin
         .fsck(false, Duration::ZERO)

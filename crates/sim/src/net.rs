@@ -235,7 +235,10 @@ impl NetState {
         let max = self.latency.max.as_micros() as u64;
         let mut d = Duration::from_micros(self.rng.range(min, max + 1));
         let calm = self.calm.load(std::sync::atomic::Ordering::Relaxed);
-        if !calm && self.latency.stall_chance > 0.0 && self.stall_rng.chance(self.latency.stall_chance) {
+        if !calm
+            && self.latency.stall_chance > 0.0
+            && self.stall_rng.chance(self.latency.stall_chance)
+        {
             let stall = self.latency.stall_max.as_micros() as u64;
             d += Duration::from_micros(self.stall_rng.range(stall / 10, stall + 1));
             self.stalls
@@ -335,7 +338,9 @@ impl SimNet {
 
     /// Writes stall no more (what is stalled still arrives late).
     pub fn calm(&self) {
-        self.0.calm.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .calm
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Every partition ends.

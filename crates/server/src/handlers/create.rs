@@ -14,8 +14,8 @@ use pvfs_proto::{
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::feed::entry;
-use crate::handlers::link_entry::being_removed;
 use crate::handlers::lookup;
+use crate::handlers::sealed;
 use crate::op::{Access, Answer, Cx, Handler};
 
 /// Most dirdata shards one directory may have.
@@ -111,6 +111,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         }
     }
     let range = ctx.config.servers[ctx.me].handles;
+    let abandoned = sealed::gate(ctx, parent).await?;
     let mut attempts = 0;
     let created = loop {
         attempts += 1;
@@ -119,12 +120,11 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         let name = name.clone();
         let minter = ctx.clone();
         let creator = creds.uid;
+        let seals = ctx.seals.clone();
         let result = cx
             .once
             .commit(&ctx.meta, move |t| {
-                if t.is_sealed(parent)? {
-                    return Err(being_removed(parent));
-                }
+                sealed::check_unsealed(t, &seals, parent, abandoned)?;
                 if t.get_entry(parent, &name)?.is_some() {
                     return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
                 }

@@ -9,8 +9,8 @@ use pvfs_storage::MetaTxn;
 
 use crate::error::{OpError, OpResult};
 use crate::feed::{entry, object};
-use crate::handlers::link_entry::being_removed;
 use crate::handlers::lookup;
+use crate::handlers::sealed;
 use crate::lifetime;
 use crate::op::{Access, Answer, Cx, Handler};
 
@@ -43,11 +43,14 @@ impl Handler for req::Link {
         }
         let dir_attr = lookup::change(ctx, caller, dir).await?;
         lookup::check_placement(ctx, &dir_attr, &name)?;
+        let abandoned = sealed::gate(ctx, dir).await?;
+        let seals = ctx.seals.clone();
         if ctx.is_local(handle) {
             let creds = caller.creds.clone();
             let linked = cx
                 .once
                 .commit(&ctx.meta, move |t| {
+                    sealed::check_unsealed(t, &seals, dir, abandoned)?;
                     let attr = lifetime::add_link(t, handle, &creds, false)?;
                     put_name(t, dir, &name, attr)
                 })
@@ -59,7 +62,10 @@ impl Handler for req::Link {
         let attr = lifetime::add_remote(ctx, &caller.creds, handle, false).await?;
         let added = cx
             .once
-            .commit(&ctx.meta, move |t| put_name(t, dir, &name, attr))
+            .commit(&ctx.meta, move |t| {
+                sealed::check_unsealed(t, &seals, dir, abandoned)?;
+                put_name(t, dir, &name, attr)
+            })
             .await;
         match added {
             Ok(r) => Ok(r.into()),
@@ -75,9 +81,6 @@ impl Handler for req::Link {
 
 /// Puts the new name in place for object `attr` (whose link is counted).
 fn put_name(t: &mut MetaTxn<'_>, dir: Handle, name: &str, attr: Attr) -> OpResult<Response> {
-    if t.is_sealed(dir)? {
-        return Err(being_removed(dir));
-    }
     if t.get_entry(dir, name)?.is_some() {
         return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
     }

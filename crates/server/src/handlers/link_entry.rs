@@ -12,6 +12,7 @@ use crate::caps::Caps;
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::feed::{entry, object};
+use crate::handlers::sealed;
 use crate::handlers::{changed, lookup};
 use crate::lifetime;
 use crate::op::{Access, Answer, Cx, Handler, Tickets};
@@ -64,6 +65,8 @@ impl Handler for req::LinkEntry {
         // in the commit when it lives here): a crash before its old name goes leaves
         // a hard link, never a name without its link.
         let count = counted && kind != ObjKind::Dir;
+        let abandoned = sealed::gate(ctx, dir).await?;
+        let seals = ctx.seals.clone();
         let remote = count && !ctx.is_local(handle);
         if remote {
             lifetime::add_remote(ctx, &caller.creds, handle, true).await?;
@@ -72,9 +75,7 @@ impl Handler for req::LinkEntry {
         let committed = cx
             .once
             .commit(&ctx.meta, move |t| {
-                if t.is_sealed(dir)? {
-                    return Err(being_removed(dir));
-                }
+                sealed::check_unsealed(t, &seals, dir, abandoned)?;
                 if count && !remote {
                     lifetime::add_link(t, handle, &creds, true)?;
                 }

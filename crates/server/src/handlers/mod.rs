@@ -40,6 +40,7 @@ pub mod scan_lost;
 pub mod scan_objects;
 pub mod scan_seals;
 pub mod seal_dir;
+pub mod sealed;
 pub mod set_dir_layout;
 pub mod set_links;
 pub mod set_parent;

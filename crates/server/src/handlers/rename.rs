@@ -6,7 +6,8 @@ use pvfs_proto::{req, Changed, Errno, Response, Timespec};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::{entry, object};
-use crate::handlers::link_entry::{being_removed, finish_replaced, linked, put_entry};
+use crate::handlers::link_entry::{finish_replaced, linked, put_entry};
+use crate::handlers::sealed;
 use crate::handlers::{changed, lookup, no_entry};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::perms::attrs_of;
@@ -78,6 +79,8 @@ impl Handler for req::Rename {
         } = m;
         let owner = (ctx.caps.clone(), ctx.here());
         let uid = caller.creds.uid;
+        let abandoned = sealed::gate(ctx, dst_dir).await?;
+        let seals = ctx.seals.clone();
         let mut response = cx
             .once
             .commit(&ctx.meta, move |t| {
@@ -87,9 +90,7 @@ impl Handler for req::Rename {
                 if handle != expect_src {
                     return Err(changed(src_dir, &src_name));
                 }
-                if t.is_sealed(dst_dir)? {
-                    return Err(being_removed(dst_dir));
-                }
+                sealed::check_unsealed(t, &seals, dst_dir, abandoned)?;
                 let changed = Timespec::now();
                 t.delete_entry(src_dir, &src_name, changed)?;
                 let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace, changed)?;

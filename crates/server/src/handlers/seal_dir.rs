@@ -26,6 +26,9 @@ impl Handler for req::SealDir {
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         let (ctx, dir, seal) = (cx.ctx, self.dir, self.seal);
         ctx.require_meta()?;
+        if seal {
+            ctx.seals.sealing(dir);
+        }
         let answer = cx
             .once
             .commit(&ctx.meta, move |t| {
@@ -39,6 +42,9 @@ impl Handler for req::SealDir {
                 Ok(Response::Done {})
             })
             .await?;
+        if !seal {
+            ctx.seals.unsealed(dir);
+        }
         Ok(answer.into())
     }
 }
