@@ -133,6 +133,7 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
             return Err(e);
         }
     };
+    let deadline = tokio::time::Instant::now() + ctx.config.timeouts.request;
     let key = (H::EFFECT == Effect::Once)
         .then(|| retry.map(|k| per_user(k, &caller)))
         .flatten();
@@ -141,7 +142,7 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         None => None,
     };
     let changes = request.changes();
-    let (once, used) = Once::new(H::EFFECT, key);
+    let (once, used) = Once::new(H::EFFECT, key, deadline);
     // A retry of a mutation that was done is answered from its record, before any
     // check the first run may have made false.
     let recorded = match key {

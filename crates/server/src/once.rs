@@ -9,6 +9,11 @@
 //! ([`Retries`]), so the two never race. Records are kept for [`keep`] (a dozen times
 //! longer than a client retries), so the table holds a few minutes of mutations: it
 //! and the server's memory stay bounded under a sustained load.
+//!
+//! A mutation also commits nothing after its deadline: one request timeout after it
+//! arrived (when its client has given that attempt up). A call that failed without
+//! an answer has made its change, if ever, by then — plus the time its request was
+//! on its way — so what the client sees after that is final.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +45,7 @@ pub fn keep(config: &pvfs_config::Config) -> Duration {
 pub struct Once {
     effect: Effect,
     key: Option<RetryKey>,
+    deadline: tokio::time::Instant,
     used: Arc<AtomicBool>,
 }
 
@@ -54,13 +60,19 @@ impl Used {
 }
 
 impl Once {
-    /// The wrapper of a request of `effect` carrying `key`.
-    pub fn new(effect: Effect, key: Option<RetryKey>) -> (Once, Used) {
+    /// The wrapper of a request of `effect` carrying `key`, which commits nothing
+    /// after `deadline`.
+    pub fn new(
+        effect: Effect,
+        key: Option<RetryKey>,
+        deadline: tokio::time::Instant,
+    ) -> (Once, Used) {
         let used = Arc::new(AtomicBool::new(false));
         (
             Once {
                 effect,
                 key,
+                deadline,
                 used: used.clone(),
             },
             Used(used),
@@ -91,6 +103,16 @@ impl Once {
         );
         self.used.store(true, Ordering::Release);
         let key = self.key;
+        if tokio::time::Instant::now() >= self.deadline {
+            // Its client has given this attempt up: a change now would surprise a
+            // client that looked and saw it not made. (A retry, a new attempt with
+            // its own deadline, finds no record and does it.)
+            return Err(OpError::of_kind(
+                pvfs_proto::ErrorKind::Unreachable,
+                Errno::ETIMEDOUT,
+                "the request's deadline passed before its change could be made: nothing changed",
+            ));
+        }
         meta.write_with(move |t| {
             if let Some(done) = replayed(t, key)? {
                 return Ok(done);

@@ -584,3 +584,44 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
     );
     fx.s.close().await;
 }
+
+/// A mutation commits nothing after its deadline (its client gave that attempt up),
+/// so what a client sees once the deadline is past is final; before it, it commits.
+#[tokio::test]
+async fn a_mutation_commits_nothing_after_its_deadline() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tokio::time::{Duration, Instant};
+
+    async fn attempt(fx: &Fx, deadline: Instant, ran: &Arc<AtomicBool>) -> Result<(), String> {
+        let ran = ran.clone();
+        let (once, _used) = pvfs_server::once::Once::new(Effect::Once, Some(fx.key()), deadline);
+        match once
+            .commit(&fx.s.ctx.meta, move |_| {
+                ran.store(true, Ordering::SeqCst);
+                Ok(Response::Done {})
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.errno == pvfs_proto::Errno::ETIMEDOUT => Err(e.to_string()),
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Fx::open(dir.path()).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let late = attempt(&fx, Instant::now() - Duration::from_millis(1), &ran).await;
+    assert!(late.is_err(), "a commit after the deadline succeeded");
+    assert!(!ran.load(Ordering::SeqCst), "the late mutation ran");
+    // Negative control: the same before its deadline commits.
+    attempt(&fx, Instant::now() + Duration::from_secs(30), &ran)
+        .await
+        .expect("a commit before the deadline");
+    assert!(
+        ran.load(Ordering::SeqCst),
+        "the mutation in time did not run"
+    );
+    fx.s.close().await;
+}

@@ -1,6 +1,7 @@
 //! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
 //! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
-//! [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss] [--trace] [--log]`. Prints one line per failing seed (with the command
+//! [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
+//! [--no-settle] [--trace] [--log]`. Prints one line per failing seed (with the command
 //! that replays it) and a summary: runs, operations, faults, schedules a minute.
 
 use std::time::{Duration, Instant};
@@ -11,13 +12,15 @@ use pvfs_sim::{run, Options};
 const USAGE: &str = "\
 usage: sim [--seed N] [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O]
            [--no-crashes] [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
-           [--trace] [--log]
+           [--no-settle] [--trace] [--log]
 
 Runs seeded schedules of the simulated cluster (servers, clients, network, disks in one
 thread, faults chosen by the seed) from seed N (default 1): COUNT of them, or as many as
 fit in M minutes (default one). Prints one line per failing seed with the command that
 replays it, then a summary. PVFS_SIM_DUMP=1 prints a failing run's state; --log prints
-the servers' and clients' log lines (filter in PVFS_LOG, default debug).
+the servers' and clients' log lines (filter in PVFS_LOG, default debug). --no-settle:
+a client looks at once at what an operation without an answer did (as the simulator
+did first; only to replay seeds found then).
 ";
 
 fn main() {
@@ -60,6 +63,7 @@ fn main() {
             "--no-partitions" => opts.partitions = false,
             "--no-resets" => opts.resets = false,
             "--no-stalls" => opts.latency.stall_chance = 0.0,
+            "--no-settle" => opts.settle = false,
             "--no-power-loss" => opts.power_loss = false,
             "--trace" => trace = true,
             "--help" | "-h" => {

@@ -98,14 +98,21 @@ pub struct Options {
     pub power_loss: bool,
     /// Delay of the network's writes.
     pub latency: Latency,
+    /// Whether a client that got no answer waits, before it looks at what its
+    /// operation did, until the servers can no longer make it (a request timeout plus
+    /// the network's worst delay): without the wait a change made after the look
+    /// seems to come from nowhere. Off only to replay seeds found before the wait.
+    pub settle: bool,
 }
 
 impl Options {
     /// The faults the simulator had when it began (no connection resets, no stalled
-    /// writes): the options the seeds it found bugs with first ran under.
+    /// writes, no wait before a look): the options the seeds it found bugs with
+    /// first ran under.
     pub fn first_faults() -> Options {
         let mut o = Options {
             resets: false,
+            settle: false,
             ..Options::default()
         };
         o.latency.stall_chance = 0.0;
@@ -120,6 +127,7 @@ impl Options {
             (!self.resets, " --no-resets"),
             (self.latency.stall_chance == 0.0, " --no-stalls"),
             (!self.power_loss, " --no-power-loss"),
+            (!self.settle, " --no-settle"),
         ];
         let off: String = off.iter().filter(|o| o.0).map(|o| o.1).collect();
         format!(
@@ -146,6 +154,7 @@ impl Default for Options {
                 stall_chance: 0.002,
                 stall_max: Duration::from_millis(2500),
             },
+            settle: true,
         }
     }
 }
@@ -264,6 +273,10 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         let client = pvfs_client::Client::over(cluster.config.clone(), net.node(&format!("c{k}")));
         let mut w = Worker::new(k, client, Rng::new(rng.next_u64()), shared.clone());
         w.fsync = opts.power_loss;
+        if opts.settle {
+            w.transit = opts.latency.max + opts.latency.stall_max + Duration::from_millis(100);
+            w.settle = true;
+        }
         let ops = opts.ops;
         workers.push(tokio::spawn(async move {
             w.setup().await?;

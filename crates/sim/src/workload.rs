@@ -159,6 +159,13 @@ pub struct Worker {
     lock_file: Option<Handle>,
     /// Whether the client fsyncs what it writes (runs with power losses).
     pub fsync: bool,
+    /// Whether to wait, after an unknown outcome, until the servers can no longer
+    /// make the change before looking at it ([`crate::Options::settle`]).
+    pub settle: bool,
+    /// How late a request can still arrive at its server (the network's worst delay).
+    pub transit: Duration,
+    /// Whether an operation's outcome was unknown and nothing has been looked at since.
+    unsettled: std::sync::atomic::AtomicBool,
 }
 
 /// Whether an error says the operation may or may not have happened.
@@ -189,6 +196,9 @@ impl Worker {
             shared,
             lock_file: None,
             fsync: false,
+            settle: false,
+            transit: Duration::ZERO,
+            unsettled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -237,6 +247,17 @@ impl Worker {
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
+        if self
+            .unsettled
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+            && self.settle
+        {
+            // A server commits a mutation no later than one request timeout after it
+            // arrived: what is seen after that, and the request's time on the way,
+            // is final.
+            let settle = self.shared.config.timeouts.request + self.transit;
+            tokio::time::sleep(settle).await;
+        }
         let start = tokio::time::Instant::now();
         loop {
             match f(self.c.clone()).await {
@@ -348,6 +369,8 @@ impl Worker {
                 Ok(Some(true))
             }
             (Err(e), _) if unknown(e) => {
+                self.unsettled
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 self.counts.indeterminate += 1;
                 self.note(&format!("{what}: unknown ({})", e.errno.name()));
                 Ok(None)
