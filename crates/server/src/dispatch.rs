@@ -158,8 +158,10 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         input,
     };
     let result = match recorded {
-        Some(answer) => request.replayed(cx, answer).await,
-        None => request.run(cx).await,
+        // Boxed: the handlers' futures differ much in size (a rename's is kilobytes),
+        // and every request's task would otherwise be as large as the largest.
+        Some(answer) => Box::pin(request.replayed(cx, answer)).await,
+        None => Box::pin(request.run(cx)).await,
     };
     if result.is_ok() {
         ctx.feed.record(session.origin, changes);
