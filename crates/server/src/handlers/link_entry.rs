@@ -108,15 +108,6 @@ impl Handler for req::LinkEntry {
     }
 }
 
-/// The error for a new name in a directory whose removal has begun (its shard here
-/// is sealed).
-pub(crate) fn being_removed(dir: Handle) -> OpError {
-    OpError::posix(
-        Errno::ENOENT,
-        format!("directory {dir:#x} is being removed"),
-    )
-}
-
 /// The answer of a commit that put a name in place (replacing `replaced`, whose
 /// object loses a link as `fate` says). Shared with same-server renames.
 pub(crate) fn linked(

@@ -21,7 +21,10 @@ pub async fn gate(ctx: &Arc<Ctx>, dir: Handle) -> OpResult<bool> {
         return Ok(false);
     }
     if !crate::perms::exists_now(ctx, dir).await? {
-        return Err(crate::handlers::link_entry::being_removed(dir));
+        return Err(OpError::posix(
+            Errno::ENOENT,
+            format!("directory {dir:#x} was removed"),
+        ));
     }
     let patience = ctx.config.timeouts.request / 2;
     let until = Instant::now() + patience.min(ctx.seals.left(dir));
