@@ -247,17 +247,7 @@ impl Worker {
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
-        if self
-            .unsettled
-            .swap(false, std::sync::atomic::Ordering::Relaxed)
-            && self.settle
-        {
-            // A server commits a mutation no later than one request timeout after it
-            // arrived: what is seen after that, and the request's time on the way,
-            // is final.
-            let settle = self.shared.config.timeouts.request + self.transit;
-            tokio::time::sleep(settle).await;
-        }
+        self.wait_out_unknown().await;
         let start = tokio::time::Instant::now();
         loop {
             match f(self.c.clone()).await {
@@ -267,6 +257,23 @@ impl Worker {
                 }
                 Err(e) => return Err(self.fail(format!("the servers did not answer: {e}"))),
             }
+        }
+    }
+
+    /// After an operation whose outcome was unknown: waits until the servers can no
+    /// longer make it. A server commits a mutation no later than one request timeout
+    /// after it arrived, so what is seen after that, and the request's time on the
+    /// way, is final — and no later operation of this client races it (an unknown
+    /// link predicted to fail EEXIST could otherwise still land after the next
+    /// operation removed the name).
+    async fn wait_out_unknown(&self) {
+        if self
+            .unsettled
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+            && self.settle
+        {
+            let settle = self.shared.config.timeouts.request + self.transit;
+            tokio::time::sleep(settle).await;
         }
     }
 
@@ -320,6 +327,7 @@ impl Worker {
     pub async fn run(&mut self, ops: usize) -> Result<Counts, Failure> {
         for _ in 0..ops {
             self.counts.ops += 1;
+            self.wait_out_unknown().await;
             match self.rng.range(0, 20) {
                 0..=4 => self.create().await?,
                 5..=6 => self.mkdir().await?,
