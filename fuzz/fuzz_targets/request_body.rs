@@ -8,6 +8,10 @@ use pvfs_proto::RequestBody;
 fuzz_target!(|data: &[u8]| {
     if let Some(body) = pvfs_fuzz::round_trip::<RequestBody>(data) {
         // What the server's dispatch asks of every request first.
-        let _ = (body.request.op_name(), body.request.class());
+        let _ = (
+            body.request.op_name(),
+            body.request.effect(),
+            body.request.flow(),
+        );
     }
 });
