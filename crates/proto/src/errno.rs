@@ -158,13 +158,11 @@ impl ErrorKind {
         }
     }
 
-    /// The kind of a wire code; a code this build does not know (from a newer peer)
-    /// is [`ErrorKind::Posix`]: final, never retried.
-    pub fn from_code(code: u8) -> ErrorKind {
-        ErrorKind::ALL
-            .into_iter()
-            .find(|k| k.code() == code)
-            .unwrap_or(ErrorKind::Posix)
+    /// The kind of a wire code, if it is one. (Peers speak one protocol version, so
+    /// an unknown code is a malformed answer, refused like any unknown tag: every
+    /// answer decodes to exactly one value.)
+    pub fn from_code(code: u8) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.code() == code)
     }
 
     /// The kind an errno stands for when nothing says more (an I/O error, a refused
@@ -227,7 +225,11 @@ impl crate::codec::Wire for ErrorKind {
         out.push(self.code());
     }
     fn get(r: &mut crate::codec::Reader<'_>) -> Result<Self, crate::codec::DecodeError> {
-        Ok(ErrorKind::from_code(u8::get(r)?))
+        let code = u8::get(r)?;
+        ErrorKind::from_code(code).ok_or(crate::codec::DecodeError::UnknownTag {
+            what: "error kind",
+            tag: u32::from(code),
+        })
     }
 }
 
@@ -246,13 +248,14 @@ mod tests {
     }
 
     #[test]
-    fn error_kinds_round_trip_and_unknown_codes_are_final() {
+    fn error_kinds_round_trip_and_unknown_codes_are_refused() {
         use crate::codec::{decode, encode};
         for k in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_code(k.code()), k);
+            assert_eq!(ErrorKind::from_code(k.code()), Some(k));
             assert_eq!(decode::<ErrorKind>(&encode(&k)).unwrap(), k);
         }
-        assert_eq!(ErrorKind::from_code(200), ErrorKind::Posix);
+        assert_eq!(ErrorKind::from_code(200), None);
+        assert!(decode::<ErrorKind>(&[200]).is_err());
         assert!(!ErrorKind::Posix.retryable());
         assert!(ErrorKind::Changed.retryable());
         assert_eq!(ErrorKind::of(Errno::ESTALE), ErrorKind::Posix);
