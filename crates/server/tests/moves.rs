@@ -10,17 +10,10 @@ use pvfs_proto::{req, CreateWhat, Creds, LayoutSpec, LinkDrop, ObjKind, Request,
 use pvfs_server::local::LocalServer;
 
 async fn create(s: &LocalServer, root: u64, name: &str) -> u64 {
-    let r = Request::Create(req::Create {
-        parent: root,
-        name: name.into(),
-        mode: 0o644,
-        umask: 0,
-        uid: 0,
-        gid: 0,
-        what: CreateWhat::File {
-            spec: LayoutSpec::default(),
-        },
-    });
+    let file = CreateWhat::File {
+        spec: LayoutSpec::default(),
+    };
+    let r = LocalServer::create_request(root, name, file);
     match s.call(Creds::default(), r, None).await.unwrap() {
         Response::Created { attr, .. } => attr.handle,
         other => panic!("{other:?}"),
