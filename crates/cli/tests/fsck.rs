@@ -62,6 +62,7 @@ async fn raw_answer(config: &pvfs_config::Config, server: usize, request: Reques
         creds: Creds::default(),
         request,
         retry: None,
+        origin: 0,
     });
     let mut call = mux.call(&body, &[], true).await.unwrap();
     decode(&call.recv().await.unwrap().body).unwrap()

@@ -256,3 +256,127 @@ fn a_change_through_one_mount_reaches_the_caches_of_another() {
     drop(a);
     drop(b);
 }
+
+/// Every change on server `server` after `since` (`None`: from where its feed
+/// stands now) that client `c` is handed, and the position after them.
+async fn fed(
+    c: &pvfs_client::Client,
+    server: usize,
+    since: Option<(u64, u64)>,
+) -> (Vec<pvfs_proto::Changed>, (u64, u64)) {
+    let (mut epoch, mut next) = since.unwrap_or((0, 0));
+    let mut all = Vec::new();
+    loop {
+        let a = c
+            .changes(server, epoch, next, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(!a.lost, "server {server} lost changes");
+        let done = a.changes.is_empty() && epoch != 0;
+        (epoch, next) = (a.epoch, a.next);
+        all.extend(a.changes);
+        if done {
+            return (all, (epoch, next));
+        }
+    }
+}
+
+/// A rename whose new name lives on another server than the file is partly done by
+/// that server for the client: it counts the new name as a link at the file's owner.
+/// That step is the renaming client's own change, not another's: a mount that got
+/// it back from the owner's feed would drop what it cached of every file it moved
+/// (what made `rsync` run a second time on a tree it had just written take ten
+/// times as long). Another client is handed every change all the same.
+#[test]
+fn a_clients_own_moves_across_servers_are_not_fed_back_to_it() {
+    let cluster = Cluster::start();
+    let (mover, other) = (cluster.client(), cluster.client());
+    let config = cluster.config().clone();
+    let metas = config.meta_servers();
+    let servers = config.servers.len();
+    let (src, dst) = mover.run(Duration::from_secs(30), async |c| {
+        let src = c.mkdir("/src", 0o755).await.unwrap();
+        let dst = c.mkdir("/dst", 0o755).await.unwrap();
+        (src.handle, dst)
+    });
+    let pvfs_proto::ObjDetail::Dir { shards, .. } = dst.detail else {
+        panic!("/dst is not a directory: {dst:?}");
+    };
+    let names: Vec<String> = (0..16).map(|i| format!("f{i}")).collect();
+    let files: Vec<u64> = mover.run(Duration::from_secs(60), async |c| {
+        let mut files = Vec::new();
+        for n in &names {
+            let f = c
+                .create(&format!("/src/{n}"), 0o644, Default::default(), true)
+                .await
+                .unwrap();
+            files.push(f.stat().await.unwrap().handle);
+        }
+        files
+    });
+    let at = |tc: &common::TestClient| {
+        tc.run(Duration::from_secs(30), async |c| {
+            let mut at = Vec::new();
+            for s in 0..servers {
+                at.push(fed(&c, s, None).await.1);
+            }
+            at
+        })
+    };
+    let (mover_at, other_at) = (at(&mover), at(&other));
+    mover.run(Duration::from_secs(60), async |c| {
+        for n in &names {
+            c.rename(&format!("/src/{n}"), &format!("/dst/{n}"))
+                .await
+                .unwrap();
+        }
+    });
+    // The moves whose new name's server is not the file's owner (where its old name
+    // was: a file is made on its name's server): the owner counted the new name.
+    let across = names
+        .iter()
+        .zip(&files)
+        .filter(|(n, h)| {
+            let new = config.shard_server_in(&metas, dst.handle, pvfs_proto::name_shard(n, shards));
+            config.owner_of(**h) != Some(new)
+        })
+        .count();
+    assert!(
+        across > 0,
+        "no move went across servers: the test shows nothing"
+    );
+    let handed = |tc: &common::TestClient, from: Vec<(u64, u64)>| {
+        tc.run(Duration::from_secs(30), async |c| {
+            let mut all = Vec::new();
+            for (s, since) in from.into_iter().enumerate() {
+                all.extend(fed(&c, s, Some(since)).await.0);
+            }
+            all
+        })
+    };
+    let to_mover = handed(&mover, mover_at);
+    assert!(
+        to_mover.is_empty(),
+        "the client that moved {} files ({across} across servers) was handed its own \
+         changes: {to_mover:?}",
+        files.len()
+    );
+    // The control: the same changes, handed to the other client.
+    let to_other = handed(&other, other_at);
+    for (n, h) in names.iter().zip(&files) {
+        assert!(
+            to_other
+                .iter()
+                .any(|ch| ch.handle == *h && ch.entry.is_none()),
+            "the other client was not told {n} changed"
+        );
+        for (dir, name) in [(src, n), (dst.handle, n)] {
+            assert!(
+                to_other
+                    .iter()
+                    .any(|ch| ch.entry.as_ref() == Some(&(dir, name.clone()))),
+                "the other client was not told of the name {n} in {dir:#x}"
+            );
+        }
+    }
+}

@@ -468,6 +468,7 @@ fn random_requests_of_every_kind_never_hurt_a_server() {
                     client: rng.next_u64(),
                     seq: i,
                 }),
+                origin: 0,
             });
             // A write sends some data, which may or may not match its regions.
             let data = vec![0x5a; rng.range(0, 3) as usize * 1000];

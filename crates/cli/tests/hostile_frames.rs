@@ -1,4 +1,4 @@
-//! Hostile frames: raw TCP to real servers speaking protocol version 3, in which every
+//! Hostile frames: raw TCP to real servers speaking protocol version 4, in which every
 //! connection opens with an authenticated handshake and every later frame carries a
 //! MAC. Whatever a client sends — garbage, truncated, oversized, wrong-version,
 //! reserved-bit or unknown-kind frames, requests without a handshake, a handshake with
@@ -9,7 +9,7 @@
 //! not authenticated; and the server keeps serving everyone else.
 //!
 //! Frames are built here from the documented layout (crates/proto/src/frame.rs), not
-//! with the product's encoder: 32-byte header, magic "PVFS" (LE u32), version u16 = 3,
+//! with the product's encoder: 32-byte header, magic "PVFS" (LE u32), version u16 = 4,
 //! kind u8 (1 request, 2 response, 3 data, 4 handshake), flags u8 (1 = END), request
 //! id u64, body length u32, tag length u16, reserved u16, data length u32, reserved
 //! u32; then body, tag, data.
@@ -51,7 +51,7 @@ use pvfs_proto::{
 };
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 3;
+const VERSION: u16 = 4;
 const REQUEST: u8 = 1;
 const RESPONSE: u8 = 2;
 const DATA: u8 = 3;
@@ -98,6 +98,7 @@ fn request_body(req: Request) -> Vec<u8> {
         creds: Creds::current(),
         request: req,
         retry: None,
+        origin: 0,
     })
 }
 
@@ -672,7 +673,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
     expect_silent_close(&mut s, "a truncated header");
 
     // Headers the frame layout refuses — oversized lengths, unknown versions (the old
-    // version 1 among them), reserved bits and fields, unknown kinds — each in front
+    // versions 1 to 3 among them), reserved bits and fields, unknown kinds — each in front
     // of a well-formed Hello for the server, the field named being the only thing
     // wrong: closed without a Challenge (and without an error response: there is no
     // session to answer in).
@@ -698,7 +699,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
             Box::new(|h: &mut [u8; 32]| h[31] = 0x40),
         ),
     ];
-    for version in [0u16, 1, 2, 4, 0xffff] {
+    for version in [0u16, 1, 2, 3, 5, 0xffff] {
         bad.push((
             format!("version {version}"),
             Box::new(move |h: &mut [u8; 32]| h[4..6].copy_from_slice(&version.to_le_bytes())),
@@ -1096,9 +1097,9 @@ fn malformed_headers_after_the_handshake_get_an_error_then_a_close() {
         );
     }
 
-    // Unknown protocol versions (the old versions 1 and 2 among them): EPROTO with the
+    // Unknown protocol versions (the old versions 1 to 3 among them): EPROTO with the
     // request id, then closed.
-    for version in [0u16, 1, 2, 4, 0xffff] {
+    for version in [0u16, 1, 2, 3, 5, 0xffff] {
         let mut s = Session::open(&cluster, next_server());
         s.send(&header(version, REQUEST, END, 21, 0, TAG, 0));
         s.expect_error_then_close(21, Errno::EPROTO, &format!("version {version}"));

@@ -3,7 +3,7 @@
 //! memory stays bounded, and a connection beyond the limit is refused in its handshake
 //! (EAGAIN, saying why), while the others keep working.
 //!
-//! The raw connections here speak protocol version 3: each served one first does the
+//! The raw connections here speak protocol version 4: each served one first does the
 //! authenticated handshake with the file system's key (`common::raw_session`), then
 //! sends ping frames built from the documented layout (crates/proto/src/frame.rs) with
 //! the 16-byte tag of the session's MAC (crates/auth/src/mac.rs), and checks the tag
@@ -82,8 +82,11 @@ fn react() -> Duration {
     common::scaled(Duration::from_secs(30))
 }
 
+/// The protocol version the servers speak.
+const VERSION: u16 = 4;
+
 /// A tagged ping request frame with request id `id`, built from the documented frame
-/// layout (32-byte header: magic "PVFS", version 3, kind 1 = request, flags 1 = END,
+/// layout (32-byte header: magic "PVFS", version 4, kind 1 = request, flags 1 = END,
 /// id, body length, tag length 16; then body and tag), sealed with the session's MAC
 /// (so frames must be sent in the order they were built).
 fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {
@@ -91,10 +94,11 @@ fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {
         creds: pvfs_proto::Creds::current(),
         request: pvfs_proto::Request::Ping(req::Ping {}),
         retry: None,
+        origin: 0,
     });
     let mut h = [0u8; 32];
     h[0..4].copy_from_slice(b"PVFS");
-    h[4..6].copy_from_slice(&3u16.to_le_bytes());
+    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
     h[6] = 1;
     h[7] = 1;
     h[8..16].copy_from_slice(&id.to_le_bytes());
@@ -150,7 +154,7 @@ fn ping_session(s: &mut TcpStream, macs: &mut SessionMacs, id: u64, what: &str) 
     );
     assert_eq!(
         u16::from_le_bytes([h[4], h[5]]),
-        3,
+        VERSION,
         "{what}: answer version"
     );
     assert_eq!(h[6], 2, "{what}: not a response frame: {h:02x?}");

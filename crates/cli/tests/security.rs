@@ -108,6 +108,7 @@ fn without_the_key_nothing_runs_and_a_wrong_configuration_fails_clearly() {
                 max: 10,
             }),
             retry: None,
+            origin: 0,
         });
         let mut f = pvfs_proto::FrameHeader {
             kind: pvfs_proto::FrameKind::Request,

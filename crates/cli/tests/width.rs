@@ -197,6 +197,7 @@ async fn raw(config: &pvfs_config::Config, server: usize, creds: Creds, req: Req
         creds,
         request: req,
         retry: None,
+        origin: 0,
     });
     let mut call = mux.call(&body, &[], true).await.unwrap();
     decode(&call.recv().await.unwrap().body).unwrap()

@@ -97,6 +97,7 @@ async fn write_one(
             cap,
         }),
         retry: None,
+        origin: 0,
     });
     let mut cursor = PieceCursor::new(stripe.pieces(idx, regions));
     let mut pieces = Vec::new();
@@ -266,6 +267,7 @@ async fn receive(
             cap,
         }),
         retry: None,
+        origin: 0,
     });
     let fail = |what: &str| {
         Error::new(

@@ -677,6 +677,7 @@ impl Client {
             creds: self.creds.clone(),
             request,
             retry: None,
+            origin: 0,
         });
         let timeout = self.config().timeouts.request;
         let mut answered = Instant::now();

@@ -353,6 +353,7 @@ impl Pool {
             creds: creds.clone(),
             request,
             retry,
+            origin: 0,
         });
         let deadline = Instant::now() + self.config.timeouts.request;
         let mut attempt = 0;

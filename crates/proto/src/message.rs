@@ -925,11 +925,16 @@ pub struct RequestBody {
     pub request: Request,
     /// Present on mutations that may be retried.
     pub retry: Option<RetryKey>,
+    /// The client instance a key-holding node acts for (a server's step of that
+    /// client's request), whose own changes its change feed does not hand back to
+    /// it; 0 for the connection's own client. Ignored from a user's connection.
+    pub origin: u64,
 }
 wire_struct!(RequestBody {
     creds: Creds,
     request: Request,
     retry: Option<RetryKey>,
+    origin: u64,
 });
 
 #[cfg(test)]
@@ -982,6 +987,7 @@ mod tests {
                 creds: Creds::default(),
                 request: r,
                 retry: Some(RetryKey { client: 7, seq: 9 }),
+                origin: 0x42,
             };
             assert_eq!(decode::<RequestBody>(&encode(&body)).unwrap(), body);
         }

@@ -60,6 +60,7 @@ fn samples() -> Vec<Vec<u8>> {
             },
             request,
             retry: None,
+            origin: 0,
         })
     };
     vec![

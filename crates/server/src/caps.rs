@@ -178,6 +178,7 @@ mod tests {
                 groups: vec![],
             },
             trusted,
+            origin: 0,
         }
     }
 

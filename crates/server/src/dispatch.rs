@@ -43,7 +43,7 @@ pub async fn handle(
         ctx,
         reply,
         session,
-        body: (body.creds, body.retry),
+        body: (body.creds, body.retry, body.origin),
         input: Input {
             first: data,
             rest: stream,
@@ -106,7 +106,7 @@ struct Incoming<'a> {
     ctx: &'a Arc<Ctx>,
     reply: &'a Reply,
     session: &'a Session,
-    body: (pvfs_proto::Creds, Option<pvfs_proto::RetryKey>),
+    body: (pvfs_proto::Creds, Option<pvfs_proto::RetryKey>, u64),
     input: Input,
 }
 
@@ -118,11 +118,11 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         ctx,
         reply,
         session,
-        body: (creds, retry),
+        body: (creds, retry, origin),
         input,
     } = incoming;
     let caller = session
-        .caller(creds)
+        .caller(creds, origin)
         .and_then(|c| check_access(&ctx.caps, &c, request.access(), H::NAME).map(|()| c));
     let caller = match caller {
         Ok(c) => c,
@@ -164,7 +164,7 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         None => Box::pin(request.run(cx)).await,
     };
     if result.is_ok() {
-        ctx.feed.record(session.origin, changes);
+        ctx.feed.record(caller.origin, changes);
         if H::EFFECT == Effect::Once && !used.get() {
             // Every handler of such a kind commits through `Once`: the table test of
             // dropped answers checks each; this catches a new path that forgot.

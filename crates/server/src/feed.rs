@@ -5,7 +5,9 @@
 //! (`Request::Changes`), for the changes other clients caused. Every request that
 //! changed something records what its caller's peers must forget (its kind's
 //! `Handler::changes`, built with [`object`] and [`entry`]), once, in dispatch,
-//! after it succeeded; the feed keeps the last [`CAPACITY`]
+//! after it succeeded, under the client it was made for (`Caller::origin`: the
+//! connection's client, or the one a server's step of a client's request names),
+//! whose polls skip it; the feed keeps the last [`CAPACITY`]
 //! changes in memory. A client that falls further behind, or asks with the epoch of
 //! an earlier run of the server, is told it lost changes and drops what it cached.
 

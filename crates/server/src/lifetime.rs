@@ -21,6 +21,7 @@ use pvfs_storage::MetaTxn;
 use crate::caps::Caps;
 use crate::ctx::Ctx;
 use crate::error::{no_object, OpError, OpResult};
+use crate::session::Caller;
 
 /// Most links one object may have (as ext4's EXT4_LINK_MAX).
 pub const LINK_MAX: u32 = 65000;
@@ -179,7 +180,7 @@ pub fn drop_for_name(
 /// sends it again).
 pub async fn finish_remote(
     ctx: &Ctx,
-    creds: &Creds,
+    caller: &Caller,
     handle: Handle,
     fate: LinkDrop,
     key: Option<RetryKey>,
@@ -188,19 +189,19 @@ pub async fn finish_remote(
     if fate == LinkDrop::Moved || *left != Remains::Unknown || ctx.is_local(handle) {
         return;
     }
-    let (l, t) = drop_remote(ctx, creds, handle, fate == LinkDrop::Keep, key).await;
+    let (l, t) = drop_remote(ctx, caller, handle, fate == LinkDrop::Keep, key).await;
     *left = l;
     *tickets = t;
 }
 
 /// Takes the link of a name this server removed from `handle`, which lives on
-/// another server: a `DropLink` to its owner, as `creds`, after the commit that
+/// another server: a `DropLink` to its owner, as a step of `caller`'s request, after the commit that
 /// removed the name. `key`: the retry key of that mutation. When the owner cannot be
 /// asked, the object keeps a link too many ([`Remains::Unknown`]) until fsck repairs
 /// the count: a name is never left without its link.
 pub async fn drop_remote(
     ctx: &Ctx,
-    creds: &Creds,
+    caller: &Caller,
     handle: Handle,
     keep: bool,
     key: Option<RetryKey>,
@@ -209,7 +210,7 @@ pub async fn drop_remote(
         return (Remains::Unknown, Vec::new());
     };
     let request = Request::DropLink(req::DropLink { handle, keep });
-    match ctx.peers.call_as(owner, creds, request, key).await {
+    match ctx.peers.call_as(owner, caller, request, key).await {
         Ok(Response::Dropped { left, tickets }) => (left, tickets),
         Ok(other) => {
             tracing::warn!(
@@ -226,19 +227,24 @@ pub async fn drop_remote(
 }
 
 /// Adds a link to `handle`, which lives on another server, for a name this server is
-/// about to add: an `AddLink` to its owner as `creds` (who must be allowed to link
-/// it). A key of its own per attempt of the link (one attempt's retries of the call
-/// share it): a link whose name never made it (a crash between) is counted again when
-/// the link is retried, one too many (fsck repairs it), whereas one key for every
-/// attempt would leave a link given back after a failed attempt uncounted when a
-/// retry puts the name in place: one too few.
-pub async fn add_remote(ctx: &Ctx, creds: &Creds, handle: Handle, moving: bool) -> OpResult<Attr> {
+/// about to add: an `AddLink` to its owner as a step of `caller`'s request (its user
+/// must be allowed to link it). A key of its own per attempt of the link (one
+/// attempt's retries of the call share it): a link whose name never made it (a
+/// crash between) is counted again when the link is retried, one too many (fsck
+/// repairs it), whereas one key for every attempt would leave a link given back
+/// after a failed attempt uncounted when a retry puts the name in place: one too few.
+pub async fn add_remote(
+    ctx: &Ctx,
+    caller: &Caller,
+    handle: Handle,
+    moving: bool,
+) -> OpResult<Attr> {
     let owner = ctx
         .config
         .owner_of(handle)
         .ok_or_else(|| OpError::no_server(format!("handle {handle:#x} belongs to no server")))?;
     let request = Request::AddLink(req::AddLink { handle, moving });
-    match ctx.peers.call_as(owner, creds, request, None).await? {
+    match ctx.peers.call_as(owner, caller, request, None).await? {
         Response::Attr { attr, .. } => Ok(attr),
         other => Err(OpError::internal(
             Errno::EPROTO,

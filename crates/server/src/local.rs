@@ -75,10 +75,23 @@ impl LocalServer {
         request: pvfs_proto::Request,
         retry: Option<RetryKey>,
     ) -> OpResult<Response> {
+        self.call_for(0, creds, request, retry).await
+    }
+
+    /// [`LocalServer::call`] as another server's step of a request by client
+    /// `origin` (0: the connection's own).
+    pub async fn call_for(
+        &self,
+        origin: u64,
+        creds: Creds,
+        request: pvfs_proto::Request,
+        retry: Option<RetryKey>,
+    ) -> OpResult<Response> {
         let body = RequestBody {
             creds,
             request,
             retry,
+            origin,
         };
         let data = Data::unbudgeted(BufPool::new(4096, 1).get(0), true);
         match crate::dispatch::handle(&self.ctx, &self.reply, &self.session, body, data, None)

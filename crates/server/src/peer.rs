@@ -11,6 +11,7 @@ use pvfs_transport::{connect_mux, BufPool, MuxConn, Target};
 use tokio::sync::Mutex;
 
 use crate::error::{OpError, OpResult};
+use crate::session::Caller;
 
 /// A connection to a peer and when it was last used.
 type Used = (Arc<MuxConn>, tokio::time::Instant);
@@ -94,11 +95,18 @@ impl Peers {
 
     /// Sends `request` to server `idx` and returns its single-frame answer.
     pub async fn call(&self, idx: usize, request: Request) -> OpResult<Response> {
-        self.call_as(idx, &Creds::default(), request, None).await
+        let server = Caller {
+            creds: Creds::default(),
+            trusted: true,
+            origin: 0,
+        };
+        self.call_as(idx, &server, request, None).await
     }
 
-    /// [`Peers::call`] acting for the user `creds` (a server holds the key, so the
-    /// other server takes them as given and checks what that user may do). A
+    /// [`Peers::call`] as a step of `caller`'s request: for its user (a server holds
+    /// the key, so the other server takes the user as given and checks what that
+    /// user may do) and its client (whose change feeds then leave out what the step
+    /// changes, as they leave out the client's own requests). A
     /// mutation is retried while the connection breaks or is refused, until the
     /// request deadline, as clients do; one that must happen once carries `retry`
     /// (derived from the request it is a step of, so a retried request repeats the
@@ -106,7 +114,7 @@ impl Peers {
     pub async fn call_as(
         &self,
         idx: usize,
-        creds: &Creds,
+        caller: &Caller,
         request: Request,
         retry: Option<RetryKey>,
     ) -> OpResult<Response> {
@@ -121,9 +129,10 @@ impl Peers {
             _ => None,
         };
         let body = encode(&RequestBody {
-            creds: creds.clone(),
+            creds: caller.creds.clone(),
             request,
             retry,
+            origin: caller.origin,
         });
         let deadline = tokio::time::Instant::now() + self.config.timeouts.request;
         loop {

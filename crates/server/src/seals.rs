@@ -4,13 +4,13 @@
 //!
 //! A sealed shard refuses new entries while an rmdir (or a rename over a directory)
 //! runs. That rmdir either removes the directory, whose other shards then stay sealed
-//! for ever (a name added there would be lost with it), or unseals every shard. When
-//! the unseal does not arrive, the seal used to stay until `pvfs fsck`. Now a name
-//! added to a sealed shard asks the directory's owner (`handlers::sealed::gate`): the directory gone,
-//! ENOENT; still there and the seal younger than [`Seals::grace`] (longer than any
-//! rmdir may take: it is a few request deadlines), EAGAIN, busy (the rmdir may still
-//! finish); still there and the seal older, the seal is abandoned and the commit
-//! that adds the name takes it away. Seal times live in memory: a seal found after a
+//! for ever (a name added there would be lost with it), or unseals every shard. The
+//! unseal may never arrive, so a name added to a sealed shard asks the directory's
+//! owner (`handlers::sealed::gate`): the directory gone, ENOENT; still there and the
+//! seal younger than [`Seals::grace`] (longer than any rmdir may take: it is a few
+//! request deadlines), EAGAIN, busy (the rmdir may still finish); still there and
+//! the seal older, the seal is abandoned and the commit that adds the name takes it
+//! away. Seal times live in memory: a seal found after a
 //! restart counts from the restart.
 
 use std::collections::BTreeMap;

@@ -31,17 +31,24 @@ pub struct Caller {
     pub creds: Creds,
     /// Sent by a key-holding node (a server, a mount, root's tools).
     pub trusted: bool,
+    /// The client instance the request is for: the changes it makes are not fed
+    /// back to that client (`crate::feed`), and a server's step of it for another
+    /// server carries it on.
+    pub origin: u64,
 }
 
 impl Session {
-    /// The caller a request claiming `creds` acts as: as claimed on a trusted
-    /// connection; on a MUNGE connection only the proven user (squashed root becomes
-    /// nobody), with no group it is not in; anything else is EPERM.
-    pub fn caller(&self, creds: Creds) -> OpResult<Caller> {
+    /// The caller a request claiming `creds`, for client `origin`, acts as: as
+    /// claimed on a trusted connection; on a MUNGE connection only the proven user
+    /// (squashed root becomes nobody), with no group it is not in, for the
+    /// connection's own client; anything else is EPERM.
+    pub fn caller(&self, creds: Creds, origin: u64) -> OpResult<Caller> {
         match &self.identity {
             Identity::Trusted => Ok(Caller {
                 creds,
                 trusted: true,
+                // A server's step of a client's request names that client.
+                origin: if origin != 0 { origin } else { self.origin },
             }),
             Identity::User {
                 uid,
@@ -77,6 +84,7 @@ impl Session {
                 Ok(Caller {
                     creds,
                     trusted: false,
+                    origin: self.origin,
                 })
             }
         }
@@ -125,23 +133,26 @@ mod tests {
     #[test]
     fn a_user_connection_acts_only_as_its_user() {
         let s = user(false);
-        let c = s.caller(creds(1000, 100, &[27])).unwrap();
+        let c = s.caller(creds(1000, 100, &[27]), 0).unwrap();
         assert!(!c.trusted);
         assert_eq!(c.creds.groups, vec![27]);
-        assert_eq!(s.caller(creds(0, 0, &[])).unwrap_err().errno, Errno::EPERM);
         assert_eq!(
-            s.caller(creds(1000, 0, &[])).unwrap_err().errno,
+            s.caller(creds(0, 0, &[]), 0).unwrap_err().errno,
             Errno::EPERM
         );
         assert_eq!(
-            s.caller(creds(1000, 100, &[0])).unwrap_err().errno,
+            s.caller(creds(1000, 0, &[]), 0).unwrap_err().errno,
+            Errno::EPERM
+        );
+        assert_eq!(
+            s.caller(creds(1000, 100, &[0]), 0).unwrap_err().errno,
             Errno::EPERM
         );
     }
 
     #[test]
     fn squashed_root_acts_as_nobody_and_a_key_holder_as_it_says() {
-        let c = user(true).caller(creds(0, 0, &[])).unwrap();
+        let c = user(true).caller(creds(0, 0, &[]), 0).unwrap();
         assert_eq!(c.creds, creds(65534, 65534, &[65534]));
         let trusted = Session {
             identity: Identity::Trusted,
@@ -149,8 +160,23 @@ mod tests {
             client: "t".into(),
             origin: 0,
         };
-        let c = trusted.caller(creds(0, 0, &[])).unwrap();
+        let c = trusted.caller(creds(0, 0, &[]), 0).unwrap();
         assert!(c.trusted);
         assert_eq!(c.creds.uid, 0);
+    }
+
+    #[test]
+    fn only_a_key_holder_names_the_client_it_acts_for() {
+        let mut mount = user(false);
+        mount.origin = 7;
+        let claimed = mount.caller(creds(1000, 100, &[]), 9).unwrap();
+        assert_eq!(claimed.origin, 7, "a user's connection is its own client");
+        mount.identity = Identity::Trusted;
+        assert_eq!(mount.caller(creds(0, 0, &[]), 0).unwrap().origin, 7);
+        assert_eq!(
+            mount.caller(creds(0, 0, &[]), 9).unwrap().origin,
+            9,
+            "a server's step names the client it is for"
+        );
     }
 }

@@ -882,6 +882,7 @@ pub fn raw_ask(
         creds,
         request,
         retry: None,
+        origin: 0,
     });
     let h = pvfs_proto::FrameHeader {
         kind: pvfs_proto::FrameKind::Request,

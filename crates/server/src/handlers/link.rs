@@ -59,7 +59,7 @@ impl Handler for req::Link {
         }
         // (A retry of a link that was done was answered from its record by
         // dispatch, before the owner could be asked to count it again.)
-        let attr = lifetime::add_remote(ctx, &caller.creds, handle, false).await?;
+        let attr = lifetime::add_remote(ctx, caller, handle, false).await?;
         let added = cx
             .once
             .commit(&ctx.meta, move |t| {
@@ -71,8 +71,7 @@ impl Handler for req::Link {
             Ok(r) => Ok(r.into()),
             Err(e) => {
                 // The name could not be added: give the link back.
-                let creds = &caller.creds;
-                lifetime::drop_remote(ctx, creds, handle, false, None).await;
+                lifetime::drop_remote(ctx, caller, handle, false, None).await;
                 Err(e)
             }
         }

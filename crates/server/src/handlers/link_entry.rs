@@ -69,7 +69,7 @@ impl Handler for req::LinkEntry {
         let seals = ctx.seals.clone();
         let remote = count && !ctx.is_local(handle);
         if remote {
-            lifetime::add_remote(ctx, &caller.creds, handle, true).await?;
+            lifetime::add_remote(ctx, caller, handle, true).await?;
         }
         let creds = caller.creds.clone();
         let committed = cx
@@ -90,7 +90,7 @@ impl Handler for req::LinkEntry {
                 if remote {
                     // The name is not in place: give its link back (the old name
                     // still holds one, so the object stays).
-                    lifetime::drop_remote(ctx, &caller.creds, handle, true, None).await;
+                    lifetime::drop_remote(ctx, caller, handle, true, None).await;
                 }
                 return Err(e);
             }
@@ -145,8 +145,7 @@ pub(crate) async fn finish_replaced(
         ..
     } = response
     {
-        let creds = &caller.creds;
-        lifetime::finish_remote(ctx, creds, r.handle, fate, key, (left, tickets)).await;
+        lifetime::finish_remote(ctx, caller, r.handle, fate, key, (left, tickets)).await;
     }
 }
 

@@ -122,7 +122,7 @@ async fn finish(cx: &Cx<'_>, fate: pvfs_proto::LinkDrop, response: &mut Response
         ..
     } = response
     {
-        let (creds, key) = (&cx.caller.creds, cx.once.peer_key());
-        lifetime::finish_remote(cx.ctx, creds, entry.handle, fate, key, (left, tickets)).await;
+        let key = cx.once.peer_key();
+        lifetime::finish_remote(cx.ctx, cx.caller, entry.handle, fate, key, (left, tickets)).await;
     }
 }
