@@ -18,6 +18,10 @@
 //!   again at once and finds its waiter, and its place, kept for a short while. A
 //!   lock that frees while the waiter's client is between two sends is reserved for
 //!   it (no one else takes it) until it comes back or that while ends.
+//! - **Edges.** A POSIX waiter's request tells the deadlock coordinator whom it
+//!   waits for (`crate::waitfor`) and records it here (`told`); a change that ends
+//!   or redirects waits is answered once those edges are right again
+//!   ([`LockTable::edges_settled`]), so no cycle is found through a wait that is over.
 //!
 //! Everything here is synchronous under one mutex; the handlers do the waiting.
 
@@ -102,6 +106,10 @@ struct Waiter {
     detached_until: Option<Instant>,
     state: WaitState,
     notify: Arc<Notify>,
+    /// Whom the deadlock coordinator was told this waiter waits for (its edges
+    /// there; none: it has none). A granted or withdrawn waiter is kept until they
+    /// are taken back.
+    told: Vec<LockKey>,
 }
 
 #[derive(Default)]
@@ -203,6 +211,12 @@ impl FileLocks {
                 continue;
             }
             let free = self.blocker(&want, Some(id)).is_none();
+            // A waiter still blocked, but no longer by all it told the deadlock
+            // coordinator of, is woken too, to correct its edges there.
+            let retell = !free && attached > 0 && {
+                let now = self.blockers(&want, Some(id));
+                self.waiters[i].told.iter().any(|k| !now.contains(k))
+            };
             let grant = free && attached > 0 && marked;
             if grant {
                 changes.push((want.key, self.apply(&want)));
@@ -213,7 +227,7 @@ impl FileLocks {
                 (true, false) => WaitState::Ready,
                 (false, _) => WaitState::Waiting,
             };
-            if free && attached > 0 {
+            if (free || retell) && attached > 0 {
                 w.notify.notify_waiters();
             }
         }
@@ -323,6 +337,8 @@ pub struct LockTable {
     pub mark_io: tokio::sync::Mutex<Option<LockMark>>,
     /// Set once the grace period has been seen to end (saves a clock read).
     grace_over: AtomicBool,
+    /// Woken when a waiter's edges at the deadlock coordinator change.
+    edges_told: Notify,
 }
 
 /// Locks a mutex, recovering the data if a holder panicked.
@@ -356,6 +372,7 @@ impl LockTable {
             next_lease: AtomicU64::new(crate::random::random_u64() | 1),
             mark_io: tokio::sync::Mutex::new(mark),
             grace_over: AtomicBool::new(grace_until.is_none()),
+            edges_told: Notify::new(),
         }
     }
 
@@ -471,6 +488,7 @@ impl LockTable {
             detached_until: None,
             state: WaitState::Waiting,
             notify: notify.clone(),
+            told: Vec::new(),
         });
         Ok((id, notify))
     }
@@ -522,6 +540,11 @@ impl LockTable {
         let state = w.state;
         if w.attached == 0 {
             match state {
+                WaitState::Granted | WaitState::Cancelled if !w.told.is_empty() => {
+                    // Forgotten when its request takes its edges back (`told`), or
+                    // after a while if that never comes.
+                    w.detached_until = Some(Instant::now() + self.keep_detached);
+                }
                 WaitState::Granted | WaitState::Cancelled => {
                     f.waiters.remove(i);
                     if f.is_empty() {
@@ -534,6 +557,70 @@ impl LockTable {
             }
         }
         state
+    }
+
+    /// Records that the deadlock coordinator was told waiter `id` waits for
+    /// `blockers` (none: its edges there are gone), and forgets a granted or
+    /// withdrawn waiter that no request waits on once its edges are gone.
+    pub fn told(&self, handle: Handle, id: u64, blockers: Vec<LockKey>) {
+        {
+            let mut st = lock(&self.state);
+            let Some(f) = st.files.get_mut(&handle) else {
+                return;
+            };
+            let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
+                return;
+            };
+            let w = &mut f.waiters[i];
+            w.told = blockers;
+            let over = matches!(w.state, WaitState::Granted | WaitState::Cancelled);
+            if w.told.is_empty() && w.attached == 0 && over {
+                f.waiters.remove(i);
+                if f.is_empty() {
+                    st.files.remove(&handle);
+                }
+            }
+        }
+        self.edges_told.notify_waiters();
+    }
+
+    /// Whether the deadlock coordinator may hold an edge of a waiter of `handle`
+    /// that is over: one that waits for an owner that no longer keeps it waiting
+    /// (it was granted, withdrawn, or waits for others now).
+    fn stale_edges(&self, handle: Handle) -> bool {
+        let st = lock(&self.state);
+        let Some(f) = st.files.get(&handle) else {
+            return false;
+        };
+        f.waiters.iter().any(|w| {
+            !w.told.is_empty()
+                && (w.state != WaitState::Waiting || {
+                    let now = f.blockers(&w.want, Some(w.id));
+                    w.told.iter().any(|k| !now.contains(k))
+                })
+        })
+    }
+
+    /// Waits, up to `bound`, until the deadlock coordinator holds no edge of a
+    /// waiter of `handle` that is over ([`LockTable::told`]). A request that ended
+    /// waits (an unlock, a downgrade, a withdrawal) is answered after that, so no
+    /// later wait of its owner finds a cycle through a wait that is over: the
+    /// waiters' own requests take their edges back, this only waits for them.
+    pub async fn edges_settled(&self, handle: Handle, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        loop {
+            let told = self.edges_told.notified();
+            tokio::pin!(told);
+            // Registered before looking, so a change in between wakes it.
+            told.as_mut().enable();
+            if !self.stale_edges(handle) {
+                return;
+            }
+            tokio::select! {
+                () = &mut told => {}
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
     }
 
     /// Withdraws waiter `id` (a deadlock): requests waiting on it see it cancelled.
@@ -848,6 +935,54 @@ mod tests {
         let c = t.test(5, &key(3), LockType::Write, 5, 5).unwrap();
         assert_eq!((c.typ, c.start, c.end, c.pid), (LockType::Read, 5, 5, 7));
         assert_eq!(t.held_count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unlock_is_settled_once_the_waits_it_ended_took_their_edges_back() {
+        use tokio::time::timeout;
+        let t = table();
+        let settled = |bound| timeout(Duration::from_millis(100), t.edges_settled(5, bound));
+        let hour = Duration::from_secs(3600);
+        assert!(matches!(
+            t.try_lock(5, &want(1, LockType::Write, 0, TO)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        let (b, c) = (
+            want(2, LockType::Write, 0, TO),
+            want(3, LockType::Write, 0, TO),
+        );
+        let (ib, _) = t.wait(5, &b).unwrap();
+        let (ic, nc) = t.wait(5, &c).unwrap();
+        assert_eq!(t.poll(5, ib).1, vec![key(1)]);
+        assert_eq!(t.poll(5, ic).1, vec![key(1)]);
+        t.told(5, ib, vec![key(1)]);
+        t.told(5, ic, vec![key(1)]);
+        assert!(
+            settled(hour).await.is_ok(),
+            "no wait ended: nothing to wait for"
+        );
+        let woken = nc.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        // 1 lets go: 2 gets the lock, 3 now waits for 2, not 1.
+        t.unlock(5, &key(1), 0, TO);
+        assert!(
+            timeout(Duration::from_millis(1), woken).await.is_ok(),
+            "a waiter whose blocker changed is woken to correct its edges"
+        );
+        assert!(settled(hour).await.is_err(), "both edges to 1 still stand");
+        // 2's request answers: granted; its edge goes after it stopped waiting.
+        assert_eq!(t.detach(5, ib), WaitState::Granted);
+        assert!(settled(hour).await.is_err(), "2's edge stands");
+        t.told(5, ib, Vec::new());
+        assert!(settled(hour).await.is_err(), "3's edge to 1 stands");
+        t.told(5, ic, vec![key(2)]);
+        assert!(settled(hour).await.is_ok(), "every edge is right again");
+        // A stale edge nobody takes back is waited for no longer than the bound.
+        t.told(5, ic, vec![key(1)]);
+        let start = Instant::now();
+        t.edges_settled(5, Duration::from_millis(500)).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
     }
 
     #[test]

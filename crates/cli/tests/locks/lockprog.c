@@ -13,6 +13,11 @@
  *   seek N OFF                  -> ok
  *   pwrite N OFF TEXT           -> ok
  *   pread N OFF LEN             -> data TEXT (bytes as read; NUL shown as '.')
+ *   hammer ROUNDS fcntl|flock HOLD_US N...  ROUNDS times: an exclusive whole-file
+ *                               lock (F_SETLKW or LOCK_EX) on each slot in order, held
+ *                               HOLD_US microseconds, then released in reverse order;
+ *                               a lock refused with EDEADLK is counted and asked again
+ *                               -> ok DEADLOCKS | err ENAME
  *   pid                         -> pid N
  *   exit                        -> (exits 0)
  *
@@ -68,6 +73,33 @@ static short lock_type(const char *t) {
 
 static char type_char(short t) { return t == F_RDLCK ? 'r' : t == F_WRLCK ? 'w' : 'u'; }
 
+/* Takes (LOCK_EX / F_WRLCK) or releases a whole-file lock on fd, by flock or fcntl. */
+static int whole_file(int fd, int use_flock, int take) {
+    if (use_flock) return FLOCK(fd, take ? LOCK_EX : LOCK_UN);
+    struct flock lk;
+    memset(&lk, 0, sizeof lk);
+    lk.l_type = take ? F_WRLCK : F_UNLCK;
+    lk.l_whence = SEEK_SET;
+    return LOCKCTL(fd, take ? F_SETLKW : F_SETLK, &lk);
+}
+
+/* The hammer command (above): the EDEADLKs counted, or -errno of another failure. */
+static long hammer(long rounds, int use_flock, long hold_us, const int *slots, int n) {
+    long deadlocks = 0;
+    for (long r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            while (whole_file(fds[slots[i]], use_flock, 1) != 0) {
+                if (errno != EDEADLK) return -errno;
+                deadlocks++;
+            }
+        }
+        if (hold_us > 0) usleep((useconds_t)hold_us);
+        for (int i = n - 1; i >= 0; i--)
+            if (whole_file(fds[slots[i]], use_flock, 0) != 0) return -errno;
+    }
+    return deadlocks;
+}
+
 int main(void) {
     char line[4096];
     struct sigaction sa;
@@ -122,6 +154,13 @@ int main(void) {
                 else printf("lock %c %lld %lld %d\n", type_char(lk.l_type), (long long)lk.l_start,
                             (long long)lk.l_len, (int)lk.l_pid);
             } else printf("ok\n");
+        } else if (!strcmp(c, "hammer") && argc >= 5) {
+            int slots[4];
+            int n = 0;
+            for (int i = 4; i < argc && n < 4; i++) slots[n++] = slot(argv[i]);
+            long got = hammer(atol(argv[1]), !strcmp(argv[2], "flock"), atol(argv[3]), slots, n);
+            if (got < 0) answer_errno((int)-got);
+            else printf("ok %ld\n", got);
         } else if (!strcmp(c, "flock") && argc >= 3) {
             int op = !strcmp(argv[2], "sh") ? LOCK_SH : !strcmp(argv[2], "ex") ? LOCK_EX : LOCK_UN;
             if (argc == 4 && !strcmp(argv[3], "nb")) op |= LOCK_NB;

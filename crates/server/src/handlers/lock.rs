@@ -187,14 +187,21 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
     }
     if a.flags & LOCK_WAIT == 0 {
         return match grant_now(ctx, a.handle, &want).await? {
-            Ok(lease) => Ok(Response::Locked { lease }),
+            Ok(lease) => {
+                edges_settled(ctx, a.handle).await;
+                Ok(Response::Locked { lease })
+            }
             Err(_) => Err(OpError::posix(
                 Errno::EAGAIN,
                 "the range is locked by another owner",
             )),
         };
     }
-    wait(ctx, a.handle, &want, answer_at).await
+    let answer = wait(ctx, a.handle, &want, answer_at).await?;
+    if matches!(answer, Response::Locked { .. }) {
+        edges_settled(ctx, a.handle).await;
+    }
+    Ok(answer)
 }
 
 /// Grants `want` now if nothing is in the way (first recording in the storage that
@@ -238,13 +245,21 @@ async fn wait(
             continue;
         }
         if want.posix && !blockers.is_empty() && told.as_ref() != Some(&blockers) {
-            let checked = wait_for(ctx, want.key, blockers.clone(), handle).await;
-            told = Some(blockers);
-            if let Err(e) = checked {
+            // From the moment it is sent, the coordinator may hold either set: an
+            // unlock meanwhile waits until the answer says which.
+            let before = told.clone().unwrap_or_default();
+            let mut either = before.clone();
+            either.extend(blockers.iter().filter(|k| !before.contains(k)));
+            table.told(handle, id, either);
+            if let Err(e) = wait_for(ctx, want.key, blockers.clone(), handle).await {
+                // Refused: the coordinator keeps what it was told before (taken
+                // back below).
+                table.told(handle, id, before);
                 table.cancel_id(handle, id);
-                told = None;
                 break Err(e);
             }
+            table.told(handle, id, blockers.clone());
+            told = Some(blockers);
             continue;
         }
         tokio::select! {
@@ -253,11 +268,11 @@ async fn wait(
                 // The waiter (and what the coordinator knows) stays for the next send.
                 return match table.detach(handle, id) {
                     WaitState::Granted => {
-                        stop_waiting(ctx, want, &told, handle).await;
+                        stop_waiting(ctx, want, (&told, id), handle).await;
                         Ok(Response::Locked { lease: table.touch(&want.key) })
                     }
                     WaitState::Cancelled => {
-                        stop_waiting(ctx, want, &told, handle).await;
+                        stop_waiting(ctx, want, (&told, id), handle).await;
                         Err(withdrawn())
                     }
                     WaitState::Waiting | WaitState::Ready => Ok(Response::LockWaiting {
@@ -268,8 +283,8 @@ async fn wait(
             }
         }
     };
+    stop_waiting(ctx, want, (&told, id), handle).await;
     table.detach(handle, id);
-    stop_waiting(ctx, want, &told, handle).await;
     outcome.map(|()| Response::Locked {
         lease: table.touch(&want.key),
     })
@@ -280,10 +295,31 @@ fn withdrawn() -> OpError {
     OpError::posix(Errno::EINTR, "the waiting lock request was withdrawn")
 }
 
-/// Removes the waiter's edges at the coordinator (before the answer, so no later
-/// wait of another owner finds a wait that is over).
-async fn stop_waiting(ctx: &Arc<Ctx>, want: &Want, told: &Option<Vec<LockKey>>, handle: Handle) {
+/// Removes the edges of waiter `id` at the coordinator (before the answer, so no
+/// later wait of another owner finds a wait that is over), and tells the table,
+/// for the requests that wait for that ([`crate::locks::LockTable::edges_settled`]).
+async fn stop_waiting(
+    ctx: &Arc<Ctx>,
+    want: &Want,
+    (told, id): (&Option<Vec<LockKey>>, u64),
+    handle: Handle,
+) {
     if told.is_some() {
         let _ = wait_for(ctx, want.key, Vec::new(), handle).await;
+        ctx.locks.told(handle, id, Vec::new());
     }
 }
+
+/// After a change of `handle`'s locks that may end waits (an unlock, a grant that
+/// downgrades, a withdrawal): until the waiters it ended took back their edges at
+/// the coordinator, or a short bound (a waiter whose client is between two sends
+/// takes them back when it returns, a round trip later).
+pub(crate) async fn edges_settled(ctx: &Ctx, handle: Handle) {
+    let bound = ctx.locks.answer_after.min(SETTLE_BOUND);
+    ctx.locks.edges_settled(handle, bound).await;
+}
+
+/// The longest an unlock waits for ended waits' edges to go (they go in a round
+/// trip; past this, a wait that is over may still be counted in a cycle until its
+/// request ends).
+const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_millis(500);
