@@ -9,6 +9,7 @@
 //! - a waiter on one mount woken promptly when the holder on the other unlocks;
 //! - a file's hard links reach the same locks, also after the locked name is gone;
 //! - a killed mount's locks released after the lease;
+//! - appends under a lock from both mounts all kept (a granted lock shows the size);
 //! - EDEADLK for a cycle of two clients over files on two servers, and never without
 //!   one, however many processes hammer locks taken in one order;
 //! - a process waiting in F_SETLKW killed, or interrupted by a signal;
@@ -403,6 +404,57 @@ fn processes_hammering_locks_in_one_order_never_see_edeadlk() {
         rounds += how.0 as usize * mounts.len();
     }
     eprintln!("{rounds} rounds of locks, no EDEADLK");
+}
+
+/// Lock-to-unlock coherence: a process on each mount appends records to one file
+/// opened with `O_APPEND`, each record under an exclusive lock (`fcntl`, then
+/// `flock`): every record is in the file exactly once, and nothing else. (The
+/// kernel appends at the size it knows; a granted lock now has it take the size
+/// the servers hold. Before, about half the records were written over.)
+#[test]
+fn appends_under_a_lock_from_two_mounts_are_all_kept() {
+    let Some(t) = two_mounts("appends_under_a_lock_from_two_mounts_are_all_kept") else {
+        return;
+    };
+    const EACH: usize = 300;
+    for how in ["fcntl", "flock"] {
+        let log = format!("log-{how}");
+        std::fs::write(t.ma.join(&log), b"").unwrap();
+        let mut a = on(&t.ma, "A");
+        let mut b = on(&t.mb, "B");
+        a.expect(&format!("open 0 {log} a"), "ok");
+        b.expect(&format!("open 0 {log} a"), "ok");
+        a.send(&format!("appends 0 {EACH} A {how}"));
+        b.send(&format!("appends 0 {EACH} B {how}"));
+        for p in [&mut a, &mut b] {
+            let got = p.answer_within(Duration::from_secs(120));
+            assert_eq!(
+                got.as_deref(),
+                Some("ok"),
+                "{}: appends under {how}",
+                p.name
+            );
+        }
+        a.finish();
+        b.finish();
+        let text = String::from_utf8(std::fs::read(t.mb.join(&log)).unwrap())
+            .unwrap_or_else(|e| panic!("{how}: the log is not text (a hole?): {e}"));
+        let mut lines: Vec<&str> = text.lines().collect();
+        let written = lines.len();
+        lines.sort_unstable();
+        let mut want: Vec<String> = ["A", "B"]
+            .iter()
+            .flat_map(|tag| (0..EACH).map(move |i| format!("{tag} {i:06}")))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(
+            written,
+            2 * EACH,
+            "{how}: {written} records in the file, {} appended",
+            2 * EACH
+        );
+        assert!(lines == want, "{how}: the records are not each there once");
+    }
 }
 
 #[test]

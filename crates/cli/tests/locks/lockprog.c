@@ -4,7 +4,7 @@
  * command, so it can hold a lock in one process while another tries, waits or is
  * killed. Commands (N: a descriptor slot 0..15):
  *
- *   open N PATH r|w|rw          -> ok
+ *   open N PATH r|w|rw|a        -> ok   (a: O_WRONLY|O_APPEND)
  *   close N                     -> ok
  *   lk N CMD TYPE START LEN     CMD: setlk setlkw getlk ofd-setlk ofd-setlkw ofd-getlk,
  *                               TYPE: r w u      -> ok | err ENAME | lock T START LEN PID | unlocked
@@ -18,6 +18,9 @@
  *                               HOLD_US microseconds, then released in reverse order;
  *                               a lock refused with EDEADLK is counted and asked again
  *                               -> ok DEADLOCKS | err ENAME
+ *   appends N COUNT TAG fcntl|flock|none  COUNT records "TAG NNNNNN\n" written one
+ *                               by one, each under an exclusive whole-file lock
+ *                               (none: without)     -> ok | err ENAME
  *   pid                         -> pid N
  *   exit                        -> (exits 0)
  *
@@ -83,6 +86,19 @@ static int whole_file(int fd, int use_flock, int take) {
     return LOCKCTL(fd, take ? F_SETLKW : F_SETLK, &lk);
 }
 
+/* The appends command (above): 0, or -errno of the first failure. */
+static int appends(int fd, long count, const char *tag, const char *how) {
+    int locked = strcmp(how, "none") != 0, use_flock = !strcmp(how, "flock");
+    char rec[64];
+    for (long i = 0; i < count; i++) {
+        int n = snprintf(rec, sizeof rec, "%s %06ld\n", tag, i);
+        if (locked && whole_file(fd, use_flock, 1) != 0) return -errno;
+        if (write(fd, rec, (size_t)n) != n) return -errno;
+        if (locked && whole_file(fd, use_flock, 0) != 0) return -errno;
+    }
+    return 0;
+}
+
 /* The hammer command (above): the EDEADLKs counted, or -errno of another failure. */
 static long hammer(long rounds, int use_flock, long hold_us, const int *slots, int n) {
     long deadlocks = 0;
@@ -129,7 +145,8 @@ int main(void) {
         } else if (!strcmp(c, "pid") ) {
             printf("pid %d\n", (int)getpid());
         } else if (!strcmp(c, "open") && argc == 4) {
-            int flags = !strcmp(argv[3], "r") ? O_RDONLY : !strcmp(argv[3], "w") ? O_WRONLY : O_RDWR;
+            int flags = !strcmp(argv[3], "r") ? O_RDONLY : !strcmp(argv[3], "w") ? O_WRONLY
+                      : !strcmp(argv[3], "a") ? O_WRONLY | O_APPEND : O_RDWR;
             if (flags != O_RDONLY) flags |= O_CREAT;
             int fd = OPEN(argv[2], flags);
             if (fd < 0) answer_errno(errno);
@@ -161,6 +178,12 @@ int main(void) {
             long got = hammer(atol(argv[1]), !strcmp(argv[2], "flock"), atol(argv[3]), slots, n);
             if (got < 0) answer_errno((int)-got);
             else printf("ok %ld\n", got);
+#ifndef PVFS_CAPI
+        } else if (!strcmp(c, "appends") && argc == 5) {
+            int got = appends(fds[slot(argv[1])], atol(argv[2]), argv[3], argv[4]);
+            if (got < 0) answer_errno(-got);
+            else printf("ok\n");
+#endif
         } else if (!strcmp(c, "flock") && argc >= 3) {
             int op = !strcmp(argv[2], "sh") ? LOCK_SH : !strcmp(argv[2], "ex") ? LOCK_EX : LOCK_UN;
             if (argc == 4 && !strcmp(argv[3], "nb")) op |= LOCK_NB;

@@ -71,6 +71,7 @@ impl Inner {
                 handle,
                 file,
                 stream: None,
+                append: flags & libc::O_APPEND != 0,
             });
             // While other clients' changes reach the mount, the pages the kernel
             // holds are current: the feeds drop those another client changed.
@@ -93,6 +94,7 @@ impl Inner {
             handle,
             file,
             stream,
+            append: flags & libc::O_APPEND != 0,
         });
         (fh, FopenFlags::FOPEN_DIRECT_IO)
     }
