@@ -11,6 +11,7 @@
 //! - POSIX ACLs with `setfacl` and `getfacl`: named users and groups, the mask,
 //!   default ACLs inherited by new files and directories (the umask then does not
 //!   apply), enforced for another user, and seen by another client;
+//! - a file renamed over while others read it: never missing, never short;
 //! - a directory of 100k entries listed through the mount;
 //! - the mount's life: background mount and `pvfs umount`, SIGTERM/SIGINT
 //!   unmounting cleanly, `pvfs umount` of a mount whose daemon was killed or
@@ -423,6 +424,67 @@ fn ordinary_programs_see_their_data() {
 
     let st = m.unmount();
     assert!(st.success(), "mount process: {st}\n{}", m.log_text());
+}
+
+/// Replace by rename is atomic for readers on the mount: one thread writes new
+/// versions of a file and renames each over it (what editors, package managers and
+/// git do) while two others open and read it, 20,000 times in all: every open
+/// finds the file, old or new, and every read gets it whole. (The object a reader's
+/// name led to may be gone by the time it opens it: the mount says ESTALE, and the
+/// kernel looks the name up again.)
+#[test]
+fn a_file_renamed_over_is_never_missing_to_readers() {
+    const OPENS: usize = 10_000;
+    let cluster = Cluster::start();
+    let m = Mount::start(&cluster, &[]);
+    let target = m.join("cfg");
+    let version = |i: usize| format!("version {i:08}\n").repeat(512).into_bytes();
+    std::fs::write(&target, version(0)).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (renames, seen) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let tmp = m.join(".cfg.tmp");
+            let mut i = 1;
+            // At least 500 replacements, and on until the readers are done.
+            while i <= 500 || !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(&tmp, version(i)).unwrap();
+                std::fs::rename(&tmp, &target).unwrap();
+                i += 1;
+            }
+            i - 1
+        });
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut missing, mut short, mut other) = (0, 0, Vec::new());
+                    for _ in 0..OPENS {
+                        match std::fs::read(&target) {
+                            Ok(d) if d.len() == version(0).len() => {}
+                            Ok(_) => short += 1,
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing += 1,
+                            Err(e) => other.push(e.to_string()),
+                        }
+                    }
+                    (missing, short, other)
+                })
+            })
+            .collect();
+        let seen: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (writer.join().unwrap(), seen)
+    });
+    for (missing, short, other) in &seen {
+        assert_eq!(
+            (*missing, *short, other.len()),
+            (0, 0, 0),
+            "{OPENS} opens while {renames} renames replaced the file: {missing} ENOENT, \
+             {short} short reads, other errors {other:?}"
+        );
+    }
+    eprintln!(
+        "{} opens during {renames} replacements, all whole",
+        2 * OPENS
+    );
 }
 
 #[test]

@@ -20,6 +20,18 @@ pub(crate) fn errno(e: pvfs_client::Error) -> Errno {
     }
 }
 
+/// The errno of a client error on an object the kernel named by its inode: ENOENT
+/// there means the object is gone (a rename replaced it, or it was removed since
+/// the kernel looked its name up), which is ESTALE to the kernel: a path's open,
+/// `stat` or `chmod` then looks the path up again and finds what the name holds
+/// now, as on NFS. A program that holds a descriptor of the object sees ESTALE.
+pub(crate) fn gone(e: pvfs_client::Error) -> Errno {
+    match errno(e) {
+        Errno::ENOENT => Errno::ESTALE,
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +59,12 @@ mod tests {
         assert_eq!(seen(E::ENOSPC), Errno::ENOSPC);
         assert_eq!(seen(E::ESTALE), Errno::ESTALE);
         assert_eq!(seen(E::EIO), Errno::EIO);
+    }
+
+    #[test]
+    fn an_object_gone_from_under_its_inode_is_stale() {
+        assert_eq!(gone(pvfs_client::Error::new(E::ENOENT, "t")), Errno::ESTALE);
+        assert_eq!(gone(pvfs_client::Error::new(E::EACCES, "t")), Errno::EACCES);
+        assert_eq!(gone(pvfs_client::Error::new(E::EHOSTDOWN, "t")), Errno::EIO);
     }
 }

@@ -7,7 +7,7 @@ use pvfs_client::{Attr, ObjKind, SetAttr};
 use pvfs_proto::{Creds, Handle};
 
 use crate::attr::{privileged, timespec};
-use crate::errors::{errno, OpResult};
+use crate::errors::{errno, gone, OpResult};
 use crate::inner::Inner;
 
 /// What `setattr` asks for.
@@ -68,7 +68,7 @@ impl Inner {
             Some(layout) => self.client.stat_file(handle, &layout).await,
             None => self.client.stat_handle(handle).await,
         }
-        .map_err(errno)?;
+        .map_err(gone)?;
         self.tables.note(&attr);
         Ok(attr)
     }

@@ -8,7 +8,7 @@ use fuser::{Errno, FopenFlags, INodeNo};
 use pvfs_proto::Handle;
 
 use crate::attr::privileged;
-use crate::errors::{errno, OpResult};
+use crate::errors::{gone, OpResult};
 use crate::inner::Inner;
 use crate::options::MountOptions;
 use crate::readahead::ReadAhead;
@@ -103,7 +103,8 @@ impl Inner {
     /// and how the kernel serves it.
     pub(crate) async fn open(&self, handle: Handle, flags: i32) -> OpResult<(u64, FopenFlags)> {
         if !self.tables.begin_open(handle) {
-            return Err(Errno::ENOENT);
+            // Being removed: the kernel looks the name up again.
+            return Err(Errno::ESTALE);
         }
         let opened = async {
             let file = self.client.open_handle(handle).await?;
@@ -128,7 +129,7 @@ impl Inner {
                 if self.tables.end_open(handle) {
                     self.remove_orphan(handle).await;
                 }
-                Err(errno(e))
+                Err(gone(e))
             }
         }
     }
@@ -147,7 +148,7 @@ impl Inner {
         let attr = self.tables.file_attr(handle)?;
         let file = self.client.file_from_attr(attr).ok()?;
         if !self.tables.begin_open(handle) {
-            return Some(Err(Errno::ENOENT));
+            return Some(Err(Errno::ESTALE));
         }
         Some(Ok(self.opened(handle, file, flags)))
     }
