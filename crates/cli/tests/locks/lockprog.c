@@ -86,7 +86,9 @@ static int whole_file(int fd, int use_flock, int take) {
     return LOCKCTL(fd, take ? F_SETLKW : F_SETLK, &lk);
 }
 
-/* The appends command (above): 0, or -errno of the first failure. */
+#ifndef PVFS_CAPI
+/* The appends command (above; not in the C-library build): 0, or -errno of the
+ * first failure. */
 static int appends(int fd, long count, const char *tag, const char *how) {
     int locked = strcmp(how, "none") != 0, use_flock = !strcmp(how, "flock");
     char rec[64];
@@ -98,6 +100,7 @@ static int appends(int fd, long count, const char *tag, const char *how) {
     }
     return 0;
 }
+#endif
 
 /* The hammer command (above): the EDEADLKs counted, or -errno of another failure. */
 static long hammer(long rounds, int use_flock, long hold_us, const int *slots, int n) {
