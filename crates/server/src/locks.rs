@@ -47,6 +47,8 @@ pub const MAX_CLIENT_SEGMENTS: usize = 1 << 16;
 pub const MAX_FILE_SEGMENTS: usize = 1 << 16;
 /// Most waiting requests on one file.
 pub const MAX_FILE_WAITERS: usize = 1 << 12;
+/// The longest a change that ended waits waits for their edges to be taken back.
+pub const SETTLE_BOUND: Duration = Duration::from_millis(500);
 
 /// Where a waiting request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +198,13 @@ impl FileLocks {
         })
     }
 
+    /// Whether waiter `w` told the deadlock coordinator it waits for an owner that
+    /// no longer keeps it waiting.
+    fn told_too_much(&self, w: &Waiter) -> bool {
+        let now = self.blockers(&w.want, Some(w.id));
+        w.told.iter().any(|k| !now.contains(k))
+    }
+
     /// Grants, in queue order, the waiting requests nothing blocks any more: at once
     /// for those a request waits on (if `marked`: the storage says locks may be
     /// held), as a reservation for the others, whose requests are woken to take it.
@@ -213,10 +222,7 @@ impl FileLocks {
             let free = self.blocker(&want, Some(id)).is_none();
             // A waiter still blocked, but no longer by all it told the deadlock
             // coordinator of, is woken too, to correct its edges there.
-            let retell = !free && attached > 0 && {
-                let now = self.blockers(&want, Some(id));
-                self.waiters[i].told.iter().any(|k| !now.contains(k))
-            };
+            let retell = !free && attached > 0 && self.told_too_much(&self.waiters[i]);
             let grant = free && attached > 0 && marked;
             if grant {
                 changes.push((want.key, self.apply(&want)));
@@ -331,6 +337,10 @@ pub struct LockTable {
     pub answer_after: Duration,
     /// How long a waiter is kept between two sends of its request.
     pub keep_detached: Duration,
+    /// The longest a change that ended waits waits for their edges to be taken
+    /// back ([`LockTable::edges_settled`]): they go in a round trip; past this, a
+    /// wait that is over may still be counted in a cycle until its request ends.
+    settle_bound: Duration,
     /// Source of lease ids (random start; never 0).
     next_lease: AtomicU64,
     /// Serializes writes of the storage's mark.
@@ -369,6 +379,7 @@ impl LockTable {
             grace_until,
             answer_after: (request / 3).max(Duration::from_millis(50)),
             keep_detached: request.max(Duration::from_millis(500)),
+            settle_bound: (request / 3).clamp(Duration::from_millis(50), SETTLE_BOUND),
             next_lease: AtomicU64::new(crate::random::random_u64() | 1),
             mark_io: tokio::sync::Mutex::new(mark),
             grace_over: AtomicBool::new(grace_until.is_none()),
@@ -592,22 +603,19 @@ impl LockTable {
         let Some(f) = st.files.get(&handle) else {
             return false;
         };
-        f.waiters.iter().any(|w| {
-            !w.told.is_empty()
-                && (w.state != WaitState::Waiting || {
-                    let now = f.blockers(&w.want, Some(w.id));
-                    w.told.iter().any(|k| !now.contains(k))
-                })
-        })
+        f.waiters
+            .iter()
+            .any(|w| !w.told.is_empty() && (w.state != WaitState::Waiting || f.told_too_much(w)))
     }
 
-    /// Waits, up to `bound`, until the deadlock coordinator holds no edge of a
+    /// Waits, a bounded time, until the deadlock coordinator holds no edge of a
     /// waiter of `handle` that is over ([`LockTable::told`]). A request that ended
     /// waits (an unlock, a downgrade, a withdrawal) is answered after that, so no
     /// later wait of its owner finds a cycle through a wait that is over: the
-    /// waiters' own requests take their edges back, this only waits for them.
-    pub async fn edges_settled(&self, handle: Handle, bound: Duration) {
-        let deadline = Instant::now() + bound;
+    /// waiters' own requests take their edges back (a waiter whose client is
+    /// between two sends, when it returns), this only waits for them.
+    pub async fn edges_settled(&self, handle: Handle) {
+        let deadline = Instant::now() + self.settle_bound;
         loop {
             let told = self.edges_told.notified();
             tokio::pin!(told);
@@ -941,8 +949,7 @@ mod tests {
     async fn an_unlock_is_settled_once_the_waits_it_ended_took_their_edges_back() {
         use tokio::time::timeout;
         let t = table();
-        let settled = |bound| timeout(Duration::from_millis(100), t.edges_settled(5, bound));
-        let hour = Duration::from_secs(3600);
+        let settled = || timeout(Duration::from_millis(100), t.edges_settled(5));
         assert!(matches!(
             t.try_lock(5, &want(1, LockType::Write, 0, TO)).unwrap(),
             TryLock::Granted(_)
@@ -958,7 +965,7 @@ mod tests {
         t.told(5, ib, vec![key(1)]);
         t.told(5, ic, vec![key(1)]);
         assert!(
-            settled(hour).await.is_ok(),
+            settled().await.is_ok(),
             "no wait ended: nothing to wait for"
         );
         let woken = nc.notified();
@@ -970,19 +977,19 @@ mod tests {
             timeout(Duration::from_millis(1), woken).await.is_ok(),
             "a waiter whose blocker changed is woken to correct its edges"
         );
-        assert!(settled(hour).await.is_err(), "both edges to 1 still stand");
+        assert!(settled().await.is_err(), "both edges to 1 still stand");
         // 2's request answers: granted; its edge goes after it stopped waiting.
         assert_eq!(t.detach(5, ib), WaitState::Granted);
-        assert!(settled(hour).await.is_err(), "2's edge stands");
+        assert!(settled().await.is_err(), "2's edge stands");
         t.told(5, ib, Vec::new());
-        assert!(settled(hour).await.is_err(), "3's edge to 1 stands");
+        assert!(settled().await.is_err(), "3's edge to 1 stands");
         t.told(5, ic, vec![key(2)]);
-        assert!(settled(hour).await.is_ok(), "every edge is right again");
+        assert!(settled().await.is_ok(), "every edge is right again");
         // A stale edge nobody takes back is waited for no longer than the bound.
         t.told(5, ic, vec![key(1)]);
         let start = Instant::now();
-        t.edges_settled(5, Duration::from_millis(500)).await;
-        assert_eq!(start.elapsed(), Duration::from_millis(500));
+        t.edges_settled(5).await;
+        assert_eq!(start.elapsed(), SETTLE_BOUND);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use pvfs_proto::{req, Changed, LockKey};
 
 use crate::error::OpResult;
-use crate::handlers::lock::{check_range, edges_settled};
+use crate::handlers::lock::check_range;
 use crate::locks::Want;
 use crate::op::{done, Access, Answer, Cx, Handler};
 
@@ -32,7 +32,7 @@ impl Handler for req::CancelLock {
             posix: false,
         };
         ctx.locks.cancel(self.handle, &want);
-        edges_settled(ctx, self.handle).await;
+        ctx.locks.edges_settled(self.handle).await;
         done()
     }
 }

@@ -188,7 +188,7 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
     if a.flags & LOCK_WAIT == 0 {
         return match grant_now(ctx, a.handle, &want).await? {
             Ok(lease) => {
-                edges_settled(ctx, a.handle).await;
+                table.edges_settled(a.handle).await;
                 Ok(Response::Locked { lease })
             }
             Err(_) => Err(OpError::posix(
@@ -199,7 +199,7 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
     }
     let answer = wait(ctx, a.handle, &want, answer_at).await?;
     if matches!(answer, Response::Locked { .. }) {
-        edges_settled(ctx, a.handle).await;
+        table.edges_settled(a.handle).await;
     }
     Ok(answer)
 }
@@ -309,17 +309,3 @@ async fn stop_waiting(
         ctx.locks.told(handle, id, Vec::new());
     }
 }
-
-/// After a change of `handle`'s locks that may end waits (an unlock, a grant that
-/// downgrades, a withdrawal): until the waiters it ended took back their edges at
-/// the coordinator, or a short bound (a waiter whose client is between two sends
-/// takes them back when it returns, a round trip later).
-pub(crate) async fn edges_settled(ctx: &Ctx, handle: Handle) {
-    let bound = ctx.locks.answer_after.min(SETTLE_BOUND);
-    ctx.locks.edges_settled(handle, bound).await;
-}
-
-/// The longest an unlock waits for ended waits' edges to go (they go in a round
-/// trip; past this, a wait that is over may still be counted in a cycle until its
-/// request ends).
-const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_millis(500);

@@ -5,7 +5,7 @@
 use pvfs_proto::{req, Changed, LockKey};
 
 use crate::error::OpResult;
-use crate::handlers::lock::{check_range, edges_settled};
+use crate::handlers::lock::check_range;
 use crate::op::{done, Access, Answer, Cx, Handler};
 
 impl Handler for req::Unlock {
@@ -24,7 +24,7 @@ impl Handler for req::Unlock {
         check_range(self.start, self.end)?;
         let key = LockKey::new(cx.caller.lock_who(), self.owner);
         ctx.locks.unlock(self.handle, &key, self.start, self.end);
-        edges_settled(ctx, self.handle).await;
+        ctx.locks.edges_settled(self.handle).await;
         done()
     }
 }
