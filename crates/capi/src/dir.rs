@@ -167,7 +167,7 @@ pub unsafe extern "C" fn pvfs_opendir(path: *const c_char) -> *mut pvfs_dir {
         let g = global()?;
         let flags = libc::O_RDONLY | libc::O_DIRECTORY;
         let target = open_target(&g, p, flags, 0, Default::default())?;
-        let fd = fd_for(&g, flags, target)?;
+        let fd = fd_for(&g, flags, target, false)?;
         let dir = Box::new(pvfs_dir {
             fd,
             ent: pvfs_dirent {

@@ -123,10 +123,12 @@ pub(crate) fn open_target(
     }
 }
 
-/// A new descriptor for an open target.
-pub(crate) fn fd_for(g: &Arc<Global>, flags: c_int, target: Target) -> CResult<c_int> {
+/// A new descriptor for an open target; `held`: its file is held open
+/// (`pvfs_client::Client::hold`), to let go of at its last close.
+pub(crate) fn fd_for(g: &Arc<Global>, flags: c_int, target: Target, held: bool) -> CResult<c_int> {
     let obj = match target {
         Target::File(file) => Obj::File(FileFd {
+            held,
             file: *file,
             cur: Mutex::new(Cursor { pos: 0, part: None }),
             wrote: Default::default(),
@@ -154,7 +156,16 @@ unsafe fn open_impl(
     let p = unsafe { path(path_arg) }?;
     let g = global()?;
     let target = open_target(&g, p, flags, mode, spec(hint))?;
-    fd_for(&g, flags, target)
+    // Held while open: another client's unlink or rename over it leaves the file
+    // to this descriptor until its last close (`pvfs_client::holds`).
+    let held = match &target {
+        Target::File(f) => {
+            g.run(g.client().hold(f.handle()))?;
+            true
+        }
+        Target::Dir(_) => false,
+    };
+    fd_for(&g, flags, target, held)
 }
 
 /// Opens or creates `path` (an absolute path inside the pvfs file system; a

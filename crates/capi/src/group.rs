@@ -91,6 +91,11 @@ pub unsafe extern "C" fn pvfs_openfh(handle: *const c_void, handle_len: size_t) 
         let bytes = unsafe { buf(handle, handle_len) }?;
         let g = global()?;
         let (file, flags) = g.client().open_group_handle(bytes)?;
-        fd_for(&g, flags as c_int & CARRIED, Target::File(Box::new(file)))
+        fd_for(
+            &g,
+            flags as c_int & CARRIED,
+            Target::File(Box::new(file)),
+            false,
+        )
     })
 }

@@ -169,6 +169,9 @@ pub(crate) struct FileFd {
     /// Whether anything was written through this descriptor since the last mtime
     /// update (close and fsync then update the metafile's mtime).
     pub wrote: AtomicBool,
+    /// The file is held open for this descriptor (`pvfs_client::holds`); let go of
+    /// when its last duplicate closes.
+    pub held: bool,
 }
 
 /// How much of a directory listing is known.
@@ -221,6 +224,19 @@ pub(crate) struct OpenFd {
     pub obj: Obj,
     /// Unique per descriptor opened: names its OFD locks and `flock`s.
     pub serial: u64,
+}
+
+impl Drop for OpenFd {
+    /// The last duplicate of the descriptor closed: its file is let go of (deleted
+    /// then if another client unlinked it meanwhile). Not in a forked child, whose
+    /// parent still holds it.
+    fn drop(&mut self) {
+        if let Obj::File(f) = &self.obj {
+            if f.held && self.g.pid == pid() {
+                self.g.run(self.g.client().unhold(f.file.handle()));
+            }
+        }
+    }
 }
 
 impl OpenFd {

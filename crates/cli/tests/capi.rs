@@ -291,6 +291,38 @@ fn advisory_locks_between_two_processes() {
     b.finish();
 }
 
+/// A descriptor of the C library keeps its file after another client (the CLI)
+/// removes it or renames another file over it, reads and writes through it work,
+/// `pvfs fsck` counts the file as open, and the close frees it.
+#[test]
+fn a_descriptor_outlives_its_files_removal_by_another_client() {
+    let cluster = Cluster::builder().set("lease", "\"2s\"").start();
+    let mut a = driver::capi_locker(&cluster, "A");
+    let open_unlinked = || cluster.run_cli(&["fsck", "--json"]).json()["open_unlinked"].clone();
+    a.expect("open 0 /f rw", "ok");
+    a.expect("pwrite 0 0 hello", "ok");
+    a.expect("open 1 /g rw", "ok");
+    a.expect("pwrite 1 0 old", "ok");
+    cluster.run_cli(&["rm", "/f"]).ok();
+    std::fs::write(cluster.dir().join("new"), b"new").unwrap();
+    let new = cluster.dir().join("new");
+    cluster
+        .run_cli(&["cp", "-q", new.to_str().unwrap(), "pvfs:/g.new"])
+        .ok();
+    cluster.run_cli(&["mv", "/g.new", "/g"]).ok();
+    a.expect("pread 0 0 5", "data hello");
+    a.expect("pwrite 0 5 world", "ok");
+    a.expect("pread 0 0 10", "data helloworld");
+    a.expect("pread 1 0 3", "data old");
+    assert_eq!(open_unlinked(), 2);
+    a.expect("close 0", "ok");
+    a.expect("close 1", "ok");
+    assert_eq!(open_unlinked(), 0);
+    let report = cluster.run_cli(&["fsck", "--json"]).json();
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
+    a.finish();
+}
+
 fn elf_sections(path: &Path) -> Vec<String> {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     assert!(

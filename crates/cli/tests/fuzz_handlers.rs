@@ -215,6 +215,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             },
         }),
         6 => Request::Create(req::Create {
+            hold: 0,
             parent: dir,
             name: name(rng),
             mode: rng.next_u64() as u32,

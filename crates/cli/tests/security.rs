@@ -278,6 +278,7 @@ fn a_user_proves_its_uid_with_munge_and_cannot_act_as_another() {
         2,
         root_creds(),
         Request::Create(req::Create {
+            hold: 0,
             parent: root,
             name: "made-by-squashed-root".into(),
             mode: 0o644,
@@ -957,6 +958,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
         9,
         root_creds(),
         Request::Create(req::Create {
+            hold: 0,
             parent: root,
             name: "f".into(),
             mode: 0o644,

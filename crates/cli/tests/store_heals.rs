@@ -203,7 +203,7 @@ fn a_full_metadata_store_degrades_then_heals_by_itself() {
             base: Some(0),
         };
         let big = c
-            .create_under(&d, &filler, 0o644, on_s0_only)
+            .create_under(&d, &filler, 0o644, on_s0_only, false)
             .await
             .unwrap();
         let mut filled = 0u64;
@@ -261,7 +261,7 @@ fn a_full_metadata_store_degrades_then_heals_by_itself() {
         assert_eq!(e.errno, Errno::ENOSPC, "{e}");
         assert!(t.elapsed() < limit, "took {:?}", t.elapsed());
         // Metadata on s1 works, and so do s0's data operations: its datafile reads.
-        c.create_under(&d, &created, 0o644, LayoutSpec::default())
+        c.create_under(&d, &created, 0o644, LayoutSpec::default(), false)
             .await
             .unwrap();
         let mut got = vec![0u8; block.len()];

@@ -145,15 +145,21 @@ impl Client {
 
     /// Like [`Client::create_at`] for a parent whose attributes the caller already
     /// holds (its default layout is taken from them, saving a request per create).
+    /// With `hold`, the caller opens the file: it is held open by this client
+    /// (`crate::holds`) from the commit that makes it, and its close calls
+    /// [`Client::unhold`].
     pub async fn create_under(
         &self,
         parent: &Attr,
         name: &str,
         mode: u32,
         layout: LayoutSpec,
+        hold: bool,
     ) -> Result<File> {
         let d = Dir::from_attr(parent.clone())?;
-        let attr = self.create_file_in(&d, name, mode, layout).await?;
+        let attr = self
+            .create_file_holding(&d, name, mode, layout, hold)
+            .await?;
         Ok(File::new(self.clone(), attr))
     }
 

@@ -95,6 +95,9 @@ pub struct FsckReport {
     pub entries: usize,
     /// Datafiles present on the data servers.
     pub datafiles: usize,
+    /// Files without a name that a client still has open (deleted at its last
+    /// close; not a problem).
+    pub open_unlinked: usize,
     /// Everything found.
     pub problems: Vec<Problem>,
 }
@@ -119,6 +122,8 @@ struct Snapshot {
     lost: BTreeMap<usize, BTreeSet<Handle>>,
     /// (server, directory) of every sealed shard.
     seals: Vec<(usize, Handle)>,
+    /// Objects clients hold open.
+    held: BTreeSet<Handle>,
 }
 
 /// Items asked per scan page.
@@ -133,6 +138,7 @@ impl Client {
             objects: snap.objects.len(),
             entries: snap.entries.len(),
             datafiles: snap.datafiles.values().map(BTreeSet::len).sum(),
+            open_unlinked: 0,
             problems: Vec::new(),
         };
         let now = Timespec::now();
@@ -213,6 +219,7 @@ impl Client {
                 continue;
             }
             match its.len() {
+                0 if a.nlink == 0 && snap.held.contains(h) => report.open_unlinked += 1,
                 0 if young(a) => {}
                 0 => {
                     let fixed = repair && self.remove_orphan(a).await;
@@ -570,6 +577,12 @@ impl Client {
                     other => return Err(unexpected("ScanEntries", &other)),
                 }
             }
+            let held = self
+                .scan_handles(i, |after| {
+                    Request::ScanHeld(req::ScanHeld { after, max: PAGE })
+                })
+                .await?;
+            snap.held.extend(held);
             match self.rpc(i, Request::ScanSeals(req::ScanSeals {})).await? {
                 Response::HandleList { handles, .. } => {
                     snap.seals.extend(handles.into_iter().map(|d| (i, d)));

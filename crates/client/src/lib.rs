@@ -16,6 +16,7 @@ pub mod feed;
 mod file;
 mod fsck;
 mod group;
+pub mod holds;
 mod io;
 pub mod locks;
 mod namespace;

@@ -84,18 +84,22 @@ struct OwnerInfo {
 
 /// The locks this client holds on one server.
 #[derive(Default)]
-struct ServerLocks {
+pub(crate) struct ServerLocks {
     /// The id of our lease there (0: none known yet).
     lease: u64,
     /// By file: every owner's locks.
     files: BTreeMap<Handle, Vec<Segment<u64>>>,
     /// The server forgot our lease and is in its grace period: reclaim.
     reclaim: bool,
+    /// The lease our holds there are under (0: none known).
+    open_lease: u64,
+    /// The server forgot our holds: send them again (`crate::holds`).
+    rehold: bool,
 }
 
 #[derive(Default)]
-struct Held {
-    servers: BTreeMap<usize, ServerLocks>,
+pub(crate) struct Held {
+    pub(crate) servers: BTreeMap<usize, ServerLocks>,
     /// Per (file, owner): how to reclaim (credentials, kind).
     owners: BTreeMap<(Handle, u64), OwnerInfo>,
     /// Owners that sent a lock request for a file (their locks are released at close
@@ -105,13 +109,34 @@ struct Held {
     lost: BTreeSet<(Handle, u64)>,
     /// Whether the lease keeper runs.
     keeper: bool,
+    /// The files this client holds open (`crate::holds`).
+    pub(crate) opens: crate::holds::Opens,
 }
 
 impl Held {
+    /// Whether this client needs its lease on `server`: it holds locks or open
+    /// files there.
     fn holds_on(&self, server: usize) -> bool {
+        self.locks_on(server) || self.opens.on(server)
+    }
+
+    fn locks_on(&self, server: usize) -> bool {
         self.servers
             .get(&server)
             .is_some_and(|s| s.files.values().any(|v| !v.is_empty()))
+    }
+
+    /// Takes in a lease id for the holds on `server`: a new one (or none) while
+    /// holding files there means the server forgot them.
+    fn observe_opens(&mut self, server: usize, lease: u64) {
+        let holding = self.opens.on(server);
+        let s = self.servers.entry(server).or_default();
+        if lease == 0 {
+            s.rehold |= holding;
+        } else if s.open_lease != lease {
+            s.rehold |= holding && s.open_lease != 0;
+            s.open_lease = lease;
+        }
     }
 
     /// Every lock recorded on `server` is lost.
@@ -137,8 +162,9 @@ impl Held {
     /// Takes in a lease id a server answered: a new one while we hold locks under
     /// another means the server forgot them: reclaimed in its grace period, else
     /// lost.
-    fn observe(&mut self, server: usize, lease: u64, grace: bool) {
-        let holds = self.holds_on(server);
+    pub(crate) fn observe(&mut self, server: usize, lease: u64, grace: bool) {
+        self.observe_opens(server, lease);
+        let holds = self.locks_on(server);
         let s = self.servers.entry(server).or_default();
         if s.lease == lease && lease != 0 {
             return;
@@ -202,7 +228,7 @@ pub(crate) struct LockState {
 }
 
 impl LockState {
-    fn held(&self) -> MutexGuard<'_, Held> {
+    pub(crate) fn held(&self) -> MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -556,7 +582,7 @@ fn lease_period(client: &Client) -> Duration {
 }
 
 impl Client {
-    fn lock_state(&self) -> &LockState {
+    pub(crate) fn lock_state(&self) -> &LockState {
         &self.inner.locks
     }
 
@@ -570,7 +596,7 @@ impl Client {
     /// A capability on the object to show the server (any, even expired: it proves
     /// the object was looked up; a fresh one with the right also counts when the mode
     /// no longer allows it).
-    fn lock_proof(&self, handle: Handle) -> Option<pvfs_proto::Capability> {
+    pub(crate) fn lock_proof(&self, handle: Handle) -> Option<pvfs_proto::Capability> {
         self.inner
             .caps
             .get(handle, self.creds.uid)
@@ -869,14 +895,16 @@ impl Client {
     /// Releases every lock and wait of this client on every server (a clean end: a
     /// mount that stops, `pvfs_finalize`, a process that exits).
     pub async fn release_all_locks(&self) {
-        let servers: Vec<usize> = {
+        let mut servers = self.take_opens();
+        {
             let mut h = self.lock_state().held();
-            let s: Vec<usize> = h.servers.keys().copied().collect();
+            servers.extend(h.servers.keys().copied());
             h.servers.clear();
             h.owners.clear();
             h.touched.clear();
-            s
-        };
+        }
+        servers.sort_unstable();
+        servers.dedup();
         let client = self.inner.pool.client_id();
         let calls = servers.into_iter().map(|s| async move {
             if let Err(e) = self
@@ -893,6 +921,22 @@ impl Client {
             }
         });
         futures::future::join_all(calls).await;
+    }
+
+    /// Sends the holds on `server` again if it forgot them (`crate::holds`).
+    async fn rehold_if_needed(&self, server: usize) {
+        let needed = self
+            .lock_state()
+            .held()
+            .servers
+            .get(&server)
+            .is_some_and(|s| s.rehold);
+        if needed {
+            self.rehold(server).await;
+            if let Some(s) = self.lock_state().held().servers.get_mut(&server) {
+                s.rehold = false;
+            }
+        }
     }
 
     /// Reclaims the locks held on `server` if it asked for that (it restarted and is
@@ -994,7 +1038,7 @@ impl Client {
     /// servers where it holds locks every third of a lease, and ends when it holds
     /// none. On a runtime with worker threads it is a task; on one driven only by
     /// its callers (the preload library's) a thread that drives it for each renewal.
-    fn keep_leases(&self) {
+    pub(crate) fn keep_leases(&self) {
         {
             let mut h = self.lock_state().held();
             if h.keeper {
@@ -1086,6 +1130,7 @@ async fn renew_once(weak: &Weak<Inner>, creds: &Creds) -> bool {
             Ok(Response::Lease { lease, grace }) => {
                 client.lock_state().held().observe(server, lease, grace);
                 client.reclaim_if_needed(server).await;
+                client.rehold_if_needed(server).await;
             }
             Ok(other) => tracing::warn!("lease renewal: {}", unexpected("RenewLease", &other)),
             Err(e) => tracing::warn!(

@@ -572,8 +572,23 @@ impl Client {
         mode: u32,
         what: CreateWhat,
     ) -> Result<Attr> {
+        self.create_holding(parent, name, mode, what, false).await
+    }
+
+    /// [`Client::create_in`]; with `hold`, the new file is held open by this client
+    /// (`crate::holds`) from the commit that makes it: one [`Client::unhold`] ends it.
+    pub(crate) async fn create_holding(
+        &self,
+        parent: &Dir,
+        name: &str,
+        mode: u32,
+        what: CreateWhat,
+        hold: bool,
+    ) -> Result<Attr> {
         let server = self.entry_server(parent, name);
+        let hold = if hold { self.hold_gen() } else { 0 };
         let req = Request::Create(req::Create {
+            hold,
             parent: parent.handle,
             name: name.to_string(),
             mode,
@@ -585,6 +600,9 @@ impl Client {
         match self.rpc(server, req).await? {
             Response::Created { attr, caps } => {
                 self.remember_caps(attr.handle, caps);
+                if hold != 0 {
+                    self.created_held(attr.handle, server);
+                }
                 Ok(attr)
             }
             other => Err(unexpected("Create", &other)),
@@ -616,6 +634,19 @@ impl Client {
         mode: u32,
         layout: LayoutSpec,
     ) -> Result<Attr> {
+        self.create_file_holding(parent, name, mode, layout, false)
+            .await
+    }
+
+    /// [`Client::create_file_in`], the new file held open with `hold`.
+    pub(crate) async fn create_file_holding(
+        &self,
+        parent: &Dir,
+        name: &str,
+        mode: u32,
+        layout: LayoutSpec,
+        hold: bool,
+    ) -> Result<Attr> {
         let pattr = self.dir_attr(parent).await?;
         let inherited = match pattr.detail {
             ObjDetail::Dir { default_layout, .. } => default_layout.unwrap_or_default(),
@@ -627,7 +658,7 @@ impl Client {
             stripe_count: Some(d.stripe_count),
             base: None,
         });
-        self.create_in(parent, name, mode, CreateWhat::File { spec })
+        self.create_holding(parent, name, mode, CreateWhat::File { spec }, hold)
             .await
     }
 

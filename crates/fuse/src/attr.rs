@@ -84,7 +84,8 @@ pub(crate) fn timespec(t: TimeOrNow) -> Timespec {
 }
 
 /// The kernel's view of `attr`. `orphan` marks a file whose last name is gone but
-/// which is still open (link count 0).
+/// which is still open here (link count 0); a file another client unlinked while it
+/// was open has a count of 0 from its server.
 pub(crate) fn file_attr(root: Handle, attr: &Attr, orphan: bool) -> FileAttr {
     let kind = attr.kind();
     FileAttr {
@@ -97,7 +98,11 @@ pub(crate) fn file_attr(root: Handle, attr: &Attr, orphan: bool) -> FileAttr {
         crtime: system_time(attr.ctime),
         kind: file_type(kind),
         perm: (attr.mode & 0o7777) as u16,
-        nlink: if orphan { 0 } else { attr.nlink.max(1) },
+        nlink: if orphan || (attr.nlink == 0 && !attr.is_dir()) {
+            0
+        } else {
+            attr.nlink.max(1)
+        },
         uid: attr.uid,
         gid: attr.gid,
         rdev: match attr.detail {

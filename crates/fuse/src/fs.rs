@@ -653,8 +653,12 @@ impl Filesystem for PvfsFs {
         match guarded("release", || {
             inner.release_now(fh.0, lock_owner.map(|o| o.0))
         }) {
-            Some(Some(None)) => return reply.ok(),
-            Some(Some(Some(orphan))) => {
+            Some(Some((handle, false))) => {
+                reply.ok();
+                let _rt = self.rt.enter();
+                return inner.let_go_later(handle);
+            }
+            Some(Some((orphan, true))) => {
                 // Unlinked between the check and the close: deleted before the
                 // answer, as the general way does.
                 return self.run(

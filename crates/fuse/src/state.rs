@@ -350,15 +350,6 @@ impl Tables {
         lock(&self.inodes).get(&handle).is_some_and(|i| i.orphan)
     }
 
-    /// Every orphan still open (to delete when the mount ends).
-    pub(crate) fn orphans(&self) -> Vec<Handle> {
-        lock(&self.inodes)
-            .iter()
-            .filter(|(_, i)| i.orphan)
-            .map(|(&h, _)| h)
-            .collect()
-    }
-
     // ----- directory streams -------------------------------------------------
 
     /// A new directory stream on `handle`; returns its file handle.
@@ -861,7 +852,6 @@ mod tests {
         assert_eq!(t.unlinked(7), Disposal::Kept);
         assert!(t.is_orphan(7));
         assert!(!t.end_open(7), "one open left");
-        assert_eq!(t.orphans(), vec![7]);
         assert!(t.end_open(7), "last close deletes");
         assert!(!t.is_orphan(7));
     }

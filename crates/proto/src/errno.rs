@@ -41,6 +41,7 @@ errnos! {
     ENOTDIR = 20, "not a directory";
     EISDIR = 21, "is a directory";
     EINVAL = 22, "invalid argument";
+    ENFILE = 23, "too many open files in system";
     EFBIG = 27, "file too large";
     ENOSPC = 28, "no space left on device";
     EROFS = 30, "read-only file system";

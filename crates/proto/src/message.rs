@@ -416,7 +416,9 @@ requests! {
         13 => SetAttr { handle: Handle, set: crate::types::SetAttr } effect Once, flow Reply,
         /// Creates an object and its entry `name` in `parent` atomically. `umask`
         /// applies to `mode` unless `parent` has a default ACL (which then decides).
-        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat } effect Once, flow Reply,
+        /// `hold`: for a file the caller opens as it creates it, the generation of
+        /// its hold (as `Hold`; 0: none), registered before the name is visible.
+        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat, hold: u64 } effect Once, flow Reply,
         /// Removes entry `name` of `dir`; `fate` says what the object loses (in the
         /// same commit when it lives here, otherwise this server asks its owner).
         /// `expect` guards against a concurrent change of the entry.
@@ -565,6 +567,21 @@ requests! {
         /// where the feed stands now. Key-holding nodes only: it names entries of
         /// every directory.
         66 => Changes { epoch: u64, since: u64, wait_ms: u32 } effect None, flow Reply,
+        /// The caller's client has object `handle` of this metadata server open: the
+        /// object outlives its last name until the client lets go (`Unhold`), ends
+        /// cleanly, or its lease ends. `gen`: from a counter of the client's, so a
+        /// late `Unhold` sent before this one is ignored. ESTALE when the object is
+        /// gone. A caller without the key shows `proof`: a capability on the object.
+        /// Answered with the client's lease.
+        67 => Hold { handle: Handle, gen: u64, proof: Option<Capability> } effect Idempotent, flow Reply,
+        /// The caller's client closed these objects (`handles[i]` held with a
+        /// generation below `gens[i]`): an object left without a name and without a
+        /// hold is deleted.
+        68 => Unhold { handles: Vec<Handle>, gens: Vec<u64> } effect Idempotent, flow Reply,
+        /// A page of the objects of this metadata server that clients hold open,
+        /// after `after` (fsck: an object without a name that is held is a file
+        /// unlinked while open, not an orphan).
+        69 => ScanHeld { after: Option<Handle>, max: u32 } effect None, flow Reply,
     }
 }
 
@@ -788,7 +805,7 @@ wire_enum! {
         50 => Objects { attrs: Vec<Attr>, more: bool },
         /// Answer to `ScanEntries`: (directory, entry) pairs, and whether more follow.
         51 => Entries { entries: Vec<(Handle, DirEntry)>, more: bool },
-        /// Answer to `ScanDatafiles`, `ScanLost` and `ScanSeals`: handles, and whether
+        /// Answer to `ScanDatafiles`, `ScanLost`, `ScanSeals` and `ScanHeld`: handles, and whether
         /// more follow.
         52 => HandleList { handles: Vec<Handle>, more: bool },
         /// Answer to `Lock`: granted. `lease`: the id of the client's lease here
@@ -970,6 +987,7 @@ mod tests {
                 }),
             }),
             Request::Create(req::Create {
+                hold: 0,
                 parent: 1,
                 name: "d".into(),
                 mode: 0o755,

@@ -83,6 +83,7 @@ fn samples() -> Vec<Vec<u8>> {
             },
         })),
         body(Request::Create(req::Create {
+            hold: 0,
             parent: 1,
             name: "f".into(),
             mode: 0o644,

@@ -15,6 +15,27 @@ pub async fn supervise_store(ctx: Arc<Ctx>) {
 
 /// Ends the lock leases and waiters not renewed in time, and clears the storage's
 /// lock mark once no lock is held ([`crate::locks::LockTable::expire_loop`]).
+/// A client whose lease ended holds nothing open any more: what it alone held and
+/// no name keeps is deleted (`crate::orphans`).
 pub async fn expire_locks(ctx: Arc<Ctx>) {
-    ctx.locks.expire_loop(ctx.exec).await
+    let on_end = {
+        let ctx = ctx.clone();
+        move |clients: Vec<(u64, u64)>| {
+            let free: Vec<_> = clients
+                .into_iter()
+                .flat_map(|c| ctx.holds.drop_client(c))
+                .collect();
+            if !free.is_empty() {
+                let ctx = ctx.clone();
+                tokio::spawn(async move { crate::orphans::free(&ctx, free).await });
+            }
+        }
+    };
+    ctx.locks.expire_loop(ctx.exec, on_end).await
+}
+
+/// Deletes kept objects nobody holds (`crate::orphans::sweep_loop`).
+pub async fn sweep_kept(ctx: Arc<Ctx>) {
+    let lease = ctx.config.locks.lease;
+    crate::orphans::sweep_loop(ctx, lease).await
 }

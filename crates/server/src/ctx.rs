@@ -74,6 +74,8 @@ pub struct Ctx {
     pub health: crate::health::Health,
     /// Byte-range locks on this server's objects, waiters and leases (`crate::locks`).
     pub locks: crate::locks::LockTable,
+    /// Which clients hold which of this server's objects open (`crate::holds`).
+    pub holds: Arc<crate::holds::Holds>,
     /// The wait-for graph of POSIX lock waits, on the coordinating metadata server
     /// (`crate::waitfor`).
     pub wait_graph: crate::waitfor::WaitGraph,

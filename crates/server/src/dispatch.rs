@@ -98,6 +98,9 @@ pub async fn handle(
         Request::RenewLease(r) => serve(incoming, r).await,
         Request::WaitFor(r) => serve(incoming, r).await,
         Request::Changes(r) => serve(incoming, r).await,
+        Request::Hold(r) => serve(incoming, r).await,
+        Request::Unhold(r) => serve(incoming, r).await,
+        Request::ScanHeld(r) => serve(incoming, r).await,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod exec;
 pub mod feed;
 pub mod handlers;
 pub mod health;
+pub mod holds;
 pub mod inline;
 pub mod lifetime;
 pub mod limits;
@@ -28,6 +29,7 @@ pub mod local;
 pub mod locks;
 pub mod once;
 pub mod op;
+pub mod orphans;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
@@ -273,6 +275,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         budget,
         health: health::Health::default(),
         locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
+        holds: Default::default(),
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         feed: feed::ChangeFeed::new(),
         retries: once::Retries::default(),
@@ -309,6 +312,7 @@ pub async fn serve(
     let trimmer = tokio::spawn(trim_buffers(ctx.pool.clone()));
     let supervisor = tokio::spawn(background::supervise_store(ctx.clone()));
     let lock_expiry = tokio::spawn(background::expire_locks(ctx.clone()));
+    let kept_sweep = tokio::spawn(background::sweep_kept(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -372,6 +376,7 @@ pub async fn serve(
     trimmer.abort();
     supervisor.abort();
     lock_expiry.abort();
+    kept_sweep.abort();
     ctx.meta.close().await;
     if let Some(source) = fatal {
         return Err(storage_err(source));

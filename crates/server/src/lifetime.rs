@@ -21,6 +21,7 @@ use pvfs_storage::MetaTxn;
 use crate::caps::Caps;
 use crate::ctx::Ctx;
 use crate::error::{no_object, OpError, OpResult};
+use crate::holds::Claims;
 use crate::session::Caller;
 
 /// Most links one object may have (as ext4's EXT4_LINK_MAX).
@@ -32,11 +33,13 @@ pub const LINK_MAX: u32 = 65000;
 pub type Dropped = (Remains, Vec<Capability>);
 
 /// Takes one link from `handle` (one of its names is gone). At zero links it is
-/// deleted, unless `keep` (a file still open somewhere: [`remove_unlinked`] deletes
-/// it later). A directory is deleted at once.
+/// deleted, unless `keep` (the caller has it open and deletes it with
+/// [`remove_unlinked`]) or a client holds it open (`crate::holds`: deleted at the
+/// last unhold): then it is kept, recorded in the store's `kept` table. A
+/// directory is deleted at once.
 pub fn drop_link(
     t: &mut MetaTxn<'_>,
-    caps: &Caps,
+    (caps, claims): (&Caps, &Claims),
     handle: Handle,
     keep: bool,
     uid: u32,
@@ -53,17 +56,24 @@ pub fn drop_link(
     }
     if keep {
         t.put_object(&attr);
+        t.set_kept(handle, true);
         return Ok((Remains::Kept, vec![caps.mint(handle, rights::REMOVE, uid)]));
+    }
+    if !claims.unheld(handle) {
+        t.put_object(&attr);
+        t.set_kept(handle, true);
+        return Ok((Remains::Kept, Vec::new()));
     }
     deleted(t, caps, attr, uid)
 }
 
 /// Deletes `handle`, kept at zero links by an unlink while it was open; EBUSY while
-/// it has a name (it was never unlinked). Returns what it was and REMOVE tickets for
-/// a file's datafiles.
+/// it has a name (it was never unlinked) or a client holds it open (the last
+/// unhold deletes it). Returns what it was and REMOVE tickets for a file's
+/// datafiles.
 pub fn remove_unlinked(
     t: &mut MetaTxn<'_>,
-    caps: &Caps,
+    (caps, claims): (&Caps, &Claims),
     handle: Handle,
     uid: u32,
 ) -> OpResult<(ObjDetail, Vec<Capability>)> {
@@ -72,6 +82,12 @@ pub fn remove_unlinked(
         return Err(OpError::posix(
             Errno::EBUSY,
             format!("object {handle:#x} still has {} names", attr.nlink),
+        ));
+    }
+    if !claims.unheld(handle) {
+        return Err(OpError::posix(
+            Errno::EBUSY,
+            format!("object {handle:#x} is open on a client: it goes at its last close"),
         ));
     }
     delete(t, caps, attr, uid)
@@ -124,7 +140,7 @@ pub fn add_link(
 /// (ESTALE) when the count changed meanwhile.
 pub fn set_links(
     t: &mut MetaTxn<'_>,
-    caps: &Caps,
+    (caps, claims): (&Caps, &Claims),
     handle: Handle,
     links: u32,
     expect: u32,
@@ -138,6 +154,13 @@ pub fn set_links(
         )));
     }
     if links == 0 {
+        if !attr.is_dir() && !claims.unheld(handle) {
+            attr.nlink = 0;
+            attr.ctime = Timespec::now();
+            t.put_object(&attr);
+            t.set_kept(handle, true);
+            return Ok((Remains::Kept, Vec::new()));
+        }
         return deleted(t, caps, attr, uid);
     }
     if attr.is_dir() {
@@ -149,6 +172,7 @@ pub fn set_links(
     attr.nlink = links.min(LINK_MAX);
     attr.ctime = Timespec::now();
     t.put_object(&attr);
+    t.set_kept(handle, false);
     Ok((Remains::Names(attr.nlink), Vec::new()))
 }
 
@@ -158,7 +182,7 @@ pub fn set_links(
 /// so too). A local object that is already gone (a dangling name) is left alone.
 pub fn drop_for_name(
     t: &mut MetaTxn<'_>,
-    (caps, here): (&Caps, HandleRange),
+    (caps, claims, here): (&Caps, &Claims, HandleRange),
     handle: Handle,
     fate: LinkDrop,
     uid: u32,
@@ -167,9 +191,27 @@ pub fn drop_for_name(
         LinkDrop::Moved => Ok((Remains::Untouched, Vec::new())),
         _ if !here.contains(handle) => Ok((Remains::Unknown, Vec::new())),
         _ if t.get_object(handle)?.is_none() => Ok((Remains::Untouched, Vec::new())),
-        LinkDrop::Keep => drop_link(t, caps, handle, true, uid),
-        LinkDrop::Delete => drop_link(t, caps, handle, false, uid),
+        LinkDrop::Keep => drop_link(t, (caps, claims), handle, true, uid),
+        LinkDrop::Delete => drop_link(t, (caps, claims), handle, false, uid),
     }
+}
+
+/// Deletes `handle` if it is kept at zero links and no client holds it (its last
+/// holder let go, or its lease ended): REMOVE tickets and the layout of a file's
+/// datafiles. None when it has a name again, is held, or is gone.
+pub fn delete_if_free(
+    t: &mut MetaTxn<'_>,
+    (caps, claims): (&Caps, &Claims),
+    handle: Handle,
+) -> OpResult<Option<(ObjDetail, Vec<Capability>)>> {
+    let Some(attr) = t.get_object(handle)? else {
+        t.set_kept(handle, false);
+        return Ok(None);
+    };
+    if attr.nlink > 0 || attr.is_dir() || !claims.unheld(handle) {
+        return Ok(None);
+    }
+    delete(t, caps, attr, 0).map(Some)
 }
 
 /// After the commit of a name removal whose object lives elsewhere

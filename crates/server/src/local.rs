@@ -110,6 +110,7 @@ impl LocalServer {
         what: pvfs_proto::CreateWhat,
     ) -> pvfs_proto::Request {
         pvfs_proto::Request::Create(pvfs_proto::req::Create {
+            hold: 0,
             parent,
             name: name.into(),
             mode: 0o755,

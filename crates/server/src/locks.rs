@@ -418,6 +418,12 @@ impl LockTable {
         lease.id
     }
 
+    /// Renews (or starts) the lease of client `client` of `who`; its id.
+    pub fn touch_client(&self, who: u64, client: u64) -> u64 {
+        let mut st = lock(&self.state);
+        self.touch_locked(&mut st, who, client)
+    }
+
     /// Renews the lease of client `client` of `who` if the server knows it: its id,
     /// or None.
     pub fn renew(&self, who: u64, client: u64) -> Option<u64> {
@@ -806,18 +812,23 @@ impl LockTable {
     /// Ends expired leases and forgotten waiters every tenth of a lease, and clears
     /// the storage's mark once no lock is held (so a restart skips the grace period),
     /// writing it with `exec`. Runs until dropped.
-    pub async fn expire_loop(&self, exec: Exec) {
+    /// `ended` gets the clients whose lease ended.
+    pub async fn expire_loop(&self, exec: Exec, mut ended: impl FnMut(Vec<(u64, u64)>)) {
         let every = (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            for (who, client) in self.expire() {
+            let gone = self.expire();
+            for &(who, client) in &gone {
                 tracing::info!(
                     who = format_args!("{who:#x}"),
                     client = format_args!("{client:#x}"),
-                    "a client's lock lease ended: its locks are released"
+                    "a client's lease ended: its locks and open files are released"
                 );
+            }
+            if !gone.is_empty() {
+                ended(gone);
             }
             if self.grace_end().is_none() {
                 self.clear_mark(exec).await;
@@ -1212,7 +1223,7 @@ mod tests {
             }
         };
         tokio::select! {
-            _ = t.expire_loop(Exec::Threads) => unreachable!("the loop runs until dropped"),
+            _ = t.expire_loop(Exec::Threads, |_| {}) => unreachable!("the loop runs until dropped"),
             _ = watch => {}
         }
         assert_eq!(t.renew(0, 1), None, "the lease ended");

@@ -181,6 +181,7 @@ async fn every_mutation_that_must_happen_once_is_answered_from_its_record() {
     // Create: the retry is answered Created (not EEXIST).
     let row = Row {
         request: Request::Create(req::Create {
+            hold: 0,
             parent: root,
             name: "c".into(),
             mode: 0o644,

@@ -103,6 +103,7 @@ async fn an_abandoned_seal_stops_refusing_new_names() {
 
     // A directory whose rmdir finished: its sealed shard refuses with ENOENT.
     let e = Request::Create(req::Create {
+        hold: 0,
         parent: root,
         name: "gone".into(),
         mode: 0o755,

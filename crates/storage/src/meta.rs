@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Version of the on-disk format written in the superblock. Version 2 added the
-/// `shards` table; a version 1 store is upgraded when it is opened.
-pub const FORMAT_VERSION: u32 = 2;
+/// `shards` table, version 3 the `kept` table; older stores are upgraded when opened.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build opens (and upgrades).
 const FORMAT_OLDEST: u32 = 1;
 /// Handles at the start of each server's range kept for well-known objects (the root).
@@ -251,8 +251,34 @@ fn read_superblock(r: &dyn Raw) -> Result<Option<Superblock>, StorageError> {
 /// Upgrades a store of format `from` to [`FORMAT_VERSION`] inside the opening
 /// transaction. 1 -> 2: every directory's shard here gets its record, counting its
 /// subdirectory entries (change time unknown: zero, which leaves the directory's own
-/// times as they are).
+/// times as they are). 2 -> 3: every file at zero links (kept while it was open) is
+/// recorded in `kept`.
 fn upgrade(t: &mut WriteTables<'_>, from: u32) -> Result<(), StorageError> {
+    if from < 2 {
+        count_subdirs(t)?;
+    }
+    let mut kept = 0usize;
+    let mut after: Option<Handle> = None;
+    loop {
+        let page = txn::objects_after(t, after, 4096)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.handle);
+        let table = &mut t.0[txn::Tab::Kept as usize];
+        for a in page.iter().filter(|a| a.nlink == 0 && !a.is_dir()) {
+            table.insert(&a.handle.to_be_bytes()[..], &[1u8][..])?;
+            kept += 1;
+        }
+    }
+    let sb = &mut t.0[txn::Tab::Super as usize];
+    sb.insert(&b"format"[..], &FORMAT_VERSION.to_le_bytes()[..])?;
+    tracing::info!(
+        "metadata store: upgraded from format {from} to {FORMAT_VERSION} ({kept} objects kept at zero links)"
+    );
+    Ok(())
+}
+
+/// Format 1 -> 2: the `shards` records, counted from the entries.
+fn count_subdirs(t: &mut WriteTables<'_>) -> Result<(), StorageError> {
     let mut subdirs: std::collections::BTreeMap<Handle, u64> = Default::default();
     let mut after: Option<(Handle, String)> = None;
     loop {
@@ -272,12 +298,7 @@ fn upgrade(t: &mut WriteTables<'_>, from: u32) -> Result<(), StorageError> {
         });
         shards.insert(&dir.to_be_bytes()[..], rec.as_slice())?;
     }
-    let sb = &mut t.0[txn::Tab::Super as usize];
-    sb.insert(&b"format"[..], &FORMAT_VERSION.to_le_bytes()[..])?;
-    tracing::info!(
-        "metadata store: upgraded from format {from} to {FORMAT_VERSION} ({} directory shards counted)",
-        subdirs.len()
-    );
+    tracing::info!("metadata store: {} directory shards counted", subdirs.len());
     Ok(())
 }
 
@@ -1142,6 +1163,16 @@ impl ReadView {
         max: usize,
     ) -> Result<Vec<(Handle, DirEntry)>, StorageError> {
         self.seen(txn::entries_after(&self.t, after, max))
+    }
+
+    /// Objects kept at zero links (open somewhere when they lost their last name)
+    /// after `after`, at most `max`, in handle order.
+    pub fn kept_after(
+        &self,
+        after: Option<Handle>,
+        max: usize,
+    ) -> Result<Vec<Handle>, StorageError> {
+        self.seen(txn::kept_after(&self.t, after, max))
     }
 
     /// Every directory whose shard here is sealed (by rmdir; fsck looks for stale ones).

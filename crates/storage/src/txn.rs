@@ -25,10 +25,11 @@ pub(crate) enum Tab {
     Xattrs = 5,
     Replies = 6,
     Shards = 7,
+    Kept = 8,
 }
 
 /// Number of tables.
-pub(crate) const NTABS: usize = 8;
+pub(crate) const NTABS: usize = 9;
 
 /// The redb definitions, in [`Tab`] order.
 pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
@@ -40,6 +41,7 @@ pub(crate) const DEFS: [TableDefinition<&[u8], &[u8]>; NTABS] = [
     TableDefinition::new("xattrs"),
     TableDefinition::new("replies"),
     TableDefinition::new("shards"),
+    TableDefinition::new("kept"),
 ];
 
 /// Version byte in front of object and entry records.
@@ -428,20 +430,47 @@ pub(crate) fn objects_after(
     after: Option<Handle>,
     max: usize,
 ) -> Result<Vec<Attr>, StorageError> {
+    page_after(r, Tab::Objects, after, max, &mut |k, v| {
+        decode_object(be_u64(k, "object")?, v)
+    })
+}
+
+/// Makes one item of a page from a row's key and value.
+type Row<'f, T> = dyn FnMut(&[u8], &[u8]) -> Result<T, StorageError> + 'f;
+
+/// Rows of table `t`, keyed by handle, strictly after `after`, at most `max`, in
+/// handle order, each made by `row` from its key and value.
+fn page_after<T>(
+    r: &dyn Raw,
+    t: Tab,
+    after: Option<Handle>,
+    max: usize,
+    row: &mut Row<'_, T>,
+) -> Result<Vec<T>, StorageError> {
     let start = object_key(after.unwrap_or(0));
     let lo = match after {
         Some(_) => Bound::Excluded(&start[..]),
         None => Bound::Included(&start[..]),
     };
     let mut out = Vec::new();
-    r.scan(Tab::Objects, lo, Bound::Unbounded, &mut |k, v| {
+    r.scan(t, lo, Bound::Unbounded, &mut |k, v| {
         if out.len() == max {
             return Ok(false);
         }
-        out.push(decode_object(be_u64(k, "object")?, v)?);
+        out.push(row(k, v)?);
         Ok(true)
     })?;
     Ok(out)
+}
+
+/// Objects kept at zero links (open somewhere when they lost their last name)
+/// after `after`, at most `max`, in handle order.
+pub(crate) fn kept_after(
+    r: &dyn Raw,
+    after: Option<Handle>,
+    max: usize,
+) -> Result<Vec<Handle>, StorageError> {
+    page_after(r, Tab::Kept, after, max, &mut |k, _| be_u64(k, "kept"))
 }
 
 /// Every sealed directory shard on this server.
@@ -587,9 +616,21 @@ impl<'a> MetaTxn<'a> {
         self.put(Tab::Objects, &object_key(a.handle), Some(object_record(a)));
     }
 
-    /// Deletes object `h` (no-op if absent).
+    /// Deletes object `h` (no-op if absent), and its record as kept.
     pub fn delete_object(&mut self, h: Handle) {
         self.put(Tab::Objects, &object_key(h), None);
+        self.put(Tab::Kept, &object_key(h), None);
+    }
+
+    /// Records object `h` as kept at zero links (a file still open when it lost its
+    /// last name), or forgets that.
+    pub fn set_kept(&mut self, h: Handle, kept: bool) {
+        self.put(Tab::Kept, &object_key(h), kept.then(|| vec![1]));
+    }
+
+    /// Objects kept at zero links after `after`, at most `max`.
+    pub fn kept_after(&self, after: Option<Handle>, max: usize) -> Result<Vec<Handle>, MetaError> {
+        Ok(kept_after(self, after, max)?)
     }
 
     /// The handle and kind that `name` in `dir` names.

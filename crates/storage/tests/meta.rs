@@ -672,11 +672,72 @@ fn a_format_1_store_is_upgraded_with_its_subdirectories_counted() {
     tx.commit().unwrap();
     drop(db);
     let r = open(d.path()).read().unwrap();
-    assert_eq!(r.superblock().unwrap().format, 2);
+    assert_eq!(r.superblock().unwrap().format, pvfs_storage::FORMAT_VERSION);
     let st = r.shard_stat(1).unwrap();
     assert_eq!((st.changed, st.subdirs), (Timespec::default(), 2));
     assert_eq!(r.shard_stat(3).unwrap().subdirs, 0);
     assert_eq!(r.get_entry(1, "c").unwrap(), Some((12, ObjKind::File)));
+}
+
+#[test]
+fn a_format_2_store_is_upgraded_with_its_files_at_zero_links_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let (named, unlinked, dir) = (RANGE.0 + 20, RANGE.0 + 21, RANGE.0 + 22);
+    rt().block_on(async {
+        let s = open(d.path());
+        s.write(move |t| {
+            t.put_object(&attr(named, 0o644));
+            t.put_object(&Attr {
+                nlink: 0,
+                ..attr(unlinked, 0o644)
+            });
+            t.put_object(&Attr {
+                nlink: 0,
+                detail: ObjDetail::Dir {
+                    parent: 1,
+                    shards: 1,
+                    default_layout: None,
+                    mtime_set: Timespec::default(),
+                },
+                ..attr(dir, 0o755)
+            });
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            s.read().unwrap().kept_after(None, 10).unwrap(),
+            Vec::<Handle>::new()
+        );
+        s.close().await;
+    });
+    // Make it what a format 2 build wrote: no `kept` table.
+    let db = redb::Database::create(d.path().join("meta.redb")).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("superblock");
+        let mut t = tx.open_table(def).unwrap();
+        t.insert(&b"format"[..], &2u32.to_le_bytes()[..]).unwrap();
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("kept");
+        assert!(tx.delete_table(def).unwrap());
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let s = open(d.path());
+    let r = s.read().unwrap();
+    assert_eq!(r.superblock().unwrap().format, pvfs_storage::FORMAT_VERSION);
+    assert_eq!(r.kept_after(None, 10).unwrap(), vec![unlinked]);
+    drop(r);
+    // Deleting the object forgets it as kept.
+    rt().block_on(async {
+        s.write(move |t| {
+            t.delete_object(unlinked);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    });
+    assert!(s.read().unwrap().kept_after(None, 10).unwrap().is_empty());
 }
 
 #[test]

@@ -43,7 +43,8 @@ pub fn run(a: FsckArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             let v = serde_json::json!({
                 "objects": report.objects, "entries": report.entries,
-                "datafiles": report.datafiles, "problems": problems,
+                "datafiles": report.datafiles, "open_unlinked": report.open_unlinked,
+                "problems": problems,
                 "unrepaired": report.unrepaired(),
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -52,6 +53,12 @@ pub fn run(a: FsckArgs) -> anyhow::Result<ExitCode> {
                 "checked {} objects, {} entries, {} datafiles",
                 report.objects, report.entries, report.datafiles
             );
+            if report.open_unlinked > 0 {
+                println!(
+                    "{} files without a name are still open on a client (deleted at their last close)",
+                    report.open_unlinked
+                );
+            }
             for p in &report.problems {
                 let state = if p.repaired {
                     "repaired"

@@ -49,7 +49,7 @@ impl Inner {
         let file = self
             .caller(&c)
             .with_umask(umask)
-            .create_under(&pattr, name, mode, LayoutSpec::default())
+            .create_under(&pattr, name, mode, LayoutSpec::default(), false)
             .await
             .map_err(|e| self.failed_in(parent, e))?;
         self.tables.note(file.attr());
@@ -133,7 +133,7 @@ impl Inner {
         match self
             .caller(&c)
             .with_umask(umask)
-            .create_under(&pattr, name, mode, LayoutSpec::default())
+            .create_under(&pattr, name, mode, LayoutSpec::default(), true)
             .await
         {
             Ok(file) => {
@@ -150,6 +150,7 @@ impl Inner {
                     .file_from_attr(file.attr().clone())
                     .map_err(errno)?;
                 if !self.tables.begin_open(handle) {
+                    self.client.unhold(handle).await;
                     return Err(Errno::ENOENT);
                 }
                 let (fh, how) = self.add_open(handle, file, flags);

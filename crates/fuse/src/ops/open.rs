@@ -106,6 +106,13 @@ impl Inner {
             // Being removed: the kernel looks the name up again.
             return Err(Errno::ESTALE);
         }
+        // Held first: another client's unlink then leaves the object to us.
+        if let Err(e) = self.client.hold(handle).await {
+            if self.tables.end_open(handle) {
+                self.tables.forget_layout(handle);
+            }
+            return Err(gone(e));
+        }
         let opened = async {
             let file = self.client.open_handle(handle).await?;
             if flags & libc::O_TRUNC != 0 {
@@ -128,6 +135,8 @@ impl Inner {
             Err(e) => {
                 if self.tables.end_open(handle) {
                     self.remove_orphan(handle).await;
+                } else {
+                    self.client.unhold(handle).await;
                 }
                 Err(gone(e))
             }
@@ -147,7 +156,12 @@ impl Inner {
         }
         let attr = self.tables.file_attr(handle)?;
         let file = self.client.file_from_attr(attr).ok()?;
+        // Only a file this mount holds already opens without asking its server.
+        if !self.client.hold_again(handle) {
+            return None;
+        }
         if !self.tables.begin_open(handle) {
+            self.let_go_later(handle);
             return Some(Err(Errno::ESTALE));
         }
         Some(Ok(self.opened(handle, file, flags)))
@@ -161,12 +175,20 @@ impl Inner {
         self.add_open(handle, file, flags)
     }
 
+    /// Ends this mount's hold of `handle` in the background (a close answered
+    /// without waiting).
+    pub(crate) fn let_go_later(&self, handle: Handle) {
+        let client = self.client.clone();
+        tokio::spawn(async move { client.unhold(handle).await });
+    }
+
     /// Releases file handle `fh` without waiting (on a FUSE thread) when that takes no
     /// server: no background writes, no locks taken through it or by `owner`, not a
     /// file unlinked while open. None when it must go the general way
-    /// ([`Inner::release`]); otherwise the handle of an object an unlink that came
-    /// in between left for this close to delete ([`Inner::remove_orphan`]).
-    pub(crate) fn release_now(&self, fh: u64, owner: Option<u64>) -> Option<Option<Handle>> {
+    /// ([`Inner::release`]); otherwise the handle closed, and whether it is an
+    /// object an unlink that came in between left for this close to delete
+    /// ([`Inner::remove_orphan`]; otherwise [`Inner::let_go_later`]).
+    pub(crate) fn release_now(&self, fh: u64, owner: Option<u64>) -> Option<(Handle, bool)> {
         if self.opts.write_behind || self.tables.has_lock_owners(fh) {
             return None;
         }
@@ -177,7 +199,7 @@ impl Inner {
             return None;
         }
         let of = self.tables.remove_file(fh)?;
-        Some(self.tables.end_open(of.handle).then_some(of.handle))
+        Some((of.handle, self.tables.end_open(of.handle)))
     }
 
     /// A `close` of an open file (FUSE's flush): with `--write-behind` the file's
@@ -203,6 +225,8 @@ impl Inner {
         if let Some(of) = self.tables.remove_file(fh) {
             if self.tables.end_open(of.handle) {
                 self.remove_orphan(of.handle).await;
+            } else {
+                self.client.unhold(of.handle).await;
             }
         }
     }

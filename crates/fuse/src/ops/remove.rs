@@ -87,8 +87,13 @@ impl Inner {
         let client = self.client.clone();
         let tables = self.tables.clone();
         tokio::spawn(async move {
-            if let Err(e) = client.remove_object(handle).await {
-                tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}");
+            match client.remove_object(handle).await {
+                Ok(()) => {}
+                // Open on another client: deleted at its last close there.
+                Err(e) if e.errno == pvfs_client::Errno::EBUSY => {
+                    tracing::debug!("object {handle:#x} kept: {e}")
+                }
+                Err(e) => tracing::warn!("object {handle:#x} left behind (fsck removes it): {e}"),
             }
             tables.removed(handle);
             tables.forget_layout(handle);
@@ -112,29 +117,20 @@ impl Inner {
         });
     }
 
-    /// Deletes an object whose last name went while it was open, at its last close.
+    /// The last close of an object whose last name went while it was open here:
+    /// this mount lets go of it, and its server deletes it unless another client
+    /// still has it open (`pvfs_client::holds`).
     pub(crate) async fn remove_orphan(&self, handle: Handle) {
-        if let Err(e) = self.client.remove_object(handle).await {
-            tracing::warn!("unlinked file {handle:#x} left behind (fsck removes it): {e}");
-        }
+        self.client.unhold(handle).await;
         self.tables.forget_layout(handle);
     }
 
-    /// Waits (up to `limit`) for background deletions, then deletes the objects of
-    /// files unlinked while open that are still open (when the mount ends).
+    /// Waits (up to `limit`) for background deletions and lets go of every file
+    /// still open (when the mount ends): the servers delete those unlinked meanwhile.
     pub(crate) async fn finish(&self, limit: Duration) {
-        // Locks still held (files open on a detached mount) go with the mount.
+        // Locks and holds of files still open (a detached mount) go with the mount.
         let _ = tokio::time::timeout(limit, self.client.release_all_locks()).await;
         let _ = tokio::time::timeout(limit, self.removals.acquire_many(REMOVALS)).await;
         let _ = tokio::time::timeout(limit, self.client.reaped()).await;
-        let _ = tokio::time::timeout(limit, self.remove_orphans()).await;
-    }
-
-    async fn remove_orphans(&self) {
-        for h in self.tables.orphans() {
-            if let Err(e) = self.client.remove_object(h).await {
-                tracing::warn!("unlinked open file {h:#x} left behind: {e}");
-            }
-        }
     }
 }

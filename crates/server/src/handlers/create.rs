@@ -2,6 +2,7 @@
 //! the server holding the entry's shard (so a create is one round trip).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use pvfs_proto::access;
 use pvfs_proto::acl::{self, Acl};
@@ -74,6 +75,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         uid,
         gid,
         what,
+        hold,
     } = r;
     ctx.require_meta()?;
     check_name(&name).map_err(|e| OpError::invalid(e, format!("invalid name {name:?}")))?;
@@ -112,6 +114,9 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
     }
     let range = ctx.config.servers[ctx.me].handles;
     let abandoned = sealed::gate(ctx, parent).await?;
+    // A file the caller opens: held before its name is visible (`crate::holds`).
+    let holder = (hold != 0 && matches!(plan, Plan::File { .. }))
+        .then(|| (ctx.holds.clone(), (caller.lock_who(), caller.origin), hold));
     let mut attempts = 0;
     let created = loop {
         attempts += 1;
@@ -121,6 +126,9 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         let minter = ctx.clone();
         let creator = creds.uid;
         let seals = ctx.seals.clone();
+        let holder_in = holder.clone();
+        let held = Arc::new(std::sync::Mutex::new(None));
+        let held_in = held.clone();
         let result = cx
             .once
             .commit(&ctx.meta, move |t| {
@@ -202,6 +210,10 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                 let kind = attr.kind();
                 t.put_object(&attr);
                 t.put_entry(parent, &name, handle, kind, now)?;
+                if let Some((holds, client, gen)) = &holder_in {
+                    holds.hold(*client, handle, *gen)?;
+                    *held_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+                }
                 let caps = if kind == pvfs_proto::ObjKind::File {
                     minter
                         .caps
@@ -212,6 +224,13 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                 Ok(Response::Created { attr, caps })
             })
             .await;
+        if result.is_err() {
+            // The object was never made: its hold goes.
+            let h = *held.lock().unwrap_or_else(|p| p.into_inner());
+            if let (Some(h), Some((holds, client, gen))) = (h, &holder) {
+                holds.unhold(*client, h, *gen);
+            }
+        }
         match result {
             Ok(created) => break created,
             Err(e) if e.kind == pvfs_proto::ErrorKind::Busy && attempts < 4 => {

@@ -25,11 +25,13 @@ impl Handler for req::DropLink {
         ctx.require_local(handle)?;
         ctx.refuse_root(handle)?;
         let uid = cx.caller.creds.uid;
-        let owner = ctx.caps.clone();
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone());
         let answer = cx
             .once
             .commit(&ctx.meta, move |t| {
-                let (left, tickets) = lifetime::drop_link(t, &owner, handle, keep, uid)?;
+                let (left, tickets) =
+                    lifetime::drop_link(t, (&owner.0, &owner.1), handle, keep, uid)?;
                 Ok(Response::Dropped { left, tickets })
             })
             .await?;

@@ -59,7 +59,9 @@ impl Handler for req::LinkEntry {
             access::may_delete(&dir_attr, replaced.uid, &caller.creds)
                 .map_err(|e| OpError::denied(e, format!("no permission to replace {name:?}")))?;
         }
-        let owner = (ctx.caps.clone(), ctx.here());
+        // Kept until the commit ended (`crate::holds`).
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone(), ctx.here());
         let uid = caller.creds.uid;
         // A moved file's new name is counted before it is in place (at its owner, or
         // in the commit when it lives here): a crash before its old name goes leaves
@@ -81,7 +83,12 @@ impl Handler for req::LinkEntry {
                 }
                 let changed = Timespec::now();
                 let replaced = put_entry(t, dir, &name, handle, kind, replace, changed)?;
-                linked(t, (&owner.0, owner.1), (replaced, fate, uid), changed)
+                linked(
+                    t,
+                    (&owner.0, &*owner.1, owner.2),
+                    (replaced, fate, uid),
+                    changed,
+                )
             })
             .await;
         let mut response = match committed {
@@ -112,7 +119,7 @@ impl Handler for req::LinkEntry {
 /// object loses a link as `fate` says). Shared with same-server renames.
 pub(crate) fn linked(
     t: &mut pvfs_storage::MetaTxn<'_>,
-    owner: (&Caps, pvfs_config::HandleRange),
+    owner: (&Caps, &crate::holds::Claims, pvfs_config::HandleRange),
     (replaced, fate, uid): (Option<DirEntry>, LinkDrop, u32),
     changed: Timespec,
 ) -> OpResult<Response> {

@@ -29,12 +29,14 @@ impl Handler for req::RemoveObject {
         ctx.require_meta()?;
         ctx.require_local(handle)?;
         ctx.refuse_root(handle)?;
-        let owner = ctx.caps.clone();
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone());
         let uid = cx.caller.creds.uid;
         let removed = cx
             .once
             .commit(&ctx.meta, move |t| {
-                let (detail, tickets) = lifetime::remove_unlinked(t, &owner, handle, uid)?;
+                let (detail, tickets) =
+                    lifetime::remove_unlinked(t, (&owner.0, &owner.1), handle, uid)?;
                 Ok(Response::Removed { detail, tickets })
             })
             .await?;

@@ -77,7 +77,9 @@ impl Handler for req::Rename {
             replace,
             fate,
         } = m;
-        let owner = (ctx.caps.clone(), ctx.here());
+        // Kept until the commit ended (`crate::holds`).
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone(), ctx.here());
         let uid = caller.creds.uid;
         let abandoned = sealed::gate(ctx, dst_dir).await?;
         let seals = ctx.seals.clone();
@@ -94,7 +96,12 @@ impl Handler for req::Rename {
                 let changed = Timespec::now();
                 t.delete_entry(src_dir, &src_name, changed)?;
                 let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace, changed)?;
-                linked(t, (&owner.0, owner.1), (replaced, fate, uid), changed)
+                linked(
+                    t,
+                    (&owner.0, &*owner.1, owner.2),
+                    (replaced, fate, uid),
+                    changed,
+                )
             })
             .await?;
         finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;

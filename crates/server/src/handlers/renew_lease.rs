@@ -1,6 +1,6 @@
 //! `RenewLease`: keeps the lease of the caller's client on this server (its locks
-//! stay while it renews), or with `release` drops all its locks and waits here (a
-//! client that ends cleanly). A client can renew or release only its own: the lease
+//! and holds stay while it renews), or with `release` drops all its locks, waits
+//! and holds here (a client that ends cleanly). A client can renew or release only its own: the lease
 //! is keyed by the connection's proven identity.
 
 use pvfs_proto::{req, Changed, Response};
@@ -23,6 +23,8 @@ impl Handler for req::RenewLease {
         let who = cx.caller.lock_who();
         if self.release {
             ctx.locks.release_client(who, self.client);
+            let free = ctx.holds.drop_client((who, self.client));
+            crate::orphans::free(ctx, free).await;
             return done();
         }
         Ok(Response::Lease {

@@ -32,11 +32,13 @@ impl Handler for req::SetLinks {
             ctx.refuse_root(handle)?;
         }
         let uid = cx.caller.creds.uid;
-        let owner = ctx.caps.clone();
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone());
         let answer = cx
             .once
             .commit(&ctx.meta, move |t| {
-                let (left, tickets) = lifetime::set_links(t, &owner, handle, links, expect, uid)?;
+                let (left, tickets) =
+                    lifetime::set_links(t, (&owner.0, &owner.1), handle, links, expect, uid)?;
                 Ok(Response::Dropped { left, tickets })
             })
             .await?;

@@ -61,7 +61,9 @@ impl Handler for req::Unlink {
             }
             checked = Some(entry.map(|(h, _)| h));
         }
-        let owner = (ctx.caps.clone(), ctx.here());
+        // Kept until the commit ended (`crate::holds`).
+        let claims = crate::holds::Claims::new(&ctx.holds);
+        let owner = (ctx.caps.clone(), claims.clone(), ctx.here());
         let uid = caller.creds.uid;
         let mut response = cx
             .once
@@ -91,7 +93,7 @@ impl Handler for req::Unlink {
                 let changed = Timespec::now();
                 t.delete_entry(dir, &name, changed)?;
                 let (left, tickets) =
-                    lifetime::drop_for_name(t, (&owner.0, owner.1), handle, fate, uid)?;
+                    lifetime::drop_for_name(t, (&owner.0, &*owner.1, owner.2), handle, fate, uid)?;
                 Ok(Response::Unlinked {
                     entry: DirEntry { name, handle, kind },
                     left,

@@ -1,0 +1,251 @@
+//! Holds: the files this client has open, registered at the metadata server that
+//! owns each (`Hold`), so that another client's unlink or rename over it leaves the
+//! object, and its data, until this client's last close (`Unhold`), as on one
+//! machine (`docs/namespace.md`, "Open files outlive their names").
+//!
+//! - **Counted here.** Every interface opens through [`Client::hold`] and closes
+//!   through [`Client::unhold`]; only the first open of an object sends `Hold` and
+//!   only the last close sends `Unhold`.
+//! - **Generations.** Each hold and unhold carries a number from a counter of this
+//!   client's, so the server ignores an unhold that arrives after the next hold.
+//! - **Under the lease.** Holds live under the same lease as locks (`crate::locks`):
+//!   while it holds anything on a server the client renews its lease there. A server
+//!   that answers with a new lease id forgot them (it restarted): they are sent again.
+
+use std::collections::BTreeMap;
+
+use pvfs_proto::{req, Errno, Handle, Request, Response};
+
+use crate::error::{Error, Result};
+use crate::pool::unexpected;
+use crate::Client;
+
+/// One object this client holds open.
+#[derive(Debug)]
+pub(crate) struct Open {
+    /// Its metadata server.
+    pub(crate) server: usize,
+    /// Opens of it through this client.
+    count: usize,
+    /// The server answered a hold of it.
+    confirmed: bool,
+}
+
+/// The objects this client holds open (kept with its locks, under one mutex).
+#[derive(Debug, Default)]
+pub(crate) struct Opens {
+    files: BTreeMap<Handle, Open>,
+    next_gen: u64,
+}
+
+impl Opens {
+    fn gen(&mut self) -> u64 {
+        self.next_gen += 1;
+        self.next_gen
+    }
+
+    /// Whether this client holds something open on `server` (confirmed).
+    pub(crate) fn on(&self, server: usize) -> bool {
+        self.files
+            .values()
+            .any(|o| o.server == server && o.confirmed)
+    }
+
+    /// The objects held on `server`.
+    fn held_on(&self, server: usize) -> Vec<Handle> {
+        self.files
+            .iter()
+            .filter(|(_, o)| o.server == server && o.confirmed)
+            .map(|(&h, _)| h)
+            .collect()
+    }
+
+    /// The servers something is held on.
+    pub(crate) fn servers(&self) -> Vec<usize> {
+        let mut s: Vec<usize> = self.files.values().map(|o| o.server).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+}
+
+impl Client {
+    /// Registers one more open of `handle`: the first sends `Hold` to its metadata
+    /// server (ESTALE if the object is gone). Every successful `hold` needs one
+    /// [`Client::unhold`].
+    pub async fn hold(&self, handle: Handle) -> Result<()> {
+        let server = self.owner(handle)?;
+        let gen = {
+            let mut h = self.lock_state().held();
+            let o = h.opens.files.entry(handle).or_insert(Open {
+                server,
+                count: 0,
+                confirmed: false,
+            });
+            o.count += 1;
+            if o.confirmed {
+                return Ok(());
+            }
+            h.opens.gen()
+        };
+        match self.send_hold(server, handle, gen).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.forget_open(handle);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records that a create answered holds `handle` (the first open of it), with
+    /// generation `gen` from [`Client::hold_gen`].
+    pub(crate) fn created_held(&self, handle: Handle, server: usize) {
+        let mut h = self.lock_state().held();
+        let o = h.opens.files.entry(handle).or_insert(Open {
+            server,
+            count: 0,
+            confirmed: true,
+        });
+        o.count += 1;
+        o.confirmed = true;
+        drop(h);
+        self.keep_leases();
+    }
+
+    /// A generation for a hold sent with a create.
+    pub(crate) fn hold_gen(&self) -> u64 {
+        self.lock_state().held().opens.gen()
+    }
+
+    async fn send_hold(&self, server: usize, handle: Handle, gen: u64) -> Result<()> {
+        let request = Request::Hold(req::Hold {
+            handle,
+            gen,
+            proof: self.lock_proof(handle),
+        });
+        match self.rpc(server, request).await? {
+            Response::Lease { lease, grace } => {
+                {
+                    let mut h = self.lock_state().held();
+                    // Before this hold counts: a new lease concerns the others.
+                    h.observe(server, lease, grace);
+                    if let Some(o) = h.opens.files.get_mut(&handle) {
+                        o.confirmed = true;
+                    }
+                }
+                self.keep_leases();
+                Ok(())
+            }
+            other => Err(unexpected("Hold", &other)),
+        }
+    }
+
+    /// Registers one more open of `handle` without asking anyone, if this client
+    /// holds it already; false otherwise (then [`Client::hold`]).
+    pub fn hold_again(&self, handle: Handle) -> bool {
+        let mut h = self.lock_state().held();
+        match h.opens.files.get_mut(&handle) {
+            Some(o) if o.confirmed => {
+                o.count += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops one open of `handle` that [`Client::hold`] failed for.
+    fn forget_open(&self, handle: Handle) {
+        let mut h = self.lock_state().held();
+        if let Some(o) = h.opens.files.get_mut(&handle) {
+            o.count -= 1;
+            if o.count == 0 {
+                h.opens.files.remove(&handle);
+            }
+        }
+    }
+
+    /// Ends one open of `handle`; the last sends `Unhold`, and the server deletes
+    /// the object if no name and no other client keeps it. Failures are logged (the
+    /// hold then ends with this client's lease).
+    pub async fn unhold(&self, handle: Handle) {
+        let (server, gen) = {
+            let mut h = self.lock_state().held();
+            // Not held: every hold went with the leases (a clean end).
+            let Some(o) = h.opens.files.get_mut(&handle) else {
+                return;
+            };
+            o.count -= 1;
+            if o.count > 0 {
+                return;
+            }
+            let server = o.server;
+            h.opens.files.remove(&handle);
+            (server, h.opens.gen())
+        };
+        let request = Request::Unhold(req::Unhold {
+            handles: vec![handle],
+            gens: vec![gen],
+        });
+        match self.rpc(server, request).await {
+            Ok(Response::Done {}) => {}
+            Ok(other) => tracing::warn!("closing {handle:#x}: {}", unexpected("Unhold", &other)),
+            Err(e) => tracing::warn!(
+                server = self.inner.pool.name(server),
+                "closing {handle:#x}: the server keeps it until this client's lease ends: {e}"
+            ),
+        }
+    }
+
+    /// Whether this client holds `handle` open.
+    pub fn is_held(&self, handle: Handle) -> bool {
+        self.lock_state().held().opens.files.contains_key(&handle)
+    }
+
+    /// Sends the holds on `server` again (it answered a new lease: it forgot them).
+    /// An object gone meanwhile is logged: its descriptors here get ESTALE.
+    pub(crate) async fn rehold(&self, server: usize) {
+        let todo = {
+            let mut h = self.lock_state().held();
+            let handles = h.opens.held_on(server);
+            handles
+                .into_iter()
+                .map(|handle| (handle, h.opens.gen()))
+                .collect::<Vec<_>>()
+        };
+        if todo.is_empty() {
+            return;
+        }
+        tracing::info!(
+            server = self.inner.pool.name(server),
+            files = todo.len(),
+            "the server forgot this client's open files: holding them again"
+        );
+        for (handle, gen) in todo {
+            match self.send_hold(server, handle, gen).await {
+                Ok(()) => {}
+                Err(e) if e.errno == Errno::ESTALE => {
+                    tracing::warn!(
+                        "open file {handle:#x} is gone: it was deleted while its server was away"
+                    );
+                }
+                Err(e) => tracing::warn!(
+                    "cannot hold open file {handle:#x} again (tried at the next renewal): {e}"
+                ),
+            }
+        }
+    }
+
+    /// Forgets every hold (the servers drop them when the client releases its
+    /// leases, [`Client::release_all_locks`]); the servers they were on.
+    pub(crate) fn take_opens(&self) -> Vec<usize> {
+        let mut h = self.lock_state().held();
+        let servers = h.opens.servers();
+        h.opens.files.clear();
+        servers
+    }
+}
+
+/// Whether `e` says an object is gone (an open of it must look its name up again).
+pub fn is_gone(e: &Error) -> bool {
+    matches!(e.errno, Errno::ESTALE | Errno::ENOENT)
+}
