@@ -9,6 +9,8 @@
 mod common;
 #[path = "fuse/mount.rs"]
 mod mount;
+#[path = "fuse/replace.rs"]
+mod replace;
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
@@ -216,4 +218,31 @@ fn a_restarted_metadata_server_deletes_nothing_held_open() {
         "A never held its files again:\n{}",
         a.log_text()
     );
+}
+
+/// Replace-by-rename through mount B while readers on mount A open and read the
+/// file: each open finds the old version or the new one, whole.
+#[test]
+fn a_file_renamed_over_on_another_mount_is_never_missing_to_readers() {
+    const OPENS: usize = 10_000;
+    let cluster = Cluster::start();
+    let a = Mount::start(&cluster, &[]);
+    let b = Mount::start(&cluster, &[]);
+    let (renames, seen) = replace::replace_while_reading(b.path(), a.path(), "cfg", OPENS);
+    eprintln!(
+        "{} opens on A during {renames} replacements on B: {seen:?}",
+        2 * OPENS
+    );
+    for (missing, short, other, versions) in &seen {
+        assert!(
+            *versions > 10,
+            "a reader saw only {versions} versions: the replacements did not race the reads"
+        );
+        assert_eq!(
+            (*missing, *short, other.len()),
+            (0, 0, 0),
+            "{OPENS} opens on A while {renames} renames on B replaced the file: {missing} \
+             ENOENT, {short} short reads, other errors {other:?}"
+        );
+    }
 }

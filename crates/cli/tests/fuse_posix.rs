@@ -21,6 +21,8 @@
 mod common;
 #[path = "fuse/mount.rs"]
 mod mount;
+#[path = "fuse/replace.rs"]
+mod replace;
 
 use std::collections::HashSet;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -437,43 +439,12 @@ fn a_file_renamed_over_is_never_missing_to_readers() {
     const OPENS: usize = 10_000;
     let cluster = Cluster::start();
     let m = Mount::start(&cluster, &[]);
-    let target = m.join("cfg");
-    let version = |i: usize| format!("version {i:08}\n").repeat(512).into_bytes();
-    std::fs::write(&target, version(0)).unwrap();
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (renames, seen) = std::thread::scope(|s| {
-        let writer = s.spawn(|| {
-            let tmp = m.join(".cfg.tmp");
-            let mut i = 1;
-            // At least 500 replacements, and on until the readers are done.
-            while i <= 500 || !done.load(std::sync::atomic::Ordering::Relaxed) {
-                std::fs::write(&tmp, version(i)).unwrap();
-                std::fs::rename(&tmp, &target).unwrap();
-                i += 1;
-            }
-            i - 1
-        });
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let (mut missing, mut short, mut other) = (0, 0, Vec::new());
-                    for _ in 0..OPENS {
-                        match std::fs::read(&target) {
-                            Ok(d) if d.len() == version(0).len() => {}
-                            Ok(_) => short += 1,
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing += 1,
-                            Err(e) => other.push(e.to_string()),
-                        }
-                    }
-                    (missing, short, other)
-                })
-            })
-            .collect();
-        let seen: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        (writer.join().unwrap(), seen)
-    });
-    for (missing, short, other) in &seen {
+    let (renames, seen) = replace::replace_while_reading(m.path(), m.path(), "cfg", OPENS);
+    for (missing, short, other, versions) in &seen {
+        assert!(
+            *versions > 10,
+            "a reader saw only {versions} versions: the replacements did not race the reads"
+        );
         assert_eq!(
             (*missing, *short, other.len()),
             (0, 0, 0),
