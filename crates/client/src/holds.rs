@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use pvfs_proto::{req, Errno, Handle, Request, Response};
+use pvfs_proto::{req, Attr, Errno, Handle, Request, Response};
 
 use crate::error::{Error, Result};
 use crate::pool::unexpected;
@@ -71,9 +71,10 @@ impl Opens {
 
 impl Client {
     /// Registers one more open of `handle`: the first sends `Hold` to its metadata
-    /// server (ESTALE if the object is gone). Every successful `hold` needs one
-    /// [`Client::unhold`].
-    pub async fn hold(&self, handle: Handle) -> Result<()> {
+    /// server (ESTALE if the object is gone) and returns the file's attributes as
+    /// the server answered them (size not filled in); None when this client held
+    /// it already. Every successful `hold` needs one [`Client::unhold`].
+    pub async fn hold(&self, handle: Handle) -> Result<Option<Attr>> {
         let server = self.owner(handle)?;
         let gen = {
             let mut h = self.lock_state().held();
@@ -84,12 +85,12 @@ impl Client {
             });
             o.count += 1;
             if o.confirmed {
-                return Ok(());
+                return Ok(None);
             }
             h.opens.gen()
         };
         match self.send_hold(server, handle, gen).await {
-            Ok(()) => Ok(()),
+            Ok(attr) => Ok(Some(attr)),
             Err(e) => {
                 self.forget_open(handle);
                 Err(e)
@@ -117,14 +118,14 @@ impl Client {
         self.lock_state().held().opens.gen()
     }
 
-    async fn send_hold(&self, server: usize, handle: Handle, gen: u64) -> Result<()> {
+    async fn send_hold(&self, server: usize, handle: Handle, gen: u64) -> Result<Attr> {
         let request = Request::Hold(req::Hold {
             handle,
             gen,
             proof: self.lock_proof(handle),
         });
         match self.rpc(server, request).await? {
-            Response::Lease { lease, grace } => {
+            Response::Held { lease, grace, attr } => {
                 {
                     let mut h = self.lock_state().held();
                     // Before this hold counts: a new lease concerns the others.
@@ -134,7 +135,7 @@ impl Client {
                     }
                 }
                 self.keep_leases();
-                Ok(())
+                Ok(attr)
             }
             other => Err(unexpected("Hold", &other)),
         }
@@ -222,7 +223,7 @@ impl Client {
         );
         for (handle, gen) in todo {
             match self.send_hold(server, handle, gen).await {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(e) if e.errno == Errno::ESTALE => {
                     tracing::warn!(
                         "open file {handle:#x} is gone: it was deleted while its server was away"

@@ -571,8 +571,9 @@ requests! {
         /// object outlives its last name until the client lets go (`Unhold`), ends
         /// cleanly, or its lease ends. `gen`: from a counter of the client's, so a
         /// late `Unhold` sent before this one is ignored. ESTALE when the object is
-        /// gone. A caller without the key shows `proof`: a capability on the object.
-        /// Answered with the client's lease.
+        /// gone, EISDIR for a directory. A caller without the key shows `proof`: a
+        /// capability on the object. Answered with the client's lease and the
+        /// file's attributes.
         67 => Hold { handle: Handle, gen: u64, proof: Option<Capability> } effect Idempotent, flow Reply,
         /// The caller's client closed these objects (`handles[i]` held with a
         /// generation below `gens[i]`): an object left without a name and without a
@@ -828,6 +829,9 @@ wire_enum! {
         /// the position asked (another epoch, or more changes than the server keeps:
         /// drop everything cached from this server), and the changes, oldest first.
         64 => Changes { epoch: u64, next: u64, lost: bool, changes: Vec<Changed> },
+        /// Answer to `Hold`: the client's lease (as in `Lease`) and the file's
+        /// attributes (size not filled in, as `GetAttr`), so an open asks once.
+        65 => Held { lease: u64, grace: bool, attr: Attr },
     }
 }
 

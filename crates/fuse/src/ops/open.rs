@@ -106,15 +106,27 @@ impl Inner {
             // Being removed: the kernel looks the name up again.
             return Err(Errno::ESTALE);
         }
-        // Held first: another client's unlink then leaves the object to us.
-        if let Err(e) = self.client.hold(handle).await {
-            if self.tables.end_open(handle) {
-                self.tables.forget_layout(handle);
+        // Held first: another client's unlink then leaves the object to us. The
+        // first hold answers the file's attributes.
+        let fresh = match self.client.hold(handle).await {
+            Ok(a) => a,
+            Err(e) => {
+                if self.tables.end_open(handle) {
+                    self.tables.forget_layout(handle);
+                }
+                return Err(gone(e));
             }
-            return Err(gone(e));
-        }
+        };
         let opened = async {
-            let file = self.client.open_handle(handle).await?;
+            let known = fresh.or_else(|| {
+                self.coherent()
+                    .then(|| self.tables.file_attr(handle))
+                    .flatten()
+            });
+            let file = match known {
+                Some(attr) => self.client.file_from_attr(attr)?,
+                None => self.client.open_handle(handle).await?,
+            };
             if flags & libc::O_TRUNC != 0 {
                 if let Some(p) = self.tables.any_pending(handle) {
                     p.drain().await;

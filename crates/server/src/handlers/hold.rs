@@ -11,8 +11,9 @@ use crate::op::{Access, Answer, Cx, Handler};
 /// knowing a handle is not enough). The hold is registered first and the object
 /// checked after, so an object answered as held is never deleted under it; one
 /// that is gone is ESTALE (the kernel then looks its name up again). The answer
-/// renews the client's lease and names it: a new id tells the client the server
-/// forgot its holds (a restart), and it holds again.
+/// renews the client's lease and names it (a new id tells the client the server
+/// forgot its holds: a restart, and it holds again), and carries the file's
+/// attributes, which an open needs anyway.
 impl Handler for req::Hold {
     fn access(&self) -> Access<'_> {
         Access::Client
@@ -39,18 +40,25 @@ impl Handler for req::Hold {
         let client = (caller.lock_who(), caller.origin);
         let lease = ctx.locks.touch_client(client.0, client.1);
         ctx.holds.hold(client, self.handle, self.gen)?;
-        if let Err(e) = local_object(ctx, self.handle) {
+        let attr = match local_object(ctx, self.handle) {
+            Ok(a) if a.is_dir() => Err(OpError::posix(
+                Errno::EISDIR,
+                format!("{:#x} is a directory: only files are held", self.handle),
+            )),
+            Ok(a) => Ok(a),
+            Err(e) if e.errno == Errno::ENOENT => Err(OpError::posix(
+                Errno::ESTALE,
+                format!("object {:#x} is gone", self.handle),
+            )),
+            Err(e) => Err(e),
+        };
+        let attr = attr.inspect_err(|_| {
             ctx.holds.unhold(client, self.handle, self.gen);
-            return Err(match e.errno {
-                Errno::ENOENT => {
-                    OpError::posix(Errno::ESTALE, format!("object {:#x} is gone", self.handle))
-                }
-                _ => e,
-            });
-        }
-        Ok(Response::Lease {
+        })?;
+        Ok(Response::Held {
             lease,
             grace: ctx.locks.grace_end().is_some(),
+            attr,
         }
         .into())
     }
