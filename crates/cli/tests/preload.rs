@@ -1098,6 +1098,41 @@ fn rsync_copies_and_updates_a_tree_in_pvfs() {
     );
 }
 
+/// A descriptor of a preloaded program keeps its file after another client (the
+/// CLI) removes it or renames another file over it: reads and writes through it
+/// work, `pvfs fsck` counts the file as open, and the close frees it.
+#[test]
+fn a_descriptor_outlives_its_files_removal_by_another_client() {
+    let cluster = Cluster::builder().set("lease", "\"2s\"").start();
+    let pre = Preload::new(&cluster, "outlives");
+    let mut cmd = pre.cmd(driver::lockprog().to_str().unwrap(), &[]);
+    cmd.stdout(Stdio::piped());
+    let mut p = driver::Proc::start("preloaded", cmd);
+    let open_unlinked = || cluster.run_cli(&["fsck", "--json"]).json()["open_unlinked"].clone();
+    p.expect(&format!("open 0 {} rw", pre.at("/f")), "ok");
+    p.expect("pwrite 0 0 hello", "ok");
+    p.expect(&format!("open 1 {} rw", pre.at("/g")), "ok");
+    p.expect("pwrite 1 0 old", "ok");
+    cluster.run_cli(&["rm", "/f"]).ok();
+    let new = cluster.dir().join("new");
+    std::fs::write(&new, b"new").unwrap();
+    cluster
+        .run_cli(&["cp", "-q", new.to_str().unwrap(), "pvfs:/g.new"])
+        .ok();
+    cluster.run_cli(&["mv", "/g.new", "/g"]).ok();
+    p.expect("pread 0 0 5", "data hello");
+    p.expect("pwrite 0 5 world", "ok");
+    p.expect("pread 0 0 10", "data helloworld");
+    p.expect("pread 1 0 3", "data old");
+    assert_eq!(open_unlinked(), 2);
+    p.expect("close 0", "ok");
+    p.expect("close 1", "ok");
+    assert_eq!(open_unlinked(), 0);
+    let report = cluster.run_cli(&["fsck", "--json"]).json();
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
+    p.finish();
+}
+
 /// `fcntl` record and OFD locks, `flock` and `lockf` through the library against
 /// locks held by another client (a process on libpvfs, as another node would hold
 /// them): exclusion, F_GETLK, a waiter woken at the unlock, a wait interrupted by a

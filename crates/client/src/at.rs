@@ -244,14 +244,24 @@ impl Client {
         expect: Handle,
     ) -> Result<(Unlinked, Leftovers)> {
         let d = self.dir(dir).await?;
+        // A hold this client kept after the file's last close ends with the name.
+        let releasing = self.take_idle_hold(expect);
         let req = Request::Unlink(req::Unlink {
             dir,
             name: name.to_string(),
             expect: Some(expect),
             want: UnlinkWant::NotDir,
-            fate: LinkDrop::Delete,
+            fate: if releasing {
+                LinkDrop::Release
+            } else {
+                LinkDrop::Delete
+            },
         });
-        match self.rpc(self.entry_server(&d, name), req).await? {
+        let answer = self.rpc(self.entry_server(&d, name), req).await;
+        if releasing && !matches!(answer, Ok(Response::Unlinked { .. })) {
+            self.give_back_idle_hold(expect).await;
+        }
+        match answer? {
             Response::Unlinked {
                 entry,
                 left,

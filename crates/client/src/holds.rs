@@ -11,8 +11,19 @@
 //! - **Under the lease.** Holds live under the same lease as locks (`crate::locks`):
 //!   while it holds anything on a server the client renews its lease there. A server
 //!   that answers with a new lease id forgot them (it restarted): they are sent again.
+//! - **Kept a moment after the last close** when the client asks for it
+//!   ([`Client::linger_holds`]; the mount does): a file opened again soon after (a
+//!   header every compile includes, a file read right after it was written) asks no
+//!   server, and the holds that end are sent in one `Unhold` per server. A change of
+//!   the object that another client made ([`Client::held_changed`]) ends an idle hold
+//!   at once, and this client's own unlink of the file ends it in the unlink's commit
+//!   ([`LinkDrop::Release`](pvfs_proto::LinkDrop)), so a file unlinked by anyone is
+//!   not kept for it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use pvfs_proto::{req, Attr, Errno, Handle, Request, Response};
 
@@ -29,6 +40,23 @@ pub(crate) struct Open {
     count: usize,
     /// The server answered a hold of it.
     confirmed: bool,
+    /// Since when no open uses it (kept for [`Opens::linger`]).
+    idle: Option<Instant>,
+    /// Another client changed the object while it was open: the last close lets go
+    /// at once.
+    changed: bool,
+}
+
+impl Open {
+    fn new(server: usize, confirmed: bool) -> Open {
+        Open {
+            server,
+            count: 0,
+            confirmed,
+            idle: None,
+            changed: false,
+        }
+    }
 }
 
 /// The objects this client holds open (kept with its locks, under one mutex).
@@ -36,6 +64,10 @@ pub(crate) struct Open {
 pub(crate) struct Opens {
     files: BTreeMap<Handle, Open>,
     next_gen: u64,
+    /// How long a hold stays after its last close (zero: it ends at once).
+    linger: Duration,
+    /// Whether the task that ends idle holds runs.
+    reaper: bool,
 }
 
 impl Opens {
@@ -60,6 +92,28 @@ impl Opens {
             .collect()
     }
 
+    /// Idle holds older than the linger, taken out: per server, the handles and
+    /// their unhold generations.
+    fn take_idle(&mut self) -> BTreeMap<usize, (Vec<Handle>, Vec<u64>)> {
+        let linger = self.linger;
+        let old: Vec<Handle> = self
+            .files
+            .iter()
+            .filter(|(_, o)| o.idle.is_some_and(|t| t.elapsed() >= linger))
+            .map(|(&h, _)| h)
+            .collect();
+        let mut out: BTreeMap<usize, (Vec<Handle>, Vec<u64>)> = BTreeMap::new();
+        for h in old {
+            if let Some(o) = self.files.remove(&h) {
+                let gen = self.gen();
+                let e = out.entry(o.server).or_default();
+                e.0.push(h);
+                e.1.push(gen);
+            }
+        }
+        out
+    }
+
     /// The servers something is held on.
     pub(crate) fn servers(&self) -> Vec<usize> {
         let mut s: Vec<usize> = self.files.values().map(|o| o.server).collect();
@@ -78,12 +132,13 @@ impl Client {
         let server = self.owner(handle)?;
         let gen = {
             let mut h = self.lock_state().held();
-            let o = h.opens.files.entry(handle).or_insert(Open {
-                server,
-                count: 0,
-                confirmed: false,
-            });
+            let o = h
+                .opens
+                .files
+                .entry(handle)
+                .or_insert_with(|| Open::new(server, false));
             o.count += 1;
+            o.idle = None;
             if o.confirmed {
                 return Ok(None);
             }
@@ -102,13 +157,14 @@ impl Client {
     /// generation `gen` from [`Client::hold_gen`].
     pub(crate) fn created_held(&self, handle: Handle, server: usize) {
         let mut h = self.lock_state().held();
-        let o = h.opens.files.entry(handle).or_insert(Open {
-            server,
-            count: 0,
-            confirmed: true,
-        });
+        let o = h
+            .opens
+            .files
+            .entry(handle)
+            .or_insert_with(|| Open::new(server, true));
         o.count += 1;
         o.confirmed = true;
+        o.idle = None;
         drop(h);
         self.keep_leases();
     }
@@ -148,6 +204,7 @@ impl Client {
         match h.opens.files.get_mut(&handle) {
             Some(o) if o.confirmed => {
                 o.count += 1;
+                o.idle = None;
                 true
             }
             _ => false,
@@ -165,36 +222,129 @@ impl Client {
         }
     }
 
-    /// Ends one open of `handle`; the last sends `Unhold`, and the server deletes
-    /// the object if no name and no other client keeps it. Failures are logged (the
-    /// hold then ends with this client's lease).
+    /// Ends one open of `handle`. After the last the hold stays idle for the
+    /// linger, if one is set and no other client changed the object; otherwise
+    /// `Unhold` goes now, and the server deletes the object if no name and no other
+    /// client keeps it. Failures are logged (the hold then ends with this client's
+    /// lease).
     pub async fn unhold(&self, handle: Handle) {
         let (server, gen) = {
             let mut h = self.lock_state().held();
+            let linger = h.opens.linger;
             // Not held: every hold went with the leases (a clean end).
             let Some(o) = h.opens.files.get_mut(&handle) else {
                 return;
             };
-            o.count -= 1;
-            if o.count > 0 {
+            o.count = o.count.saturating_sub(1);
+            if o.count > 0 || o.idle.is_some() {
+                return;
+            }
+            if !linger.is_zero() && !o.changed && o.confirmed {
+                o.idle = Some(Instant::now());
+                let start = !std::mem::replace(&mut h.opens.reaper, true);
+                drop(h);
+                if start {
+                    self.start_idle_reaper(linger);
+                }
                 return;
             }
             let server = o.server;
             h.opens.files.remove(&handle);
             (server, h.opens.gen())
         };
-        let request = Request::Unhold(req::Unhold {
-            handles: vec![handle],
-            gens: vec![gen],
-        });
+        self.send_unhold(server, vec![handle], vec![gen]).await;
+    }
+
+    /// [`Client::unhold`] without the linger: for a file whose last name is gone,
+    /// which its server deletes at the last hold.
+    pub async fn unhold_now(&self, handle: Handle) {
+        if let Some(o) = self.lock_state().held().opens.files.get_mut(&handle) {
+            o.changed = true;
+        }
+        self.unhold(handle).await;
+    }
+
+    async fn send_unhold(&self, server: usize, handles: Vec<Handle>, gens: Vec<u64>) {
+        let n = handles.len();
+        let request = Request::Unhold(req::Unhold { handles, gens });
         match self.rpc(server, request).await {
             Ok(Response::Done {}) => {}
-            Ok(other) => tracing::warn!("closing {handle:#x}: {}", unexpected("Unhold", &other)),
+            Ok(other) => tracing::warn!("closing files: {}", unexpected("Unhold", &other)),
             Err(e) => tracing::warn!(
                 server = self.inner.pool.name(server),
-                "closing {handle:#x}: the server keeps it until this client's lease ends: {e}"
+                "closing {n} files: the server keeps them until this client's lease ends: {e}"
             ),
         }
+    }
+
+    /// Keeps each hold `linger` after its last close (the mount's choice; zero, the
+    /// default, ends it at the close). Needs a multi-threaded tokio runtime.
+    pub fn linger_holds(&self, linger: Duration) {
+        self.lock_state().held().opens.linger = linger;
+    }
+
+    /// Another client changed object `handle`: an idle hold of it ends now (the
+    /// change may have been the removal of its last name), an open one at its last
+    /// close.
+    pub fn held_changed(&self, handle: Handle) {
+        let send = {
+            let mut h = self.lock_state().held();
+            let Some(o) = h.opens.files.get_mut(&handle) else {
+                return;
+            };
+            if o.idle.is_none() {
+                o.changed = true;
+                return;
+            }
+            let server = o.server;
+            h.opens.files.remove(&handle);
+            (server, h.opens.gen())
+        };
+        let client = self.clone();
+        tokio::spawn(async move { client.send_unhold(send.0, vec![handle], vec![send.1]).await });
+    }
+
+    /// Takes this client's idle hold of `handle`, if it has one, for a removal of
+    /// its name that ends it in its commit (`LinkDrop::Release`).
+    pub(crate) fn take_idle_hold(&self, handle: Handle) -> bool {
+        let mut h = self.lock_state().held();
+        if h.opens.files.get(&handle).is_some_and(|o| o.idle.is_some()) {
+            h.opens.files.remove(&handle);
+            return true;
+        }
+        false
+    }
+
+    /// Ends the hold of `handle` that [`Client::take_idle_hold`] took, after a
+    /// removal that was to end it failed (the server may still have it).
+    pub(crate) async fn give_back_idle_hold(&self, handle: Handle) {
+        let Ok(server) = self.owner(handle) else {
+            return;
+        };
+        let gen = self.lock_state().held().opens.gen();
+        self.send_unhold(server, vec![handle], vec![gen]).await;
+    }
+
+    /// Ends idle holds older than the linger, a batch per server, every half linger,
+    /// for as long as the client lives.
+    fn start_idle_reaper(&self, linger: Duration) {
+        let weak = std::sync::Arc::downgrade(&self.inner);
+        let creds = self.creds.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(linger / 2).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let client = Client {
+                    inner,
+                    creds: creds.clone(),
+                    umask: 0,
+                };
+                let batches = client.lock_state().held().opens.take_idle();
+                for (server, (handles, gens)) in batches {
+                    client.send_unhold(server, handles, gens).await;
+                }
+            }
+        });
     }
 
     /// Whether this client holds `handle` open.

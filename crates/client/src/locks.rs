@@ -1103,12 +1103,11 @@ async fn renew_once(weak: &Weak<Inner>, creds: &Creds) -> bool {
     };
     let servers: Vec<usize> = {
         let mut h = client.lock_state().held();
-        let s: Vec<usize> = h
-            .servers
-            .keys()
-            .copied()
-            .filter(|&s| h.holds_on(s))
-            .collect();
+        let mut s: Vec<usize> = h.servers.keys().copied().collect();
+        s.extend(h.opens.servers());
+        s.sort_unstable();
+        s.dedup();
+        s.retain(|&s| h.holds_on(s));
         if s.is_empty() {
             h.keeper = false;
             return false;

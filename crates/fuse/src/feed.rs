@@ -129,6 +129,10 @@ fn forget(inner: &Inner, change: &Changed) -> Vec<Forget> {
         .file_of_datafile(change.handle)
         .unwrap_or(change.handle);
     inner.tables.forget_cached(handle);
+    if change.entry.is_none() {
+        // Maybe its last name went: a hold kept after its last close ends.
+        inner.client.held_changed(handle);
+    }
     out.push(Forget::Inode(ino_of(inner.root, handle)));
     if let Some((dir, name)) = &change.entry {
         inner.tables.forget_name(*dir, name);

@@ -53,12 +53,19 @@ pub(crate) struct Inner {
 /// beyond that waits (backpressure on `rm -rf`).
 pub(crate) const REMOVALS: u32 = 256;
 
+/// How long the mount keeps holding a file after its last close
+/// (`pvfs_client::holds`): other clients' changes end the hold at once.
+const HOLD_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Read-ahead chunks the whole mount holds at most (with 4 MiB requests, 128 MiB).
 const READ_AHEAD_BUDGET: usize = 32;
 
 impl Inner {
     /// The state of a mount of `client`'s file system with `opts`.
     pub(crate) fn new(client: Client, opts: MountOptions) -> Inner {
+        // A file opened again soon after its last close (a header every compile
+        // includes, a file read right after it was written) asks no server.
+        client.linger_holds(HOLD_LINGER);
         Inner {
             root: client.root(),
             client,

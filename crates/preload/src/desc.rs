@@ -76,6 +76,9 @@ pub(crate) struct Desc {
     pub(crate) ident: (u64, u64),
     /// Unique per description: names its OFD locks and `flock`s.
     pub(crate) id: u64,
+    /// Its file is held open at its server by this process generation's client
+    /// (`pvfs_client::holds`): let go of when the description goes.
+    held: std::sync::atomic::AtomicBool,
 }
 
 impl Desc {
@@ -108,7 +111,19 @@ impl Desc {
             }),
             ident,
             id,
+            held: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Records that its file is held open by the current process generation.
+    pub(crate) fn mark_held(&self) {
+        self.held.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether its file is held by the client of the current process generation
+    /// (not a description a forked child inherited).
+    pub(crate) fn held_here(&self) -> bool {
+        self.held.load(Ordering::Relaxed) && self.cache.lock().gen == crate::globals::generation()
     }
 
     /// Whether reads are allowed (never through an `O_PATH` descriptor).

@@ -251,16 +251,24 @@ impl Drop for Desc {
         // The description's last descriptor is gone: its OFD locks and flocks end.
         locks::description_gone(self.handle, self.id);
         if self.kind == Kind::File {
-            released(self.handle);
+            released(self.handle, self.held_here());
         }
     }
 }
 
-/// Called when the last description on `handle` is gone: removes a file unlinked
-/// while open.
-fn released(handle: pvfs_proto::Handle) {
+/// Called when a description on `handle` is gone: lets go of the file if the
+/// description `held` it (its server deletes it at the last hold if its last name
+/// went meanwhile), and otherwise, at the last description, removes a file this
+/// process unlinked while open.
+fn released(handle: pvfs_proto::Handle, held: bool) {
+    if held {
+        let _busy = Busy::enter();
+        if let Ok(pr) = globals::proc() {
+            pr.run(pr.client().unhold(handle));
+        }
+    }
     let pending = globals::take_unlinked(handle);
-    if pending && !FDS.handle_open(handle) {
+    if pending && !held && !FDS.handle_open(handle) {
         let _busy = Busy::enter();
         if let Ok(pr) = globals::proc() {
             let _ = pr.run(pr.client().remove_object(handle));

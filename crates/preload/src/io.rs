@@ -121,7 +121,21 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         ObjDetail::Dir { parent, .. } => parent,
         _ => 0,
     };
-    let (fd, ident) = crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0)?;
+    // A file is held open at its server, so another client's unlink or rename over
+    // it leaves it to this description until its last close (`pvfs_client::holds`).
+    let held = kind == Kind::File && !opath;
+    if held {
+        pr.call(c.hold(attr.handle))?;
+    }
+    let (fd, ident) = match crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0) {
+        Ok(v) => v,
+        Err(e) => {
+            if held {
+                pr.run(c.unhold(attr.handle));
+            }
+            return Err(e);
+        }
+    };
     let mut status = flags;
     if kind == Kind::Dir {
         status |= libc::O_DIRECTORY;
@@ -137,6 +151,9 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         globals::generation(),
         globals::next_desc_id(),
     );
+    if held {
+        desc.mark_held();
+    }
     drop(FDS.insert(fd, Arc::new(desc)));
     Ok(fd)
 }

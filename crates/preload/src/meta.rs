@@ -394,8 +394,9 @@ fn unlink_pvfs(p: &str) -> R<c_int> {
     let attr = pr.call(c.lookup_lite(dir.handle, name))?;
     let keep = attr.kind() == ObjKind::File && FDS.handle_open(attr.handle);
     let gone = pr.call(c.unlink_at(dir.handle, name, keep))?;
-    // Kept only when that was its last name.
-    if gone.left == pvfs_client::Remains::Kept {
+    // Kept for this process only when that was its last name (another client's
+    // hold keeps it too, for that client to let go of).
+    if keep && gone.left == pvfs_client::Remains::Kept {
         globals::keep_unlinked(attr.handle);
     }
     Ok(0)

@@ -368,6 +368,10 @@ pub enum LinkDrop {
     Keep,
     /// One link less; at zero the object is deleted.
     Delete,
+    /// As `Delete`, and the caller's client lets go of its own hold of the object
+    /// (one it kept after its last close), in the same commit: only other clients'
+    /// holds keep the object.
+    Release,
 }
 
 impl Wire for LinkDrop {
@@ -377,6 +381,7 @@ impl Wire for LinkDrop {
             LinkDrop::Moved => 0,
             LinkDrop::Keep => 1,
             LinkDrop::Delete => 2,
+            LinkDrop::Release => 3,
         });
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -384,6 +389,7 @@ impl Wire for LinkDrop {
             0 => Ok(LinkDrop::Moved),
             1 => Ok(LinkDrop::Keep),
             2 => Ok(LinkDrop::Delete),
+            3 => Ok(LinkDrop::Release),
             t => Err(DecodeError::UnknownTag {
                 what: "link drop",
                 tag: u32::from(t),

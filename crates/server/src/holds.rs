@@ -195,9 +195,14 @@ impl Holds {
         (st.by_handle.len(), st.total)
     }
 
-    /// Marks `handle` dying unless it is held; whether it was not held.
-    fn claim(&self, handle: Handle) -> bool {
+    /// Marks `handle` dying unless it is held (after ending `releasing`'s hold of
+    /// it); whether it was not held.
+    fn claim(&self, handle: Handle, releasing: Option<ClientKey>) -> bool {
         let mut st = self.state();
+        if let Some(c) = releasing {
+            st.remove(handle, c);
+            st.check();
+        }
         if st.by_handle.contains_key(&handle) {
             return false;
         }
@@ -222,21 +227,30 @@ impl Holds {
 pub struct Claims {
     holds: Arc<Holds>,
     claimed: Mutex<Vec<Handle>>,
+    /// The client whose own hold a removal with fate `Release` ends.
+    releasing: Option<ClientKey>,
 }
 
 impl Claims {
     /// Claims for one commit.
     pub fn new(holds: &Arc<Holds>) -> Arc<Claims> {
+        Self::releasing(holds, None)
+    }
+
+    /// Claims for one commit that ends `client`'s own holds of what it deletes
+    /// (a name removal with fate `Release`).
+    pub fn releasing(holds: &Arc<Holds>, client: Option<ClientKey>) -> Arc<Claims> {
         Arc::new(Claims {
             holds: holds.clone(),
             claimed: Mutex::new(Vec::new()),
+            releasing: client,
         })
     }
 
     /// Whether the commit may delete `handle` (no client holds it); if so it is
     /// dying until these claims are dropped.
     pub fn unheld(&self, handle: Handle) -> bool {
-        if !self.holds.claim(handle) {
+        if !self.holds.claim(handle, self.releasing) {
             return false;
         }
         self.claimed
@@ -296,6 +310,20 @@ mod tests {
         assert_eq!(e.errno, Errno::ESTALE);
         drop(claims);
         holds.hold(B, 8, 1).unwrap();
+    }
+
+    #[test]
+    fn a_removal_that_releases_ends_only_its_clients_hold() {
+        let holds = Arc::new(Holds::default());
+        holds.hold(A, 7, 1).unwrap();
+        holds.hold(A, 8, 1).unwrap();
+        holds.hold(B, 8, 1).unwrap();
+        let claims = Claims::releasing(&holds, Some(A));
+        assert!(claims.unheld(7), "A's own hold does not keep it");
+        assert!(!claims.unheld(8), "B's does");
+        drop(claims);
+        assert_eq!(holds.holders(8), 1);
+        assert_eq!(holds.counts(), (1, 1));
     }
 
     #[test]

@@ -192,7 +192,7 @@ pub fn drop_for_name(
         _ if !here.contains(handle) => Ok((Remains::Unknown, Vec::new())),
         _ if t.get_object(handle)?.is_none() => Ok((Remains::Untouched, Vec::new())),
         LinkDrop::Keep => drop_link(t, (caps, claims), handle, true, uid),
-        LinkDrop::Delete => drop_link(t, (caps, claims), handle, false, uid),
+        LinkDrop::Delete | LinkDrop::Release => drop_link(t, (caps, claims), handle, false, uid),
     }
 }
 

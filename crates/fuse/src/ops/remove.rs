@@ -121,7 +121,7 @@ impl Inner {
     /// this mount lets go of it, and its server deletes it unless another client
     /// still has it open (`pvfs_client::holds`).
     pub(crate) async fn remove_orphan(&self, handle: Handle) {
-        self.client.unhold(handle).await;
+        self.client.unhold_now(handle).await;
         self.tables.forget_layout(handle);
     }
 

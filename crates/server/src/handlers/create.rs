@@ -117,6 +117,10 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
     // A file the caller opens: held before its name is visible (`crate::holds`).
     let holder = (hold != 0 && matches!(plan, Plan::File { .. }))
         .then(|| (ctx.holds.clone(), (caller.lock_who(), caller.origin), hold));
+    if let Some((_, (who, client), _)) = &holder {
+        // The hold lives under the client's lease, which this starts or renews.
+        ctx.locks.touch_client(*who, *client);
+    }
     let mut attempts = 0;
     let created = loop {
         attempts += 1;

@@ -3,7 +3,7 @@
 
 use pvfs_proto::access;
 use pvfs_proto::message::UnlinkWant;
-use pvfs_proto::{req, Changed, DirEntry, Errno, ObjKind, Response, Timespec};
+use pvfs_proto::{req, Changed, DirEntry, Errno, LinkDrop, ObjKind, Response, Timespec};
 
 use crate::error::{OpError, OpResult};
 use crate::feed::{entry, object};
@@ -62,7 +62,8 @@ impl Handler for req::Unlink {
             checked = Some(entry.map(|(h, _)| h));
         }
         // Kept until the commit ended (`crate::holds`).
-        let claims = crate::holds::Claims::new(&ctx.holds);
+        let releasing = (fate == LinkDrop::Release).then(|| (caller.lock_who(), caller.origin));
+        let claims = crate::holds::Claims::releasing(&ctx.holds, releasing);
         let owner = (ctx.caps.clone(), claims.clone(), ctx.here());
         let uid = caller.creds.uid;
         let mut response = cx
