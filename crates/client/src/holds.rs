@@ -31,6 +31,9 @@ use crate::error::{Error, Result};
 use crate::pool::unexpected;
 use crate::Client;
 
+/// Most holds kept idle after their last close; the oldest beyond end early.
+const MAX_IDLE: usize = 16_384;
+
 /// One object this client holds open.
 #[derive(Debug)]
 pub(crate) struct Open {
@@ -92,15 +95,22 @@ impl Opens {
             .collect()
     }
 
-    /// Idle holds older than the linger, taken out: per server, the handles and
-    /// their unhold generations.
+    /// Idle holds older than the linger, and the oldest beyond [`MAX_IDLE`], taken
+    /// out: per server, the handles and their unhold generations.
     fn take_idle(&mut self) -> BTreeMap<usize, (Vec<Handle>, Vec<u64>)> {
         let linger = self.linger;
-        let old: Vec<Handle> = self
+        let mut idle: Vec<(Instant, Handle)> = self
             .files
             .iter()
-            .filter(|(_, o)| o.idle.is_some_and(|t| t.elapsed() >= linger))
-            .map(|(&h, _)| h)
+            .filter_map(|(&h, o)| o.idle.map(|t| (t, h)))
+            .collect();
+        idle.sort_unstable();
+        let excess = idle.len().saturating_sub(MAX_IDLE);
+        let old: Vec<Handle> = idle
+            .iter()
+            .enumerate()
+            .filter(|&(i, (t, _))| i < excess || t.elapsed() >= linger)
+            .map(|(_, &(_, h))| h)
             .collect();
         let mut out: BTreeMap<usize, (Vec<Handle>, Vec<u64>)> = BTreeMap::new();
         for h in old {
@@ -228,31 +238,35 @@ impl Client {
     /// client keeps it. Failures are logged (the hold then ends with this client's
     /// lease).
     pub async fn unhold(&self, handle: Handle) {
-        let (server, gen) = {
-            let mut h = self.lock_state().held();
-            let linger = h.opens.linger;
-            // Not held: every hold went with the leases (a clean end).
-            let Some(o) = h.opens.files.get_mut(&handle) else {
-                return;
-            };
-            o.count = o.count.saturating_sub(1);
-            if o.count > 0 || o.idle.is_some() {
-                return;
+        if let Some((server, gen)) = self.unhold_idle(handle) {
+            self.send_unhold(server, vec![handle], vec![gen]).await;
+        }
+    }
+
+    /// [`Client::unhold`] without waiting: ends one open of `handle` here, and
+    /// returns the `Unhold` the caller must send ([`Client::send_unhold`]), if one
+    /// must go now (the server and the generation).
+    pub fn unhold_idle(&self, handle: Handle) -> Option<(usize, u64)> {
+        let mut h = self.lock_state().held();
+        let linger = h.opens.linger;
+        // Not held: every hold went with the leases (a clean end).
+        let o = h.opens.files.get_mut(&handle)?;
+        o.count = o.count.saturating_sub(1);
+        if o.count > 0 || o.idle.is_some() {
+            return None;
+        }
+        if !linger.is_zero() && !o.changed && o.confirmed {
+            o.idle = Some(Instant::now());
+            let start = !std::mem::replace(&mut h.opens.reaper, true);
+            drop(h);
+            if start {
+                self.start_idle_reaper(linger);
             }
-            if !linger.is_zero() && !o.changed && o.confirmed {
-                o.idle = Some(Instant::now());
-                let start = !std::mem::replace(&mut h.opens.reaper, true);
-                drop(h);
-                if start {
-                    self.start_idle_reaper(linger);
-                }
-                return;
-            }
-            let server = o.server;
-            h.opens.files.remove(&handle);
-            (server, h.opens.gen())
-        };
-        self.send_unhold(server, vec![handle], vec![gen]).await;
+            return None;
+        }
+        let server = o.server;
+        h.opens.files.remove(&handle);
+        Some((server, h.opens.gen()))
     }
 
     /// [`Client::unhold`] without the linger: for a file whose last name is gone,
@@ -264,7 +278,9 @@ impl Client {
         self.unhold(handle).await;
     }
 
-    async fn send_unhold(&self, server: usize, handles: Vec<Handle>, gens: Vec<u64>) {
+    /// Sends `Unhold` of `handles` (with their generations) to `server`; failures
+    /// are logged (the holds then end with this client's lease).
+    pub async fn send_unhold(&self, server: usize, handles: Vec<Handle>, gens: Vec<u64>) {
         let n = handles.len();
         let request = Request::Unhold(req::Unhold { handles, gens });
         match self.rpc(server, request).await {
@@ -399,4 +415,39 @@ impl Client {
 /// Whether `e` says an object is gone (an open of it must look its name up again).
 pub fn is_gone(e: &Error) -> bool {
     matches!(e.errno, Errno::ESTALE | Errno::ENOENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_holds_end_in_one_batch_per_server_after_the_linger() {
+        let mut o = Opens {
+            linger: Duration::from_secs(1),
+            ..Opens::default()
+        };
+        for (h, server, idle) in [(1, 0, true), (2, 0, true), (3, 1, true), (4, 1, false)] {
+            let mut open = Open::new(server, true);
+            if idle {
+                open.idle = Some(Instant::now());
+            } else {
+                open.count = 1;
+            }
+            o.files.insert(h, open);
+        }
+        assert!(o.take_idle().is_empty(), "too soon");
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let batches = o.take_idle();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[&0].0, vec![1, 2]);
+        assert_eq!(batches[&1].0, vec![3]);
+        let gens: Vec<u64> = batches.values().flat_map(|b| b.1.clone()).collect();
+        assert!(
+            gens.windows(2).all(|w| w[0] < w[1]),
+            "fresh generations: {gens:?}"
+        );
+        assert_eq!(o.files.len(), 1, "the open one stays");
+        assert!(o.on(1) && !o.on(0));
+    }
 }

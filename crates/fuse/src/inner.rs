@@ -54,8 +54,10 @@ pub(crate) struct Inner {
 pub(crate) const REMOVALS: u32 = 256;
 
 /// How long the mount keeps holding a file after its last close
-/// (`pvfs_client::holds`): other clients' changes end the hold at once.
-const HOLD_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+/// (`pvfs_client::holds`): a file opened again within it asks no server. Another
+/// client's change of the file and this mount's unlink of it end the hold at once;
+/// a file this mount renames another over goes when the hold ends.
+const HOLD_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Read-ahead chunks the whole mount holds at most (with 4 MiB requests, 128 MiB).
 const READ_AHEAD_BUDGET: usize = 32;

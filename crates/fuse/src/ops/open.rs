@@ -118,11 +118,13 @@ impl Inner {
             }
         };
         let opened = async {
-            let known = fresh.or_else(|| {
-                self.coherent()
-                    .then(|| self.tables.file_attr(handle))
-                    .flatten()
-            });
+            // What the mount holds current (sizes included) before what the hold
+            // answered (the metafile's attributes, without the datafiles' sizes).
+            let known = self
+                .coherent()
+                .then(|| self.tables.file_attr(handle))
+                .flatten()
+                .or(fresh);
             let file = match known {
                 Some(attr) => self.client.file_from_attr(attr)?,
                 None => self.client.open_handle(handle).await?,
@@ -187,11 +189,13 @@ impl Inner {
         self.add_open(handle, file, flags)
     }
 
-    /// Ends this mount's hold of `handle` in the background (a close answered
-    /// without waiting).
+    /// Ends an open of `handle` (a close answered without waiting): the hold stays
+    /// idle, or its `Unhold` goes in the background.
     pub(crate) fn let_go_later(&self, handle: Handle) {
-        let client = self.client.clone();
-        tokio::spawn(async move { client.unhold(handle).await });
+        if let Some((server, gen)) = self.client.unhold_idle(handle) {
+            let client = self.client.clone();
+            tokio::spawn(async move { client.send_unhold(server, vec![handle], vec![gen]).await });
+        }
     }
 
     /// Releases file handle `fh` without waiting (on a FUSE thread) when that takes no
