@@ -233,16 +233,5 @@ fn a_file_renamed_over_on_another_mount_is_never_missing_to_readers() {
         "{} opens on A during {renames} replacements on B: {seen:?}",
         2 * OPENS
     );
-    for (missing, short, other, versions) in &seen {
-        assert!(
-            *versions > 10,
-            "a reader saw only {versions} versions: the replacements did not race the reads"
-        );
-        assert_eq!(
-            (*missing, *short, other.len()),
-            (0, 0, 0),
-            "{OPENS} opens on A while {renames} renames on B replaced the file: {missing} \
-             ENOENT, {short} short reads, other errors {other:?}"
-        );
-    }
+    replace::assert_all_whole(OPENS, renames, &seen);
 }

@@ -440,18 +440,7 @@ fn a_file_renamed_over_is_never_missing_to_readers() {
     let cluster = Cluster::start();
     let m = Mount::start(&cluster, &[]);
     let (renames, seen) = replace::replace_while_reading(m.path(), m.path(), "cfg", OPENS);
-    for (missing, short, other, versions) in &seen {
-        assert!(
-            *versions > 10,
-            "a reader saw only {versions} versions: the replacements did not race the reads"
-        );
-        assert_eq!(
-            (*missing, *short, other.len()),
-            (0, 0, 0),
-            "{OPENS} opens while {renames} renames replaced the file: {missing} ENOENT, \
-             {short} short reads, other errors {other:?}"
-        );
-    }
+    replace::assert_all_whole(OPENS, renames, &seen);
     eprintln!(
         "{} opens during {renames} replacements, all whole",
         2 * OPENS

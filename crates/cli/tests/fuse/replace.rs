@@ -69,3 +69,20 @@ pub fn replace_while_reading(
         (writer.join().unwrap(), seen)
     })
 }
+
+/// Asserts that every reader read whole versions only (no ENOENT, no short read, no
+/// other error) and raced the replacements (it saw more than 10 versions).
+pub fn assert_all_whole(opens: usize, renames: usize, seen: &[Seen]) {
+    for (missing, short, other, versions) in seen {
+        assert!(
+            *versions > 10,
+            "a reader saw only {versions} versions: the replacements did not race the reads"
+        );
+        assert_eq!(
+            (*missing, *short, other.len()),
+            (0, 0, 0),
+            "{opens} opens while {renames} renames replaced the file: {missing} ENOENT, \
+             {short} short reads, other errors {other:?}"
+        );
+    }
+}
