@@ -193,25 +193,57 @@ fn a_restarted_metadata_server_deletes_nothing_held_open() {
     let kept = datafiles(&cluster, "/kept");
     let f = std::fs::File::open(a.join("kept")).unwrap();
     std::fs::remove_file(b.join("kept")).unwrap();
+    // A second file on the same server, unlinked only after the restart.
+    let late_data = contents(4);
+    let late_path = (0..64)
+        .map(|i| format!("late{i}"))
+        .find(|n| {
+            std::fs::write(a.join(n), &late_data).unwrap();
+            let h = stat(&cluster, &format!("/{n}")).handle;
+            cluster.config().owner_of(h) == cluster.config().owner_of(handle)
+        })
+        .expect("a file on the same metadata server");
+    let late_files = datafiles(&cluster, &format!("/{late_path}"));
+    let late = std::fs::File::open(a.join(&late_path)).unwrap();
 
-    // The server that owns the object forgets every hold; A holds it again when it
-    // sees its new lease, and the sweep a lease after the start leaves it alone.
+    // The server that owns the objects forgets every hold; A holds them again when
+    // it sees its new lease. Until then (a grace of one lease) the server deletes
+    // nothing, so B's unlink right after the restart keeps the file A has open; and
+    // the sweep a lease after the start leaves both alone.
     let owner = cluster.config().owner_of(handle).unwrap();
     let name = cluster.names()[owner].clone();
     cluster.kill(&name, libc::SIGKILL);
     cluster.restart(&name);
+    // (B saw the server refuse connections while it was down: for half a second
+    // after that its calls to it fail at once, EIO through the mount.)
+    poll(
+        "B's unlink right after the restart",
+        scaled(Duration::from_secs(10)),
+        || std::fs::remove_file(b.join(&late_path)).ok(),
+    );
     std::thread::sleep(scaled(Duration::from_secs(5)));
     assert!(!all_gone(&kept), "deleted while A had it open");
+    assert!(
+        !all_gone(&late_files),
+        "unlinked after the restart and deleted while A had it open"
+    );
     let mut got = vec![0u8; data.len()];
     f.read_exact_at(&mut got, 0).unwrap();
     assert!(got == data, "A's descriptor lost the file over the restart");
-    assert_eq!(fsck_json(&cluster)["open_unlinked"], 1);
+    let mut got = vec![0u8; late_data.len()];
+    late.read_exact_at(&mut got, 0).unwrap();
+    assert!(
+        got == late_data,
+        "A's descriptor lost the file unlinked after the restart"
+    );
+    assert_eq!(fsck_json(&cluster)["open_unlinked"], 2);
 
     drop(f);
+    drop(late);
     poll(
-        "the file to go at its last close after the restart",
+        "the files to go at their last close after the restart",
         scaled(Duration::from_secs(10)),
-        || all_gone(&kept).then_some(()),
+        || (all_gone(&kept) && all_gone(&late_files)).then_some(()),
     );
     assert!(
         a.log_text().contains("holding them again"),

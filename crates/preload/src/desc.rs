@@ -120,10 +120,10 @@ impl Desc {
         self.held.store(true, Ordering::Relaxed);
     }
 
-    /// Whether its file is held by the client of the current process generation
-    /// (not a description a forked child inherited).
-    pub(crate) fn held_here(&self) -> bool {
-        self.held.load(Ordering::Relaxed) && self.cache.lock().gen == crate::globals::generation()
+    /// Whether its file is held by the client of process generation `gen` (not a
+    /// description a forked child inherited).
+    pub(crate) fn held_in(&self, gen: u64) -> bool {
+        self.held.load(Ordering::Relaxed) && self.cache.lock().gen == gen
     }
 
     /// Whether reads are allowed (never through an `O_PATH` descriptor).

@@ -251,7 +251,7 @@ impl Drop for Desc {
         // The description's last descriptor is gone: its OFD locks and flocks end.
         locks::description_gone(self.handle, self.id);
         if self.kind == Kind::File {
-            released(self.handle, self.held_here());
+            released(self.handle, self.held_in(globals::generation()));
         }
     }
 }

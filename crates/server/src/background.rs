@@ -31,7 +31,10 @@ pub async fn expire_locks(ctx: Arc<Ctx>) {
             }
         }
     };
-    ctx.locks.expire_loop(ctx.exec, on_end).await
+    let holds = ctx.holds.clone();
+    ctx.locks
+        .expire_loop(ctx.exec, on_end, move || holds.counts().1 == 0)
+        .await
 }
 
 /// Deletes kept objects nobody holds (`crate::orphans::sweep_loop`).

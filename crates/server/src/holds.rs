@@ -18,11 +18,17 @@
 //!   registered for an object about to vanish. A hold checks the object exists
 //!   only after it is registered, so an object is never deleted under a hold that
 //!   was answered.
+//! - **After a restart** that may have forgotten holds (the storage's lock mark,
+//!   which covers holds too, was set), nothing is deleted for a lease: the kept
+//!   objects wait for the sweep that follows, by which time clients have held their
+//!   files again.
 //!
 //! Everything here is synchronous under one mutex.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::time::Instant;
 
 use pvfs_proto::{Errno, Handle};
 
@@ -83,9 +89,26 @@ impl State {
 #[derive(Default)]
 pub struct Holds {
     state: Mutex<State>,
+    /// Until then no object is deleted: a restart forgot the holds, and clients
+    /// register them again within a lease.
+    grace_until: Option<Instant>,
 }
 
 impl Holds {
+    /// The holds of a server that starts now; `grace_until`: the end of the lock
+    /// table's grace period (the storage's mark says clients may have held files).
+    pub fn new(grace_until: Option<Instant>) -> Holds {
+        Holds {
+            state: Mutex::default(),
+            grace_until,
+        }
+    }
+
+    /// Whether the grace period after a start is on (nothing is deleted).
+    pub fn in_grace(&self) -> bool {
+        self.grace_until.is_some_and(|t| Instant::now() < t)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -197,13 +220,13 @@ impl Holds {
 
     /// Marks `handle` dying unless it is held (after ending `releasing`'s hold of
     /// it); whether it was not held.
-    fn claim(&self, handle: Handle, releasing: Option<ClientKey>) -> bool {
+    fn claim(&self, handle: Handle, releasing: Option<ClientKey>, forced: bool) -> bool {
         let mut st = self.state();
         if let Some(c) = releasing {
             st.remove(handle, c);
             st.check();
         }
-        if st.by_handle.contains_key(&handle) {
+        if st.by_handle.contains_key(&handle) || (self.in_grace() && !forced) {
             return false;
         }
         *st.dying.entry(handle).or_default() += 1;
@@ -229,6 +252,8 @@ pub struct Claims {
     claimed: Mutex<Vec<Handle>>,
     /// The client whose own hold a removal with fate `Release` ends.
     releasing: Option<ClientKey>,
+    /// Deletes in the grace period after a start too (fsck's repair).
+    forced: bool,
 }
 
 impl Claims {
@@ -244,13 +269,26 @@ impl Claims {
             holds: holds.clone(),
             claimed: Mutex::new(Vec::new()),
             releasing: client,
+            forced: false,
+        })
+    }
+
+    /// Claims for fsck's repair, which deletes what no client holds even in the
+    /// grace period after a start (an administrator's decision: `docs/namespace.md`
+    /// says so).
+    pub fn forced(holds: &Arc<Holds>) -> Arc<Claims> {
+        Arc::new(Claims {
+            holds: holds.clone(),
+            claimed: Mutex::new(Vec::new()),
+            releasing: None,
+            forced: true,
         })
     }
 
     /// Whether the commit may delete `handle` (no client holds it); if so it is
     /// dying until these claims are dropped.
     pub fn unheld(&self, handle: Handle) -> bool {
-        if !self.holds.claim(handle, self.releasing) {
+        if !self.holds.claim(handle, self.releasing, self.forced) {
             return false;
         }
         self.claimed
@@ -324,6 +362,16 @@ mod tests {
         drop(claims);
         assert_eq!(holds.holders(8), 1);
         assert_eq!(holds.counts(), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_deleted_in_the_grace_after_a_start_but_by_fsck() {
+        let lease = std::time::Duration::from_secs(2);
+        let holds = Arc::new(Holds::new(Some(Instant::now() + lease)));
+        assert!(!Claims::new(&holds).unheld(7), "kept in the grace period");
+        assert!(Claims::forced(&holds).unheld(8), "fsck's repair deletes");
+        tokio::time::advance(lease).await;
+        assert!(Claims::new(&holds).unheld(7), "deleted after it");
     }
 
     #[test]

@@ -241,6 +241,9 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         (tls_client, setup.transport),
     ));
     let precreate = Precreator::new(&config, me, meta.clone(), peers.clone());
+    // The mark covers open files' holds too: after a start that may have forgotten
+    // some, nothing is deleted for a lease (`holds`).
+    let lock_table = locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark);
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
             name: sc.name.clone(),
@@ -274,8 +277,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         ),
         budget,
         health: health::Health::default(),
-        locks: locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark),
-        holds: Default::default(),
+        holds: Arc::new(holds::Holds::new(lock_table.grace_end())),
+        locks: lock_table,
         wait_graph: waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
         feed: feed::ChangeFeed::new(),
         retries: once::Retries::default(),

@@ -447,8 +447,16 @@ impl LockTable {
     /// mark clear, holding `mark_io`); whether it did. A grant needs the record set,
     /// checked under the same lock, so none can slip in between.
     pub fn clear_marked_if_empty(&self) -> bool {
+        self.clear_marked_if(|| true)
+    }
+
+    /// [`LockTable::clear_marked_if_empty`], when `others_empty` also says nothing
+    /// else the mark covers is held (the holds of open files): asked under the
+    /// table's lock, which [`LockTable::marked`] takes too, so a hold registered
+    /// before it is seen and one registered after finds the record clear.
+    pub fn clear_marked_if(&self, others_empty: impl Fn() -> bool) -> bool {
         let mut st = lock(&self.state);
-        if st.marked && st.total == 0 {
+        if st.marked && st.total == 0 && others_empty() {
             st.marked = false;
             return true;
         }
@@ -812,8 +820,14 @@ impl LockTable {
     /// Ends expired leases and forgotten waiters every tenth of a lease, and clears
     /// the storage's mark once no lock is held (so a restart skips the grace period),
     /// writing it with `exec`. Runs until dropped.
-    /// `ended` gets the clients whose lease ended.
-    pub async fn expire_loop(&self, exec: Exec, mut ended: impl FnMut(Vec<(u64, u64)>)) {
+    /// `ended` gets the clients whose lease ended; `others_empty` says whether
+    /// nothing else the mark covers is held.
+    pub async fn expire_loop(
+        &self,
+        exec: Exec,
+        mut ended: impl FnMut(Vec<(u64, u64)>),
+        others_empty: impl Fn() -> bool,
+    ) {
         let every = (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -831,15 +845,16 @@ impl LockTable {
                 ended(gone);
             }
             if self.grace_end().is_none() {
-                self.clear_mark(exec).await;
+                self.clear_mark(exec, &others_empty).await;
             }
         }
     }
 
-    /// Writes the storage's mark clear (with `exec`) if no lock is held.
-    async fn clear_mark(&self, exec: Exec) {
+    /// Writes the storage's mark clear (with `exec`) if no lock is held, nor
+    /// anything else (`others_empty`).
+    async fn clear_mark(&self, exec: Exec, others_empty: &impl Fn() -> bool) {
         let mut io = self.mark_io.lock().await;
-        if io.is_none() || !self.clear_marked_if_empty() {
+        if io.is_none() || !self.clear_marked_if(others_empty) {
             return;
         }
         let Some(mut mark) = io.take() else { return };
@@ -1223,7 +1238,7 @@ mod tests {
             }
         };
         tokio::select! {
-            _ = t.expire_loop(Exec::Threads, |_| {}) => unreachable!("the loop runs until dropped"),
+            _ = t.expire_loop(Exec::Threads, |_| {}, || true) => unreachable!("the loop runs until dropped"),
             _ = watch => {}
         }
         assert_eq!(t.renew(0, 1), None, "the lease ended");

@@ -253,6 +253,11 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
             ctx.precreate.top_up_later(s as usize);
         }
     }
+    if holder.is_some() {
+        if let Err(e) = ctx.locks.ensure_marked(ctx.exec).await {
+            tracing::warn!("a new file is held without the mark a restart would honour: {e}");
+        }
+    }
     Ok(created)
 }
 

@@ -55,6 +55,12 @@ impl Handler for req::Hold {
         let attr = attr.inspect_err(|_| {
             ctx.holds.unhold(client, self.handle, self.gen);
         })?;
+        // Registered before the mark is checked: a restart after this answer keeps
+        // what may be held for a lease (`crate::holds`).
+        if let Err(e) = ctx.locks.ensure_marked(ctx.exec).await {
+            ctx.holds.unhold(client, self.handle, self.gen);
+            return Err(e);
+        }
         Ok(Response::Held {
             lease,
             grace: ctx.locks.grace_end().is_some(),

@@ -32,7 +32,7 @@ impl Handler for req::SetLinks {
             ctx.refuse_root(handle)?;
         }
         let uid = cx.caller.creds.uid;
-        let claims = crate::holds::Claims::new(&ctx.holds);
+        let claims = crate::holds::Claims::forced(&ctx.holds);
         let owner = (ctx.caps.clone(), claims.clone());
         let answer = cx
             .once
