@@ -412,6 +412,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         c.links += counts.links;
         c.locks += counts.locks;
         c.resumed_moves += counts.resumed_moves;
+        c.held_reads += counts.held_reads;
     }
     report.connections = net.connections();
     report.stalls = net.stalls();

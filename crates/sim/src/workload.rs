@@ -10,7 +10,8 @@
 //! done, or the object under both names (a crash between its steps), never under none.
 //!
 //! Clients also take turns on one exclusive lock of a shared file and check that no
-//! two hold it at once.
+//! two hold it at once, and read files they hold open after removing their names
+//! (the bytes must be there, whatever crashed meanwhile).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -42,6 +43,8 @@ pub struct Counts {
     /// Directory moves interrupted between their steps (the directory under both
     /// names) and finished by trying the rename again.
     pub resumed_moves: u64,
+    /// Files read through an open file after their name was removed.
+    pub held_reads: u64,
 }
 
 /// An object of the model.
@@ -336,10 +339,14 @@ impl Worker {
                 12..=13 => self.unlink().await?,
                 14 => self.rmdir().await?,
                 15 => self.chmod().await?,
-                16 => self.read().await?,
-                17 => match self.rng.range(0, 3) {
+                16 => match self.rng.range(0, 2) {
+                    0 => self.held_read().await?,
+                    _ => self.read().await?,
+                },
+                17 => match self.rng.range(0, 4) {
                     0 => self.xattr().await?,
                     1 => self.truncate().await?,
+                    2 => self.held_read().await?,
                     _ => self.read().await?,
                 },
                 18 => self.list().await?,
@@ -656,6 +663,57 @@ impl Worker {
 
     async fn unlink(&mut self) -> Result<(), Failure> {
         let path = self.path(true);
+        self.unlink_path(path).await
+    }
+
+    /// Opens a file (a hold at its metadata server), removes its name, and reads it
+    /// through the open file: the bytes must be the model's whatever crashed or was
+    /// cut off meanwhile (a restarted server deletes nothing for a lease, and the
+    /// client holds its files again within a third of one).
+    async fn held_read(&mut self) -> Result<(), Failure> {
+        let path = self.path(true);
+        let Some(Obj::File(h)) = self.model.paths.get(&path).cloned() else {
+            return Ok(());
+        };
+        let may = self.model.contents.get(&h).cloned().unwrap_or_default();
+        let attr = match self.c.hold(h).await {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                self.c.unhold(h).await;
+                return Ok(());
+            }
+            Err(e) if unknown(&e) => return Ok(()),
+            Err(e) => return Err(self.fail(format!("hold of {path} ({h:#x}): {e}"))),
+        };
+        self.unlink_path(path.clone()).await?;
+        let got = async {
+            let f = self.c.file_from_attr(attr)?;
+            let mut buf = vec![0u8; 4096];
+            let n = f.read_at(0, &mut buf).await?;
+            buf.truncate(n);
+            Ok::<_, Error>(buf)
+        }
+        .await;
+        self.c.unhold(h).await;
+        match got {
+            Ok(data) if may.is_empty() || may.contains(&data) => {
+                self.counts.held_reads += 1;
+                Ok(())
+            }
+            Ok(data) => Err(self.fail(format!(
+                "{path} ({h:#x}) read through its hold after the unlink holds {:?}, the \
+                 model allows {may:?}",
+                String::from_utf8_lossy(&data)
+            ))),
+            Err(e) if unknown(&e) => Ok(()),
+            Err(e) => Err(self.fail(format!(
+                "{path} ({h:#x}) held open was lost after its unlink: {e}"
+            ))),
+        }
+    }
+
+    /// Removes name `path` (not a directory), as the model predicts.
+    async fn unlink_path(&mut self, path: String) -> Result<(), Failure> {
         let predicted = match self.model.paths.get(&path) {
             None => Some(Errno::ENOENT),
             Some(Obj::Dir(_)) => Some(Errno::EISDIR),

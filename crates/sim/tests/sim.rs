@@ -49,6 +49,7 @@ fn many_seeds_keep_every_invariant() {
         total.counts.cross_renames += r.counts.cross_renames;
         total.counts.links += r.counts.links;
         total.counts.locks += r.counts.locks;
+        total.counts.held_reads += r.counts.held_reads;
         total.crashes += r.crashes;
         total.power_losses += r.power_losses;
         total.partitions += r.partitions;
@@ -95,6 +96,10 @@ fn many_seeds_keep_every_invariant() {
     );
     assert!(total.counts.links >= n, "too few hard links: {total:?}");
     assert!(total.counts.locks >= n, "too few locks: {total:?}");
+    assert!(
+        total.counts.held_reads >= n,
+        "too few reads of held files: {total:?}"
+    );
 }
 
 #[test]
