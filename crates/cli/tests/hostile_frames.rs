@@ -1,4 +1,4 @@
-//! Hostile frames: raw TCP to real servers speaking protocol version 4, in which every
+//! Hostile frames: raw TCP to real servers speaking protocol version 5, in which every
 //! connection opens with an authenticated handshake and every later frame carries a
 //! MAC. Whatever a client sends — garbage, truncated, oversized, wrong-version,
 //! reserved-bit or unknown-kind frames, requests without a handshake, a handshake with
