@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use pvfs_proto::{req, Attr, Errno, Handle, Request, Response};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pool::unexpected;
 use crate::Client;
 
@@ -363,11 +363,6 @@ impl Client {
         });
     }
 
-    /// Whether this client holds `handle` open.
-    pub fn is_held(&self, handle: Handle) -> bool {
-        self.lock_state().held().opens.files.contains_key(&handle)
-    }
-
     /// Sends the holds on `server` again (it answered a new lease: it forgot them).
     /// An object gone meanwhile is logged: its descriptors here get ESTALE.
     pub(crate) async fn rehold(&self, server: usize) {
@@ -410,11 +405,6 @@ impl Client {
         h.opens.files.clear();
         servers
     }
-}
-
-/// Whether `e` says an object is gone (an open of it must look its name up again).
-pub fn is_gone(e: &Error) -> bool {
-    matches!(e.errno, Errno::ESTALE | Errno::ENOENT)
 }
 
 #[cfg(test)]
