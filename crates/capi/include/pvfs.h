@@ -460,7 +460,8 @@ ssize_t pvfs_read(int fd, void *buf, size_t n);
 
 /**
  * Writes `n` bytes at the descriptor's position (at the end of the file with
- * O_APPEND; in its partition, if one is set) and advances it. One request per data
+ * O_APPEND, atomically against other clients' appends; in its partition, if one
+ * is set) and advances it. One request per data
  * server receiving some of the bytes. Returns `n`, or -1 with errno: EBADF (not open
  * for writing), EISDIR, EFAULT, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
  *

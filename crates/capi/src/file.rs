@@ -344,6 +344,13 @@ fn write_impl(fd: c_int, b: &[u8], at: Option<u64>) -> CResult<usize> {
         None => {
             let mut cur = lock(&f.cur);
             if o.flags & libc::O_APPEND != 0 && !b.is_empty() {
+                if cur.part.is_none() {
+                    // At the end whatever other clients append meanwhile.
+                    let (at, n) = o.g.run(f.file.append(b))?;
+                    f.wrote.store(true, Ordering::Relaxed);
+                    cur.pos = at + n as u64;
+                    return Ok(n);
+                }
                 cur.pos = end_of(&o.g, f, cur.part)?;
             }
             let n = write_at(&o.g, f, cur.part, cur.pos, b)?;
@@ -375,7 +382,8 @@ pub unsafe extern "C" fn pvfs_read(fd: c_int, buf: *mut c_void, n: size_t) -> ss
 }
 
 /// Writes `n` bytes at the descriptor's position (at the end of the file with
-/// O_APPEND; in its partition, if one is set) and advances it. One request per data
+/// O_APPEND, atomically against other clients' appends; in its partition, if one
+/// is set) and advances it. One request per data
 /// server receiving some of the bytes. Returns `n`, or -1 with errno: EBADF (not open
 /// for writing), EISDIR, EFAULT, EFBIG, ENOSPC, EIO/EHOSTDOWN/ETIMEDOUT.
 ///

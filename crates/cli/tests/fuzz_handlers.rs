@@ -137,6 +137,7 @@ fn lock_request(rng: &mut Rng, h: Handle) -> Request {
             owner,
             start,
             end,
+            flags: rng.next_u64() as u32 & 15,
         }),
         2 => Request::TestLock(req::TestLock {
             handle: h,

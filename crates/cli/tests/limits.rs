@@ -83,7 +83,7 @@ fn react() -> Duration {
 }
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 5;
+const VERSION: u16 = 6;
 
 /// A tagged ping request frame with request id `id`, built from the documented frame
 /// layout (32-byte header: magic "PVFS", version 5, kind 1 = request, flags 1 = END,

@@ -1235,6 +1235,7 @@ fn lock_requests_reach_only_the_callers_own_locks() {
             owner,
             start: 0,
             end: TO_EOF,
+            flags: 0,
         })
     };
     let renew = |release| {

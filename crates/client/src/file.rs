@@ -70,6 +70,11 @@ impl File {
         }
     }
 
+    /// The client this file was opened through.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The file's handle.
     pub fn handle(&self) -> Handle {
         self.attr.handle

@@ -7,6 +7,7 @@
 //! [`locks`] holds byte-range locks on the servers (leases, reclaims, waits).
 //! [`blocking`] wraps it all for callers without an async runtime.
 
+mod append;
 mod at;
 pub mod blocking;
 mod caps;

@@ -111,6 +111,8 @@ pub(crate) struct Held {
     keeper: bool,
     /// The files this client holds open (`crate::holds`).
     pub(crate) opens: crate::holds::Opens,
+    /// Appenders' locks held now, by server (`crate::append`): they keep the lease.
+    pub(crate) appending: BTreeMap<usize, usize>,
 }
 
 impl Held {
@@ -121,9 +123,11 @@ impl Held {
     }
 
     fn locks_on(&self, server: usize) -> bool {
-        self.servers
-            .get(&server)
-            .is_some_and(|s| s.files.values().any(|v| !v.is_empty()))
+        self.appending.contains_key(&server)
+            || self
+                .servers
+                .get(&server)
+                .is_some_and(|s| s.files.values().any(|v| !v.is_empty()))
     }
 
     /// Takes in a lease id for the holds on `server`: a new one (or none) while
@@ -225,11 +229,19 @@ pub(crate) struct LockState {
     reclaiming: tokio::sync::Mutex<()>,
     /// For a runtime driven only by its callers: the runtime the lease thread drives.
     runner: OnceLock<Weak<tokio::runtime::Runtime>>,
+    /// Source of the owners of appenders' locks (one per append).
+    append_owners: std::sync::atomic::AtomicU64,
 }
 
 impl LockState {
     pub(crate) fn held(&self) -> MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new owner for an appender's lock.
+    pub(crate) fn next_append_owner(&self) -> u64 {
+        self.append_owners
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Tells the lock state which runtime to drive when renewing leases from a
@@ -586,7 +598,7 @@ impl Client {
         &self.inner.locks
     }
 
-    fn lock_owner(&self, owner: u64) -> LockOwner {
+    pub(crate) fn lock_owner(&self, owner: u64) -> LockOwner {
         LockOwner {
             client: self.inner.pool.client_id(),
             owner,
@@ -691,7 +703,7 @@ impl Client {
     /// `interrupted` is checked every [`POLL`] and a wait it interrupts is withdrawn.
     /// A server that cannot be reached is asked again until a request timeout passes
     /// without an answer.
-    async fn waiting_call(
+    pub(crate) async fn waiting_call(
         &self,
         server: usize,
         request: Request,
@@ -804,6 +816,7 @@ impl Client {
             owner: self.lock_owner(owner),
             start,
             end,
+            flags: 0,
         });
         let answer = self.rpc(server, request).await;
         // Recorded as released whatever the answer: a server that did not get it

@@ -27,7 +27,7 @@ use fuser::{
 use crate::errors::OpResult;
 use crate::inner::Inner;
 use crate::ops::attrs::SetReq;
-use crate::ops::io::ReadStart;
+use crate::ops::io::{ReadStart, WriteAt};
 use crate::ops::locks::KernelLock;
 use crate::ops::statfs::{STATFS_BSIZE, STATFS_FRSIZE};
 
@@ -583,22 +583,24 @@ impl Filesystem for PvfsFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let uid = req.uid();
+        // The kernel appends at the size it knows; the servers settle the end.
+        let at = WriteAt::of(flags.0, ino, offset);
         if !self.inner.opts.write_behind {
             // Written through from the request's own buffer, this thread waiting:
             // no copy of the data and no hop to a task. Only while another FUSE
             // thread stays free for everything else.
             if let Some(_slot) = self.waiters.try_take() {
-                let op = self.inner.write_now(fh.0, offset, data, uid);
+                let op = self.inner.write_now(fh.0, at, data, uid);
                 return match self.wait_here("write", op) {
                     Ok(n) => reply.written(n),
                     Err(e) => reply.error(e),
@@ -609,7 +611,7 @@ impl Filesystem for PvfsFs {
         let buf = inner.write_buf(data);
         self.run(
             reply,
-            async move { inner.write(fh.0, offset, buf, uid).await },
+            async move { inner.write(fh.0, at, buf, uid).await },
             |r, n| r.written(n),
         );
     }

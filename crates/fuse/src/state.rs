@@ -45,8 +45,6 @@ pub(crate) struct OpenFile {
     pub file: File,
     /// The mount's read-ahead, for an open the kernel reads without its page cache.
     pub stream: Option<ReadAhead>,
-    /// Opened with `O_APPEND` (the kernel writes it at the size it knows).
-    pub append: bool,
 }
 
 /// A directory being listed (one FUSE directory handle).
@@ -188,14 +186,6 @@ impl Tables {
     /// The open file behind file handle `fh`.
     pub(crate) fn file(&self, fh: u64) -> Option<Arc<OpenFile>> {
         lock(&self.files).get(&fh).cloned()
-    }
-
-    /// An open of `handle` with `O_APPEND`, if there is one.
-    pub(crate) fn appender(&self, handle: Handle) -> Option<Arc<OpenFile>> {
-        lock(&self.files)
-            .values()
-            .find(|f| f.handle == handle && f.append)
-            .cloned()
     }
 
     /// Forgets file handle `fh` and returns it.

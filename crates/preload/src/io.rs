@@ -4,8 +4,8 @@
 //!
 //! Reads and writes go to [`pvfs_client::File::read_at`]/`write_at` at the
 //! description's offset, holding the offset lock for the whole call. `O_APPEND` writes
-//! at the file's current size (not atomic against other clients: pvfs has no append
-//! operation). Nothing is cached: a write is on the servers when it returns.
+//! go to [`pvfs_client::File::append`], atomic against every other client's.
+//! Nothing is cached: a write is on the servers when it returns.
 
 use std::sync::Arc;
 
@@ -461,12 +461,11 @@ pub(crate) fn write_desc(d: &Desc, buf: &[u8]) -> R<usize> {
     let pr = globals::proc()?;
     let f = d.file(pr)?;
     let mut pos = d.pos.lock();
-    let at = if d.status() & libc::O_APPEND != 0 {
-        pr.call(f.size())?
+    let (at, n) = if d.status() & libc::O_APPEND != 0 {
+        pr.call(f.append(buf))?
     } else {
-        *pos
+        (*pos, pr.call(f.write_at(*pos, buf))?)
     };
-    let n = pr.call(f.write_at(at, buf))?;
     *pos = at + n as u64;
     Ok(n)
 }
@@ -497,12 +496,10 @@ fn pwrite_desc(d: &Desc, buf: &[u8], off: i64) -> R<usize> {
     }
     let pr = globals::proc()?;
     let f = d.file(pr)?;
-    let at = if d.status() & libc::O_APPEND != 0 {
-        pr.call(f.size())?
-    } else {
-        off as u64
-    };
-    pr.call(f.write_at(at, buf))
+    if d.status() & libc::O_APPEND != 0 {
+        return Ok(pr.call(f.append(buf))?.1);
+    }
+    pr.call(f.write_at(off as u64, buf))
 }
 
 #[no_mangle]

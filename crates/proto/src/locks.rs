@@ -24,8 +24,13 @@ pub const LOCK_RECLAIM: u32 = 2;
 /// Without it the lock is an OFD lock or a `flock` (per open file description),
 /// whose waits are not checked, as on Linux.
 pub const LOCK_POSIX: u32 = 4;
+/// `Lock` and `Unlock` flag: an appender's lock, kept apart from the locks programs
+/// take (it never conflicts with them, and `TestLock` does not see it): while a
+/// client holds it on a whole file, no other appender writes, so it reads the end
+/// of the file and writes there (`O_APPEND` between clients, `docs/locks.md`).
+pub const LOCK_APPEND: u32 = 8;
 /// Every `Lock` flag (others are refused).
-pub const LOCK_FLAGS: u32 = LOCK_WAIT | LOCK_RECLAIM | LOCK_POSIX;
+pub const LOCK_FLAGS: u32 = LOCK_WAIT | LOCK_RECLAIM | LOCK_POSIX | LOCK_APPEND;
 
 /// Shared (read) or exclusive (write).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

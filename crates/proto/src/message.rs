@@ -543,13 +543,14 @@ requests! {
         /// after a bounded time: send it again at once, the place in the queue is
         /// kept), `LOCK_RECLAIM` (in the grace period after a restart: a lock held
         /// before), `LOCK_POSIX` (a record lock, whose waits are checked for
-        /// deadlocks). The caller needs read permission for a read lock and write
+        /// deadlocks), `LOCK_APPEND` (an appender's lock, apart from the locks
+        /// programs take; not with `LOCK_POSIX`). The caller needs read permission for a read lock and write
         /// permission for a write lock; `proof`: a capability on the object (one
         /// granting the right counts even if the mode no longer does).
         60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> } effect Idempotent, flow Reply,
         /// Releases what the owner holds on `start ..= end` of the object (splitting
-        /// locks that reach beyond it).
-        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64 } effect Idempotent, flow Reply,
+        /// locks that reach beyond it); `flags`: `LOCK_APPEND` for an appender's lock.
+        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64, flags: u32 } effect Idempotent, flow Reply,
         /// The first lock of another owner that keeps `owner` from taking `typ` on
         /// the range (F_GETLK). The caller needs read or write permission.
         62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> } effect None, flow Reply,
@@ -838,6 +839,10 @@ wire_enum! {
         /// Answer to `Hold`: the client's lease (as in `Lease`) and the file's
         /// attributes (size not filled in, as `GetAttr`), so an open asks once.
         65 => Held { lease: u64, grace: bool, attr: Attr },
+        /// Answer to a `Lock` with `LOCK_APPEND`: granted, as `Locked`; `width`: the
+        /// file's width now (its datafiles past it hold no byte), so the appender
+        /// asks only those that may for the end of the file.
+        66 => AppendLocked { lease: u64, width: u32 },
     }
 }
 

@@ -50,6 +50,35 @@ pub const MAX_FILE_WAITERS: usize = 1 << 12;
 /// The longest a change that ended waits waits for their edges to be taken back.
 pub const SETTLE_BOUND: Duration = Duration::from_millis(500);
 
+/// What a lock is on: an object, and whether it is an appender's lock
+/// (`LOCK_APPEND`), which lives apart from the locks programs take: the two never
+/// conflict and `TestLock` sees only the programs' locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LockAt {
+    /// The object.
+    pub handle: Handle,
+    /// An appender's lock.
+    pub append: bool,
+}
+
+impl LockAt {
+    /// The locks programs take on `handle`.
+    pub fn program(handle: Handle) -> LockAt {
+        LockAt {
+            handle,
+            append: false,
+        }
+    }
+
+    /// The appenders' lock on `handle`.
+    pub fn append(handle: Handle) -> LockAt {
+        LockAt {
+            handle,
+            append: true,
+        }
+    }
+}
+
 /// Where a waiting request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitState {
@@ -251,7 +280,7 @@ struct Lease {
 
 #[derive(Default)]
 struct State {
-    files: BTreeMap<Handle, FileLocks>,
+    files: BTreeMap<LockAt, FileLocks>,
     /// By (who, client id).
     leases: BTreeMap<(u64, u64), Lease>,
     next_waiter: u64,
@@ -278,12 +307,12 @@ impl State {
     }
 
     /// Fails if a new lock of `key` on `handle` would pass a limit.
-    fn check_limits(&self, handle: Handle, key: &LockKey) -> OpResult<()> {
+    fn check_limits(&self, at: LockAt, key: &LockKey) -> OpResult<()> {
         let mine = self
             .leases
             .get(&(key.who, key.client))
             .map_or(0, |l| l.segments);
-        let here = self.files.get(&handle).map_or(0, |f| f.held.len());
+        let here = self.files.get(&at).map_or(0, |f| f.held.len());
         if self.total >= MAX_SEGMENTS || mine >= MAX_CLIENT_SEGMENTS || here >= MAX_FILE_SEGMENTS {
             return Err(OpError::posix(
                 Errno::ENOLCK,
@@ -300,16 +329,16 @@ impl State {
 
     /// Wakes the waiters of `handle` after a change, counts what that granted, and
     /// forgets the file if nothing is left of it.
-    fn settle(&mut self, handle: Handle) {
+    fn settle(&mut self, at: LockAt) {
         let marked = self.marked;
-        let Some(f) = self.files.get_mut(&handle) else {
+        let Some(f) = self.files.get_mut(&at) else {
             return;
         };
         let changes = f.wake(marked);
         let empty = f.is_empty();
         self.count_all(changes);
         if empty {
-            self.files.remove(&handle);
+            self.files.remove(&at);
         }
     }
 }
@@ -464,17 +493,17 @@ impl LockTable {
     }
 
     /// Grants `want` at once if nothing stands in the way (and renews the lease).
-    pub fn try_lock(&self, handle: Handle, want: &Want) -> OpResult<TryLock> {
+    pub fn try_lock(&self, at: LockAt, want: &Want) -> OpResult<TryLock> {
         let mut st = lock(&self.state);
         let lease = self.touch_locked(&mut st, want.key.who, want.key.client);
-        if let Some(b) = st.files.get(&handle).and_then(|f| f.blocker(want, None)) {
+        if let Some(b) = st.files.get(&at).and_then(|f| f.blocker(want, None)) {
             return Ok(TryLock::Blocked(b));
         }
         if !st.marked {
             return Ok(TryLock::NeedMark);
         }
-        st.check_limits(handle, &want.key)?;
-        let delta = st.files.entry(handle).or_default().apply(want);
+        st.check_limits(at, &want.key)?;
+        let delta = st.files.entry(at).or_default().apply(want);
         st.count(&want.key, delta);
         Ok(TryLock::Granted(lease))
     }
@@ -482,10 +511,10 @@ impl LockTable {
     /// Registers a waiting request for `want` (or finds the one sent before, keeping
     /// its place) and returns its id and what to wait on; [`LockTable::poll`] then
     /// grants it when it can be.
-    pub fn wait(&self, handle: Handle, want: &Want) -> OpResult<(u64, Arc<Notify>)> {
+    pub fn wait(&self, at: LockAt, want: &Want) -> OpResult<(u64, Arc<Notify>)> {
         let mut st = lock(&self.state);
         self.touch_locked(&mut st, want.key.who, want.key.client);
-        let f = st.files.entry(handle).or_default();
+        let f = st.files.entry(at).or_default();
         if let Some(w) = f
             .waiters
             .iter_mut()
@@ -499,14 +528,14 @@ impl LockTable {
         if f.waiters.len() >= MAX_FILE_WAITERS {
             let msg = format!("{MAX_FILE_WAITERS} requests wait for locks on this file already");
             if f.is_empty() {
-                st.files.remove(&handle);
+                st.files.remove(&at);
             }
             return Err(OpError::posix(Errno::ENOLCK, msg));
         }
         st.next_waiter += 1;
         let id = st.next_waiter;
         let notify = Arc::new(Notify::new());
-        st.files.entry(handle).or_default().waiters.push(Waiter {
+        st.files.entry(at).or_default().waiters.push(Waiter {
             id,
             want: *want,
             attached: 1,
@@ -521,10 +550,10 @@ impl LockTable {
     /// Where waiter `id` stands, granting it first if nothing blocks it any more:
     /// its state, who blocks it (when it waits), and whether the grant waits for the
     /// storage's mark ([`LockTable::ensure_marked`]).
-    pub fn poll(&self, handle: Handle, id: u64) -> (WaitState, Vec<LockKey>, bool) {
+    pub fn poll(&self, at: LockAt, id: u64) -> (WaitState, Vec<LockKey>, bool) {
         let mut st = lock(&self.state);
         let marked = st.marked;
-        let Some(f) = st.files.get_mut(&handle) else {
+        let Some(f) = st.files.get_mut(&at) else {
             return (WaitState::Cancelled, Vec::new(), false);
         };
         let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
@@ -552,9 +581,9 @@ impl LockTable {
     /// A request waiting on `id` stops waiting (answered, or its time is up): the
     /// waiter's state then. A granted or withdrawn waiter is forgotten once no request
     /// waits on it; a waiting one is kept for [`LockTable::keep_detached`].
-    pub fn detach(&self, handle: Handle, id: u64) -> WaitState {
+    pub fn detach(&self, at: LockAt, id: u64) -> WaitState {
         let mut st = lock(&self.state);
-        let Some(f) = st.files.get_mut(&handle) else {
+        let Some(f) = st.files.get_mut(&at) else {
             return WaitState::Cancelled;
         };
         let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
@@ -573,7 +602,7 @@ impl LockTable {
                 WaitState::Granted | WaitState::Cancelled => {
                     f.waiters.remove(i);
                     if f.is_empty() {
-                        st.files.remove(&handle);
+                        st.files.remove(&at);
                     }
                 }
                 WaitState::Waiting | WaitState::Ready => {
@@ -587,10 +616,10 @@ impl LockTable {
     /// Records that the deadlock coordinator was told waiter `id` waits for
     /// `blockers` (none: its edges there are gone), and forgets a granted or
     /// withdrawn waiter that no request waits on once its edges are gone.
-    pub fn told(&self, handle: Handle, id: u64, blockers: Vec<LockKey>) {
+    pub fn told(&self, at: LockAt, id: u64, blockers: Vec<LockKey>) {
         {
             let mut st = lock(&self.state);
-            let Some(f) = st.files.get_mut(&handle) else {
+            let Some(f) = st.files.get_mut(&at) else {
                 return;
             };
             let Some(i) = f.waiters.iter().position(|w| w.id == id) else {
@@ -602,7 +631,7 @@ impl LockTable {
             if w.told.is_empty() && w.attached == 0 && over {
                 f.waiters.remove(i);
                 if f.is_empty() {
-                    st.files.remove(&handle);
+                    st.files.remove(&at);
                 }
             }
         }
@@ -612,9 +641,9 @@ impl LockTable {
     /// Whether the deadlock coordinator may hold an edge of a waiter of `handle`
     /// that is over: one that waits for an owner that no longer keeps it waiting
     /// (it was granted, withdrawn, or waits for others now).
-    fn stale_edges(&self, handle: Handle) -> bool {
+    fn stale_edges(&self, at: LockAt) -> bool {
         let st = lock(&self.state);
-        let Some(f) = st.files.get(&handle) else {
+        let Some(f) = st.files.get(&at) else {
             return false;
         };
         f.waiters
@@ -628,14 +657,14 @@ impl LockTable {
     /// later wait of its owner finds a cycle through a wait that is over: the
     /// waiters' own requests take their edges back (a waiter whose client is
     /// between two sends, when it returns), this only waits for them.
-    pub async fn edges_settled(&self, handle: Handle) {
+    pub async fn edges_settled(&self, at: LockAt) {
         let deadline = Instant::now() + self.settle_bound;
         loop {
             let told = self.edges_told.notified();
             tokio::pin!(told);
             // Registered before looking, so a change in between wakes it.
             told.as_mut().enable();
-            if !self.stale_edges(handle) {
+            if !self.stale_edges(at) {
                 return;
             }
             tokio::select! {
@@ -646,9 +675,9 @@ impl LockTable {
     }
 
     /// Withdraws waiter `id` (a deadlock): requests waiting on it see it cancelled.
-    pub fn cancel_id(&self, handle: Handle, id: u64) {
+    pub fn cancel_id(&self, at: LockAt, id: u64) {
         let mut st = lock(&self.state);
-        if let Some(f) = st.files.get_mut(&handle) {
+        if let Some(f) = st.files.get_mut(&at) {
             if let Some(w) = f
                 .waiters
                 .iter_mut()
@@ -658,14 +687,14 @@ impl LockTable {
                 w.notify.notify_waiters();
             }
         }
-        st.settle(handle);
+        st.settle(at);
     }
 
     /// Withdraws the waiting request of `want` (its type and range): requests
     /// waiting on it are answered EINTR. One already granted stays granted.
-    pub fn cancel(&self, handle: Handle, want: &Want) {
+    pub fn cancel(&self, at: LockAt, want: &Want) {
         let mut st = lock(&self.state);
-        if let Some(f) = st.files.get_mut(&handle) {
+        if let Some(f) = st.files.get_mut(&at) {
             for w in f.waiters.iter_mut().filter(|w| {
                 w.want.same_request(want)
                     && matches!(w.state, WaitState::Waiting | WaitState::Ready)
@@ -676,36 +705,36 @@ impl LockTable {
             f.waiters
                 .retain(|w| !(w.state == WaitState::Cancelled && w.attached == 0));
         }
-        st.settle(handle);
+        st.settle(at);
     }
 
     /// Releases what `key` holds on `start ..= end` of `handle`, and grants what
     /// waits for it.
-    pub fn unlock(&self, handle: Handle, key: &LockKey, start: u64, end: u64) {
+    pub fn unlock(&self, at: LockAt, key: &LockKey, start: u64, end: u64) {
         let mut st = lock(&self.state);
         self.touch_locked(&mut st, key.who, key.client);
-        let Some(f) = st.files.get_mut(&handle) else {
+        let Some(f) = st.files.get_mut(&at) else {
             return;
         };
         let before = f.held.len();
         locks::set(&mut f.held, key, None, start, end, 0, false);
         let delta = f.held.len() as isize - before as isize;
         st.count(key, delta);
-        st.settle(handle);
+        st.settle(at);
     }
 
     /// The first lock or reservation of another owner keeping `key` from `typ` on
     /// the range.
     pub fn test(
         &self,
-        handle: Handle,
+        at: LockAt,
         key: &LockKey,
         typ: LockType,
         start: u64,
         end: u64,
     ) -> Option<LockConflict> {
         let st = lock(&self.state);
-        let f = st.files.get(&handle)?;
+        let f = st.files.get(&at)?;
         let conflict = |owner: &LockKey, typ, start, end, pid, posix| LockConflict {
             typ,
             start,
@@ -947,26 +976,48 @@ mod tests {
     fn waiter_granted_on_unlock_and_reserved_while_detached() {
         let t = table();
         let w = want(1, LockType::Write, 0, 9);
-        assert!(matches!(t.try_lock(5, &w).unwrap(), TryLock::Granted(_)));
+        assert!(matches!(
+            t.try_lock(LockAt::program(5), &w).unwrap(),
+            TryLock::Granted(_)
+        ));
         let r = want(2, LockType::Read, 5, 5);
-        assert_eq!(t.try_lock(5, &r).unwrap(), TryLock::Blocked(key(1)));
-        let (id, _) = t.wait(5, &r).unwrap();
-        assert_eq!(t.poll(5, id), (WaitState::Waiting, vec![key(1)], false));
+        assert_eq!(
+            t.try_lock(LockAt::program(5), &r).unwrap(),
+            TryLock::Blocked(key(1))
+        );
+        let (id, _) = t.wait(LockAt::program(5), &r).unwrap();
+        assert_eq!(
+            t.poll(LockAt::program(5), id),
+            (WaitState::Waiting, vec![key(1)], false)
+        );
         // Detached (between two sends), then the holder unlocks: reserved.
-        assert_eq!(t.detach(5, id), WaitState::Waiting);
-        t.unlock(5, &key(1), 0, TO);
+        assert_eq!(t.detach(LockAt::program(5), id), WaitState::Waiting);
+        t.unlock(LockAt::program(5), &key(1), 0, TO);
         // A third client cannot take the reserved bytes meanwhile.
         let x = want(3, LockType::Write, 0, 100);
-        assert_eq!(t.try_lock(5, &x).unwrap(), TryLock::Blocked(key(2)));
-        assert_eq!(t.test(5, &key(3), LockType::Write, 0, 0), None);
-        assert!(t.test(5, &key(3), LockType::Write, 5, 5).is_some());
+        assert_eq!(
+            t.try_lock(LockAt::program(5), &x).unwrap(),
+            TryLock::Blocked(key(2))
+        );
+        assert_eq!(
+            t.test(LockAt::program(5), &key(3), LockType::Write, 0, 0),
+            None
+        );
+        assert!(t
+            .test(LockAt::program(5), &key(3), LockType::Write, 5, 5)
+            .is_some());
         // The request comes back: same waiter, granted at once.
-        let (id2, _) = t.wait(5, &r).unwrap();
+        let (id2, _) = t.wait(LockAt::program(5), &r).unwrap();
         assert_eq!(id2, id);
-        assert_eq!(t.poll(5, id).0, WaitState::Granted);
-        assert_eq!(t.detach(5, id), WaitState::Granted);
-        assert_eq!(t.test(5, &key(3), LockType::Read, 5, 5), None);
-        let c = t.test(5, &key(3), LockType::Write, 5, 5).unwrap();
+        assert_eq!(t.poll(LockAt::program(5), id).0, WaitState::Granted);
+        assert_eq!(t.detach(LockAt::program(5), id), WaitState::Granted);
+        assert_eq!(
+            t.test(LockAt::program(5), &key(3), LockType::Read, 5, 5),
+            None
+        );
+        let c = t
+            .test(LockAt::program(5), &key(3), LockType::Write, 5, 5)
+            .unwrap();
         assert_eq!((c.typ, c.start, c.end, c.pid), (LockType::Read, 5, 5, 7));
         assert_eq!(t.held_count(), 1);
     }
@@ -975,21 +1026,27 @@ mod tests {
     async fn an_unlock_is_settled_once_the_waits_it_ended_took_their_edges_back() {
         use tokio::time::timeout;
         let t = table();
-        let settled = || timeout(Duration::from_millis(100), t.edges_settled(5));
+        let settled = || {
+            timeout(
+                Duration::from_millis(100),
+                t.edges_settled(LockAt::program(5)),
+            )
+        };
         assert!(matches!(
-            t.try_lock(5, &want(1, LockType::Write, 0, TO)).unwrap(),
+            t.try_lock(LockAt::program(5), &want(1, LockType::Write, 0, TO))
+                .unwrap(),
             TryLock::Granted(_)
         ));
         let (b, c) = (
             want(2, LockType::Write, 0, TO),
             want(3, LockType::Write, 0, TO),
         );
-        let (ib, _) = t.wait(5, &b).unwrap();
-        let (ic, nc) = t.wait(5, &c).unwrap();
-        assert_eq!(t.poll(5, ib).1, vec![key(1)]);
-        assert_eq!(t.poll(5, ic).1, vec![key(1)]);
-        t.told(5, ib, vec![key(1)]);
-        t.told(5, ic, vec![key(1)]);
+        let (ib, _) = t.wait(LockAt::program(5), &b).unwrap();
+        let (ic, nc) = t.wait(LockAt::program(5), &c).unwrap();
+        assert_eq!(t.poll(LockAt::program(5), ib).1, vec![key(1)]);
+        assert_eq!(t.poll(LockAt::program(5), ic).1, vec![key(1)]);
+        t.told(LockAt::program(5), ib, vec![key(1)]);
+        t.told(LockAt::program(5), ic, vec![key(1)]);
         assert!(
             settled().await.is_ok(),
             "no wait ended: nothing to wait for"
@@ -998,23 +1055,23 @@ mod tests {
         tokio::pin!(woken);
         woken.as_mut().enable();
         // 1 lets go: 2 gets the lock, 3 now waits for 2, not 1.
-        t.unlock(5, &key(1), 0, TO);
+        t.unlock(LockAt::program(5), &key(1), 0, TO);
         assert!(
             timeout(Duration::from_millis(1), woken).await.is_ok(),
             "a waiter whose blocker changed is woken to correct its edges"
         );
         assert!(settled().await.is_err(), "both edges to 1 still stand");
         // 2's request answers: granted; its edge goes after it stopped waiting.
-        assert_eq!(t.detach(5, ib), WaitState::Granted);
+        assert_eq!(t.detach(LockAt::program(5), ib), WaitState::Granted);
         assert!(settled().await.is_err(), "2's edge stands");
-        t.told(5, ib, Vec::new());
+        t.told(LockAt::program(5), ib, Vec::new());
         assert!(settled().await.is_err(), "3's edge to 1 stands");
-        t.told(5, ic, vec![key(2)]);
+        t.told(LockAt::program(5), ic, vec![key(2)]);
         assert!(settled().await.is_ok(), "every edge is right again");
         // A stale edge nobody takes back is waited for no longer than the bound.
-        t.told(5, ic, vec![key(1)]);
+        t.told(LockAt::program(5), ic, vec![key(1)]);
         let start = Instant::now();
-        t.edges_settled(5).await;
+        t.edges_settled(LockAt::program(5)).await;
         assert_eq!(start.elapsed(), SETTLE_BOUND);
     }
 
@@ -1022,17 +1079,22 @@ mod tests {
     fn cancel_and_client_release_wake_others() {
         let t = table();
         assert!(matches!(
-            t.try_lock(1, &want(1, LockType::Write, 0, TO)).unwrap(),
+            t.try_lock(LockAt::program(1), &want(1, LockType::Write, 0, TO))
+                .unwrap(),
             TryLock::Granted(_)
         ));
-        let (a, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
-        let (b, _) = t.wait(1, &want(3, LockType::Read, 0, 0)).unwrap();
-        t.cancel(1, &want(2, LockType::Write, 0, 0));
-        assert_eq!(t.poll(1, a).0, WaitState::Cancelled);
+        let (a, _) = t
+            .wait(LockAt::program(1), &want(2, LockType::Write, 0, 0))
+            .unwrap();
+        let (b, _) = t
+            .wait(LockAt::program(1), &want(3, LockType::Read, 0, 0))
+            .unwrap();
+        t.cancel(LockAt::program(1), &want(2, LockType::Write, 0, 0));
+        assert_eq!(t.poll(LockAt::program(1), a).0, WaitState::Cancelled);
         t.release_client(0, 1);
-        assert_eq!(t.poll(1, b).0, WaitState::Granted);
-        assert_eq!(t.detach(1, a), WaitState::Cancelled);
-        assert_eq!(t.detach(1, b), WaitState::Granted);
+        assert_eq!(t.poll(LockAt::program(1), b).0, WaitState::Granted);
+        assert_eq!(t.detach(LockAt::program(1), a), WaitState::Cancelled);
+        assert_eq!(t.detach(LockAt::program(1), b), WaitState::Granted);
         assert_eq!(t.held_count(), 1);
     }
 
@@ -1040,15 +1102,24 @@ mod tests {
     fn no_grant_without_the_mark_and_no_clear_while_held() {
         let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
         let w = want(1, LockType::Write, 0, 0);
-        assert_eq!(t.try_lock(1, &w).unwrap(), TryLock::NeedMark);
+        assert_eq!(
+            t.try_lock(LockAt::program(1), &w).unwrap(),
+            TryLock::NeedMark
+        );
         t.set_marked();
-        assert!(matches!(t.try_lock(1, &w).unwrap(), TryLock::Granted(_)));
+        assert!(matches!(
+            t.try_lock(LockAt::program(1), &w).unwrap(),
+            TryLock::Granted(_)
+        ));
         assert!(!t.clear_marked_if_empty());
-        t.unlock(1, &key(1), 0, TO);
+        t.unlock(LockAt::program(1), &key(1), 0, TO);
         assert!(t.clear_marked_if_empty());
         // A waiter freed while the mark is clear is reserved, not granted.
-        let (id, _) = t.wait(1, &w).unwrap();
-        assert_eq!(t.poll(1, id), (WaitState::Ready, vec![], true));
+        let (id, _) = t.wait(LockAt::program(1), &w).unwrap();
+        assert_eq!(
+            t.poll(LockAt::program(1), id),
+            (WaitState::Ready, vec![], true)
+        );
         assert_eq!(t.held_count(), 0);
     }
 
@@ -1056,11 +1127,16 @@ mod tests {
     fn leases_expire_with_their_locks_unless_a_request_waits() {
         let t = LockTable::new(Duration::from_millis(1), Duration::from_secs(5), None);
         t.set_marked();
-        let TryLock::Granted(id) = t.try_lock(1, &want(1, LockType::Write, 0, 0)).unwrap() else {
+        let TryLock::Granted(id) = t
+            .try_lock(LockAt::program(1), &want(1, LockType::Write, 0, 0))
+            .unwrap()
+        else {
             panic!("not granted")
         };
         assert_eq!(t.renew(0, 1), Some(id));
-        let (_, _) = t.wait(1, &want(2, LockType::Write, 0, 0)).unwrap();
+        let (_, _) = t
+            .wait(LockAt::program(1), &want(2, LockType::Write, 0, 0))
+            .unwrap();
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(t.expire(), vec![(0, 1)], "the waiting client stays");
         // ...and gets the lock the other one lost.
@@ -1100,17 +1176,17 @@ mod tests {
                     let overlap = locks::overlaps((a.start, a.end), (b.start, b.end));
                     assert!(
                         !(overlap && (a.owner != b.owner) && a.typ.conflicts(b.typ)),
-                        "{at}: file {handle}: conflicting locks held: {a:?} and {b:?}"
+                        "{at}: file {handle:?}: conflicting locks held: {a:?} and {b:?}"
                     );
                     assert!(
                         !(overlap && a.owner == b.owner),
-                        "{at}: file {handle}: one owner's locks overlap: {a:?} and {b:?}"
+                        "{at}: file {handle:?}: one owner's locks overlap: {a:?} and {b:?}"
                     );
                 }
                 for w in f.waiters.iter().filter(|w| w.state == WaitState::Ready) {
                     assert!(
                         !w.want.hindered_by(&a.owner, a.typ, a.start, a.end),
-                        "{at}: file {handle}: {a:?} held against the reservation of {:?}",
+                        "{at}: file {handle:?}: {a:?} held against the reservation of {:?}",
                         w.want
                     );
                 }
@@ -1133,6 +1209,53 @@ mod tests {
     }
 
     #[test]
+    fn appenders_locks_conflict_only_with_each_other() {
+        let t = table();
+        let whole = |c| want(c, LockType::Write, 0, TO);
+        let program = LockAt::program(5);
+        let append = LockAt::append(5);
+        assert!(matches!(
+            t.try_lock(program, &whole(1)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        // Another owner's appender lock on the whole file: granted beside it.
+        assert!(matches!(
+            t.try_lock(append, &whole(2)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        // F_GETLK sees the program's lock, not the appender's.
+        assert_eq!(
+            t.test(program, &key(3), LockType::Read, 0, 0)
+                .map(|c| c.start),
+            Some(0)
+        );
+        t.unlock(program, &key(1), 0, TO);
+        assert_eq!(t.test(program, &key(3), LockType::Write, 0, TO), None);
+        // A second appender waits for the first, even of the owner that locked
+        // the file for the program.
+        assert_eq!(
+            t.try_lock(append, &whole(1)).unwrap(),
+            TryLock::Blocked(key(2))
+        );
+        assert!(matches!(
+            t.try_lock(program, &whole(3)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        // Unlocking the program's space leaves the appender's lock.
+        t.unlock(program, &key(2), 0, TO);
+        assert_eq!(
+            t.try_lock(append, &whole(1)).unwrap(),
+            TryLock::Blocked(key(2))
+        );
+        t.unlock(append, &key(2), 0, TO);
+        assert!(matches!(
+            t.try_lock(append, &whole(1)).unwrap(),
+            TryLock::Granted(_)
+        ));
+        assert_eq!(t.held_count(), 2);
+    }
+
+    #[test]
     fn random_calls_never_hold_conflicting_locks_and_keep_the_counts() {
         let mut grants = 0;
         let mut refusals = 0;
@@ -1140,9 +1263,13 @@ mod tests {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
             let t = table();
             // Requests waiting now: (file, waiter id).
-            let mut waiting: Vec<(Handle, u64)> = Vec::new();
+            let mut waiting: Vec<(LockAt, u64)> = Vec::new();
             for step in 0..300 {
-                let file = 1 + rng.below(2);
+                // Two files, each with the programs' locks and the appenders'.
+                let file = LockAt {
+                    handle: 1 + rng.below(2),
+                    append: rng.below(3) == 0,
+                };
                 let client = rng.below(4);
                 let start = rng.below(12);
                 let end = if rng.below(6) == 0 {
@@ -1217,10 +1344,16 @@ mod tests {
             "no lock was held before: no grace period"
         );
         let w = want(1, LockType::Write, 0, 9);
-        assert_eq!(t.try_lock(1, &w).unwrap(), TryLock::NeedMark);
+        assert_eq!(
+            t.try_lock(LockAt::program(1), &w).unwrap(),
+            TryLock::NeedMark
+        );
         t.ensure_marked(Exec::Threads).await.unwrap();
         assert!(on_disk(), "the mark is on disk before the grant");
-        assert!(matches!(t.try_lock(1, &w).unwrap(), TryLock::Granted(_)));
+        assert!(matches!(
+            t.try_lock(LockAt::program(1), &w).unwrap(),
+            TryLock::Granted(_)
+        ));
         // The client stops renewing its lease: the expiry loop ends it, releasing its
         // lock, and then clears the mark; never while the lock is held.
         let watch = async {

@@ -25,7 +25,7 @@ use std::time::Duration;
 use cluster::Cluster;
 use net::{Latency, SimNet};
 use rng::Rng;
-use workload::{Counts, LockWitness, Shared, Worker};
+use workload::{AppendWitness, Counts, LockWitness, Shared, Worker};
 
 /// Why a run failed.
 #[derive(Debug, Clone)]
@@ -265,6 +265,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     let shared = Arc::new(Shared {
         trace: trace.clone(),
         lock: Arc::new(Mutex::new(LockWitness::default())),
+        appends: Arc::new(Mutex::new(AppendWitness::default())),
         crashes: crashes.clone(),
         config: cluster.config.clone(),
     });
@@ -413,6 +414,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         c.locks += counts.locks;
         c.resumed_moves += counts.resumed_moves;
         c.held_reads += counts.held_reads;
+        c.appends += counts.appends;
     }
     report.connections = net.connections();
     report.stalls = net.stalls();

@@ -10,8 +10,10 @@
 //! done, or the object under both names (a crash between its steps), never under none.
 //!
 //! Clients also take turns on one exclusive lock of a shared file and check that no
-//! two hold it at once, and read files they hold open after removing their names
-//! (the bytes must be there, whatever crashed meanwhile).
+//! two hold it at once, append records to that file (no acknowledged append may
+//! overlap another, and each is there, whole, at the end), and read files they hold
+//! open after removing their names (the bytes must be there, whatever crashed
+//! meanwhile).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -45,6 +47,8 @@ pub struct Counts {
     pub resumed_moves: u64,
     /// Files read through an open file after their name was removed.
     pub held_reads: u64,
+    /// Appends to the shared file acknowledged.
+    pub appends: u64,
 }
 
 /// An object of the model.
@@ -135,12 +139,38 @@ pub struct LockWitness {
     holder: Option<(usize, u64)>,
 }
 
+/// The appends to the shared file that were acknowledged (and made durable, in runs
+/// with power losses), for the check that none overlaps another: by offset, the end
+/// and who appended what.
+#[derive(Default)]
+pub struct AppendWitness {
+    acked: BTreeMap<u64, (u64, usize, Vec<u8>)>,
+}
+
+impl AppendWitness {
+    /// Records an acknowledged append of `bytes` at `at` by client `k`; the append
+    /// it overlaps, if any.
+    fn add(&mut self, at: u64, k: usize, bytes: &[u8]) -> Option<(u64, usize)> {
+        let end = at + bytes.len() as u64;
+        let before = self.acked.range(..end).next_back();
+        if let Some((&a, &(e, who, _))) = before {
+            if e > at {
+                return Some((a, who));
+            }
+        }
+        self.acked.insert(at, (end, k, bytes.to_vec()));
+        None
+    }
+}
+
 /// Everything a client needs from the rest of the run.
 pub struct Shared {
     /// The trace of the run (for the replay check).
     pub trace: Trace,
     /// Who holds the shared lock.
     pub lock: Arc<Mutex<LockWitness>>,
+    /// The acknowledged appends to the shared file.
+    pub appends: Arc<Mutex<AppendWitness>>,
     /// Crashes so far of each server (updated by the nemesis).
     pub crashes: Arc<Mutex<Vec<u64>>>,
     /// The metadata server of each directory handle (for counting cross-server
@@ -296,6 +326,44 @@ impl Worker {
         .await
     }
 
+    /// Every append this client had acknowledged is in the shared file, whole, where
+    /// it landed.
+    async fn verify_appends(&mut self) -> Result<(), Failure> {
+        let Some(handle) = self.lock_file else {
+            return Ok(());
+        };
+        let mine: Vec<(u64, Vec<u8>)> = self
+            .shared
+            .appends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .acked
+            .iter()
+            .filter(|(_, (_, who, _))| *who == self.k)
+            .map(|(&at, (_, _, bytes))| (at, bytes.clone()))
+            .collect();
+        for (at, want) in mine {
+            let len = want.len();
+            let got = self
+                .until_answered(move |c| async move {
+                    let f = c.open_handle(handle).await?;
+                    let mut buf = vec![0u8; len];
+                    let n = f.read_at(at, &mut buf).await?;
+                    buf.truncate(n);
+                    Ok(buf)
+                })
+                .await?;
+            if got != want {
+                return Err(self.fail(format!(
+                    "the append at {at} holds {:?}, not {:?}",
+                    String::from_utf8_lossy(&got),
+                    String::from_utf8_lossy(&want)
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn fresh(&mut self) -> u64 {
         self.next += 1;
         self.next
@@ -349,8 +417,14 @@ impl Worker {
                     2 => self.held_read().await?,
                     _ => self.read().await?,
                 },
-                18 => self.list().await?,
-                _ => self.lock_turn().await?,
+                18 => match self.rng.range(0, 2) {
+                    0 => self.append().await?,
+                    _ => self.list().await?,
+                },
+                _ => match self.rng.range(0, 3) {
+                    0 => self.append().await?,
+                    _ => self.lock_turn().await?,
+                },
             }
             let pause = self.rng.range(0, 20);
             tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -1007,6 +1081,73 @@ impl Worker {
         Ok(())
     }
 
+    /// Appends one to three records of its own at once to the shared file (which
+    /// other clients append to and lock meanwhile): an acknowledged append must
+    /// overlap no other acknowledged one, whatever crashed or was cut off meanwhile.
+    async fn append(&mut self) -> Result<(), Failure> {
+        let Some(handle) = self.lock_file else {
+            return Ok(());
+        };
+        let count = self.rng.range(1, 4);
+        let records: Vec<Vec<u8>> = (0..3)
+            .map(|_| {
+                let n = self.fresh();
+                format!("<c{}:{n}>", self.k).into_bytes()
+            })
+            .collect();
+        // In runs with power losses only bytes made durable must stay: such an
+        // append counts once its fsync returned.
+        let fsync = self.fsync;
+        let c = &self.c;
+        let one = |i: u64| {
+            let record = records[i as usize].clone();
+            async move {
+                if i >= count {
+                    return None;
+                }
+                let got = async {
+                    let f = c.open_handle(handle).await?;
+                    let landed = f.append(&record).await?;
+                    if fsync {
+                        f.fsync().await?;
+                    }
+                    Ok::<_, Error>(landed)
+                }
+                .await;
+                Some((record, got))
+            }
+        };
+        let (a, b, d) = tokio::join!(one(0), one(1), one(2));
+        for (record, got) in [a, b, d].into_iter().flatten() {
+            match got {
+                Ok((at, written)) => {
+                    if written != record.len() {
+                        return Err(self.fail(format!(
+                            "an append wrote {written} of {} bytes",
+                            record.len()
+                        )));
+                    }
+                    let overlap = self
+                        .shared
+                        .appends
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .add(at, self.k, &record);
+                    if let Some((other, who)) = overlap {
+                        return Err(self.fail(format!(
+                            "an append landed at {at}, over the append of client c{who} at \
+                             {other}"
+                        )));
+                    }
+                    self.counts.appends += 1;
+                    self.note(&format!("append: at {at}"));
+                }
+                Err(e) => self.note(&format!("append: {}", e.errno.name())),
+            }
+        }
+        Ok(())
+    }
+
     async fn lock_turn(&mut self) -> Result<(), Failure> {
         let Some(handle) = self.lock_file else {
             return Ok(());
@@ -1070,6 +1211,7 @@ impl Worker {
     /// every name, every file's content and mode, and (after fsck counted them) every
     /// file's link count.
     pub async fn verify(&mut self) -> Result<(), Failure> {
+        self.verify_appends().await?;
         let dirs: Vec<String> = self
             .model
             .paths

@@ -50,6 +50,7 @@ fn many_seeds_keep_every_invariant() {
         total.counts.links += r.counts.links;
         total.counts.locks += r.counts.locks;
         total.counts.held_reads += r.counts.held_reads;
+        total.counts.appends += r.counts.appends;
         total.crashes += r.crashes;
         total.power_losses += r.power_losses;
         total.partitions += r.partitions;
@@ -100,6 +101,7 @@ fn many_seeds_keep_every_invariant() {
         total.counts.held_reads >= n,
         "too few reads of held files: {total:?}"
     );
+    assert!(total.counts.appends >= n, "too few appends: {total:?}");
 }
 
 #[test]

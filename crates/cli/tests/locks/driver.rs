@@ -74,6 +74,25 @@ pub fn capi_locker(cluster: &Cluster, name: &str) -> Proc {
     Proc::start(name, cmd)
 }
 
+/// A lock client with the preload library (plain `lockprog.c`, reaching pvfs under
+/// the local prefix `prefix`) for `cluster`: a client of its own.
+pub fn preloaded_locker(cluster: &Cluster, prefix: &str, name: &str) -> Proc {
+    let mut preload = std::ffi::OsString::new();
+    // A sanitizer's runtime goes first (`scripts/sanitize`).
+    if let Some(first) = std::env::var_os("PVFS_TEST_PRELOAD_FIRST").filter(|f| !f.is_empty()) {
+        preload.push(first);
+        preload.push(":");
+    }
+    preload.push(artifact("libpvfs_preload.so"));
+    let mut cmd = Command::new(lockprog());
+    cmd.current_dir(cluster.dir())
+        .env("LD_PRELOAD", preload)
+        .env("PVFS_CONFIG", cluster.config_path())
+        .env("PVFS_PREFIX", prefix)
+        .env_remove("PVFS_LOG");
+    Proc::start(name, cmd)
+}
+
 /// One running lock client.
 pub struct Proc {
     pub name: String,

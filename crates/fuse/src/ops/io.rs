@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use fuser::Errno;
+use fuser::{Errno, INodeNo};
 use pvfs_client::SetAttr;
 use pvfs_proto::Handle;
 use pvfs_transport::PooledBuf;
@@ -17,6 +17,30 @@ use crate::state::OpenFile;
 
 /// Largest read served in one request (the kernel never asks for more).
 const MAX_READ: u32 = 16 << 20;
+
+/// Where a write goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WriteAt {
+    /// At the offset the kernel gave.
+    Offset(u64),
+    /// At the end of the file, atomically against every other client's appends (an
+    /// `O_APPEND` open): `kernel` is where the kernel put it, the end it knew of.
+    End { ino: INodeNo, kernel: u64 },
+}
+
+impl WriteAt {
+    /// Where a write with open(2) `flags` at the kernel's `offset` goes.
+    pub(crate) fn of(flags: i32, ino: INodeNo, offset: u64) -> WriteAt {
+        if flags & libc::O_APPEND != 0 {
+            WriteAt::End {
+                ino,
+                kernel: offset,
+            }
+        } else {
+            WriteAt::Offset(offset)
+        }
+    }
+}
 
 /// How [`Inner::read_begin`] left a read.
 pub(crate) enum ReadStart {
@@ -95,18 +119,25 @@ impl Inner {
     }
 
     /// Writes for a process of user `uid`: to the servers before it answers, or with
-    /// `--write-behind` in the background (`writebehind.rs`).
+    /// `--write-behind` in the background (`writebehind.rs`). `at`: where the kernel
+    /// put it, or the end of the file for an `O_APPEND` open.
     pub(crate) async fn write(
         self: &Arc<Self>,
         fh: u64,
-        offset: u64,
+        at: WriteAt,
         data: PooledBuf,
         uid: u32,
     ) -> OpResult<u32> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        if !self.opts.write_behind {
-            return self.write_through(&of, offset, &data, uid).await;
-        }
+        let offset = match at {
+            WriteAt::Offset(offset) if self.opts.write_behind => offset,
+            // Appends are written through, after what this mount wrote before.
+            WriteAt::End { .. } => {
+                self.settle(of.handle).await?;
+                return self.write_through(&of, at, &data, uid).await;
+            }
+            WriteAt::Offset(_) => return self.write_through(&of, at, &data, uid).await,
+        };
         let n = u32::try_from(data.len()).map_err(|_| Errno::EIO)?;
         let pending = self.tables.pending(of.handle);
         if let Some(e) = pending.take_error() {
@@ -121,7 +152,7 @@ impl Inner {
         self.tables.grow_size(of.handle, end);
         let inner = self.clone();
         tokio::spawn(async move {
-            let written = inner.write_through(&of, offset, &data, uid).await;
+            let written = inner.write_through(&of, at, &data, uid).await;
             pending.finish(id, written.map(|_| ()));
             drop(permit);
         });
@@ -133,34 +164,42 @@ impl Inner {
     pub(crate) async fn write_now(
         &self,
         fh: u64,
-        offset: u64,
+        at: WriteAt,
         data: &[u8],
         uid: u32,
     ) -> OpResult<u32> {
         let of = self.tables.file(fh).ok_or(Errno::EBADF)?;
-        self.write_through(&of, offset, data, uid).await
+        self.write_through(&of, at, data, uid).await
     }
 
     /// A write that returns once the data servers have the data.
     async fn write_through(
         &self,
         of: &OpenFile,
-        offset: u64,
+        at: WriteAt,
         data: &[u8],
         uid: u32,
     ) -> OpResult<u32> {
         let followed = self.tables.small.begin_write(of.handle);
-        let written = of.file.write_at_stats(offset, data).await;
+        let written = match at {
+            WriteAt::Offset(offset) => of
+                .file
+                .write_at_stats(offset, data)
+                .await
+                .map(|(n, stats)| (offset, n, stats)),
+            WriteAt::End { .. } => of.file.append_stats(data).await,
+        };
         // Counted once the write is over, so read-ahead fetched before or during it
         // is not used after it (even if it failed part way).
         self.tables.note_write(of.handle);
         if followed {
-            let whole = matches!(&written, Ok((n, _)) if *n == data.len());
+            let whole = matches!(&written, Ok((_, n, _)) if *n == data.len());
+            let landed = written.as_ref().map_or(0, |(offset, _, _)| *offset);
             self.tables
                 .small
-                .end_write(of.handle, whole.then_some((offset, data)));
+                .end_write(of.handle, whole.then_some((landed, data)));
         }
-        let (n, stats) = match written {
+        let (offset, n, stats) = match written {
             Ok(w) => w,
             Err(e) => {
                 self.tables.forget_file_attr(of.handle);
@@ -170,12 +209,36 @@ impl Inner {
         self.tables.note_datafile_stats(of.handle, &stats);
         self.tables
             .grow_size(of.handle, offset.saturating_add(n as u64));
+        if let WriteAt::End { ino, kernel } = at {
+            if offset != kernel {
+                // Other clients appended since the kernel last heard the size: what
+                // it holds of the file from there, and its size, are stale.
+                self.drop_stale(ino, offset);
+            }
+        }
         if uid != 0 && self.tables.take_privileged(of.handle) {
             // A write the kernel did not see coming (direct I/O): clear set-user-ID
             // and set-group-ID here, as POSIX wants.
             self.kill_privileges(of.handle).await;
         }
         u32::try_from(n).map_err(|_| Errno::EIO)
+    }
+
+    /// Has the kernel drop its attributes of `ino` and its cached pages from
+    /// `from` on, in the background (the write that calls it is still under way in
+    /// the kernel).
+    fn drop_stale(&self, ino: INodeNo, from: u64) {
+        let Some(notifier) = self.notifier.get().cloned() else {
+            return;
+        };
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = notifier.inval_inode(ino, from, 0) {
+                if e.raw_os_error() != Some(libc::ENOENT) {
+                    tracing::debug!("dropping what the kernel holds of {ino:?}: {e}");
+                }
+            }
+        });
     }
 
     /// Clears set-user-ID and set-group-ID of `handle` (as the mount).

@@ -175,52 +175,7 @@ impl Inner {
         let mut interrupted = move || tid != 0 && signal_pending(tid);
         client.lock(&req, &mut interrupted).await.map_err(errno)?;
         self.drop_cached(k.ino, handle).await;
-        self.show_size(handle, k.ino).await;
         Ok(())
-    }
-
-    /// After a lock is granted on a file this mount has open with `O_APPEND`: has
-    /// the kernel take the size the servers hold when another client made the file
-    /// larger, so an append under the lock lands at its end (the kernel appends at
-    /// the size it knows and asks for none before a write; every other use of the
-    /// size asks, the attributes being dropped). The kernel takes a larger size only
-    /// with bytes (`FUSE_NOTIFY_STORE`): the file's last byte, read from its data
-    /// server. A file another client made smaller keeps the larger size in the
-    /// kernel until it next asks for attributes (`docs/fuse.md`, "Caching").
-    async fn show_size(&self, handle: Handle, ino: INodeNo) {
-        let Some(open) = self.tables.appender(handle) else {
-            return;
-        };
-        let size = match open.file.size().await {
-            Ok(size) => size,
-            Err(e) => {
-                tracing::debug!("the size of {:#x} after a lock: {e}", open.handle);
-                return;
-            }
-        };
-        if size == 0
-            || self
-                .tables
-                .size(open.handle)
-                .is_some_and(|told| told >= size)
-        {
-            return;
-        }
-        let mut last = [0u8; 1];
-        if !matches!(open.file.read_at(size - 1, &mut last).await, Ok(1)) {
-            return;
-        }
-        let Some(notifier) = self.notifier.get().cloned() else {
-            return;
-        };
-        self.tables.grow_size(open.handle, size);
-        let stored =
-            tokio::task::spawn_blocking(move || notifier.store(ino, size - 1, &last)).await;
-        if let Ok(Err(e)) = stored {
-            if e.raw_os_error() != Some(libc::ENOENT) {
-                tracing::debug!("telling the kernel the size of {:#x}: {e}", open.handle);
-            }
-        }
     }
 
     /// After a lock is granted: forgets what the mount read ahead and has the kernel

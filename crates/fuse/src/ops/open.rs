@@ -26,6 +26,7 @@ const READ_AHEAD_WINDOW: usize = 2;
 /// which cannot be mapped for reading, may go direct.
 ///
 /// - `--direct-io`: always.
+/// - Opened with `O_APPEND`: direct (where mapping allows it).
 /// - Opened for writing: direct. Writes reach the servers before they return either
 ///   way (write-through), so filling cache pages on the way is pure cost (fresh
 ///   pages and one more copy of every byte); the kernel drops what other opens had
@@ -43,6 +44,12 @@ pub(crate) fn serves_direct(
     size: u64,
 ) -> bool {
     if opts.direct_io {
+        return true;
+    }
+    if flags & libc::O_APPEND != 0 && (direct_mmap || flags & libc::O_ACCMODE == libc::O_WRONLY) {
+        // The servers settle where an append lands, not the kernel: pages it filled
+        // at the end it knew could be the wrong ones (with the page cache, the
+        // mount has it drop them after such an append).
         return true;
     }
     match flags & libc::O_ACCMODE {
@@ -71,7 +78,6 @@ impl Inner {
                 handle,
                 file,
                 stream: None,
-                append: flags & libc::O_APPEND != 0,
             });
             // While other clients' changes reach the mount, the pages the kernel
             // holds are current: the feeds drop those another client changed.
@@ -94,7 +100,6 @@ impl Inner {
             handle,
             file,
             stream,
-            append: flags & libc::O_APPEND != 0,
         });
         (fh, FopenFlags::FOPEN_DIRECT_IO)
     }

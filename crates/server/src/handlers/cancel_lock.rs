@@ -6,7 +6,7 @@ use pvfs_proto::{req, Changed, LockKey};
 
 use crate::error::OpResult;
 use crate::handlers::lock::check_range;
-use crate::locks::Want;
+use crate::locks::{LockAt, Want};
 use crate::op::{done, Access, Answer, Cx, Handler};
 
 impl Handler for req::CancelLock {
@@ -31,8 +31,8 @@ impl Handler for req::CancelLock {
             pid: 0,
             posix: false,
         };
-        ctx.locks.cancel(self.handle, &want);
-        ctx.locks.edges_settled(self.handle).await;
+        ctx.locks.cancel(LockAt::program(self.handle), &want);
+        ctx.locks.edges_settled(LockAt::program(self.handle)).await;
         done()
     }
 }

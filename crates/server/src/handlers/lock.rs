@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use pvfs_proto::access::{self, MAY_READ, MAY_WRITE};
-use pvfs_proto::locks::{LockType, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
+use pvfs_proto::locks::{LockType, LOCK_APPEND, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
 use pvfs_proto::{req, rights, Capability, Changed, Errno, Handle, LockKey, Request, Response};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::local_object;
-use crate::locks::{TryLock, WaitState, Want};
+use crate::locks::{LockAt, TryLock, WaitState, Want};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::session::Caller;
 
@@ -69,6 +69,16 @@ pub(crate) fn may_lock(
             caller.creds.uid
         ),
     ))
+}
+
+/// Which locks of `handle` a request with `flags` is about: the appenders'
+/// (`LOCK_APPEND`) or the programs'.
+pub(crate) fn lock_at(handle: Handle, flags: u32) -> LockAt {
+    if flags & LOCK_APPEND != 0 {
+        LockAt::append(handle)
+    } else {
+        LockAt::program(handle)
+    }
 }
 
 /// Tells the coordinating metadata server that `waiter` waits for `blockers` here
@@ -133,7 +143,21 @@ impl Handler for req::Lock {
     }
 
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
-        lock(cx.ctx, cx.caller, self).await.map(Answer::Reply)
+        let (ctx, handle) = (cx.ctx, self.handle);
+        let append = self.flags & LOCK_APPEND != 0;
+        match lock(ctx, cx.caller, self).await? {
+            Response::Locked { lease } if append => {
+                // Read once granted: the appender before widened the file before
+                // its write, and let go after it. (Granted, it is answered: unknown,
+                // every datafile is asked.)
+                let width = local_object(ctx, handle)
+                    .ok()
+                    .and_then(|a| a.layout().map(|l| l.width))
+                    .unwrap_or(u32::MAX);
+                Ok(Answer::Reply(Response::AppendLocked { lease, width }))
+            }
+            other => Ok(Answer::Reply(other)),
+        }
     }
 }
 
@@ -146,6 +170,13 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
         ));
     }
     check_range(a.start, a.end)?;
+    let at = lock_at(a.handle, a.flags);
+    if at.append && a.flags & LOCK_POSIX != 0 {
+        return Err(OpError::invalid(
+            Errno::EINVAL,
+            "an appender's lock is not a POSIX record lock",
+        ));
+    }
     let need = match a.typ {
         LockType::Read => MAY_READ,
         LockType::Write => MAY_WRITE,
@@ -167,7 +198,7 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
                 "a reclaim outside the grace period: the lock was lost",
             ));
         }
-        return match grant_now(ctx, a.handle, &want).await? {
+        return match grant_now(ctx, at, &want).await? {
             Ok(lease) => Ok(Response::Locked { lease }),
             Err(_) => Err(OpError::posix(
                 Errno::ENOLCK,
@@ -186,9 +217,9 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
         tokio::time::sleep_until(end).await;
     }
     if a.flags & LOCK_WAIT == 0 {
-        return match grant_now(ctx, a.handle, &want).await? {
+        return match grant_now(ctx, at, &want).await? {
             Ok(lease) => {
-                table.edges_settled(a.handle).await;
+                table.edges_settled(at).await;
                 Ok(Response::Locked { lease })
             }
             Err(_) => Err(OpError::posix(
@@ -197,18 +228,18 @@ async fn lock(ctx: &Arc<Ctx>, caller: &Caller, a: req::Lock) -> OpResult<Respons
             )),
         };
     }
-    let answer = wait(ctx, a.handle, &want, answer_at).await?;
+    let answer = wait(ctx, at, &want, answer_at).await?;
     if matches!(answer, Response::Locked { .. }) {
-        table.edges_settled(a.handle).await;
+        table.edges_settled(at).await;
     }
     Ok(answer)
 }
 
 /// Grants `want` now if nothing is in the way (first recording in the storage that
 /// locks may be held, if it says otherwise): the lease id, or who is in the way.
-async fn grant_now(ctx: &Arc<Ctx>, handle: Handle, want: &Want) -> OpResult<Result<u64, LockKey>> {
+async fn grant_now(ctx: &Arc<Ctx>, at: LockAt, want: &Want) -> OpResult<Result<u64, LockKey>> {
     loop {
-        match ctx.locks.try_lock(handle, want)? {
+        match ctx.locks.try_lock(at, want)? {
             TryLock::Granted(lease) => return Ok(Ok(lease)),
             TryLock::Blocked(by) => return Ok(Err(by)),
             TryLock::NeedMark => ctx.locks.ensure_marked(ctx.exec).await?,
@@ -219,19 +250,19 @@ async fn grant_now(ctx: &Arc<Ctx>, handle: Handle, want: &Want) -> OpResult<Resu
 /// A waiting request: granted, or "still waiting" at `answer_at`.
 async fn wait(
     ctx: &Arc<Ctx>,
-    handle: Handle,
+    at: LockAt,
     want: &Want,
     answer_at: tokio::time::Instant,
 ) -> OpResult<Response> {
     let table = &ctx.locks;
-    let (id, notify) = table.wait(handle, want)?;
+    let (id, notify) = table.wait(at, want)?;
     // Blockers last told to the coordinator (POSIX waits only).
     let mut told: Option<Vec<LockKey>> = None;
     let outcome = loop {
         let notified = notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (state, blockers, need_mark) = table.poll(handle, id);
+        let (state, blockers, need_mark) = table.poll(at, id);
         match state {
             WaitState::Granted => break Ok(()),
             WaitState::Cancelled => break Err(withdrawn()),
@@ -239,7 +270,7 @@ async fn wait(
         }
         if need_mark {
             if let Err(e) = table.ensure_marked(ctx.exec).await {
-                table.cancel_id(handle, id);
+                table.cancel_id(at, id);
                 break Err(e);
             }
             continue;
@@ -250,15 +281,15 @@ async fn wait(
             let before = told.clone().unwrap_or_default();
             let mut either = before.clone();
             either.extend(blockers.iter().filter(|k| !before.contains(k)));
-            table.told(handle, id, either);
-            if let Err(e) = wait_for(ctx, want.key, blockers.clone(), handle).await {
+            table.told(at, id, either);
+            if let Err(e) = wait_for(ctx, want.key, blockers.clone(), at.handle).await {
                 // Refused: the coordinator keeps what it was told before (taken
                 // back below).
-                table.told(handle, id, before);
-                table.cancel_id(handle, id);
+                table.told(at, id, before);
+                table.cancel_id(at, id);
                 break Err(e);
             }
-            table.told(handle, id, blockers.clone());
+            table.told(at, id, blockers.clone());
             told = Some(blockers);
             continue;
         }
@@ -266,13 +297,13 @@ async fn wait(
             () = &mut notified => {}
             () = tokio::time::sleep_until(answer_at) => {
                 // The waiter (and what the coordinator knows) stays for the next send.
-                return match table.detach(handle, id) {
+                return match table.detach(at, id) {
                     WaitState::Granted => {
-                        stop_waiting(ctx, want, (&told, id), handle).await;
+                        stop_waiting(ctx, want, (&told, id), at).await;
                         Ok(Response::Locked { lease: table.touch(&want.key) })
                     }
                     WaitState::Cancelled => {
-                        stop_waiting(ctx, want, (&told, id), handle).await;
+                        stop_waiting(ctx, want, (&told, id), at).await;
                         Err(withdrawn())
                     }
                     WaitState::Waiting | WaitState::Ready => Ok(Response::LockWaiting {
@@ -283,8 +314,8 @@ async fn wait(
             }
         }
     };
-    stop_waiting(ctx, want, (&told, id), handle).await;
-    table.detach(handle, id);
+    stop_waiting(ctx, want, (&told, id), at).await;
+    table.detach(at, id);
     outcome.map(|()| Response::Locked {
         lease: table.touch(&want.key),
     })
@@ -302,10 +333,10 @@ async fn stop_waiting(
     ctx: &Arc<Ctx>,
     want: &Want,
     (told, id): (&Option<Vec<LockKey>>, u64),
-    handle: Handle,
+    at: LockAt,
 ) {
     if told.is_some() {
-        let _ = wait_for(ctx, want.key, Vec::new(), handle).await;
-        ctx.locks.told(handle, id, Vec::new());
+        let _ = wait_for(ctx, want.key, Vec::new(), at.handle).await;
+        ctx.locks.told(at, id, Vec::new());
     }
 }

@@ -6,6 +6,7 @@ use pvfs_proto::{req, Changed, LockKey, Response};
 
 use crate::error::OpResult;
 use crate::handlers::lock::{check_range, may_lock};
+use crate::locks::LockAt;
 use crate::op::{Access, Answer, Cx, Handler};
 
 impl Handler for req::TestLock {
@@ -42,7 +43,13 @@ impl Handler for req::TestLock {
             }
         }
         Ok(Response::LockTest {
-            conflict: ctx.locks.test(handle, &key, self.typ, self.start, self.end),
+            conflict: ctx.locks.test(
+                LockAt::program(handle),
+                &key,
+                self.typ,
+                self.start,
+                self.end,
+            ),
         }
         .into())
     }
