@@ -459,7 +459,7 @@ fn appends_under_a_lock_from_two_mounts_are_all_kept() {
 
 /// `O_APPEND` between clients, without any lock: two processes on each of two
 /// mounts, one on the C library and one on the preload library append records to
-/// one file at once. Every record is in the file exactly once, with no hole and
+/// one file at once, while another process holds a whole-file `fcntl` lock on it. Every record is in the file exactly once, with no hole and
 /// nothing else, and the writers' records alternate in the file (the appends
 /// raced: a run where each wrote alone would check nothing). Without the
 /// appender's lock about half of the records were written over.
@@ -485,6 +485,11 @@ fn appends_without_locks_from_mounts_and_libraries_are_all_kept() {
     for (p, path) in &mut procs {
         p.expect(&format!("open 0 {path} a"), "ok");
     }
+    // A program's whole-file lock holds up no appender: appenders' locks are kept
+    // apart from the programs' (no append would finish otherwise).
+    let mut holder = on(&t.mb, "L");
+    holder.expect("open 0 log rw", "ok");
+    holder.expect("lk 0 setlk w 0 0", "ok");
     for (p, _) in &mut procs {
         let tag = p.name.clone();
         p.send(&format!("appends 0 {EACH} {tag} none"));
@@ -497,6 +502,12 @@ fn appends_without_locks_from_mounts_and_libraries_are_all_kept() {
     for (p, _) in procs {
         p.finish();
     }
+    // The program's lock was held all along.
+    let mut look = on(&t.ma, "Q");
+    look.expect("open 0 log rw", "ok");
+    look.expect("lk 0 getlk w 0 0", "lock w 0 0 0");
+    look.finish();
+    holder.finish();
     let bytes = std::fs::read(t.mb.join("log")).unwrap();
     assert!(
         !bytes.contains(&0),
