@@ -362,6 +362,8 @@ impl Filesystem for PvfsFs {
         reply: ReplyAttr,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[ino]);
         let (ruid, rgid, pid) = ids(req);
         let handle = inner.handle(ino);
         let ttl = self.inner.attr_ttl();
@@ -377,6 +379,7 @@ impl Filesystem for PvfsFs {
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(ruid, rgid, pid);
                 inner.setattr(creds, handle, set).await
             },
@@ -405,10 +408,13 @@ impl Filesystem for PvfsFs {
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
         self.entry_op(reply, async move {
+            let _busy = busy;
             let creds = inner.creds.creds(uid, gid, pid);
             inner.mknod(creds, parent, &name, (mode, umask), rdev).await
         });
@@ -424,10 +430,13 @@ impl Filesystem for PvfsFs {
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
         self.entry_op(reply, async move {
+            let _busy = busy;
             let creds = inner.creds.creds(uid, gid, pid);
             inner.mkdir(creds, parent, &name, (mode, umask)).await
         });
@@ -435,12 +444,15 @@ impl Filesystem for PvfsFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner.unlink(creds, parent, &name).await
             },
@@ -450,12 +462,15 @@ impl Filesystem for PvfsFs {
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner.rmdir(creds, parent, &name).await
             },
@@ -472,11 +487,14 @@ impl Filesystem for PvfsFs {
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = link_name.to_owned();
         let target = target.to_owned();
         self.entry_op(reply, async move {
+            let _busy = busy;
             let creds = inner.creds.creds(uid, gid, pid);
             inner.symlink(creds, parent, &name, &target).await
         });
@@ -493,6 +511,8 @@ impl Filesystem for PvfsFs {
         reply: ReplyEmpty,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent, newparent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let newparent = inner.handle(newparent);
@@ -501,6 +521,7 @@ impl Filesystem for PvfsFs {
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner
                     .rename(creds, parent, &name, newparent, &newname, flags)
@@ -519,11 +540,14 @@ impl Filesystem for PvfsFs {
         reply: ReplyEntry,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[newparent]);
         let (uid, gid, pid) = ids(req);
         let handle = inner.handle(ino);
         let newparent = inner.handle(newparent);
         let name = newname.to_owned();
         self.entry_op(reply, async move {
+            let _busy = busy;
             let creds = inner.creds.creds(uid, gid, pid);
             inner.link(creds, handle, newparent, &name).await
         });
@@ -880,6 +904,8 @@ impl Filesystem for PvfsFs {
             return;
         }
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[ino]);
         let (uid, gid, pid) = ids(req);
         let handle = inner.handle(ino);
         let name = name.to_owned();
@@ -887,6 +913,7 @@ impl Filesystem for PvfsFs {
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner.setxattr(creds, handle, &name, &value, flags).await
             },
@@ -945,12 +972,15 @@ impl Filesystem for PvfsFs {
             return;
         }
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[ino]);
         let (uid, gid, pid) = ids(req);
         let handle = inner.handle(ino);
         let name = name.to_owned();
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner.removexattr(creds, handle, &name).await
             },
@@ -969,6 +999,8 @@ impl Filesystem for PvfsFs {
         reply: ReplyCreate,
     ) {
         let inner = self.inner.clone();
+        // The kernel holds the directory's lock until the answer (`feed.rs`).
+        let busy = inner.busy.enter(&[parent]);
         let (uid, gid, pid) = ids(req);
         let parent = inner.handle(parent);
         let name = name.to_owned();
@@ -976,6 +1008,7 @@ impl Filesystem for PvfsFs {
         self.run(
             reply,
             async move {
+                let _busy = busy;
                 let creds = inner.creds.creds(uid, gid, pid);
                 inner
                     .create(creds, parent, &name, (mode, umask), flags)

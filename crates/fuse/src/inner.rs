@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     /// Servers whose change feed this mount follows now (`feed.rs`): with all of
     /// them, the kernel may cache for `cache_timeout`.
     pub feeds_live: std::sync::atomic::AtomicUsize,
+    /// Directories with a change of this mount in progress (`feed.rs`).
+    pub busy: Arc<crate::busy::BusyDirs>,
 }
 
 /// Most deletions of unlinked objects running in the background at once; an unlink
@@ -85,6 +87,7 @@ impl Inner {
             removals: Arc::new(tokio::sync::Semaphore::new(REMOVALS as usize)),
             notifier: std::sync::OnceLock::new(),
             feeds_live: std::sync::atomic::AtomicUsize::new(0),
+            busy: Arc::default(),
         }
     }
 

@@ -27,6 +27,7 @@
 //! and limits are documented in `docs/fuse.md`.
 
 mod attr;
+mod busy;
 mod creds;
 mod errors;
 mod feed;

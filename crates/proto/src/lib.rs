@@ -25,6 +25,7 @@ pub mod cap;
 pub mod clock;
 pub mod codec;
 pub mod errno;
+pub mod feed;
 pub mod frame;
 pub mod handshake;
 pub mod layout;

@@ -107,6 +107,7 @@ pub async fn serve(
         identity: opened.identity,
         peer: peer.clone(),
         origin: crate::feed::origin_of(&opened.client),
+        closed: std::sync::atomic::AtomicBool::new(false),
         client: opened.client,
     });
     tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");
@@ -256,6 +257,11 @@ pub async fn serve(
     }
     // No more requests are read. Handlers still running keep the sending half (their
     // `Reply`) and answer; the connection closes when the last of them is done.
+    // A mount that went (unmounted, killed) holds no change up any more.
+    session
+        .closed
+        .store(true, std::sync::atomic::Ordering::Release);
+    ctx.feed.disconnected(session.origin);
 }
 
 /// Logs a refused handshake, at most one line per client host per interval.

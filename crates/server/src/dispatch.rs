@@ -167,7 +167,11 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         None => Box::pin(request.run(cx)).await,
     };
     if result.is_ok() {
-        ctx.feed.record(caller.origin, changes);
+        if let Some(upto) = ctx.feed.record(caller.origin, changes) {
+            if H::AWAITS_CACHES {
+                ctx.feed.settle(caller.origin, upto).await;
+            }
+        }
         if H::EFFECT == Effect::Once && !used.get() {
             // Every handler of such a kind commits through `Once`: the table test of
             // dropped answers checks each; this catches a new path that forgot.

@@ -10,19 +10,45 @@
 //! whose polls skip it; the feed keeps the last [`CAPACITY`]
 //! changes in memory. A client that falls further behind, or asks with the epoch of
 //! an earlier run of the server, is told it lost changes and drops what it cached.
+//!
+//! **Visible when the call returns.** A poll from position `since` says its client
+//! dropped what every change before `since` made stale (the mount applies a feed
+//! answer before it asks again). So a request that changed something is answered
+//! only once every other client following the feed has asked from past its changes
+//! ([`ChangeFeed::settle`]): a change is seen everywhere when its call returns. A
+//! follower is waited for at most [`FEED_LEASE`] after its last poll arrived; one
+//! that did not ask by then is dropped from the followers and told at its next
+//! poll that it lost changes (it stopped trusting its caches by then itself:
+//! `pvfs_proto::feed`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use pvfs_proto::feed::FEED_LEASE;
 use pvfs_proto::{Changed, Handle, Response};
+use tokio::time::Instant;
 
 /// Changes kept for clients that have not asked yet (a bound on the feed's memory).
 pub const CAPACITY: usize = 1 << 16;
 
 /// Most changes one answer carries (a client behind asks again at once).
 pub const MAX_ANSWER: usize = 4096;
+
+/// Most followers a server keeps track of (a bound on their memory): beyond it the
+/// one heard from longest ago is dropped.
+pub const MAX_FOLLOWERS: usize = 1 << 14;
+
+/// A client following the feed (one whose polls name it).
+struct Follower {
+    /// It dropped what every change before this position made stale.
+    acked: u64,
+    /// When its last poll arrived.
+    seen: Instant,
+    /// Dropped for not asking in time: its next poll is told it lost changes.
+    dropped: bool,
+}
 
 /// One recorded change: its position, who caused it (the client instance's id; 0
 /// when unknown) and what changed.
@@ -40,6 +66,8 @@ struct Ring {
     /// may absorb an equal one that follows it).
     handed: u64,
     records: VecDeque<Record>,
+    /// The clients following the feed, by id.
+    followers: HashMap<u64, Follower>,
 }
 
 /// The change feed of one running server.
@@ -51,6 +79,10 @@ pub struct ChangeFeed {
     wake: tokio::sync::Notify,
     /// Set when the server stops: waiting polls answer at once.
     closed: AtomicBool,
+    /// Woken when a follower asks (it may have passed a change being settled).
+    asked: tokio::sync::Notify,
+    /// How long a follower is waited for after its last poll ([`FEED_LEASE`]).
+    lease: Duration,
 }
 
 impl Default for ChangeFeed {
@@ -68,9 +100,20 @@ impl ChangeFeed {
                 next: 1,
                 handed: 1,
                 records: VecDeque::new(),
+                followers: HashMap::new(),
             }),
             wake: tokio::sync::Notify::new(),
             closed: AtomicBool::new(false),
+            asked: tokio::sync::Notify::new(),
+            lease: FEED_LEASE,
+        }
+    }
+
+    /// An empty feed whose followers are waited for `lease` (tests).
+    pub fn with_lease(lease: Duration) -> ChangeFeed {
+        ChangeFeed {
+            lease,
+            ..ChangeFeed::new()
         }
     }
 
@@ -78,54 +121,160 @@ impl ChangeFeed {
     /// newest one by the same client, which no client has been handed yet, is not
     /// recorded again (a stream of writes to one file is one change to its readers'
     /// caches).
-    pub fn record(&self, origin: u64, changes: Vec<Changed>) {
+    /// Returns the position of the newest change (the one a caller settles to), or
+    /// None for no change.
+    pub fn record(&self, origin: u64, changes: Vec<Changed>) -> Option<u64> {
         if changes.is_empty() {
-            return;
+            return None;
         }
-        {
-            let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-            for change in changes {
-                let handed = ring.handed;
-                if ring
-                    .records
-                    .back()
-                    .is_some_and(|r| r.seq >= handed && r.origin == origin && r.change == change)
-                {
-                    continue;
+        let newest =
+            {
+                let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+                for change in changes {
+                    let handed = ring.handed;
+                    if ring.records.back().is_some_and(|r| {
+                        r.seq >= handed && r.origin == origin && r.change == change
+                    }) {
+                        continue;
+                    }
+                    if ring.records.len() == CAPACITY {
+                        ring.records.pop_front();
+                    }
+                    let seq = ring.next;
+                    ring.next += 1;
+                    ring.records.push_back(Record {
+                        seq,
+                        origin,
+                        change,
+                    });
                 }
-                if ring.records.len() == CAPACITY {
-                    ring.records.pop_front();
-                }
-                let seq = ring.next;
-                ring.next += 1;
-                ring.records.push_back(Record {
-                    seq,
-                    origin,
-                    change,
-                });
-            }
-        }
+                ring.next - 1
+            };
         self.wake.notify_waiters();
+        Some(newest)
     }
 
-    /// Wakes every waiting poll for good (the server is stopping).
+    /// Waits until every client following the feed but `origin` has asked from past
+    /// position `upto` (it dropped what the changes up to there made stale), or was
+    /// dropped for not asking within the lease after its last poll.
+    pub async fn settle(&self, origin: u64, upto: u64) {
+        loop {
+            let asked = self.asked.notified();
+            tokio::pin!(asked);
+            // Registered before looking, so a poll in between wakes it.
+            asked.as_mut().enable();
+            let now = Instant::now();
+            let next_deadline = {
+                let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+                let lease = self.lease;
+                let mut earliest: Option<Instant> = None;
+                for (id, f) in ring.followers.iter_mut() {
+                    if *id == origin || f.dropped || f.acked > upto {
+                        continue;
+                    }
+                    let until = f.seen + lease;
+                    if until <= now {
+                        tracing::info!(
+                            client = format_args!("{id:016x}"),
+                            "a mount following the change feed did not ask again within its \
+                             lease: dropped (it forgets what it cached)"
+                        );
+                        f.dropped = true;
+                        continue;
+                    }
+                    earliest = Some(earliest.map_or(until, |e| e.min(until)));
+                }
+                earliest
+            };
+            let Some(deadline) = next_deadline else {
+                return;
+            };
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            tokio::select! {
+                () = &mut asked => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// Client `origin` closed a connection: it is not waited for until it asks again
+    /// (and is then told it lost changes: it cannot have seen any meanwhile).
+    pub fn disconnected(&self, origin: u64) {
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = ring.followers.get_mut(&origin) {
+            f.dropped = true;
+        }
+        drop(ring);
+        self.asked.notify_waiters();
+    }
+
+    /// Notes a poll of follower `origin` from `since` (with the feed's epoch): it
+    /// dropped what the changes before `since` made stale. Whether it had been
+    /// dropped (it must be told it lost changes).
+    fn heard(&self, ring: &mut Ring, origin: u64, since: u64) -> bool {
+        if origin == 0 {
+            return false;
+        }
+        if ring.followers.len() >= MAX_FOLLOWERS && !ring.followers.contains_key(&origin) {
+            let oldest = ring
+                .followers
+                .iter()
+                .min_by_key(|(_, f)| f.seen)
+                .map(|(id, _)| *id);
+            if let Some(id) = oldest {
+                ring.followers.remove(&id);
+            }
+        }
+        let f = ring.followers.entry(origin).or_insert(Follower {
+            acked: since,
+            seen: Instant::now(),
+            dropped: false,
+        });
+        let was_dropped = f.dropped;
+        f.dropped = false;
+        f.acked = f.acked.max(since);
+        f.seen = Instant::now();
+        self.asked.notify_waiters();
+        was_dropped
+    }
+
+    /// Wakes every waiting poll and settle for good (the server is stopping).
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.wake.notify_waiters();
+        self.asked.notify_waiters();
     }
 
     /// The answer to a poll from `epoch`/`since` by client `origin`, if there is
     /// one now: changes by others, or the news that some were lost.
-    fn answer_now(&self, epoch: u64, since: u64, origin: u64) -> Option<Response> {
+    /// `open`: the poll's connection still reads requests (a poll left running on a
+    /// closed one speaks for no follower).
+    fn answer_now(&self, epoch: u64, since: u64, origin: u64, open: bool) -> Option<Response> {
+        let origin_if_open = if open { origin } else { 0 };
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let first = ring.records.front().map_or(ring.next, |r| r.seq);
         if epoch == 0 || epoch != self.epoch || since > ring.next || since < first {
             // A new subscriber starts now; anyone else from another run, from a
             // position not reached yet, or from one forgotten, lost changes.
+            let next = ring.next;
+            self.heard(&mut ring, origin_if_open, next);
             return Some(Response::Changes {
                 epoch: self.epoch,
-                next: ring.next,
+                next,
                 lost: epoch != 0,
+                changes: Vec::new(),
+            });
+        }
+        if self.heard(&mut ring, origin_if_open, since) {
+            // Dropped for not asking in time: it may have served what changed since.
+            let next = ring.next;
+            self.heard(&mut ring, origin_if_open, next);
+            return Some(Response::Changes {
+                epoch: self.epoch,
+                next,
+                lost: true,
                 changes: Vec::new(),
             });
         }
@@ -157,7 +306,15 @@ impl ChangeFeed {
     /// otherwise when one comes, the server stops, or `wait` has passed. Changes the
     /// caller made itself move its position on without an answer (it would only
     /// come back to ask again).
-    pub async fn poll(&self, epoch: u64, since: u64, origin: u64, wait: Duration) -> Response {
+    /// `closed`: set when the poll's connection reads no more requests.
+    pub async fn poll(
+        &self,
+        epoch: u64,
+        since: u64,
+        origin: u64,
+        wait: Duration,
+        closed: &AtomicBool,
+    ) -> Response {
         let deadline = tokio::time::Instant::now() + wait;
         let mut since = since;
         loop {
@@ -165,7 +322,8 @@ impl ChangeFeed {
             tokio::pin!(woken);
             // Registered before looking, so a change recorded in between wakes it.
             woken.as_mut().enable();
-            match self.answer_now(epoch, since, origin) {
+            let open = !closed.load(Ordering::Acquire);
+            match self.answer_now(epoch, since, origin, open) {
                 Some(Response::Changes {
                     epoch: e,
                     next,
@@ -175,7 +333,7 @@ impl ChangeFeed {
                 Some(answer) => return answer,
                 None => {}
             }
-            let now_or_never = self.closed.load(Ordering::Acquire);
+            let now_or_never = self.closed.load(Ordering::Acquire) || !open;
             if now_or_never || tokio::time::Instant::now() >= deadline {
                 return self.position(since);
             }
@@ -227,7 +385,7 @@ mod tests {
     use super::*;
 
     fn poll_now(feed: &ChangeFeed, epoch: u64, since: u64, origin: u64) -> Response {
-        feed.answer_now(epoch, since, origin)
+        feed.answer_now(epoch, since, origin, true)
             .unwrap_or_else(|| feed.position(since))
     }
 
@@ -257,7 +415,7 @@ mod tests {
         assert!(!lost);
         assert_eq!(changes, vec![entry(1, "a"), object(11)]);
         assert_eq!(next, 4);
-        assert!(feed.answer_now(epoch, next, 7).is_none());
+        assert!(feed.answer_now(epoch, next, 7, true).is_none());
         // Its own change alone still moves the position on.
         feed.record(7, vec![object(12)]);
         let Response::Changes {
@@ -327,8 +485,16 @@ mod tests {
             panic!("not a Changes answer");
         };
         let f = feed.clone();
-        let waiting =
-            tokio::spawn(async move { f.poll(epoch, next, 1, Duration::from_secs(60)).await });
+        let waiting = tokio::spawn(async move {
+            f.poll(
+                epoch,
+                next,
+                1,
+                Duration::from_secs(60),
+                &AtomicBool::new(false),
+            )
+            .await
+        });
         tokio::time::sleep(Duration::from_millis(20)).await;
         feed.record(2, vec![object(5)]);
         let answer = tokio::time::timeout(Duration::from_secs(10), waiting).await;
@@ -345,7 +511,15 @@ mod tests {
             panic!("not a Changes answer");
         };
         feed.record(1, vec![object(5), object(6)]);
-        let answer = feed.poll(epoch, next, 1, Duration::from_millis(30)).await;
+        let answer = feed
+            .poll(
+                epoch,
+                next,
+                1,
+                Duration::from_millis(30),
+                &AtomicBool::new(false),
+            )
+            .await;
         let Response::Changes {
             next: after,
             changes,
@@ -357,6 +531,106 @@ mod tests {
         };
         assert!(changes.is_empty() && !lost);
         assert_eq!(after, next + 2, "its own changes are passed over");
+    }
+
+    /// Registers follower `origin` where the feed stands now; returns (epoch, next).
+    fn follow(feed: &ChangeFeed, origin: u64) -> (u64, u64) {
+        let Response::Changes { epoch, next, .. } = poll_now(feed, 0, 0, origin) else {
+            panic!("not a Changes answer");
+        };
+        (epoch, next)
+    }
+
+    #[tokio::test]
+    async fn a_change_is_settled_once_every_other_follower_asked_past_it() {
+        let feed = std::sync::Arc::new(ChangeFeed::with_lease(Duration::from_secs(60)));
+        let (epoch, start) = follow(&feed, 1);
+        follow(&feed, 2);
+        let upto = feed.record(3, vec![object(9)]).expect("recorded");
+        // The changer's own mount is not waited for, nor is a client that follows
+        // nothing.
+        assert!(feed.record(1, vec![]).is_none());
+        let f = feed.clone();
+        let settling = tokio::spawn(async move { f.settle(3, upto).await });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!settling.is_finished(), "settled before any follower asked");
+        // Follower 1 is handed the change and asks again past it; 2 still lags.
+        let Response::Changes { next, changes, .. } = poll_now(&feed, epoch, start, 1) else {
+            panic!("not a Changes answer");
+        };
+        assert_eq!(changes, vec![object(9)]);
+        poll_now(&feed, epoch, next, 1);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!settling.is_finished(), "settled while follower 2 lags");
+        poll_now(&feed, epoch, next, 2);
+        tokio::time::timeout(Duration::from_secs(10), settling)
+            .await
+            .expect("settled once both asked past the change")
+            .expect("settle task");
+        // A change by follower 1 waits for 2 only, which is past it at once.
+        let upto = feed.record(1, vec![object(10)]).expect("recorded");
+        let f = feed.clone();
+        let settling = tokio::spawn(async move { f.settle(1, upto).await });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!settling.is_finished());
+        poll_now(&feed, epoch, upto + 1, 2);
+        tokio::time::timeout(Duration::from_secs(10), settling)
+            .await
+            .expect("settled")
+            .expect("settle task");
+    }
+
+    #[tokio::test]
+    async fn a_follower_silent_past_its_lease_is_dropped_and_told_it_lost_changes() {
+        let lease = Duration::from_millis(200);
+        let feed = ChangeFeed::with_lease(lease);
+        let (epoch, start) = follow(&feed, 1);
+        let upto = feed.record(2, vec![object(9)]).expect("recorded");
+        let began = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(10), feed.settle(2, upto))
+            .await
+            .expect("a silent follower holds a change up for its lease at most");
+        assert!(began.elapsed() >= lease / 2, "{:?}", began.elapsed());
+        // Dropped: not waited for again...
+        let upto = feed.record(2, vec![object(10)]).expect("recorded");
+        tokio::time::timeout(Duration::from_millis(50), feed.settle(2, upto))
+            .await
+            .expect("a dropped follower holds nothing up");
+        // ...and told at its next poll that it lost changes, then followed again.
+        let Response::Changes { lost, next, .. } = poll_now(&feed, epoch, start, 1) else {
+            panic!("not a Changes answer");
+        };
+        assert!(lost, "a dropped follower must forget what it cached");
+        let upto = feed.record(2, vec![object(11)]).expect("recorded");
+        assert!(upto >= next);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), feed.settle(2, upto))
+                .await
+                .is_err(),
+            "followed again after its poll"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_follower_whose_connection_closed_holds_nothing_up() {
+        let feed = std::sync::Arc::new(ChangeFeed::with_lease(Duration::from_secs(60)));
+        let (epoch, start) = follow(&feed, 1);
+        // Its poll still runs when the connection closes: that speaks for no one.
+        let closed = std::sync::Arc::new(AtomicBool::new(false));
+        let (f, c) = (feed.clone(), closed.clone());
+        let pending =
+            tokio::spawn(async move { f.poll(epoch, start, 1, Duration::from_secs(60), &c).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        closed.store(true, Ordering::Release);
+        feed.disconnected(1);
+        let upto = feed.record(2, vec![object(9)]).expect("recorded");
+        tokio::time::timeout(Duration::from_secs(5), feed.settle(2, upto))
+            .await
+            .expect("a gone follower holds nothing up");
+        tokio::time::timeout(Duration::from_secs(5), pending)
+            .await
+            .expect("the poll of a closed connection ends")
+            .expect("poll task");
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl LocalServer {
                 peer: "in-process".into(),
                 client: "in-process".into(),
                 origin: 0,
+                closed: std::sync::atomic::AtomicBool::new(false),
             },
             reply,
             _sink: sink,

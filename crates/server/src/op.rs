@@ -31,6 +31,12 @@ pub trait Handler: pvfs_proto::Op + Send + 'static {
     /// (nothing for a kind that changes nothing they cache).
     fn changes(&self) -> Vec<Changed>;
 
+    /// Whether its answer waits until every other client following this server's
+    /// change feed dropped what [`Handler::changes`] names (`crate::feed`): a change
+    /// is seen everywhere when its call returns. The data path does not wait: a
+    /// file's bytes are coherent between clients by locks (lock to unlock).
+    const AWAITS_CACHES: bool = true;
+
     /// Does it. A kind whose effect is `Once` makes its change through
     /// [`Once::commit`] (`cx.once`), which records the answer with it.
     fn run(self, cx: Cx<'_>) -> impl Future<Output = OpResult<Answer>> + Send;

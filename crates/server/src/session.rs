@@ -22,6 +22,9 @@ pub struct Session {
     /// The client instance's id, from its name (0 if it gave none): the changes it
     /// causes are not fed back to it (`crate::feed`).
     pub origin: u64,
+    /// Set once the connection reads no more requests (`crate::feed`: a poll still
+    /// running on it speaks for no follower).
+    pub closed: std::sync::atomic::AtomicBool,
 }
 
 /// Who one request acts as.
@@ -119,6 +122,7 @@ mod tests {
             peer: "test".into(),
             client: "test".into(),
             origin: 0,
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -159,6 +163,7 @@ mod tests {
             peer: "t".into(),
             client: "t".into(),
             origin: 0,
+            closed: std::sync::atomic::AtomicBool::new(false),
         };
         let c = trusted.caller(creds(0, 0, &[]), 0).unwrap();
         assert!(c.trusted);

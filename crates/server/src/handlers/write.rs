@@ -24,6 +24,9 @@ impl Handler for req::Write {
         vec![object(self.handle)]
     }
 
+    // Others' caches learn of a write from the feed without holding it up.
+    const AWAITS_CACHES: bool = false;
+
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         write(cx, self).await.map(Answer::Reply)
     }
