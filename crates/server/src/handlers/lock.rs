@@ -5,6 +5,7 @@
 //! first checked for deadlocks at the coordinating server (`crate::waitfor`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pvfs_proto::access::{self, MAY_READ, MAY_WRITE};
 use pvfs_proto::locks::{LockType, LOCK_APPEND, LOCK_FLAGS, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT};
@@ -70,6 +71,13 @@ pub(crate) fn may_lock(
         ),
     ))
 }
+
+/// How long a cycle of waits must stand before a wait in it fails with EDEADLK: a
+/// wait that ended may still be counted in a cycle until its request takes its
+/// edges back, a round trip, longer on a loaded server.
+const CYCLE_CONFIRM: Duration = Duration::from_secs(1);
+/// How often a wait that closed a cycle asks again meanwhile.
+const CYCLE_RECHECK: Duration = Duration::from_millis(25);
 
 /// Which locks of `handle` a request with `flags` is about: the appenders'
 /// (`LOCK_APPEND`) or the programs'.
@@ -258,6 +266,8 @@ async fn wait(
     let (id, notify) = table.wait(at, want)?;
     // Blockers last told to the coordinator (POSIX waits only).
     let mut told: Option<Vec<LockKey>> = None;
+    // When the coordinator first found this wait closing a cycle (not yet failed).
+    let mut cycle_since: Option<tokio::time::Instant> = None;
     let outcome = loop {
         let notified = notify.notified();
         tokio::pin!(notified);
@@ -286,9 +296,21 @@ async fn wait(
                 // Refused: the coordinator keeps what it was told before (taken
                 // back below).
                 table.told(at, id, before);
+                if e.errno == Errno::EDEADLK {
+                    // A cycle may run through a wait that just ended, whose edges
+                    // its own request has not taken back yet (its task late on a
+                    // loaded server): look again before failing. A real cycle
+                    // stays; it is reported once it stood for CYCLE_CONFIRM.
+                    let first = *cycle_since.get_or_insert_with(tokio::time::Instant::now);
+                    if first.elapsed() < CYCLE_CONFIRM {
+                        tokio::time::sleep(CYCLE_RECHECK).await;
+                        continue;
+                    }
+                }
                 table.cancel_id(at, id);
                 break Err(e);
             }
+            cycle_since = None;
             table.told(at, id, blockers.clone());
             told = Some(blockers);
             continue;
