@@ -410,7 +410,8 @@ fn a_clients_own_moves_across_servers_are_not_fed_back_to_it() {
 /// through mount A right after B's call returned, with A caching for ten minutes (a
 /// new name A had looked up as absent, a mode A had cached, both names of a rename,
 /// an unlink). Every check finds the change: the servers answer B only once A
-/// dropped what it made stale. (Before, 2-50% of such checks found the old state.)
+/// dropped what it made stale. (Without that wait, one run found 49 of 100 unlinks,
+/// 78 of 100 mode changes and 4 of 100 renames stale.)
 #[test]
 fn another_mounts_change_is_seen_when_its_call_returns() {
     let cluster = Cluster::start();
