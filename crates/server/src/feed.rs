@@ -633,6 +633,96 @@ mod tests {
             .expect("poll task");
     }
 
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        }
+    }
+
+    /// Random schedules of changes, polls, closed connections and time: whenever a
+    /// change is settled, every follower but its maker either asked past it, or is
+    /// told at its next poll that it lost changes (it is never skipped silently); and
+    /// a settle always ends (a silent follower is waited for a lease at most).
+    #[tokio::test(start_paused = true)]
+    async fn random_schedules_never_skip_a_follower_silently() {
+        let (mut settled, mut dropped) = (0, 0);
+        for seed in 1..=60u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let feed = std::sync::Arc::new(ChangeFeed::with_lease(Duration::from_millis(400)));
+            // Each follower's place in the feed (None: it follows nothing).
+            let mut at: [Option<(u64, u64)>; 4] = [None; 4];
+            for (k, place) in at.iter_mut().enumerate().skip(1) {
+                if rng.below(4) != 0 {
+                    *place = Some(follow(&feed, k as u64));
+                }
+            }
+            for step in 0..40u64 {
+                let origin = rng.below(4);
+                let upto = feed.record(origin, vec![object(step)]).expect("recorded");
+                let f = feed.clone();
+                let settling = tokio::spawn(async move { f.settle(origin, upto).await });
+                let mut turns = 0;
+                while !settling.is_finished() {
+                    turns += 1;
+                    assert!(
+                        turns < 10_000,
+                        "seed {seed} step {step}: the settle never ended"
+                    );
+                    let k = 1 + rng.below(3) as usize;
+                    match rng.below(5) {
+                        0 | 1 => {
+                            if let Some((epoch, since)) = at[k] {
+                                let Response::Changes { epoch, next, .. } =
+                                    poll_now(&feed, epoch, since, k as u64)
+                                else {
+                                    panic!("not a Changes answer");
+                                };
+                                at[k] = Some((epoch, next));
+                            }
+                        }
+                        2 => feed.disconnected(k as u64),
+                        _ => tokio::time::advance(Duration::from_millis(rng.below(150))).await,
+                    }
+                    tokio::task::yield_now().await;
+                }
+                settled += 1;
+                for (k, place) in at.iter_mut().enumerate().skip(1) {
+                    let Some((epoch, since)) = *place else {
+                        continue;
+                    };
+                    if k as u64 == origin || since > upto {
+                        continue;
+                    }
+                    let Response::Changes {
+                        epoch, next, lost, ..
+                    } = poll_now(&feed, epoch, since, k as u64)
+                    else {
+                        panic!("not a Changes answer");
+                    };
+                    assert!(
+                        lost,
+                        "seed {seed} step {step}: follower {k} at {since} neither asked past \
+                         {upto} nor is told it lost changes"
+                    );
+                    dropped += 1;
+                    *place = Some((epoch, next));
+                }
+            }
+        }
+        // The schedules did both: settles that followers answered, and followers
+        // dropped for silence or a closed connection.
+        assert!(
+            settled == 60 * 40 && dropped > 50,
+            "{settled} settled, {dropped} dropped"
+        );
+        eprintln!("{settled} settled, {dropped} followers dropped");
+    }
+
     #[test]
     fn origins_come_from_client_names() {
         assert_eq!(origin_of("pvfs@host:12#00000000000000ff"), 255);
