@@ -16,10 +16,11 @@ use crate::Client;
 
 /// Most datafiles one batch names.
 const BATCH: usize = 1024;
-/// How long a data server's first deletion waits for others to join its batch. One
-/// process unlinking files one after another queues a file's datafiles every few
-/// hundred microseconds: sent at once, every unlink cost each data server a request.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+/// How long a data server's deletions wait for others to join their batch (unless a
+/// whole batch waits). One process unlinking files one after another queues a
+/// file's datafiles every few hundred microseconds: sent at once, every unlink cost
+/// each data server a request (and a commit) while `rm -rf` ran.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What waits to be deleted on one data server.
 #[derive(Default)]
@@ -94,10 +95,15 @@ impl Client {
     }
 
     /// Sends server `server`'s queued deletions, a batch at a time, until none wait
-    /// (the first after [`LINGER`]).
+    /// (each batch after [`LINGER`], unless a whole batch waits).
     async fn drain_reaped(&self, server: usize) {
-        tokio::time::sleep(LINGER).await;
         loop {
+            let full = lock(&self.inner.reaper.queues)
+                .get(server)
+                .is_some_and(|q| q.handles.len() >= BATCH);
+            if !full {
+                tokio::time::sleep(LINGER).await;
+            }
             let batch = {
                 let mut queues = lock(&self.inner.reaper.queues);
                 let Some(q) = queues.get_mut(server) else {
