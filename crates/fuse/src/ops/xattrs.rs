@@ -119,15 +119,28 @@ impl Inner {
         if name != pvfs_proto::acl::XATTR_ACCESS && name != pvfs_proto::acl::XATTR_DEFAULT {
             return None;
         }
-        self.tables
-            .with_held_attr(handle, self.attr_ttl(), self.file_attrs_held(), |attr| {
-                let entries = pvfs_proto::acl::named(attr.acl.as_deref(), name);
-                if entries.is_empty() {
-                    Err(Errno::ENODATA)
-                } else {
-                    Ok(pvfs_proto::acl::to_xattr(entries))
-                }
-            })
+        let answer = |attr: &pvfs_proto::Attr| {
+            let entries = pvfs_proto::acl::named(attr.acl.as_deref(), name);
+            if entries.is_empty() {
+                Err(Errno::ENODATA)
+            } else {
+                Ok(pvfs_proto::acl::to_xattr(entries))
+            }
+        };
+        let files = self.file_attrs_held();
+        if let Some(a) = self
+            .tables
+            .with_held_attr(handle, self.attr_ttl(), files, answer)
+        {
+            return Some(a);
+        }
+        // A file's ACL does not need its datafiles' sizes: the attributes a listing
+        // brought, which the change feeds keep current, answer it (`ls -l` asks for
+        // every file's).
+        files
+            .then(|| self.tables.file_attr(handle))
+            .flatten()
+            .map(|a| answer(&a))
     }
 
     /// Sets (or with `None` clears) a directory's default layout. A file's layout
