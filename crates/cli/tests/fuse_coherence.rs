@@ -406,6 +406,27 @@ fn a_clients_own_moves_across_servers_are_not_fed_back_to_it() {
     }
 }
 
+/// Two mounts caching for ten minutes, and a directory the first made that the
+/// second sees (the mounts go before the file system: fields drop in order).
+struct TwoMounts {
+    maker: Mount,
+    other: Mount,
+    _cluster: Cluster,
+}
+
+fn two_mounts_with(dir: &str) -> TwoMounts {
+    let cluster = Cluster::start();
+    let maker = Mount::start(&cluster, LONG);
+    let other = Mount::start(&cluster, LONG);
+    std::fs::create_dir(maker.join(dir)).unwrap();
+    until("the new directory", || other.join(dir).is_dir());
+    TwoMounts {
+        maker,
+        other,
+        _cluster: cluster,
+    }
+}
+
 /// Visible when the call returns: each change made through mount B is checked
 /// through mount A right after B's call returned, with A caching for ten minutes (a
 /// new name A had looked up as absent, a mode A had cached, both names of a rename,
@@ -414,11 +435,8 @@ fn a_clients_own_moves_across_servers_are_not_fed_back_to_it() {
 /// 78 of 100 mode changes and 4 of 100 renames stale.)
 #[test]
 fn another_mounts_change_is_seen_when_its_call_returns() {
-    let cluster = Cluster::start();
-    let a = Mount::start(&cluster, LONG);
-    let b = Mount::start(&cluster, LONG);
-    std::fs::create_dir(b.join("v")).unwrap();
-    until("B's directory", || a.join("v").is_dir());
+    let t = two_mounts_with("v");
+    let (a, b) = (&t.other, &t.maker);
     const ROUNDS: usize = 100;
     let mut stale: std::collections::BTreeMap<&str, usize> = Default::default();
     let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o7777);
@@ -463,11 +481,8 @@ fn another_mounts_change_is_seen_when_its_call_returns() {
 /// last a whole feed lease (4 s); no create, rename or unlink takes that long.
 #[test]
 fn two_mounts_changing_one_directory_do_not_wait_for_each_other() {
-    let cluster = Cluster::start();
-    let a = Mount::start(&cluster, LONG);
-    let b = Mount::start(&cluster, LONG);
-    std::fs::create_dir(a.join("shared")).unwrap();
-    until("the shared directory", || b.join("shared").is_dir());
+    let t = two_mounts_with("shared");
+    let (a, b) = (&t.maker, &t.other);
     let work = |root: std::path::PathBuf, tag: &'static str| {
         std::thread::spawn(move || {
             let mut slowest = Duration::ZERO;

@@ -69,9 +69,7 @@ impl File {
         // Released after the bytes are on the data servers, failed or not; in the
         // background where a runtime runs tasks by itself, as nothing waits for it
         // here (the next append of this client, a new owner, waits at the server).
-        let multi = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi {
+        if crate::locks::runs_tasks_itself() {
             let c = c.clone();
             tokio::spawn(async move { c.append_unlock(lock).await });
         } else {

@@ -589,6 +589,13 @@ pub async fn lockf(client: &Client, d: &DescLocks, cmd: i32, len: i64) -> Result
     }
 }
 
+/// Whether the current runtime runs spawned tasks on threads of its own (a
+/// multi-thread runtime), rather than only while its callers drive it.
+pub(crate) fn runs_tasks_itself() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
 fn lease_period(client: &Client) -> Duration {
     (client.config().locks.lease / 3).max(Duration::from_millis(100))
 }
@@ -1062,9 +1069,7 @@ impl Client {
         let weak = Arc::downgrade(&self.inner);
         let creds = self.creds.clone();
         let period = lease_period(self);
-        let multi = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi {
+        if runs_tasks_itself() {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(period).await;

@@ -383,6 +383,7 @@ pub fn origin_of(client_name: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
 
     fn poll_now(feed: &ChangeFeed, epoch: u64, since: u64, origin: u64) -> Response {
         feed.answer_now(epoch, since, origin, true)
@@ -631,17 +632,6 @@ mod tests {
             .await
             .expect("the poll of a closed connection ends")
             .expect("poll task");
-    }
-
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-        }
     }
 
     /// Random schedules of changes, polls, closed connections and time: whenever a

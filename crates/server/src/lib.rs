@@ -38,6 +38,8 @@ pub mod ratelimit;
 pub mod reply;
 pub mod seals;
 pub mod session;
+#[cfg(test)]
+mod test_rng;
 pub mod waitfor;
 
 use std::future::Future;

@@ -944,6 +944,7 @@ impl LockTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
 
     const TO: u64 = pvfs_proto::locks::TO_EOF;
 
@@ -1145,19 +1146,6 @@ mod tests {
         assert!(t.renew(0, 2).is_some());
         let id2 = t.touch(&key(1));
         assert_ne!(id, id2, "a new lease has a new id");
-    }
-
-    /// A small deterministic generator (xorshift64*), so a failing sequence can be
-    /// replayed from its seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-        }
     }
 
     /// What the table must keep true after every call: no two locks of different
