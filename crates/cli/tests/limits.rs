@@ -3,7 +3,7 @@
 //! memory stays bounded, and a connection beyond the limit is refused in its handshake
 //! (EAGAIN, saying why), while the others keep working.
 //!
-//! The raw connections here speak protocol version 5: each served one first does the
+//! The raw connections here speak the protocol version below: each served one first does the
 //! authenticated handshake with the file system's key (`common::raw_session`), then
 //! sends ping frames built from the documented layout (crates/proto/src/frame.rs) with
 //! the 16-byte tag of the session's MAC (crates/auth/src/mac.rs), and checks the tag
@@ -83,10 +83,10 @@ fn react() -> Duration {
 }
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 6;
+const VERSION: u16 = 7;
 
 /// A tagged ping request frame with request id `id`, built from the documented frame
-/// layout (32-byte header: magic "PVFS", version 5, kind 1 = request, flags 1 = END,
+/// layout (32-byte header: magic "PVFS", version 7, kind 1 = request, flags 1 = END,
 /// id, body length, tag length 16; then body and tag), sealed with the session's MAC
 /// (so frames must be sent in the order they were built).
 fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {

@@ -166,10 +166,7 @@ mod tests {
             stripe_size: 65536,
             replicas: 1,
             datafiles: (0..4)
-                .map(|i| Datafile {
-                    server: i,
-                    handle: (u64::from(i) + 1) << 40 | 99,
-                })
+                .map(|i| Datafile::single(i, (u64::from(i) + 1) << 40 | 99))
                 .collect(),
             width: 1,
         };

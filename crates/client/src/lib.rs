@@ -20,6 +20,7 @@ mod group;
 pub mod holds;
 mod io;
 pub mod locks;
+mod map;
 mod namespace;
 mod placement;
 mod pool;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Roles, Security,
-    ServerConfig, Timeouts, DEFAULT_METADATA_SYNC,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Replication, Roles,
+    Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC,
 };
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
@@ -43,6 +43,9 @@ pub struct GenOptions {
     pub key_stem: String,
     /// Every connection over TLS 1.3.
     pub tls: bool,
+    /// Copies of every file and of the metadata (1-3); more than one also names the
+    /// authority's servers (the first three, or one with fewer than three).
+    pub replicas: u32,
 }
 
 impl GenOptions {
@@ -61,6 +64,7 @@ impl GenOptions {
             fsid: None,
             key_stem: "pvfs".into(),
             tls: false,
+            replicas: 1,
         }
     }
 }
@@ -101,8 +105,18 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
                 last: ((i as u64 + 2) << 40) - 1,
             },
             storage: dir.join(format!("s{i}")),
+            domain: None,
         })
         .collect();
+    let replication = Replication {
+        replicas: o.replicas,
+        authority: if o.replicas > 1 {
+            (0..if n >= 3 { 3 } else { 1 }).collect()
+        } else {
+            Vec::new()
+        },
+        ..Replication::default()
+    };
     let config = Config {
         fsid: o.fsid.unwrap_or_else(random_fsid),
         name: o.name.clone(),
@@ -125,6 +139,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
         timeouts: Timeouts::default(),
         limits: Limits::default(),
         locks: Locks::default(),
+        replication,
         servers,
     };
     check(&config).map_err(|(key, message)| ConfigError::Invalid {
@@ -354,6 +369,36 @@ pub(crate) fn to_toml(c: &Config) -> String {
             "a dead client's locks go after this",
         ),
     ]);
+    let r = &c.replication;
+    let names: Vec<String> = r
+        .authority
+        .iter()
+        .map(|&i| quote(&c.servers[i].name))
+        .collect();
+    out.extend([
+        String::new(),
+        "[replication]".into(),
+        note(
+            format!("replicas = {}", r.replicas),
+            "copies of new files and of metadata",
+        ),
+        note(
+            format!("authority = [{}]", names.join(", ")),
+            "servers deciding who is alive (for replicas > 1)",
+        ),
+        note(
+            format!("lease = {}", duration(r.lease)),
+            "a silent server is replaced after this",
+        ),
+        note(
+            format!("rebuild_after = {}", duration(r.rebuild_after)),
+            "down this long: copies rebuilt elsewhere",
+        ),
+        note(
+            format!("rebuild_bandwidth = {}", size(r.rebuild_bandwidth)),
+            "per second, per server",
+        ),
+    ]);
     for s in &c.servers {
         let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]
             .into_iter()
@@ -368,6 +413,9 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("handles = \"{}\"", s.handles),
             format!("storage = {}", quote(&s.storage.to_string_lossy())),
         ]);
+        if let Some(d) = &s.domain {
+            out.push(format!("domain = {}", quote(d)));
+        }
     }
     out.push(String::new());
     out.join("\n")

@@ -51,6 +51,8 @@ pub struct Config {
     pub limits: Limits,
     /// Cluster-wide file locks (the `[locks]` table).
     pub locks: Locks,
+    /// Copies, the authority and its leases (the `[replication]` table).
+    pub replication: Replication,
     /// The servers, in file order; indices into this list identify servers everywhere.
     pub servers: Vec<ServerConfig>,
 }
@@ -187,6 +189,38 @@ impl Default for Locks {
     }
 }
 
+/// Copies of files and metadata, and the authority that decides which servers are
+/// alive (the `[replication]` table; `docs/replication.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replication {
+    /// Copies of new files' bytes by default (1-3), and of every metadata group.
+    pub replicas: u32,
+    /// The servers (indices into [`Config::servers`]) that run the authority; empty:
+    /// none, and no file may have more than one copy.
+    pub authority: Vec<usize>,
+    /// How long a server that stops renewing keeps its roles: the failover pause.
+    pub lease: Duration,
+    /// How long a server may be down before its copies are rebuilt elsewhere.
+    pub rebuild_after: Duration,
+    /// Bytes per second a server spends on rebuild and catch-up copies.
+    pub rebuild_bandwidth: u64,
+}
+
+impl Default for Replication {
+    fn default() -> Replication {
+        Replication {
+            replicas: 1,
+            authority: Vec::new(),
+            lease: Duration::from_secs(2),
+            rebuild_after: Duration::from_secs(600),
+            rebuild_bandwidth: 100 << 20,
+        }
+    }
+}
+
+/// Most copies of anything (`[replication] replicas`, a layout's count).
+pub const MAX_REPLICAS: u32 = 3;
+
 /// Timeouts (the `[timeouts]` table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
@@ -225,6 +259,9 @@ pub struct ServerConfig {
     pub handles: HandleRange,
     /// Directory of the server's storage.
     pub storage: PathBuf,
+    /// Failure domain (a rack, a power feed): copies of one thing go to distinct
+    /// domains. `None`: the server is a domain of its own.
+    pub domain: Option<String>,
 }
 
 /// An inclusive range of handles.

@@ -11,8 +11,8 @@ use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Roles, Security,
-    ServerConfig, Timeouts, DEFAULT_METADATA_SYNC, METADATA_SYNC_MAX,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Replication, Roles,
+    Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC, MAX_REPLICAS, METADATA_SYNC_MAX,
 };
 
 /// Stripe size when `[defaults]` does not give one.
@@ -29,6 +29,7 @@ struct RawConfig {
     timeouts: Option<Spanned<RawTimeouts>>,
     limits: Option<Spanned<RawLimits>>,
     locks: Option<Spanned<RawLocks>>,
+    replication: Option<Spanned<RawReplication>>,
     servers: Spanned<Vec<RawServer>>,
 }
 
@@ -83,12 +84,23 @@ struct RawLocks {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawReplication {
+    replicas: Option<Spanned<i64>>,
+    authority: Option<Spanned<Vec<Spanned<String>>>>,
+    lease: Option<Spanned<Value>>,
+    rebuild_after: Option<Spanned<Value>>,
+    rebuild_bandwidth: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawServer {
     name: Spanned<String>,
     address: Spanned<String>,
     roles: Spanned<Vec<Spanned<String>>>,
     handles: Spanned<Value>,
     storage: Spanned<String>,
+    domain: Option<Spanned<String>>,
 }
 
 /// The text being parsed, and the line of every key seen so far.
@@ -374,6 +386,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
             roles,
             handles: cx.convert(&k("handles"), &s.handles, handle_range)?,
             storage: cx.at(&k("storage"), &s.storage).into(),
+            domain: s.domain.as_ref().map(|d| cx.at(&k("domain"), d).clone()),
         });
     }
     let with = |r| servers.iter().filter(|s| s.roles.contains(r)).count();
@@ -450,6 +463,36 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         }
     }
 
+    let mut replication = Replication::default();
+    if let Some(r) = &raw.replication {
+        let r = cx.at("replication", r);
+        if let Some(v) = &r.replicas {
+            replication.replicas = cx.convert("replication.replicas", v, count)?;
+        }
+        if let Some(v) = &r.lease {
+            replication.lease = cx.convert("replication.lease", v, duration_value)?;
+        }
+        if let Some(v) = &r.rebuild_after {
+            replication.rebuild_after =
+                cx.convert("replication.rebuild_after", v, duration_value)?;
+        }
+        if let Some(v) = &r.rebuild_bandwidth {
+            replication.rebuild_bandwidth =
+                cx.convert("replication.rebuild_bandwidth", v, size_value)?;
+        }
+        if let Some(list) = &r.authority {
+            for n in cx.at("replication.authority", list) {
+                let i = cx.convert("replication.authority", n, |name: &String| {
+                    servers
+                        .iter()
+                        .position(|s| &s.name == name)
+                        .ok_or_else(|| format!("no server is named {name:?}"))
+                })?;
+                replication.authority.push(i);
+            }
+        }
+    }
+
     let config = Config {
         fsid,
         name,
@@ -458,6 +501,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         timeouts,
         limits,
         locks,
+        replication,
         servers,
     };
     check(&config).map_err(|(key, message)| cx.error(cx.line_of(&key), &key, message))?;
@@ -603,11 +647,88 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
             "must be at most 1h (a dead client's locks are held that long)"
         );
     }
+    check_replication(c, n_meta, n_data)?;
     if c.security.capability_lifetime < std::time::Duration::from_secs(10) {
         fail!(
             "security.capability_lifetime",
             "must be at least 10s (clients renew capabilities before they expire)"
         );
+    }
+    Ok(())
+}
+
+/// Checks the `[replication]` table against the servers.
+fn check_replication(c: &Config, n_meta: usize, n_data: usize) -> Result<(), (String, String)> {
+    use std::time::Duration;
+    let r = &c.replication;
+    if !(1..=MAX_REPLICAS).contains(&r.replicas) {
+        fail!(
+            "replication.replicas",
+            "{} is not in 1..={MAX_REPLICAS}",
+            r.replicas
+        );
+    }
+    let copies = r.replicas as usize;
+    if copies > n_data || copies > n_meta {
+        fail!(
+            "replication.replicas",
+            "{copies} copies need {copies} servers of each role ({n_meta} meta, {n_data} data)"
+        );
+    }
+    if copies > 1 && r.authority.is_empty() {
+        fail!(
+            "replication.replicas",
+            "more than one copy needs an authority: name 1, 3 or 5 servers in \
+             [replication] authority (docs/replication.md)"
+        );
+    }
+    if copies > 1 {
+        // Chains of copies are not built yet (docs/replication.md, "Status"): a file
+        // system that asks for them must not get one copy silently.
+        fail!(
+            "replication.replicas",
+            "more than one copy is not available in this version (docs/replication.md)"
+        );
+    }
+    let members = r.authority.len();
+    if members > 0 && (members % 2 == 0 || members > 7) {
+        fail!(
+            "replication.authority",
+            "{members} servers: name 1, 3, 5 or 7 (a majority must survive a failure)"
+        );
+    }
+    for (i, a) in r.authority.iter().enumerate() {
+        if r.authority[..i].contains(a) {
+            fail!(
+                "replication.authority",
+                "{:?} is named twice",
+                c.servers[*a].name
+            );
+        }
+    }
+    if r.lease < Duration::from_millis(500) || r.lease > Duration::from_secs(60) {
+        fail!(
+            "replication.lease",
+            "must be between 500ms and 1m (it is the failover pause)"
+        );
+    }
+    if r.rebuild_after < 5 * r.lease {
+        fail!(
+            "replication.rebuild_after",
+            "must be at least five leases ({})",
+            crate::units::format_duration(5 * r.lease)
+        );
+    }
+    if r.rebuild_bandwidth < 1 << 20 {
+        fail!(
+            "replication.rebuild_bandwidth",
+            "must be at least 1M (per second)"
+        );
+    }
+    for (i, s) in c.servers.iter().enumerate() {
+        if s.domain.as_deref().is_some_and(|d| d.trim().is_empty()) {
+            fail!(format!("servers[{i}].domain"), "must not be empty");
+        }
     }
     Ok(())
 }

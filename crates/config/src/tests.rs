@@ -480,6 +480,109 @@ fn locks_parse_default_and_fail_with_the_line() {
 }
 
 #[test]
+fn replication_parses_defaults_and_fails_with_the_line() {
+    let c = Config::parse(BASE, "f.toml").unwrap();
+    assert_eq!(c.replication, Replication::default());
+    assert_eq!(c.replication.replicas, 1);
+    assert!(c.replication.authority.is_empty());
+    assert!(c.servers.iter().all(|s| s.domain.is_none()));
+    let text = format!(
+        "{BASE}\n[replication]\nreplicas = 1\nauthority = [\"a\", \"b\", \"c\"]\nlease = \"1s\"\n\
+         rebuild_after = \"1m\"\nrebuild_bandwidth = \"20M\"\n"
+    );
+    let r = Config::parse(&text, "f.toml").unwrap().replication;
+    assert_eq!(r.replicas, 1);
+    assert_eq!(r.authority, vec![0, 1, 2]);
+    assert_eq!(r.lease, Duration::from_secs(1));
+    assert_eq!(r.rebuild_after, Duration::from_secs(60));
+    assert_eq!(r.rebuild_bandwidth, 20 << 20);
+    for (table, key, why) in [
+        ("replicas = 0", "replication.replicas", "not in 1..=3"),
+        ("replicas = 4", "replication.replicas", "not in 1..=3"),
+        // Two meta servers: three copies of a metadata group do not fit.
+        (
+            "replicas = 3\nauthority = [\"a\"]",
+            "replication.replicas",
+            "2 meta",
+        ),
+        ("replicas = 2", "replication.replicas", "needs an authority"),
+        (
+            "replicas = 2\nauthority = [\"a\"]",
+            "replication.replicas",
+            "not available",
+        ),
+        (
+            "authority = [\"a\", \"b\"]",
+            "replication.authority",
+            "1, 3, 5 or 7",
+        ),
+        (
+            "authority = [\"a\", \"zz\", \"b\"]",
+            "replication.authority",
+            "no server is named \"zz\"",
+        ),
+        (
+            "authority = [\"a\", \"a\", \"b\"]",
+            "replication.authority",
+            "named twice",
+        ),
+        (
+            "lease = \"100ms\"",
+            "replication.lease",
+            "between 500ms and 1m",
+        ),
+        (
+            "rebuild_after = \"3s\"",
+            "replication.rebuild_after",
+            "five leases",
+        ),
+        (
+            "rebuild_bandwidth = \"1K\"",
+            "replication.rebuild_bandwidth",
+            "at least 1M",
+        ),
+        ("replikas = 2", "replication.replikas", "unknown field"),
+    ] {
+        let text = format!("{BASE}\n[replication]\n{table}\n");
+        let msg = Config::parse(&text, "f.toml").unwrap_err().to_string();
+        assert!(msg.contains(key) && msg.contains(why), "{table}: {msg}");
+        // Every message names a line of the [replication] table.
+        let base_lines = BASE.lines().count();
+        let line: usize = msg.split(':').nth(1).unwrap().parse().unwrap();
+        assert!(line > base_lines, "{table}: {msg}");
+    }
+    let text = with_line(18, "storage = \"/tmp/a\"\ndomain = \"rack1\"");
+    let c = Config::parse(&text, "f.toml").unwrap();
+    assert_eq!(c.servers[0].domain.as_deref(), Some("rack1"));
+    let msg = Config::parse(
+        &with_line(18, "storage = \"/tmp/a\"\ndomain = \" \""),
+        "f.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        msg.contains("servers[0].domain") && msg.contains(":19:"),
+        "{msg}"
+    );
+
+    // Generated: it all round-trips; more than one copy would name an authority
+    // (refused while copies are not available).
+    let mut o = GenOptions::new(4, "/tmp/x");
+    o.replicas = 2;
+    let msg = Config::generate(&o).unwrap_err().to_string();
+    assert!(msg.contains("not available"), "{msg}");
+    let mut g = Config::generate(&GenOptions::new(4, "/tmp/x")).unwrap();
+    g.replication.authority = vec![0, 1, 2];
+    g.servers[1].domain = Some("rack2".into());
+    let back = Config::parse(&g.to_toml(), "g.toml").unwrap();
+    assert_eq!(back.replication, g.replication);
+    assert_eq!(back.servers, g.servers);
+    let one = Config::generate(&GenOptions::new(2, "/tmp/x")).unwrap();
+    assert!(one.replication.authority.is_empty());
+    assert!(one.to_toml().contains("[replication]"));
+}
+
+#[test]
 fn write_is_private_exclusive_and_replaces_only_when_asked() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();

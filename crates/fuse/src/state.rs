@@ -872,10 +872,7 @@ mod tests {
             stripe_size: 65536,
             replicas: 1,
             datafiles: (0..datafiles)
-                .map(|i| pvfs_proto::layout::Datafile {
-                    server: i,
-                    handle: handle * 100 + u64::from(i),
-                })
+                .map(|i| pvfs_proto::layout::Datafile::single(i, handle * 100 + u64::from(i)))
                 .collect(),
             width: datafiles,
         };

@@ -13,8 +13,9 @@ use crate::wire_struct;
 use crate::Errno;
 
 /// Version of the stored and wire layout format (1: without `width`, read as every
-/// datafile; 2: with it).
-pub const LAYOUT_VERSION: u8 = 2;
+/// datafile; 2: with it; 3: with the servers of every datafile's other copies, written
+/// only for layouts with more than one copy, so one-copy layouts stay version 2).
+pub const LAYOUT_VERSION: u8 = 3;
 /// Smallest stripe size accepted for a file.
 pub const MIN_STRIPE_SIZE: u64 = 512;
 /// Largest stripe size accepted for a file.
@@ -23,19 +24,53 @@ pub const MAX_STRIPE_SIZE: u64 = 1 << 30;
 pub use crate::regions::MAX_FILE_SIZE;
 /// Most datafiles one file may have.
 pub const MAX_STRIPE_COUNT: u32 = 4096;
+/// Most copies of a stripe unit (`Layout::replicas`).
+pub const MAX_REPLICAS: u32 = 3;
+/// An unused slot of [`Datafile::copies`].
+pub const NO_SERVER: u32 = u32::MAX;
 
-/// One datafile of a file: which data server holds it and under which handle.
+/// One datafile of a file: which data servers hold it and under which handle (the
+/// same handle on every copy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Datafile {
-    /// Index of the server in the configuration's server list.
+    /// Index of the server in the configuration's server list: the first copy.
     pub server: u32,
-    /// The datafile's handle on that server.
+    /// The datafile's handle on that server (and on the other copies' servers).
     pub handle: Handle,
+    /// The servers of the other copies, in chain order after `server`: the first
+    /// `Layout::replicas - 1` slots; the rest are [`NO_SERVER`].
+    pub copies: [u32; MAX_REPLICAS as usize - 1],
 }
-wire_struct!(Datafile {
-    server: u32,
-    handle: Handle,
-});
+
+impl Datafile {
+    /// A datafile with one copy.
+    pub const fn single(server: u32, handle: Handle) -> Datafile {
+        Datafile {
+            server,
+            handle,
+            copies: [NO_SERVER; MAX_REPLICAS as usize - 1],
+        }
+    }
+
+    /// The servers holding a copy, in chain order (`server` first).
+    pub fn replicas(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.server)
+            .chain(self.copies.iter().copied().take_while(|&s| s != NO_SERVER))
+    }
+}
+
+/// The first two fields of a datafile, as every layout version writes them; the
+/// copies follow all datafiles in version 3.
+impl Wire for Datafile {
+    const MIN_SIZE: usize = 4 + 8;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.server.put(out);
+        self.handle.put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Datafile::single(Wire::get(r)?, Wire::get(r)?))
+    }
+}
 
 /// Where a regular file's bytes live. The stripe geometry and the datafiles are
 /// fixed when the file is created; `width` only grows.
@@ -43,7 +78,8 @@ wire_struct!(Datafile {
 pub struct Layout {
     /// Bytes per stripe unit.
     pub stripe_size: u64,
-    /// Copies of each stripe unit; always 1 today (room for redundancy).
+    /// Copies of each stripe unit (1 ..= [`MAX_REPLICAS`]); each datafile lists the
+    /// servers of the others.
     pub replicas: u32,
     /// The datafiles in round-robin order; stripe unit `u` is on `datafiles[u % len]`.
     pub datafiles: Vec<Datafile>,
@@ -58,29 +94,57 @@ pub struct Layout {
 impl Wire for Layout {
     const MIN_SIZE: usize = 1 + 8 + 4 + 4;
     fn put(&self, out: &mut Vec<u8>) {
-        LAYOUT_VERSION.put(out);
+        // One copy: version 2, which readers of every earlier build understand.
+        let version = if self.replicas > 1 { LAYOUT_VERSION } else { 2 };
+        version.put(out);
         self.stripe_size.put(out);
         self.replicas.put(out);
         self.datafiles.put(out);
         self.width.put(out);
+        if version == 3 {
+            let more = self.replicas.saturating_sub(1) as usize;
+            let copies: Vec<u32> = self
+                .datafiles
+                .iter()
+                .flat_map(|d| d.copies.iter().copied().take(more))
+                .collect();
+            copies.put(out);
+        }
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let version = u8::get(r)?;
-        if version != 1 && version != LAYOUT_VERSION {
+        if !(1..=LAYOUT_VERSION).contains(&version) {
             return Err(DecodeError::UnknownTag {
                 what: "layout version",
                 tag: u32::from(version),
             });
         }
         let stripe_size = Wire::get(r)?;
-        let replicas = Wire::get(r)?;
-        let datafiles: Vec<Datafile> = Wire::get(r)?;
+        let replicas: u32 = Wire::get(r)?;
+        let mut datafiles: Vec<Datafile> = Wire::get(r)?;
         // Version 1 had no width: every datafile may hold bytes.
         let width = if version == 1 {
             datafiles.len().min(MAX_STRIPE_COUNT as usize) as u32
         } else {
             Wire::get(r)?
         };
+        let invalid = |why: &str| DecodeError::Invalid {
+            what: "layout",
+            why: why.to_string(),
+        };
+        if version == 3 {
+            let copies: Vec<u32> = Wire::get(r)?;
+            let more = replicas.saturating_sub(1) as usize;
+            if !(1..MAX_REPLICAS as usize).contains(&more) || copies.len() != more * datafiles.len()
+            {
+                return Err(invalid("copies do not match the replica count"));
+            }
+            for (d, servers) in datafiles.iter_mut().zip(copies.chunks(more)) {
+                d.copies[..more].copy_from_slice(servers);
+            }
+        } else if replicas != 1 {
+            return Err(invalid("a version 1 or 2 layout has one copy"));
+        }
         let layout = Layout {
             stripe_size,
             replicas,
@@ -126,8 +190,20 @@ impl Layout {
         if self.width == 0 || self.width as usize > self.datafiles.len() {
             return Err(Errno::EINVAL);
         }
-        if self.replicas != 1 {
+        if !(1..=MAX_REPLICAS).contains(&self.replicas) {
             return Err(Errno::EINVAL);
+        }
+        let more = self.replicas as usize - 1;
+        for d in &self.datafiles {
+            let (used, unused) = d.copies.split_at(more);
+            // Every copy on a server of its own, the unused slots empty.
+            let distinct = used
+                .iter()
+                .enumerate()
+                .all(|(i, &s)| s != NO_SERVER && s != d.server && !used[..i].contains(&s));
+            if !distinct || unused.iter().any(|&s| s != NO_SERVER) {
+                return Err(Errno::EINVAL);
+            }
         }
         Ok(())
     }
@@ -548,16 +624,7 @@ mod tests {
         let l = Layout {
             stripe_size: 65536,
             replicas: 1,
-            datafiles: vec![
-                Datafile {
-                    server: 1,
-                    handle: 7,
-                },
-                Datafile {
-                    server: 2,
-                    handle: 9,
-                },
-            ],
+            datafiles: vec![Datafile::single(1, 7), Datafile::single(2, 9)],
             width: 1,
         };
         let bytes = crate::codec::encode(&l);
@@ -588,15 +655,73 @@ mod tests {
     }
 
     #[test]
+    fn replicated_layouts_round_trip_as_version_3_and_one_copy_stays_version_2() {
+        let one = Layout {
+            stripe_size: 4096,
+            replicas: 1,
+            datafiles: vec![Datafile::single(0, 5), Datafile::single(1, 6)],
+            width: 2,
+        };
+        let bytes = crate::codec::encode(&one);
+        assert_eq!(bytes[0], 2, "a one-copy layout is written as version 2");
+        assert_eq!(crate::codec::decode::<Layout>(&bytes).unwrap(), one);
+
+        let mut two = one.clone();
+        two.replicas = 2;
+        two.datafiles[0].copies[0] = 1;
+        two.datafiles[1].copies[0] = 2;
+        let bytes = crate::codec::encode(&two);
+        assert_eq!(bytes[0], 3);
+        let back = crate::codec::decode::<Layout>(&bytes).unwrap();
+        assert_eq!(back, two);
+        assert_eq!(back.datafiles[1].replicas().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(one.datafiles[1].replicas().collect::<Vec<_>>(), [1]);
+
+        let mut three = two.clone();
+        three.replicas = 3;
+        three.datafiles[0].copies[1] = 2;
+        three.datafiles[1].copies[1] = 0;
+        assert_eq!(
+            crate::codec::decode::<Layout>(&crate::codec::encode(&three)).unwrap(),
+            three
+        );
+
+        // Copies on the first copy's server, twice on one server, missing, or past
+        // the replica count are refused.
+        for (i, copies) in [[0, NO_SERVER], [NO_SERVER, NO_SERVER], [1, 1], [1, 2]]
+            .into_iter()
+            .enumerate()
+        {
+            let mut bad = two.clone();
+            if i == 2 {
+                bad = three.clone();
+            }
+            bad.datafiles[0].copies = copies;
+            assert_eq!(bad.validate(), Err(Errno::EINVAL), "{copies:?}");
+            // (An unused slot is not encoded: that one decodes clean.)
+            if i < 3 {
+                assert!(crate::codec::decode::<Layout>(&crate::codec::encode(&bad)).is_err());
+            }
+        }
+        // A version 2 layout claiming two copies is malformed.
+        let mut v2 = crate::codec::encode(&one);
+        v2[1 + 8] = 2;
+        assert!(crate::codec::decode::<Layout>(&v2).is_err());
+        // Version 3 with the wrong number of copies is malformed.
+        let mut short = crate::codec::encode(&two);
+        let n = short.len();
+        short[n - 4 * 2 - 4] = 1; // the count of copies: 1 instead of 2
+        short.truncate(n - 4);
+        assert!(crate::codec::decode::<Layout>(&short).is_err());
+    }
+
+    #[test]
     fn width_for_counts_leading_datafiles() {
         let l = Layout {
             stripe_size: 1000,
             replicas: 1,
             datafiles: (0..4)
-                .map(|i| Datafile {
-                    server: i,
-                    handle: u64::from(i) + 1,
-                })
+                .map(|i| Datafile::single(i, u64::from(i) + 1))
                 .collect(),
             width: 1,
         };

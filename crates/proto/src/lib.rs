@@ -7,6 +7,7 @@
 //! - [`handshake`]: the messages that open every connection;
 //! - [`locks`]: byte-range lock types and the range arithmetic of lock tables;
 //! - [`message`]: one [`Request`] enum and one [`Response`] enum;
+//! - [`map`]: the cluster map servers answer to clients (which servers are alive);
 //! - [`types`], [`attr`], [`layout`], [`regions`]: handles, attributes, layouts,
 //!   region lists, and the stripe arithmetic that maps file bytes to datafiles;
 //! - [`acl`]: POSIX ACLs, as objects carry them and the permission rules read them.
@@ -30,6 +31,7 @@ pub mod frame;
 pub mod handshake;
 pub mod layout;
 pub mod locks;
+pub mod map;
 pub mod message;
 pub mod regions;
 pub mod types;

@@ -590,6 +590,13 @@ requests! {
         /// after `after` (fsck: an object without a name that is held is a file
         /// unlinked while open, not an orphan).
         69 => ScanHeld { after: Option<Handle>, max: u32 } effect None, flow Reply,
+        /// A message of the authority (`docs/replication.md`): raft's between its
+        /// members, and a server's lease renewal or proposal to them. The body is the
+        /// authority's own encoding (servers only).
+        70 => Authority { body: Vec<u8> } effect Idempotent, flow Reply,
+        /// The newest cluster map this server knows (EOPNOTSUPP when the file system
+        /// has no authority).
+        71 => GetMap {} effect None, flow Reply,
     }
 }
 
@@ -843,6 +850,10 @@ wire_enum! {
         /// file's width now (its datafiles past it hold no byte), so the appender
         /// asks only those that may for the end of the file.
         66 => AppendLocked { lease: u64, width: u32 },
+        /// Answer to `Authority`: the authority's answer, in its own encoding.
+        70 => Authority { body: Vec<u8> },
+        /// Answer to `GetMap`.
+        71 => Map { map: crate::map::ClusterMap },
     }
 }
 

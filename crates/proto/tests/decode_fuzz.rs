@@ -28,16 +28,7 @@ fn samples() -> Vec<Vec<u8>> {
             layout: Layout {
                 stripe_size: 65536,
                 replicas: 1,
-                datafiles: vec![
-                    Datafile {
-                        server: 0,
-                        handle: 7,
-                    },
-                    Datafile {
-                        server: 1,
-                        handle: 9,
-                    },
-                ],
+                datafiles: vec![Datafile::single(0, 7), Datafile::single(1, 9)],
                 width: 2,
             },
         },

@@ -272,14 +272,8 @@ mod tests {
                         stripe_size: 65536,
                         replicas: 1,
                         datafiles: vec![
-                            pvfs_proto::Datafile {
-                                server: 0,
-                                handle: 10,
-                            },
-                            pvfs_proto::Datafile {
-                                server: 1,
-                                handle: 11,
-                            },
+                            pvfs_proto::Datafile::single(0, 10),
+                            pvfs_proto::Datafile::single(1, 11),
                         ],
                         width: 2,
                     },

@@ -87,6 +87,8 @@ pub struct Ctx {
     pub seals: Arc<crate::seals::Seals>,
     /// Where blocking storage work runs.
     pub exec: Exec,
+    /// The authority member, lease and cluster map (`crate::lease`).
+    pub lease: Arc<crate::lease::Lease>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -101,6 +101,8 @@ pub async fn handle(
         Request::Hold(r) => serve(incoming, r).await,
         Request::Unhold(r) => serve(incoming, r).await,
         Request::ScanHeld(r) => serve(incoming, r).await,
+        Request::Authority(r) => serve(incoming, r).await,
+        Request::GetMap(r) => serve(incoming, r).await,
     }
 }
 

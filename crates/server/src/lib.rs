@@ -23,6 +23,7 @@ pub mod handlers;
 pub mod health;
 pub mod holds;
 pub mod inline;
+pub mod lease;
 pub mod lifetime;
 pub mod limits;
 pub mod local;
@@ -243,6 +244,12 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         (tls_client, setup.transport),
     ));
     let precreate = Precreator::new(&config, me, meta.clone(), peers.clone());
+    let lease = lease::Lease::start(&config, me, peers.clone())
+        .await
+        .map_err(|what| ServerError::Storage {
+            path: sc.storage.display().to_string(),
+            source: StorageError::Corrupt { what },
+        })?;
     // The mark covers open files' holds too: after a start that may have forgotten
     // some, nothing is deleted for a lease (`holds`).
     let lock_table = locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark);
@@ -286,6 +293,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         retries: once::Retries::default(),
         seals: Arc::new(seals::Seals::new(config.timeouts.request)),
         exec: setup.exec,
+        lease: Arc::new(lease),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -318,6 +326,7 @@ pub async fn serve(
     let supervisor = tokio::spawn(background::supervise_store(ctx.clone()));
     let lock_expiry = tokio::spawn(background::expire_locks(ctx.clone()));
     let kept_sweep = tokio::spawn(background::sweep_kept(ctx.clone()));
+    let renewals = tokio::spawn(ctx.lease.clone().renew_loop());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -382,6 +391,8 @@ pub async fn serve(
     supervisor.abort();
     lock_expiry.abort();
     kept_sweep.abort();
+    renewals.abort();
+    ctx.lease.shutdown().await;
     ctx.meta.close().await;
     if let Some(source) = fatal {
         return Err(storage_err(source));

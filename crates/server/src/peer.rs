@@ -150,6 +150,34 @@ impl Peers {
         }
     }
 
+    /// One attempt of a call that must be answered within `deadline` (the
+    /// authority's messages, which have deadlines of their own and are resent by
+    /// their senders): ETIMEDOUT after it.
+    pub async fn call_within(
+        &self,
+        idx: usize,
+        request: Request,
+        deadline: std::time::Duration,
+    ) -> OpResult<Response> {
+        if idx >= self.conns.len() {
+            return Err(OpError::invalid(Errno::EINVAL, format!("no server {idx}")));
+        }
+        let body = encode(&RequestBody {
+            creds: Creds::default(),
+            request,
+            retry: None,
+            origin: 0,
+        });
+        tokio::time::timeout(deadline, self.call_once(idx, &body))
+            .await
+            .unwrap_or_else(|_| {
+                Err(OpError::busy(
+                    Errno::ETIMEDOUT,
+                    format!("{} did not answer in time", self.config.servers[idx].name),
+                ))
+            })
+    }
+
     /// One attempt of a call.
     async fn call_once(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
         let conn = self.conn(idx).await?;

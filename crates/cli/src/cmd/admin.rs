@@ -5,6 +5,7 @@
 //! full disk: docs/reliability.md): all three report it as such, with the reason, and
 //! exit 1 while any server is down or degraded.
 
+use pvfs_proto::map::ServerState;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -170,8 +171,18 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
 pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
-        let (reports, fs) = tokio::join!(client.ping(), client.statfs());
+        let (reports, fs, map) = tokio::join!(client.ping(), client.statfs(), client.cluster_map());
         let servers = &client.config().servers;
+        // The authority's view: a server it does not count as up is not healthy,
+        // whatever it answers itself.
+        let map = match map {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("pvfs: no cluster map: {e}");
+                None
+            }
+        };
+        let mut not_up = 0;
         let mut down = 0;
         let mut sick = Vec::new();
         let mut rows = Vec::new();
@@ -208,10 +219,21 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             let rtt = r.result.as_ref().ok().map(|(rtt, _)| rtt);
+            let in_map = map.as_ref().and_then(|m| m.servers.get(rows.len()));
+            let map_state = in_map.map_or("-", |e| e.state.name());
+            if in_map.is_some_and(|e| e.state != ServerState::Up) {
+                not_up += 1;
+            }
             let mut v = serde_json::json!({
                 "name": r.name, "address": r.address, "roles": sc.roles.describe(),
-                "ok": state == "ok",
+                "ok": state == "ok" && matches!(map_state, "-" | "up"),
             });
+            if let Some(e) = in_map {
+                v = merge(
+                    v,
+                    serde_json::json!({"map_state": map_state, "map_since": e.since}),
+                );
+            }
             if let Some(rtt) = rtt {
                 v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
             }
@@ -226,35 +248,60 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             rows.push((
                 r,
                 sc.roles.describe(),
-                state,
+                (state, map_state),
                 rtt.copied(),
                 detail,
                 merge(v, extra),
             ));
         }
+        let leader = map
+            .as_ref()
+            .and_then(|m| m.leader)
+            .and_then(|l| servers.get(l as usize))
+            .map(|s| s.name.as_str());
         if a.json {
-            let v = serde_json::json!({
-                "healthy": down == 0 && sick.is_empty(),
+            let mut v = serde_json::json!({
+                "healthy": down == 0 && sick.is_empty() && not_up == 0,
                 "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
             });
+            if let Some(m) = &map {
+                v = merge(
+                    v,
+                    serde_json::json!({"map_version": m.version, "authority_leader": leader}),
+                );
+            }
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
+            if let Some(m) = &map {
+                println!(
+                    "cluster map version {}, authority led by {}",
+                    m.version,
+                    leader.unwrap_or("(electing)")
+                );
+            }
             println!(
-                "{:<8} {:<22} {:<10} {:<9} {:>11}  detail",
-                "server", "address", "roles", "state", "rtt"
+                "{:<8} {:<22} {:<10} {:<9} {:<11} {:>11}  detail",
+                "server", "address", "roles", "state", "map", "rtt"
             );
-            for (r, roles, state, rtt, detail, _) in &rows {
+            for (r, roles, (state, map_state), rtt, detail, _) in &rows {
                 let rtt = match rtt {
                     Some(d) => format!("{:.0} us", d.as_secs_f64() * 1e6),
                     None => "-".to_string(),
                 };
                 println!(
-                    "{:<8} {:<22} {:<10} {:<9} {:>11}  {detail}",
-                    r.name, r.address, roles, state, rtt
+                    "{:<8} {:<22} {:<10} {:<9} {:<11} {:>11}  {detail}",
+                    r.name, r.address, roles, state, map_state, rtt
                 );
             }
         }
-        all_healthy(reports.len(), down, &sick)?;
+        match (all_healthy(reports.len(), down, &sick), not_up) {
+            (Ok(()), 0) => {}
+            (Ok(()), n) => {
+                anyhow::bail!("{n} of {} servers not up in the cluster map", reports.len())
+            }
+            (Err(e), 0) => return Err(e),
+            (Err(e), n) => anyhow::bail!("{e}; {n} not up in the cluster map"),
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

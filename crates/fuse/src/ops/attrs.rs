@@ -226,10 +226,7 @@ mod tests {
                 layout: Layout {
                     stripe_size: 65536,
                     replicas: 1,
-                    datafiles: vec![Datafile {
-                        server: 0,
-                        handle: 9,
-                    }],
+                    datafiles: vec![Datafile::single(0, 9)],
                     width: 1,
                 },
             },

@@ -160,10 +160,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                                     format!("precreate pool of server {s} is empty"),
                                 ));
                             };
-                            datafiles.push(Datafile {
-                                server: s,
-                                handle: h,
-                            });
+                            datafiles.push(Datafile::single(s, h));
                         }
                         // Bytes start on the first datafile; writes past its
                         // stripe unit widen the file first (`Widen`).

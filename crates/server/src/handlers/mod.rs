@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod add_link;
+pub mod authority;
 pub mod cancel_lock;
 pub mod changes;
 pub mod create;
@@ -14,6 +15,7 @@ pub mod drop_link;
 pub mod fallocate;
 pub mod forget;
 pub mod fsync;
+pub mod get_map;
 pub mod get_sizes;
 pub mod get_xattr;
 pub mod getattr;

@@ -1,0 +1,212 @@
+//! The leader's lease table and the checker that marks silent servers `Down` and `Lost`.
+//!
+//! Fencing (docs/replication.md, "Leases and fencing") rests on one inequality: the
+//! leader proposes `Down` for a server only once `L` has passed since a moment that is
+//! *later* than the sending of every renewal the server could still be counting on. A
+//! server counts its lease from when it sent the renewal (`sent + L - margin`), so by the
+//! time `Down` can commit the server has stopped serving, and nobody takes its place
+//! while it still serves.
+//!
+//! The table keeps, per server, a [`Seen`]: a moment `at` and a log index `index` such
+//! that every renewal of that server at a log index `<= index` was sent before `at`. It
+//! grows three ways, each keeping that promise:
+//! - a renewal this leader committed: `at` = when `client_write` returned (after the
+//!   commit, so after the sending), `index` = the renewal's log index;
+//! - a renewal the checker finds applied in the map (`renewed`) beyond `index` (committed
+//!   by a predecessor, or answered by a `handle` that has not recorded it yet): `at` = now,
+//!   which is after the apply, after the commit, after the sending;
+//! - the election: a new leader cannot know what its predecessor granted, so every server
+//!   gets `at` = the moment this member saw itself lead, `index` = its last log index then
+//!   (every entry up to it existed, so was sent, before that moment).
+//!
+//! `Down` carries `unless_renewed_after: index`: if a renewal beyond `index` is applied
+//! before the `Down` (one in flight while the leader decided), the `Down` does nothing.
+
+use crate::map::{Command, Map, State};
+use crate::raft::{TypeConfig, ELECTION_MAX};
+use crate::{NodeId, Params};
+use openraft::{Raft, ServerState};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// How often the leader checks the leases.
+pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How long the checker waits for its `Down`s and `Lost`s to commit before it looks again.
+const PROPOSE_TIMEOUT: Duration = ELECTION_MAX;
+
+/// What the leader knows of one server's renewals (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    /// Every renewal up to `index` was sent before this moment.
+    at: Instant,
+    /// The newest renewal's log index the leader accounted for.
+    index: u64,
+}
+
+impl Seen {
+    /// Both promises at once: the later moment covers the larger index too.
+    fn merge(&mut self, other: Seen) {
+        self.at = self.at.max(other.at);
+        self.index = self.index.max(other.index);
+    }
+}
+
+/// The lease table of one leadership (a term in which this member leads).
+#[derive(Default)]
+struct Table {
+    /// The term it belongs to; `None` while this member does not lead.
+    term: Option<u64>,
+    /// Per server.
+    seen: HashMap<NodeId, Seen>,
+    /// When this leader first saw each `Down` server down (or its election).
+    down_since: HashMap<NodeId, Instant>,
+}
+
+/// The leader's lease table, shared by `Authority::handle` (which records renewals) and
+/// the checker.
+#[derive(Default)]
+pub(crate) struct Leases {
+    table: Mutex<Table>,
+}
+
+impl Leases {
+    /// Locks the table; a panic elsewhere cannot leave it inconsistent (each update is one
+    /// assignment), so a poisoned lock is taken as is.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a renewal of `server` committed at log index `index`, answered just now.
+    /// Called only after the commit returned: recording later than the commit is safe
+    /// (it delays `Down`), recording earlier would not be.
+    pub(crate) fn renewed(&self, server: NodeId, index: u64) {
+        let now = Instant::now();
+        let mut t = self.lock();
+        let seen = Seen { at: now, index };
+        t.seen
+            .entry(server)
+            .and_modify(|s| s.merge(seen))
+            .or_insert(seen);
+    }
+
+    /// This member leads in `term` as of `now`, with `last_index` its last log index: a
+    /// new leadership resets the table (everyone renewed at the election).
+    fn lead(&self, term: u64, now: Instant, last_index: u64, servers: usize) {
+        let mut t = self.lock();
+        if t.term == Some(term) {
+            return;
+        }
+        t.term = Some(term);
+        let election = Seen {
+            at: now,
+            index: last_index,
+        };
+        for server in 0..servers as u64 {
+            // `now` is later than any moment recorded before, so the merge sets `at` to
+            // it; an index recorded meanwhile (a renewal of this very term) is kept.
+            t.seen
+                .entry(server)
+                .and_modify(|s| s.merge(election))
+                .or_insert(election);
+        }
+        t.down_since.clear();
+    }
+
+    /// This member does not lead (any more).
+    fn follow(&self) {
+        self.lock().term = None;
+    }
+
+    /// The commands the leader proposes now, given the map it applied.
+    fn decide(&self, map: &Map, now: Instant, params: &Params) -> Vec<Command> {
+        let mut t = self.lock();
+        let mut cmds = Vec::new();
+        for (i, s) in map.servers.iter().enumerate() {
+            let server = i as NodeId;
+            if s.state != State::Down {
+                t.down_since.remove(&server);
+            }
+            let seen = t.seen.entry(server).or_insert(Seen { at: now, index: 0 });
+            if s.renewed > seen.index {
+                // A renewal applied that nobody recorded yet: it was sent before now.
+                seen.merge(Seen {
+                    at: now,
+                    index: s.renewed,
+                });
+            }
+            if s.state.serving() {
+                if now >= seen.at + params.lease {
+                    cmds.push(Command::Down {
+                        server,
+                        unless_renewed_after: seen.index,
+                    });
+                }
+            } else if s.state == State::Down {
+                // Counted from when this leader first saw it down: a predecessor's count is
+                // unknown, so this one starts over (later, never earlier).
+                let since = *t.down_since.entry(server).or_insert(now);
+                if now >= since + params.rebuild_after {
+                    cmds.push(Command::Lost { server });
+                }
+            }
+        }
+        cmds
+    }
+}
+
+/// Checks the leases every [`CHECK_EVERY`] while this member leads; runs until aborted.
+pub(crate) async fn check(
+    me: NodeId,
+    raft: Raft<TypeConfig>,
+    leases: std::sync::Arc<Leases>,
+    map: watch::Receiver<Map>,
+    params: Params,
+) {
+    let mut metrics = raft.metrics();
+    let mut tick = tokio::time::interval(CHECK_EVERY);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (leading, term, last_index) = {
+            let m = metrics.borrow_and_update();
+            (
+                m.state == ServerState::Leader && m.current_leader == Some(me),
+                m.current_term,
+                m.last_log_index.unwrap_or(0),
+            )
+        };
+        if !leading {
+            leases.follow();
+            continue;
+        }
+        let now = Instant::now();
+        let current = map.borrow().clone();
+        leases.lead(term, now, last_index, current.servers.len());
+        let cmds = leases.decide(&current, now, &params);
+        if cmds.is_empty() {
+            continue;
+        }
+        // All at once, and waited for: the next look then sees their effect in the map
+        // instead of proposing them again. A leader cut off from the others commits
+        // nothing; the timeout keeps it looking (and it stops once it learns it lost).
+        let mut proposals = tokio::task::JoinSet::new();
+        for cmd in cmds {
+            let raft = raft.clone();
+            proposals.spawn(async move {
+                tracing::info!(?cmd, "authority: lease check proposes");
+                if let Err(e) = raft.client_write(cmd.clone()).await {
+                    tracing::debug!(?cmd, %e, "authority: lease check proposal failed");
+                }
+            });
+        }
+        let all = async { while proposals.join_next().await.is_some() {} };
+        // Dropping the set on a timeout aborts what is left.
+        let _ = tokio::time::timeout(PROPOSE_TIMEOUT, all).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

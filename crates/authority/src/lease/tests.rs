@@ -1,0 +1,112 @@
+//! The lease table's decisions, with made-up moments.
+
+use super::*;
+
+const PARAMS: Params = Params {
+    lease: Duration::from_secs(2),
+    rebuild_after: Duration::from_secs(10),
+};
+
+fn ms(t0: Instant, ms: u64) -> Instant {
+    t0 + Duration::from_millis(ms)
+}
+
+#[test]
+fn a_new_leader_counts_every_lease_from_its_election() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let map = Map::new(2);
+    l.lead(3, t0, 40, 2);
+    assert!(l.decide(&map, ms(t0, 1999), &PARAMS).is_empty());
+    let cmds = l.decide(&map, ms(t0, 2000), &PARAMS);
+    assert_eq!(
+        cmds,
+        vec![
+            Command::Down {
+                server: 0,
+                unless_renewed_after: 40
+            },
+            Command::Down {
+                server: 1,
+                unless_renewed_after: 40
+            },
+        ]
+    );
+    // Leading on in the same term changes nothing; a new term starts over.
+    l.lead(3, ms(t0, 2000), 50, 2);
+    assert_eq!(l.decide(&map, ms(t0, 2000), &PARAMS).len(), 2);
+    l.follow();
+    l.lead(5, ms(t0, 2100), 60, 2);
+    assert!(l.decide(&map, ms(t0, 4099), &PARAMS).is_empty());
+    assert_eq!(l.decide(&map, ms(t0, 4100), &PARAMS).len(), 2);
+}
+
+#[test]
+fn a_recorded_renewal_postpones_down_and_names_its_index() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let mut map = Map::new(1);
+    l.lead(1, t0, 10, 1);
+    // `renewed` records Instant::now(), which is after t0.
+    l.renewed(0, 12);
+    map.servers[0].renewed = 12;
+    let now = Instant::now();
+    assert!(l
+        .decide(&map, now + PARAMS.lease - Duration::from_millis(1), &PARAMS)
+        .is_empty());
+    assert_eq!(
+        l.decide(&map, now + PARAMS.lease, &PARAMS),
+        vec![Command::Down {
+            server: 0,
+            unless_renewed_after: 12
+        }]
+    );
+}
+
+#[test]
+fn a_renewal_seen_only_in_the_map_counts_from_when_it_is_seen() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let mut map = Map::new(1);
+    l.lead(1, t0, 10, 1);
+    // A renewal applied (by a predecessor's commit, or one not recorded yet).
+    map.servers[0].renewed = 15;
+    assert!(l.decide(&map, ms(t0, 1500), &PARAMS).is_empty());
+    assert!(l.decide(&map, ms(t0, 3499), &PARAMS).is_empty());
+    assert_eq!(
+        l.decide(&map, ms(t0, 3500), &PARAMS),
+        vec![Command::Down {
+            server: 0,
+            unless_renewed_after: 15
+        }]
+    );
+}
+
+#[test]
+fn down_servers_are_lost_after_rebuild_after_from_when_this_leader_saw_them() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let mut map = Map::new(3);
+    map.version = 2;
+    map.servers[1].state = State::Down;
+    map.servers[2].state = State::Retired;
+    l.lead(1, t0, 10, 3);
+    let serving = |cmds: Vec<Command>| {
+        cmds.into_iter()
+            .filter(|c| c.server() != 0)
+            .collect::<Vec<_>>()
+    };
+    assert!(serving(l.decide(&map, ms(t0, 100), &PARAMS)).is_empty());
+    assert!(serving(l.decide(&map, ms(t0, 10_099), &PARAMS)).is_empty());
+    assert_eq!(
+        serving(l.decide(&map, ms(t0, 10_100), &PARAMS)),
+        vec![Command::Lost { server: 1 }]
+    );
+    // Back meanwhile, then down again: the count starts over.
+    map.servers[1].state = State::Recovering;
+    l.decide(&map, ms(t0, 10_200), &PARAMS);
+    map.servers[1].state = State::Down;
+    assert!(serving(l.decide(&map, ms(t0, 10_300), &PARAMS)).is_empty());
+    assert!(serving(l.decide(&map, ms(t0, 20_299), &PARAMS)).is_empty());
+    assert_eq!(serving(l.decide(&map, ms(t0, 20_300), &PARAMS)).len(), 1);
+}

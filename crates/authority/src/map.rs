@@ -1,0 +1,283 @@
+//! The map: what the authority decides, and the pure function that applies a command to it.
+//!
+//! Everything here is deterministic and depends only on the map and the command (and the
+//! command's raft log index): every member applies the same log to the same initial map
+//! and so holds the same map. Time never enters here; the leader's lease table
+//! (`lease.rs`) decides *when* to propose `Down` and `Lost`, and the conditions below
+//! decide whether they still hold when they are applied.
+
+use crate::{Error, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// A server's state in the map: the wire's, so clients and the authority name states
+/// alike (serialized by its name in the authority's log).
+pub use pvfs_proto::map::ServerState as State;
+
+/// One server's entry in the map.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ServerEntry {
+    /// Its state.
+    pub state: State,
+    /// The map version at which it entered `state`.
+    pub since: u64,
+    /// The map version at which it last came back (0 = never left).
+    pub joined: u64,
+    /// Random per server process start; 0 = never seen.
+    pub incarnation: u64,
+    /// The raft log index of its last applied `Renew` (decides the `Down` race, see [`Command::Down`]).
+    pub renewed: u64,
+}
+
+/// What the authority decides: every server's state, and one version for the whole map.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Map {
+    /// Bumped by one by every change of any server's state, never otherwise.
+    pub version: u64,
+    /// Indexed by the server's position in the configuration.
+    pub servers: Vec<ServerEntry>,
+}
+
+/// A change proposed to the map.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// A server's heartbeat: grants it a lease unless it is retired.
+    Renew {
+        /// The renewing server.
+        server: NodeId,
+        /// Its process's incarnation (a restart is a new one).
+        incarnation: u64,
+    },
+    /// The leader saw the server's lease lapse. Applies only if no `Renew` of the server
+    /// was applied after log index `unless_renewed_after`: a renewal committed between
+    /// the leader's decision and this command's commit granted a lease, so it wins.
+    Down {
+        /// The server whose lease lapsed.
+        server: NodeId,
+        /// The server's `renewed` as the leader saw it when it decided.
+        unless_renewed_after: u64,
+    },
+    /// The leader saw the server down longer than `rebuild_after`.
+    Lost {
+        /// The server.
+        server: NodeId,
+    },
+    /// A recovering server has caught up with what it missed.
+    CaughtUp {
+        /// The server.
+        server: NodeId,
+        /// The incarnation that caught up (a later restart must catch up again).
+        incarnation: u64,
+    },
+    /// Start handing over a server's roles and copies.
+    Drain {
+        /// The server.
+        server: NodeId,
+    },
+    /// A drained (or lost) server leaves for good.
+    Retire {
+        /// The server.
+        server: NodeId,
+    },
+}
+
+impl Command {
+    /// The server the command is about.
+    pub fn server(&self) -> NodeId {
+        match *self {
+            Command::Renew { server, .. }
+            | Command::Down { server, .. }
+            | Command::Lost { server }
+            | Command::CaughtUp { server, .. }
+            | Command::Drain { server }
+            | Command::Retire { server } => server,
+        }
+    }
+}
+
+/// What applying one command did.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// A `Renew` granted a lease (the server's state may have changed too: back from `Down`).
+    Granted,
+    /// A `Renew` was refused: the server is retired or not in the map. No lease.
+    Refused,
+    /// Another command changed the server's state (and the map's version).
+    Changed,
+    /// Another command found its condition false (or the server unknown): nothing changed.
+    Unchanged,
+}
+
+impl Map {
+    /// A new file system's map: version 0, every server `Up` since 0, never left, never seen.
+    pub fn new(servers: usize) -> Map {
+        let entry = ServerEntry {
+            state: State::Up,
+            since: 0,
+            joined: 0,
+            incarnation: 0,
+            renewed: 0,
+        };
+        Map {
+            version: 0,
+            servers: vec![entry; servers],
+        }
+    }
+
+    /// The map's bytes (JSON).
+    pub fn encode(&self) -> Vec<u8> {
+        // A map has nothing serde_json could refuse (no maps with non-string keys, no
+        // floats): serializing it cannot fail.
+        serde_json::to_vec(self).expect("a map always serializes")
+    }
+
+    /// Reads a map [`Map::encode`] wrote.
+    pub fn decode(b: &[u8]) -> Result<Map, Error> {
+        let map: Map = serde_json::from_slice(b).map_err(|e| Error::Decode(e.to_string()))?;
+        map.check()?;
+        Ok(map)
+    }
+
+    /// Checks the invariants every map the authority made holds: no entry from the future.
+    pub fn check(&self) -> Result<(), Error> {
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.since > self.version || s.joined > self.version {
+                return Err(Error::Decode(format!(
+                    "server {i} since {} joined {} is past the map's version {}",
+                    s.since, s.joined, self.version
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry of `server`, if the map has one.
+    pub fn server(&self, server: NodeId) -> Option<&ServerEntry> {
+        usize::try_from(server)
+            .ok()
+            .and_then(|i| self.servers.get(i))
+    }
+
+    /// Applies `cmd`, committed at raft log index `log_index`; the answer says what it did.
+    pub fn apply(&mut self, cmd: &Command, log_index: u64) -> Applied {
+        let before = self.version;
+        let applied = self.apply_inner(cmd, log_index);
+        // The version moves exactly when a state changed, by one (`Granted` may or may
+        // not have changed one: back from `Down`, a restart).
+        debug_assert!(match applied {
+            Applied::Changed => self.version == before + 1,
+            Applied::Granted => self.version == before || self.version == before + 1,
+            Applied::Refused | Applied::Unchanged => self.version == before,
+        });
+        debug_assert!(self.check().is_ok(), "{self:?}");
+        applied
+    }
+
+    fn apply_inner(&mut self, cmd: &Command, log_index: u64) -> Applied {
+        let Some(i) = usize::try_from(cmd.server())
+            .ok()
+            .filter(|&i| i < self.servers.len())
+        else {
+            return match cmd {
+                Command::Renew { .. } => Applied::Refused,
+                _ => Applied::Unchanged,
+            };
+        };
+        let entry = &self.servers[i];
+        match *cmd {
+            Command::Renew { incarnation, .. } => {
+                self.servers[i].renewed = log_index;
+                self.renew(i, incarnation)
+            }
+            Command::Down {
+                unless_renewed_after,
+                ..
+            } => {
+                // A renewal applied after the leader looked granted a lease that runs
+                // past this command: the server is alive, and must not be marked down.
+                if entry.state.serving() && entry.renewed <= unless_renewed_after {
+                    self.enter(i, State::Down);
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                }
+            }
+            Command::Lost { .. } => self.transition(i, State::Down, State::Lost),
+            Command::CaughtUp { incarnation, .. } => {
+                // A server that restarted again while catching up must catch up again: only
+                // the incarnation the map knows may say it is done.
+                if entry.state == State::Recovering && entry.incarnation == incarnation {
+                    self.enter(i, State::Up);
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                }
+            }
+            Command::Drain { .. } => self.transition(i, State::Up, State::Draining),
+            Command::Retire { .. } => match entry.state {
+                State::Draining | State::Lost => {
+                    self.enter(i, State::Retired);
+                    Applied::Changed
+                }
+                _ => Applied::Unchanged,
+            },
+        }
+    }
+
+    /// The state part of `Renew` on server `i`.
+    fn renew(&mut self, i: usize, incarnation: u64) -> Applied {
+        let entry = &mut self.servers[i];
+        match entry.state {
+            State::Retired => Applied::Refused,
+            State::Down | State::Lost => {
+                // Back: it missed changes, so it catches up before it is up again.
+                entry.incarnation = incarnation;
+                self.rejoin(i);
+                Applied::Granted
+            }
+            State::Up | State::Recovering | State::Draining => {
+                if entry.incarnation == 0 || entry.incarnation == incarnation {
+                    // First sight (record it) or the same process: nothing changes.
+                    entry.incarnation = incarnation;
+                } else if entry.state == State::Recovering {
+                    // Restarted while catching up: still catching up, now as the new process
+                    // (only its `CaughtUp` counts).
+                    entry.incarnation = incarnation;
+                } else {
+                    // Restarted: whatever it held in memory is gone, and it may have missed
+                    // writes while it was away, so it catches up like one back from `Down`.
+                    entry.incarnation = incarnation;
+                    self.rejoin(i);
+                }
+                Applied::Granted
+            }
+        }
+    }
+
+    /// Server `i` comes back: `Recovering`, joined now.
+    fn rejoin(&mut self, i: usize) {
+        self.enter(i, State::Recovering);
+        self.servers[i].joined = self.version;
+    }
+
+    /// Moves server `i` from `from` to `to`, or changes nothing if it is not in `from`.
+    fn transition(&mut self, i: usize, from: State, to: State) -> Applied {
+        if self.servers[i].state == from {
+            self.enter(i, to);
+            Applied::Changed
+        } else {
+            Applied::Unchanged
+        }
+    }
+
+    /// Server `i` enters `state`: a new map version.
+    fn enter(&mut self, i: usize, state: State) {
+        debug_assert_ne!(self.servers[i].state, state, "a change of state changes it");
+        self.version += 1;
+        let entry = &mut self.servers[i];
+        entry.state = state;
+        entry.since = self.version;
+    }
+}
+
+#[cfg(test)]
+mod tests;

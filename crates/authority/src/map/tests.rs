@@ -1,0 +1,453 @@
+//! Every rule of [`Map::apply`], from every state.
+
+use super::*;
+
+const ALL: [State; 6] = [
+    State::Up,
+    State::Down,
+    State::Lost,
+    State::Recovering,
+    State::Draining,
+    State::Retired,
+];
+
+/// A map of three servers at version 10 where server 1 is in `state`, seen as incarnation 7,
+/// last renewed at log index 40.
+fn with(state: State) -> Map {
+    let mut m = Map::new(3);
+    m.version = 10;
+    m.servers[1] = ServerEntry {
+        state,
+        since: 5,
+        joined: 3,
+        incarnation: 7,
+        renewed: 40,
+    };
+    m
+}
+
+/// Applies `cmd` at log index 50 to server 1 in `state`; the result and the new map.
+fn run(state: State, cmd: Command) -> (Applied, Map) {
+    let mut m = with(state);
+    let a = m.apply(&cmd, 50);
+    (a, m)
+}
+
+/// Asserts server 1 entered `to` at version 11 and nothing else but `renewed`/`incarnation`/`joined` moved.
+fn assert_entered(m: &Map, to: State) {
+    assert_eq!(m.version, 11);
+    assert_eq!(m.servers[1].state, to);
+    assert_eq!(m.servers[1].since, 11);
+    assert_eq!(m.servers[0], Map::new(3).servers[0]);
+    assert_eq!(m.servers[2], Map::new(3).servers[2]);
+}
+
+/// Asserts the map is exactly what it was, but for server 1's `renewed`.
+fn assert_untouched(m: &Map, state: State) {
+    let mut want = with(state);
+    want.servers[1].renewed = m.servers[1].renewed;
+    assert_eq!(*m, want);
+}
+
+#[test]
+fn new_map_is_all_up_at_version_zero() {
+    let m = Map::new(4);
+    assert_eq!(m.version, 0);
+    assert_eq!(m.servers.len(), 4);
+    for s in &m.servers {
+        assert_eq!(
+            *s,
+            ServerEntry {
+                state: State::Up,
+                since: 0,
+                joined: 0,
+                incarnation: 0,
+                renewed: 0
+            }
+        );
+    }
+}
+
+#[test]
+fn encode_decode_round_trip_and_refuse_garbage() {
+    let mut m = with(State::Draining);
+    m.apply(
+        &Command::Down {
+            server: 1,
+            unless_renewed_after: 40,
+        },
+        41,
+    );
+    assert_eq!(Map::decode(&m.encode()).unwrap(), m);
+    assert!(matches!(
+        Map::decode(b"{\"version\":"),
+        Err(Error::Decode(_))
+    ));
+    // An entry from a version the map has not reached is not a map the authority made.
+    let mut bad = Map::new(1);
+    bad.servers[0].since = 1;
+    assert!(matches!(Map::decode(&bad.encode()), Err(Error::Decode(_))));
+}
+
+#[test]
+fn renew_same_incarnation_grants_without_change() {
+    for state in [State::Up, State::Recovering, State::Draining] {
+        let (a, m) = run(
+            state,
+            Command::Renew {
+                server: 1,
+                incarnation: 7,
+            },
+        );
+        assert_eq!(a, Applied::Granted, "{state:?}");
+        assert_untouched(&m, state);
+        assert_eq!(m.servers[1].renewed, 50, "renewed is the Renew's log index");
+    }
+}
+
+#[test]
+fn renew_first_sight_records_the_incarnation() {
+    let mut m = Map::new(2);
+    let a = m.apply(
+        &Command::Renew {
+            server: 1,
+            incarnation: 99,
+        },
+        3,
+    );
+    assert_eq!(a, Applied::Granted);
+    assert_eq!(m.version, 0, "first sight is no change of state");
+    assert_eq!(m.servers[1].state, State::Up);
+    assert_eq!(m.servers[1].incarnation, 99);
+    assert_eq!(m.servers[1].renewed, 3);
+    assert_eq!(m.servers[0], Map::new(2).servers[0]);
+}
+
+#[test]
+fn renew_after_restart_of_up_or_draining_is_recovering() {
+    for state in [State::Up, State::Draining] {
+        let (a, m) = run(
+            state,
+            Command::Renew {
+                server: 1,
+                incarnation: 8,
+            },
+        );
+        assert_eq!(a, Applied::Granted, "{state:?}");
+        assert_entered(&m, State::Recovering);
+        assert_eq!(m.servers[1].joined, 11);
+        assert_eq!(m.servers[1].incarnation, 8);
+        assert_eq!(m.servers[1].renewed, 50);
+    }
+}
+
+#[test]
+fn renew_after_restart_while_recovering_stays_recovering_as_the_new_process() {
+    let (a, m) = run(
+        State::Recovering,
+        Command::Renew {
+            server: 1,
+            incarnation: 8,
+        },
+    );
+    assert_eq!(a, Applied::Granted);
+    assert_eq!(m.version, 10, "no change of state, no new version");
+    assert_eq!(m.servers[1].state, State::Recovering);
+    assert_eq!(m.servers[1].incarnation, 8);
+    assert_eq!(m.servers[1].joined, 3);
+    // Only the new process's CaughtUp counts now.
+    let mut m2 = m.clone();
+    assert_eq!(
+        m2.apply(
+            &Command::CaughtUp {
+                server: 1,
+                incarnation: 7
+            },
+            51
+        ),
+        Applied::Unchanged
+    );
+    assert_eq!(m2, m);
+}
+
+#[test]
+fn renew_of_down_or_lost_is_recovering_whatever_the_incarnation() {
+    for state in [State::Down, State::Lost] {
+        for incarnation in [7, 8] {
+            let (a, m) = run(
+                state,
+                Command::Renew {
+                    server: 1,
+                    incarnation,
+                },
+            );
+            assert_eq!(a, Applied::Granted, "{state:?}");
+            assert_entered(&m, State::Recovering);
+            assert_eq!(m.servers[1].joined, 11);
+            assert_eq!(m.servers[1].incarnation, incarnation);
+            assert_eq!(m.servers[1].renewed, 50);
+        }
+    }
+}
+
+#[test]
+fn renew_of_retired_or_unknown_is_refused() {
+    let (a, m) = run(
+        State::Retired,
+        Command::Renew {
+            server: 1,
+            incarnation: 7,
+        },
+    );
+    assert_eq!(a, Applied::Refused);
+    assert_untouched(&m, State::Retired);
+    let (a, m) = run(
+        State::Up,
+        Command::Renew {
+            server: 3,
+            incarnation: 7,
+        },
+    );
+    assert_eq!(a, Applied::Refused);
+    assert_eq!(m, with(State::Up));
+    let (a, _) = run(
+        State::Up,
+        Command::Renew {
+            server: u64::MAX,
+            incarnation: 7,
+        },
+    );
+    assert_eq!(a, Applied::Refused);
+}
+
+#[test]
+fn down_marks_a_serving_server_not_renewed_since() {
+    for state in ALL {
+        for unless in [40, 45] {
+            let (a, m) = run(
+                state,
+                Command::Down {
+                    server: 1,
+                    unless_renewed_after: unless,
+                },
+            );
+            if state.serving() {
+                assert_eq!(a, Applied::Changed, "{state:?}");
+                assert_entered(&m, State::Down);
+                assert_eq!(m.servers[1].joined, 3, "going down is no join");
+            } else {
+                assert_eq!(a, Applied::Unchanged, "{state:?}");
+                assert_untouched(&m, state);
+            }
+        }
+    }
+}
+
+#[test]
+fn renew_committed_between_decision_and_down_wins() {
+    // The leader decides at renewed = 40; a Renew lands at 45 before the Down at 50.
+    let mut m = with(State::Up);
+    assert_eq!(
+        m.apply(
+            &Command::Renew {
+                server: 1,
+                incarnation: 7
+            },
+            45
+        ),
+        Applied::Granted
+    );
+    let before = m.clone();
+    let a = m.apply(
+        &Command::Down {
+            server: 1,
+            unless_renewed_after: 40,
+        },
+        50,
+    );
+    assert_eq!(a, Applied::Unchanged);
+    assert_eq!(m, before);
+    // Straight: unless_renewed_after < renewed is a no-op from every serving state.
+    for state in [State::Up, State::Recovering, State::Draining] {
+        let (a, m) = run(
+            state,
+            Command::Down {
+                server: 1,
+                unless_renewed_after: 39,
+            },
+        );
+        assert_eq!(a, Applied::Unchanged, "{state:?}");
+        assert_untouched(&m, state);
+    }
+}
+
+#[test]
+fn lost_only_from_down() {
+    for state in ALL {
+        let (a, m) = run(state, Command::Lost { server: 1 });
+        if state == State::Down {
+            assert_eq!(a, Applied::Changed);
+            assert_entered(&m, State::Lost);
+        } else {
+            assert_eq!(a, Applied::Unchanged, "{state:?}");
+            assert_untouched(&m, state);
+        }
+    }
+}
+
+#[test]
+fn caught_up_only_from_recovering_with_its_incarnation() {
+    for state in ALL {
+        for incarnation in [7, 8] {
+            let (a, m) = run(
+                state,
+                Command::CaughtUp {
+                    server: 1,
+                    incarnation,
+                },
+            );
+            if state == State::Recovering && incarnation == 7 {
+                assert_eq!(a, Applied::Changed);
+                assert_entered(&m, State::Up);
+                assert_eq!(m.servers[1].joined, 3, "caught up is not a new join");
+            } else {
+                assert_eq!(a, Applied::Unchanged, "{state:?} {incarnation}");
+                assert_untouched(&m, state);
+            }
+        }
+    }
+}
+
+#[test]
+fn drain_only_from_up() {
+    for state in ALL {
+        let (a, m) = run(state, Command::Drain { server: 1 });
+        if state == State::Up {
+            assert_eq!(a, Applied::Changed);
+            assert_entered(&m, State::Draining);
+        } else {
+            assert_eq!(a, Applied::Unchanged, "{state:?}");
+            assert_untouched(&m, state);
+        }
+    }
+}
+
+#[test]
+fn retire_only_from_draining_or_lost() {
+    for state in ALL {
+        let (a, m) = run(state, Command::Retire { server: 1 });
+        if matches!(state, State::Draining | State::Lost) {
+            assert_eq!(a, Applied::Changed);
+            assert_entered(&m, State::Retired);
+        } else {
+            assert_eq!(a, Applied::Unchanged, "{state:?}");
+            assert_untouched(&m, state);
+        }
+    }
+}
+
+#[test]
+fn commands_for_unknown_servers_change_nothing() {
+    let cmds = [
+        Command::Down {
+            server: 3,
+            unless_renewed_after: u64::MAX,
+        },
+        Command::Lost { server: 3 },
+        Command::CaughtUp {
+            server: 3,
+            incarnation: 0,
+        },
+        Command::Drain { server: 3 },
+        Command::Retire { server: 3 },
+    ];
+    for cmd in cmds {
+        let mut m = with(State::Down);
+        assert_eq!(m.apply(&cmd, 50), Applied::Unchanged, "{cmd:?}");
+        assert_eq!(m, with(State::Down));
+    }
+}
+
+#[test]
+fn a_server_lives_a_whole_life() {
+    let mut m = Map::new(2);
+    let renew = |incarnation| Command::Renew {
+        server: 0,
+        incarnation,
+    };
+    assert_eq!(m.apply(&renew(5), 1), Applied::Granted);
+    let down = Command::Down {
+        server: 0,
+        unless_renewed_after: 1,
+    };
+    assert_eq!(m.apply(&down, 2), Applied::Changed);
+    assert_eq!((m.version, m.servers[0].state), (1, State::Down));
+    assert_eq!(m.apply(&Command::Lost { server: 0 }, 3), Applied::Changed);
+    assert_eq!(m.apply(&renew(6), 4), Applied::Granted);
+    assert_eq!((m.version, m.servers[0].state), (3, State::Recovering));
+    assert_eq!(m.servers[0].joined, 3);
+    let caught_up = Command::CaughtUp {
+        server: 0,
+        incarnation: 6,
+    };
+    assert_eq!(m.apply(&caught_up, 5), Applied::Changed);
+    assert_eq!(m.apply(&Command::Drain { server: 0 }, 6), Applied::Changed);
+    assert_eq!(m.apply(&Command::Retire { server: 0 }, 7), Applied::Changed);
+    assert_eq!(m.apply(&renew(6), 8), Applied::Refused);
+    assert_eq!(
+        (m.version, m.servers[0].state, m.servers[0].since),
+        (6, State::Retired, 6)
+    );
+    assert_eq!(m.servers[1], Map::new(2).servers[1]);
+}
+
+#[test]
+fn versions_only_grow_and_move_exactly_with_states() {
+    // A long pseudo-random run of every command on every server (and one past the end).
+    let mut m = Map::new(4);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % n
+    };
+    for index in 1..20_000u64 {
+        let server = next(5);
+        let cmd = match next(6) {
+            0 => Command::Renew {
+                server,
+                incarnation: 1 + next(3),
+            },
+            1 => Command::Down {
+                server,
+                unless_renewed_after: index.saturating_sub(next(40)),
+            },
+            2 => Command::Lost { server },
+            3 => Command::CaughtUp {
+                server,
+                incarnation: 1 + next(3),
+            },
+            4 => Command::Drain { server },
+            _ => Command::Retire { server },
+        };
+        let before = m.clone();
+        let a = m.apply(&cmd, index);
+        let states = |m: &Map| m.servers.iter().map(|s| s.state).collect::<Vec<_>>();
+        let changed = states(&before) != states(&m);
+        assert!(m.version >= before.version);
+        assert_eq!(m.version, before.version + u64::from(changed), "{cmd:?}");
+        if a == Applied::Changed {
+            assert!(changed);
+        }
+        if matches!(a, Applied::Unchanged | Applied::Refused) {
+            assert!(!changed);
+        }
+        m.check().unwrap();
+        if m.servers.iter().all(|s| s.state == State::Retired) {
+            // Retired is for good: start the servers over (the version goes on).
+            m.servers = Map::new(4).servers;
+        }
+    }
+    assert!(m.version > 1000, "the run moved states: {}", m.version);
+}

@@ -1,0 +1,139 @@
+//! Snapshots, purged logs, a member catching up from a snapshot, and restarts.
+
+use super::*;
+use crate::{Command, SNAPSHOT_EVERY};
+use openraft::RaftMetrics;
+
+/// Long leases: nothing is marked down while these tests look (they do not renew all
+/// the time).
+const PARAMS: Params = Params {
+    lease: Duration::from_secs(20),
+    rebuild_after: Duration::from_secs(600),
+};
+
+const ELECT: Duration = Duration::from_secs(15);
+
+fn metrics(c: &Cluster, n: NodeId) -> RaftMetrics<NodeId, openraft::EmptyNode> {
+    c.node(n).raft().metrics().borrow().clone()
+}
+
+/// Commits more renewals than a snapshot's worth, several at a time, from `servers`.
+async fn many_renewals(c: &Cluster, servers: &[NodeId]) {
+    let per_task = SNAPSHOT_EVERY / 8 + 20;
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let s = servers[t % servers.len()];
+            let r = c.renewer(s, 100 + s);
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    r.renew().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// Waits until member `n`'s raft has built or installed a snapshot and purged its log.
+async fn wait_snapshot(c: &Cluster, n: NodeId) -> RaftMetrics<NodeId, openraft::EmptyNode> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = metrics(c, n);
+        if m.snapshot.is_some() && m.purged.is_some() {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "member {n}: no snapshot: {m:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarting_every_member_keeps_the_map_from_snapshot_and_log() {
+    logs();
+    let c = Cluster::start(&[0, 1, 2], 4, PARAMS).await;
+    let leader = c.leader(ELECT).await;
+    many_renewals(&c, &[0, 1, 2, 3]).await;
+    // Some state changes, after the snapshot so they live in the log only.
+    let r = c.renewer(3, 103);
+    r.propose(Command::Drain { server: 3 }).await.unwrap();
+    let map = r.propose(Command::Retire { server: 3 }).await.unwrap();
+    assert_eq!(map.version, 2);
+    assert_eq!(map.servers[3].state, State::Retired);
+    let before_metrics = wait_snapshot(&c, leader).await;
+    assert!(before_metrics.snapshot.unwrap().index >= SNAPSHOT_EVERY);
+    let want = c.node(leader).map();
+    for &m in &c.members {
+        c.wait_map(m, Duration::from_secs(10), "the leader's map", |m| {
+            *m == want
+        })
+        .await;
+    }
+
+    c.stop_all().await;
+    c.start_all().await;
+
+    let leader = c.leader(ELECT).await;
+    for &m in &c.members {
+        // The same map, renewals and incarnations included (nobody renewed since).
+        let got = c
+            .wait_map(
+                m,
+                Duration::from_secs(10),
+                "the map before the restart",
+                |m| *m == want,
+            )
+            .await;
+        assert_eq!(got.version, 2);
+    }
+    // The log before the snapshot stayed purged; the snapshot came back from the file.
+    let after = metrics(&c, leader);
+    assert!(after.purged.is_some(), "{after:?}");
+    assert!(after.snapshot.is_some(), "{after:?}");
+    // And it keeps working: a retired server is still refused, others still granted.
+    assert!(c.renewer(3, 103).renew().await.is_err());
+    let (_, map) = c.renewer(1, 101).renew().await.unwrap();
+    assert_eq!(map.version, 2);
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_behind_the_purged_log_catches_up_from_a_snapshot() {
+    logs();
+    let c = Cluster::start(&[0, 1, 2], 4, PARAMS).await;
+    let leader = c.leader(ELECT).await;
+    let behind = *c.members.iter().find(|&&m| m != leader).unwrap();
+    c.net.cut(behind);
+    // From the servers not cut off (a member cut off cannot renew either).
+    let others: Vec<NodeId> = (0..4).filter(|&s| s != behind).collect();
+    many_renewals(&c, &others).await;
+    let map = c
+        .renewer(3, 103)
+        .propose(Command::Drain { server: 3 })
+        .await
+        .unwrap();
+    assert_eq!(map.version, 1);
+    let leader = c.leader(ELECT).await;
+    let lm = wait_snapshot(&c, leader).await;
+    let purged = lm.purged.unwrap().index;
+    let applied_behind = metrics(&c, behind).last_applied.map_or(0, |l| l.index);
+    assert!(
+        applied_behind < purged,
+        "the member cut off is behind the purged log: {applied_behind} < {purged}"
+    );
+
+    c.net.heal(behind);
+    // Reconnected, it may disturb the term once (it stood for election while alone);
+    // the log it lacks is gone, so it gets the leader's snapshot.
+    let leader = c.leader(ELECT).await;
+    let want = c.node(leader).map();
+    c.wait_map(behind, Duration::from_secs(15), "the leader's map", |m| {
+        *m == want
+    })
+    .await;
+    let m = metrics(&c, behind);
+    let installed = m.snapshot.expect("the member installed a snapshot");
+    assert!(installed.index >= purged, "{m:?}");
+    c.stop_all().await;
+}

@@ -1,0 +1,256 @@
+//! This server's place in the cluster map: the authority member it runs when the
+//! configuration names it (`[replication] authority`), the lease it renews there,
+//! and the newest map it knows (`docs/replication.md`, "The authority" and "Leases
+//! and fencing"). A file system without an authority has none of this: every
+//! server holds its roles for good, as without replication.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pvfs_authority::{Authority, Map, NodeId, Params, Renewer, State, Wire, WireError};
+use pvfs_config::Config;
+use pvfs_proto::map::{ClusterMap, MapServer};
+use pvfs_proto::{req, Errno, Request, Response};
+use tokio::time::Instant;
+
+use crate::error::{OpError, OpResult};
+use crate::peer::Peers;
+
+/// The authority's messages, carried on the servers' own peer connections.
+struct PeerWire(Arc<Peers>);
+
+impl Wire for PeerWire {
+    fn call(
+        &self,
+        to: NodeId,
+        body: Vec<u8>,
+        deadline: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, WireError>> + Send>>
+    {
+        let peers = self.0.clone();
+        Box::pin(async move {
+            let idx =
+                usize::try_from(to).map_err(|_| WireError::Unreachable("no such server".into()))?;
+            let request = Request::Authority(req::Authority { body });
+            match peers.call_within(idx, request, deadline).await {
+                Ok(Response::Authority { body }) => Ok(body),
+                Ok(other) => Err(WireError::Unreachable(format!(
+                    "unexpected answer {}",
+                    other.op_name()
+                ))),
+                Err(e) if e.errno == Errno::ETIMEDOUT => Err(WireError::Timeout),
+                Err(e) => Err(WireError::Unreachable(e.to_string())),
+            }
+        })
+    }
+}
+
+/// What the renewals brought: until when this server may serve, and the map.
+#[derive(Default)]
+struct Held {
+    /// The lease's end on this server's clock (counted from the renewal's sending).
+    until: Option<Instant>,
+    /// The newest map a renewal brought.
+    map: Option<Map>,
+}
+
+/// The authority member (if this server is one), the renewals, the newest map.
+pub struct Lease {
+    member: Option<Authority>,
+    renewer: Option<Renewer>,
+    held: Mutex<Held>,
+    every: Duration,
+    log_limit: crate::ratelimit::LogLimit,
+    /// This server's index, and the random number of this start of it.
+    me: NodeId,
+    incarnation: u64,
+}
+
+impl Lease {
+    /// A file system without an authority.
+    pub fn none() -> Lease {
+        Lease {
+            member: None,
+            renewer: None,
+            held: Mutex::new(Held::default()),
+            every: Duration::from_secs(1),
+            log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
+            me: 0,
+            incarnation: 0,
+        }
+    }
+
+    /// Starts this server's authority member when the configuration names it (its
+    /// log under `storage/authority`) and the renewer of its lease.
+    pub async fn start(config: &Config, me: usize, peers: Arc<Peers>) -> Result<Lease, String> {
+        let r = &config.replication;
+        if r.authority.is_empty() {
+            return Ok(Lease::none());
+        }
+        let members: Vec<NodeId> = r.authority.iter().map(|&i| i as NodeId).collect();
+        let params = Params {
+            lease: r.lease,
+            rebuild_after: r.rebuild_after,
+        };
+        let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
+        let member = if r.authority.contains(&me) {
+            let dir = config.servers[me].storage.join("authority");
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+            let authority = Authority::start(
+                me as NodeId,
+                members.clone(),
+                config.servers.len(),
+                &dir,
+                wire.clone(),
+                params,
+            )
+            .await
+            .map_err(|e| format!("cannot start the authority in {}: {e}", dir.display()))?;
+            Some(authority)
+        } else {
+            None
+        };
+        let incarnation = crate::random::random_u64() | 1;
+        Ok(Lease {
+            member,
+            renewer: Some(Renewer::new(
+                me as NodeId,
+                incarnation,
+                members,
+                wire,
+                params,
+            )),
+            held: Mutex::new(Held::default()),
+            every: r.lease / 4,
+            log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
+            me: me as NodeId,
+            incarnation,
+        })
+    }
+
+    /// Whether the file system has an authority (and so leases).
+    pub fn configured(&self) -> bool {
+        self.renewer.is_some()
+    }
+
+    /// Whether this server holds a valid lease now (always, without an authority).
+    pub fn valid(&self) -> bool {
+        if !self.configured() {
+            return true;
+        }
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// The newest map known here, in its wire form: the member's own (applied from
+    /// the authority's log), else the one the last renewal brought.
+    pub fn map(&self) -> OpResult<ClusterMap> {
+        if !self.configured() {
+            return Err(OpError::posix(
+                Errno::EOPNOTSUPP,
+                "this file system has no authority ([replication] authority in its configuration)",
+            ));
+        }
+        let leader = self.member.as_ref().and_then(Authority::leader);
+        let renewed = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .clone();
+        let own = self.member.as_ref().map(Authority::map);
+        // The newer of the two: a member may lag the leader that answered a renewal.
+        let newest = match (own, renewed) {
+            (Some(a), Some(b)) => Some(if a.version >= b.version { a } else { b }),
+            (a, b) => a.or(b),
+        };
+        match newest {
+            Some(map) => Ok(wire_map(&map, leader)),
+            None => Err(OpError::busy(
+                Errno::EAGAIN,
+                "no cluster map yet: the authority has not answered this server",
+            )),
+        }
+    }
+
+    /// Answers an authority message from another server (members only).
+    pub async fn handle(&self, body: &[u8]) -> OpResult<Vec<u8>> {
+        match &self.member {
+            Some(a) => Ok(a.handle(body).await),
+            None => Err(OpError::not_here(
+                Errno::EINVAL,
+                "this server is not a member of the authority",
+            )),
+        }
+    }
+
+    /// Renews the lease every quarter lease until the task is dropped; a renewal
+    /// that fails is retried at the next tick (the lease then runs out by itself).
+    pub async fn renew_loop(self: Arc<Self>) {
+        let Some(renewer) = &self.renewer else {
+            return;
+        };
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match renewer.renew().await {
+                Ok((until, map)) => {
+                    let recovering = map.server(self.me).is_some_and(|e| {
+                        e.state == State::Recovering && e.incarnation == self.incarnation
+                    });
+                    {
+                        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                        held.until = Some(until.max(held.until.unwrap_or(until)));
+                        if held.map.as_ref().is_none_or(|m| m.version <= map.version) {
+                            held.map = Some(map);
+                        }
+                    }
+                    if recovering {
+                        // Back after being down or restarted: a server catches up
+                        // with the writes it missed before it says so. No object
+                        // has more than one copy yet, so there is nothing to catch
+                        // up with: it is up again at once.
+                        let caught_up = pvfs_authority::Command::CaughtUp {
+                            server: self.me,
+                            incarnation: self.incarnation,
+                        };
+                        if let Err(e) = renewer.propose(caught_up).await {
+                            tracing::info!("could not report being caught up: {e}");
+                        }
+                    }
+                }
+                Err(e) => {
+                    if let Some(dropped) = self.log_limit.allow("lease renewal") {
+                        tracing::warn!(dropped, "lease renewal failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the authority member cleanly.
+    pub async fn shutdown(&self) {
+        if let Some(a) = &self.member {
+            a.shutdown().await;
+        }
+    }
+}
+
+/// The authority's map as the wire carries it to clients.
+fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
+    ClusterMap {
+        version: map.version,
+        leader: leader.and_then(|l| u32::try_from(l).ok()),
+        servers: map
+            .servers
+            .iter()
+            .map(|s| MapServer {
+                state: s.state,
+                since: s.since,
+                joined: s.joined,
+            })
+            .collect(),
+    }
+}
