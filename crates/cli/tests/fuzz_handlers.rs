@@ -300,6 +300,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             count: pick(rng, &[0, 1, 1 << 21, u32::MAX]),
         }),
         16 | 17 => Request::Write(req::Write {
+            copies: Default::default(),
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
@@ -308,6 +309,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             cap: cap(rng, h),
         }),
         18 | 19 => Request::Read(req::Read {
+            copies: Default::default(),
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
@@ -315,9 +317,11 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             cap: cap(rng, h),
         }),
         20 => Request::GetSizes(req::GetSizes {
+            map: None,
             handles: (0..rng.range(0, 50)).map(|_| handle(rng, real)).collect(),
         }),
         21 => Request::Truncate(req::Truncate {
+            copies: Default::default(),
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,
@@ -386,6 +390,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
             max: rng.next_u64() as u32,
         }),
         37 => Request::Fallocate(req::Fallocate {
+            copies: Default::default(),
             handle: h,
             stripe: stripe(rng),
             index: rng.range(0, 6) as u32,

@@ -1438,6 +1438,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a stride shorter than its block",
             Request::Read(req::Read {
+                copies: Default::default(),
                 handle: df.handle,
                 stripe,
                 index: 0,
@@ -1455,6 +1456,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a datafile index past the stripe count",
             Request::Read(req::Read {
+                copies: Default::default(),
                 handle: df.handle,
                 stripe,
                 index: 7,
@@ -1466,6 +1468,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a region past the largest file",
             Request::Read(req::Read {
+                copies: Default::default(),
                 handle: df.handle,
                 stripe,
                 index: 0,
@@ -1477,6 +1480,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a write with less data than its regions",
             Request::Write(req::Write {
+                copies: Default::default(),
                 handle: scratch.handle,
                 stripe,
                 index: 0,
@@ -1489,6 +1493,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a write with more data than its regions",
             Request::Write(req::Write {
+                copies: Default::default(),
                 handle: scratch.handle,
                 stripe,
                 index: 0,
@@ -1501,6 +1506,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
         (
             "a stripe size of 0",
             Request::Write(req::Write {
+                copies: Default::default(),
                 handle: scratch.handle,
                 stripe: Stripe { size: 0, count: 4 },
                 index: 0,
@@ -1594,6 +1600,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     // server answers (errors or not) or closes, and stays up.
     let mut s = Session::open(&cluster, srv);
     let first = Request::Write(req::Write {
+        copies: Default::default(),
         handle: scratch.handle,
         stripe,
         index: 0,
@@ -1606,6 +1613,7 @@ fn bad_bodies_and_reused_ids_get_error_replies_and_the_connection_keeps_serving(
     let f = s.seal_request(9, Request::Ping(req::Ping {}), true, &[]);
     s.send(&f);
     let second = Request::Write(req::Write {
+        copies: Default::default(),
         handle: scratch.handle,
         stripe,
         index: 0,
@@ -1723,6 +1731,7 @@ fn stalled_half_frames_do_not_block_other_clients() {
     for (idx, df) in layout.datafiles.iter().enumerate() {
         let mut s = Session::open(&cluster, df.server as usize);
         let req = Request::Write(req::Write {
+            copies: Default::default(),
             handle: df.handle,
             stripe,
             index: idx as u32,

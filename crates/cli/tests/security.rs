@@ -854,6 +854,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
     let (mut d, mut dmacs) = raw_session(&config, df.server as usize, &key_proof(&config)).unwrap();
     let read = |cap: Option<pvfs_proto::Capability>| {
         Request::Read(req::Read {
+            copies: Default::default(),
             handle: df.handle,
             stripe: layout.stripe(),
             index: 0,
@@ -909,6 +910,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
     );
     // A read capability does not write.
     let write = Request::Write(req::Write {
+        copies: Default::default(),
         handle: df.handle,
         stripe: layout.stripe(),
         index: 0,
@@ -923,6 +925,7 @@ fn data_servers_refuse_missing_tampered_and_expired_capabilities() {
     // Nor allocate, punch or zero, with it or without any.
     let fallocate = |cap: Option<pvfs_proto::Capability>| {
         Request::Fallocate(req::Fallocate {
+            copies: Default::default(),
             handle: df.handle,
             stripe: layout.stripe(),
             index: 0,

@@ -472,7 +472,10 @@ impl Client {
         for (server, items) in crate::namespace::split_batches(by_server) {
             let handles = items.iter().map(|x| x.2).collect();
             let sizes = match self
-                .rpc(server, Request::GetSizes(req::GetSizes { handles }))
+                .rpc(
+                    server,
+                    Request::GetSizes(req::GetSizes { map: None, handles }),
+                )
                 .await?
             {
                 Response::Sizes { sizes } if sizes.len() == items.len() => sizes,

@@ -16,7 +16,10 @@ use pvfs_proto::{
 };
 use pvfs_transport::Incoming;
 
+use pvfs_proto::map::Copies;
+
 use crate::caps::Granted;
+use crate::copies::{self, Pick, Route};
 use crate::error::{Error, Result};
 use crate::pool::{unexpected, Pool, WRITE_CHUNK};
 
@@ -85,17 +88,50 @@ async fn write_one(
     sync: bool,
 ) -> Result<(usize, u64, DatafileStat)> {
     let df = layout.datafiles[idx as usize];
-    let server = df.server as usize;
+    let mut route = Route::new(pool, creds, &df, layout.replicas, Pick::Head).await?;
+    let (done, stat) = loop {
+        let written = match route.target() {
+            Ok((server, copies)) => {
+                let request = Request::Write(req::Write {
+                    handle: df.handle,
+                    stripe,
+                    index: idx as u32,
+                    regions: regions.clone(),
+                    sync,
+                    cap: cap.clone(),
+                    copies,
+                });
+                let to = (server, df.handle);
+                write_to(pool, creds, to, request, stripe, idx, regions, buf, bytes).await
+            }
+            Err(e) => Err(e),
+        };
+        match written {
+            Err(e) if route.again(&e).await => {}
+            other => break other?,
+        }
+    };
+    Ok((idx as usize, done, stat))
+}
+
+/// Sends `request` (a `Write` of datafile `idx`, whose handle is `handle`) to
+/// `server` with the bytes of `buf` it carries; returns the bytes written and the
+/// datafile's stat after it.
+#[allow(clippy::too_many_arguments)]
+async fn write_to(
+    pool: &Pool,
+    creds: &Creds,
+    (server, handle): (usize, Handle),
+    request: Request,
+    stripe: Stripe,
+    idx: u64,
+    regions: &Regions,
+    buf: &[u8],
+    bytes: u64,
+) -> Result<(u64, DatafileStat)> {
     let body = encode(&RequestBody {
         creds: creds.clone(),
-        request: Request::Write(req::Write {
-            handle: df.handle,
-            stripe,
-            index: idx as u32,
-            regions: regions.clone(),
-            sync,
-            cap,
-        }),
+        request,
         retry: None,
         origin: 0,
     });
@@ -129,8 +165,8 @@ async fn write_one(
             stat,
             verifier,
         } if done == bytes => {
-            pool.unsynced.note(df.handle, verifier);
-            Ok((idx as usize, done, stat))
+            pool.unsynced.note(handle, verifier);
+            Ok((done, stat))
         }
         Response::Written { bytes: done, .. } => Err(Error::new(
             Errno::EIO,
@@ -256,16 +292,47 @@ async fn receive(
 ) -> Result<u64> {
     let stripe = layout.stripe();
     let df = layout.datafiles[idx as usize];
-    let server = df.server as usize;
+    // One client's reads of a file spread over the copies by datafile.
+    let spread = (pool.client_id() as usize).wrapping_add(idx as usize);
+    let mut route = Route::new(pool, creds, &df, layout.replicas, Pick::Read { spread }).await?;
+    loop {
+        let got = match route.target() {
+            Ok((server, copies)) => {
+                let request = Request::Read(req::Read {
+                    handle: df.handle,
+                    stripe,
+                    index: idx as u32,
+                    regions: regions.clone(),
+                    cap: cap.clone(),
+                    copies,
+                });
+                receive_from(pool, creds, server, request, stripe, idx, regions, out).await
+            }
+            Err(e) => Err(e),
+        };
+        match got {
+            Err(e) if route.again(&e).await => {}
+            other => return other,
+        }
+    }
+}
+
+/// Sends `request` (a `Read` of datafile `idx`) to `server` and puts the bytes it
+/// streams back into `out`; returns the datafile's local size.
+#[allow(clippy::too_many_arguments)]
+async fn receive_from(
+    pool: &Pool,
+    creds: &Creds,
+    server: usize,
+    request: Request,
+    stripe: Stripe,
+    idx: u64,
+    regions: &Regions,
+    out: &Scatter,
+) -> Result<u64> {
     let body = encode(&RequestBody {
         creds: creds.clone(),
-        request: Request::Read(req::Read {
-            handle: df.handle,
-            stripe,
-            index: idx as u32,
-            regions: regions.clone(),
-            cap,
-        }),
+        request,
         retry: None,
         origin: 0,
     });
@@ -373,6 +440,9 @@ pub(crate) async fn datafile_stats(
     layout: &Layout,
     which: &[usize],
 ) -> Result<Vec<DatafileStat>> {
+    if layout.replicas > 1 {
+        return copies_stats(pool, creds, layout, which).await;
+    }
     let mut by_server: Vec<(usize, Vec<(usize, Handle)>)> = Vec::new();
     for (pos, &i) in which.iter().enumerate() {
         let df = layout.datafiles[i];
@@ -385,7 +455,11 @@ pub(crate) async fn datafile_stats(
     let answers = try_join_all(by_server.iter().map(|(server, items)| async move {
         let handles = items.iter().map(|(_, h)| *h).collect();
         match pool
-            .rpc(*server, creds, Request::GetSizes(req::GetSizes { handles }))
+            .rpc(
+                *server,
+                creds,
+                Request::GetSizes(req::GetSizes { map: None, handles }),
+            )
             .await?
         {
             Response::Sizes { sizes } if sizes.len() == items.len() => Ok(sizes),
@@ -402,22 +476,65 @@ pub(crate) async fn datafile_stats(
     Ok(out)
 }
 
-/// Sends `req(i, datafile)` to the server of each datafile `i` of `layout` it makes
-/// a request for, all in parallel; every one must answer `Done`, or `Written` (a
-/// change of the datafile's bytes, whose write verifier is noted for its fsync).
+/// [`datafile_stats`] of a layout with copies: each datafile's from a copy that is
+/// up, under the map the request names (one request per datafile).
+async fn copies_stats(
+    pool: &Pool,
+    creds: &Creds,
+    layout: &Layout,
+    which: &[usize],
+) -> Result<Vec<DatafileStat>> {
+    try_join_all(which.iter().map(|&i| async move {
+        let df = layout.datafiles[i];
+        let spread = (pool.client_id() as usize).wrapping_add(i);
+        let mut route =
+            Route::new(pool, creds, &df, layout.replicas, Pick::Read { spread }).await?;
+        loop {
+            let got = match route.target() {
+                Ok((server, copies)) => {
+                    let request = Request::GetSizes(req::GetSizes {
+                        handles: vec![df.handle],
+                        map: Some(copies.map),
+                    });
+                    match pool.rpc(server, creds, request).await {
+                        Ok(Response::Sizes { sizes }) if sizes.len() == 1 => Ok(sizes[0]),
+                        Ok(other) => Err(unexpected("GetSizes", &other)),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match got {
+                Err(e) if route.again(&e).await => {}
+                other => break other,
+            }
+        }
+    }))
+    .await
+}
+
+/// Where [`each_datafile`] sends a datafile's request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendTo {
+    /// To the head of its copies' chain, which passes it down (a change).
+    Head,
+    /// To every copy (an fsync: each makes its own copy durable).
+    Every,
+}
+
+/// Sends `req(i, datafile, copies)` for each datafile `i` of `layout` it makes a
+/// request for, all in parallel, where `to` says; every one must answer `Done`,
+/// or `Written` (a change of the datafile's bytes, whose write verifier is noted for
+/// its fsync).
 async fn each_datafile(
     pool: &Pool,
     creds: &Creds,
     layout: &Layout,
     op: &str,
-    req: impl Fn(usize, &pvfs_proto::Datafile) -> Option<Request>,
+    to: SendTo,
+    req: impl Fn(usize, &pvfs_proto::Datafile, Copies) -> Option<Request>,
 ) -> Result<()> {
-    let calls = layout
-        .datafiles
-        .iter()
-        .enumerate()
-        .filter_map(|(i, df)| req(i, df).map(|r| (df.server as usize, r)));
-    try_join_all(calls.map(|(server, r)| async move {
+    let send = async |server: usize, r: Request| {
         let handle = datafile_of(&r);
         match pool.rpc(server, creds, r).await? {
             Response::Done {} => Ok(()),
@@ -428,6 +545,44 @@ async fn each_datafile(
                 Ok(())
             }
             other => Err(unexpected(op, &other)),
+        }
+    };
+    let req = &req;
+    let calls = layout
+        .datafiles
+        .iter()
+        .enumerate()
+        .filter(|(i, df)| req(*i, df, Copies::default()).is_some());
+    try_join_all(calls.map(|(i, df)| async move {
+        match to {
+            SendTo::Head => {
+                let mut route =
+                    copies::Route::new(pool, creds, df, layout.replicas, Pick::Head).await?;
+                loop {
+                    let done = match route.target() {
+                        Ok((server, copies)) => match req(i, df, copies) {
+                            Some(r) => send(server, r).await,
+                            None => Ok(()),
+                        },
+                        Err(e) => Err(e),
+                    };
+                    match done {
+                        Err(e) if route.again(&e).await => {}
+                        other => break other,
+                    }
+                }
+            }
+            SendTo::Every => {
+                let copies = df.replicas().take(layout.replicas.max(1) as usize);
+                try_join_all(copies.map(|server| async move {
+                    match req(i, df, Copies::default()) {
+                        Some(r) => send(server as usize, r).await,
+                        None => Ok(()),
+                    }
+                }))
+                .await
+                .map(|_| ())
+            }
         }
     }))
     .await?;
@@ -452,15 +607,23 @@ pub(crate) async fn truncate(
     size: u64,
 ) -> Result<()> {
     let stripe = layout.stripe();
-    each_datafile(pool, creds, layout, "Truncate", |i, df| {
-        Some(Request::Truncate(req::Truncate {
-            handle: df.handle,
-            stripe,
-            index: i as u32,
-            size,
-            cap: caps.datafile(i).cloned(),
-        }))
-    })
+    each_datafile(
+        pool,
+        creds,
+        layout,
+        "Truncate",
+        SendTo::Head,
+        |i, df, copies| {
+            Some(Request::Truncate(req::Truncate {
+                handle: df.handle,
+                stripe,
+                index: i as u32,
+                size,
+                cap: caps.datafile(i).cloned(),
+                copies,
+            }))
+        },
+    )
     .await
 }
 
@@ -478,20 +641,28 @@ pub(crate) async fn fallocate(
 ) -> Result<()> {
     let stripe = layout.stripe();
     let end = offset + len;
-    each_datafile(pool, creds, layout, "Fallocate", |i, df| {
-        let idx = i as u64;
-        (stripe.local_size(idx, end) > stripe.local_size(idx, offset)).then(|| {
-            Request::Fallocate(req::Fallocate {
-                handle: df.handle,
-                stripe,
-                index: i as u32,
-                offset,
-                len,
-                mode,
-                cap: caps.datafile(i).cloned(),
+    each_datafile(
+        pool,
+        creds,
+        layout,
+        "Fallocate",
+        SendTo::Head,
+        |i, df, copies| {
+            let idx = i as u64;
+            (stripe.local_size(idx, end) > stripe.local_size(idx, offset)).then(|| {
+                Request::Fallocate(req::Fallocate {
+                    handle: df.handle,
+                    stripe,
+                    index: i as u32,
+                    offset,
+                    len,
+                    mode,
+                    cap: caps.datafile(i).cloned(),
+                    copies,
+                })
             })
-        })
-    })
+        },
+    )
     .await
 }
 
@@ -508,7 +679,7 @@ pub(crate) async fn fsync(pool: &Pool, creds: &Creds, layout: &Layout) -> Result
         .iter()
         .map(|df| (df.handle, pool.unsynced.get(df.handle)))
         .collect();
-    let data = each_datafile(pool, creds, layout, "Fsync", |i, df| {
+    let data = each_datafile(pool, creds, layout, "Fsync", SendTo::Every, |i, df, _| {
         Some(Request::Fsync(req::Fsync {
             handles: vec![df.handle],
             verifier: seen.get(i).map_or(0, |s| s.1),
@@ -565,10 +736,16 @@ pub(crate) async fn remove_datafiles(
     tickets: &[Capability],
 ) {
     let mut by_server: Vec<(usize, Vec<Handle>)> = Vec::new();
-    for df in &layout.datafiles {
-        match by_server.iter_mut().find(|(s, _)| *s == df.server as usize) {
-            Some((_, v)) => v.push(df.handle),
-            None => by_server.push((df.server as usize, vec![df.handle])),
+    // Every copy of every datafile goes.
+    let copies = layout.datafiles.iter().flat_map(|df| {
+        df.replicas()
+            .take(layout.replicas.max(1) as usize)
+            .map(move |s| (s as usize, df.handle))
+    });
+    for (server, handle) in copies {
+        match by_server.iter_mut().find(|(s, _)| *s == server) {
+            Some((_, v)) => v.push(handle),
+            None => by_server.push((server, vec![handle])),
         }
     }
     let results =

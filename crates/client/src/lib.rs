@@ -11,6 +11,7 @@ mod append;
 mod at;
 pub mod blocking;
 mod caps;
+mod copies;
 mod degraded;
 mod error;
 pub mod feed;

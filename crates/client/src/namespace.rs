@@ -1531,8 +1531,11 @@ impl Client {
         let by_server = split_batches(by_server);
         let answers = join_all(by_server.iter().map(|(server, items)| async move {
             let handles = items.iter().map(|x| x.2).collect();
-            self.rpc(*server, Request::GetSizes(req::GetSizes { handles }))
-                .await
+            self.rpc(
+                *server,
+                Request::GetSizes(req::GetSizes { map: None, handles }),
+            )
+            .await
         }))
         .await;
         let mut local: Vec<Vec<DatafileStat>> = attrs

@@ -148,6 +148,9 @@ pub(crate) struct Pool {
     client_id: u64,
     /// The next retry-key sequence number.
     next_seq: AtomicU64,
+    /// The newest cluster map this client fetched: requests to datafiles with
+    /// copies are routed by it (`crate::copies`).
+    pub(crate) maps: Mutex<Option<Arc<pvfs_proto::map::ClusterMap>>>,
 }
 
 impl Pool {
@@ -190,6 +193,7 @@ impl Pool {
             },
             client_id,
             next_seq: AtomicU64::new(1),
+            maps: Mutex::new(None),
         }
     }
 

@@ -60,14 +60,19 @@ impl Client {
         let mut start = Vec::new();
         {
             let mut queues = lock(&self.inner.reaper.queues);
-            for df in &layout.datafiles {
-                let Some(q) = queues.get_mut(df.server as usize) else {
+            // Every copy of every datafile goes.
+            let copies = layout.datafiles.iter().flat_map(|df| {
+                df.replicas()
+                    .take(layout.replicas.max(1) as usize)
+                    .map(move |s| (s as usize, df.handle))
+            });
+            for (server, handle) in copies {
+                let Some(q) = queues.get_mut(server) else {
                     continue;
                 };
                 if q.creds.as_ref().is_some_and(|c| *c != self.creds) {
                     // Another user's batch is waiting: this one goes on its own.
                     let client = self.clone();
-                    let (server, handle) = (df.server as usize, df.handle);
                     let tickets: Vec<Capability> = tickets
                         .iter()
                         .filter(|t| t.handle == handle)
@@ -79,12 +84,12 @@ impl Client {
                     continue;
                 }
                 q.creds = Some(self.creds.clone());
-                q.handles.push(df.handle);
+                q.handles.push(handle);
                 q.tickets
-                    .extend(tickets.iter().filter(|t| t.handle == df.handle).cloned());
+                    .extend(tickets.iter().filter(|t| t.handle == handle).cloned());
                 if !q.busy {
                     q.busy = true;
-                    start.push(df.server as usize);
+                    start.push(server);
                 }
             }
         }

@@ -128,11 +128,15 @@ pub enum ErrorKind {
     /// A server could not be reached, or did not answer in time (EHOSTDOWN,
     /// ETIMEDOUT, ECONNREFUSED, ECONNRESET).
     Unreachable,
+    /// The sender's cluster map is not the server's, or the server holds no lease
+    /// now (`docs/replication.md`): the sender fetches the map and sends again,
+    /// maybe elsewhere (EAGAIN).
+    Map,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Posix,
         ErrorKind::Denied,
         ErrorKind::Invalid,
@@ -142,6 +146,7 @@ impl ErrorKind {
         ErrorKind::Storage,
         ErrorKind::Busy,
         ErrorKind::Unreachable,
+        ErrorKind::Map,
     ];
 
     /// Its code on the wire.
@@ -156,6 +161,7 @@ impl ErrorKind {
             ErrorKind::Storage => 6,
             ErrorKind::Busy => 7,
             ErrorKind::Unreachable => 8,
+            ErrorKind::Map => 9,
         }
     }
 
@@ -200,7 +206,7 @@ impl ErrorKind {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            ErrorKind::Changed | ErrorKind::Busy | ErrorKind::Unreachable
+            ErrorKind::Changed | ErrorKind::Busy | ErrorKind::Unreachable | ErrorKind::Map
         )
     }
 
@@ -216,6 +222,7 @@ impl ErrorKind {
             ErrorKind::Storage => "storage",
             ErrorKind::Busy => "busy",
             ErrorKind::Unreachable => "unreachable",
+            ErrorKind::Map => "map",
         }
     }
 }

@@ -118,6 +118,80 @@ wire_struct!(ClusterMap {
     servers: Vec<MapServer>,
 });
 
+/// Where the copies of a datafile are, as the sender of a data request sees them
+/// (`docs/replication.md`, "Data: chains").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Copies {
+    /// The servers holding a copy, in layout order (`Datafile::replicas`); empty: the
+    /// datafile has one copy, on the server the request goes to.
+    pub servers: Vec<u32>,
+    /// The version of the sender's cluster map; the server answers a request of
+    /// another version with an error of kind `Map`.
+    pub map: u64,
+    /// 0 from a client; `n` when the chain's `n`-th member forwards it to the next.
+    pub hop: u32,
+}
+wire_struct!(Copies {
+    servers: Vec<u32>,
+    map: u64,
+    hop: u32,
+});
+
+impl Copies {
+    /// Whether the datafile has more than one copy.
+    pub fn replicated(&self) -> bool {
+        !self.servers.is_empty()
+    }
+}
+
+impl ClusterMap {
+    /// The chain of a datafile whose copies are on `copies` (in layout order): the
+    /// copies whose servers are up, draining or recovering, ordered by when they last came
+    /// back and then by their place in the layout, so a server that returns joins at
+    /// the tail and a head moves only away from a server that is down
+    /// (`docs/replication.md`, "Placement"). The one function that says which copy
+    /// leads, for clients and servers alike. A server missing from the map is left
+    /// out.
+    pub fn chain(&self, copies: &[u32]) -> Vec<u32> {
+        let mut members: Vec<(u64, usize, u32)> = copies
+            .iter()
+            .enumerate()
+            .filter_map(|(at, &s)| {
+                let e = self.servers.get(s as usize)?;
+                matches!(
+                    e.state,
+                    ServerState::Up | ServerState::Draining | ServerState::Recovering
+                )
+                .then_some((e.joined, at, s))
+            })
+            .collect();
+        members.sort_unstable();
+        members.into_iter().map(|(_, _, s)| s).collect()
+    }
+
+    /// The copy of `copies` that takes writes now: the first member of the chain that
+    /// is up, else the first draining one (a recovering one never leads).
+    pub fn head(&self, copies: &[u32]) -> Option<u32> {
+        let chain = self.chain(copies);
+        let first = |want| chain.iter().copied().find(|&s| self.state(s) == Some(want));
+        first(ServerState::Up).or_else(|| first(ServerState::Draining))
+    }
+
+    /// Server `s`'s state, if the map has it.
+    pub fn state(&self, s: u32) -> Option<ServerState> {
+        self.servers.get(s as usize).map(|e| e.state)
+    }
+
+    /// The copies of `copies` that may serve reads: those up or draining (a
+    /// recovering copy may lack what it missed), in chain order.
+    pub fn readable(&self, copies: &[u32]) -> Vec<u32> {
+        self.chain(copies)
+            .into_iter()
+            .filter(|&s| self.state(s) != Some(ServerState::Recovering))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +230,49 @@ mod tests {
             ServerState::ALL.map(ServerState::name),
             ["up", "down", "lost", "recovering", "draining", "retired"]
         );
+    }
+
+    fn map_of(states: &[(ServerState, u64)]) -> ClusterMap {
+        ClusterMap {
+            version: 9,
+            leader: None,
+            servers: states
+                .iter()
+                .map(|&(state, joined)| MapServer {
+                    state,
+                    since: 0,
+                    joined,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn chains_leave_out_dead_copies_and_put_returning_ones_last() {
+        use ServerState::*;
+        let all_up = map_of(&[(Up, 0); 4]);
+        assert_eq!(all_up.chain(&[2, 0, 3]), [2, 0, 3]);
+        assert_eq!(all_up.head(&[2, 0, 3]), Some(2));
+        assert_eq!(all_up.readable(&[2, 0, 3]), [2, 0, 3]);
+        // The head is down: the next copy leads.
+        let m = map_of(&[(Up, 0), (Up, 0), (Down, 0), (Lost, 0)]);
+        assert_eq!(m.chain(&[2, 0, 3]), [0]);
+        assert_eq!(m.head(&[2, 0, 3]), Some(0));
+        // It came back (recovering since version 5): it joins at the tail, never
+        // leads, serves no reads; once up it stays at the tail.
+        let m = map_of(&[(Up, 0), (Up, 0), (Recovering, 5), (Up, 0)]);
+        assert_eq!(m.chain(&[2, 0, 3]), [0, 3, 2]);
+        assert_eq!(m.head(&[2, 0, 3]), Some(0));
+        assert_eq!(m.readable(&[2, 0, 3]), [0, 3]);
+        let m = map_of(&[(Up, 0), (Up, 0), (Up, 5), (Up, 7)]);
+        assert_eq!(m.chain(&[2, 0, 3]), [0, 2, 3]);
+        // A draining copy leads only when no copy is up; a recovering one never;
+        // unknown servers are left out.
+        let m = map_of(&[(Recovering, 3), (Draining, 0)]);
+        assert_eq!(m.chain(&[0, 1, 7]), [1, 0]);
+        assert_eq!(m.head(&[0, 1, 7]), Some(1));
+        assert_eq!(m.readable(&[0, 1]), [1]);
+        assert_eq!(m.head(&[0]), None);
+        assert!(m.readable(&[0]).is_empty());
     }
 }

@@ -491,16 +491,20 @@ requests! {
         30 => Precreate { count: u32 } effect Once, flow Reply,
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
         /// data follows in this frame and further Data frames, in stream order. `cap`:
-        /// WRITE on the datafile.
-        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability> } effect Idempotent, flow DataIn,
+        /// WRITE on the datafile. `copies`: for a datafile with more than one copy,
+        /// where they are; the head of their chain writes and forwards it along the
+        /// chain, and answers once the tail has it.
+        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow DataIn,
         /// Reads the bytes of `regions` held by datafile `index`; streamed back. `cap`:
-        /// READ on the datafile.
-        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability> } effect None, flow DataOut,
-        /// Local sizes and modification times of datafiles.
-        33 => GetSizes { handles: Vec<Handle> } effect None, flow Reply,
+        /// READ on the datafile. `copies`: as `Write`'s; any copy that is up serves.
+        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability>, copies: crate::map::Copies } effect None, flow DataOut,
+        /// Local sizes and modification times of datafiles. `map`: the sender's map
+        /// version when some of them have more than one copy (only a copy that is up
+        /// answers).
+        33 => GetSizes { handles: Vec<Handle>, map: Option<u64> } effect None, flow Reply,
         /// Sets datafile `index` to its share of a file of `size` bytes. `cap`: WRITE
         /// on the datafile.
-        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability> } effect Idempotent, flow Reply,
+        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply,
         /// Deletes datafiles (after their file was removed). `tickets`: REMOVE on
         /// each (from the removal of the file).
         35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> } effect Idempotent, flow Reply,
@@ -517,7 +521,7 @@ requests! {
         /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
         /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
         /// ([`falloc`]). `cap`: WRITE on the datafile.
-        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability> } effect Idempotent, flow Reply,
+        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply,
         /// The value of an extended attribute (ENODATA if absent).
         40 => GetXattr { handle: Handle, name: String } effect None, flow Reply,
         /// Sets an extended attribute; `flags` as setxattr(2): XATTR_CREATE (1) fails
@@ -996,6 +1000,7 @@ mod tests {
                 want: crate::cap::rights::READ,
             }),
             Request::Write(req::Write {
+                copies: Default::default(),
                 handle: 5,
                 stripe: Stripe {
                     size: 65536,

@@ -90,6 +90,7 @@ fn samples() -> Vec<Vec<u8>> {
             },
         })),
         body(Request::Write(req::Write {
+            copies: Default::default(),
             handle: 9,
             stripe: Stripe {
                 size: 65536,
@@ -107,6 +108,7 @@ fn samples() -> Vec<Vec<u8>> {
             cap: Some(cap.clone()),
         })),
         body(Request::Read(req::Read {
+            copies: Default::default(),
             handle: 9,
             stripe: Stripe {
                 size: 4096,

@@ -89,6 +89,8 @@ pub struct Ctx {
     pub exec: Exec,
     /// The authority member, lease and cluster map (`crate::lease`).
     pub lease: Arc<crate::lease::Lease>,
+    /// The datafile ranges this server passes down chains of copies (`crate::chain`).
+    pub chain_locks: Arc<crate::chain::RangeLocks>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -13,6 +13,7 @@ pub mod attr_cache;
 pub mod background;
 pub mod budget;
 pub mod caps;
+pub mod chain;
 pub mod connection;
 pub mod ctx;
 pub mod dispatch;
@@ -294,6 +295,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         seals: Arc::new(seals::Seals::new(config.timeouts.request)),
         exec: setup.exec,
         lease: Arc::new(lease),
+        chain_locks: Arc::default(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {

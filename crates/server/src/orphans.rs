@@ -50,11 +50,11 @@ pub async fn free(ctx: &Arc<Ctx>, handles: Vec<Handle>) -> usize {
     for (h, detail) in deleted {
         tracing::debug!("object {h:#x} deleted at its last close");
         if let ObjDetail::File { layout } = detail {
+            // Every copy of every datafile goes.
             for d in &layout.datafiles {
-                by_server
-                    .entry(d.server as usize)
-                    .or_default()
-                    .push(d.handle);
+                for s in d.replicas().take(layout.replicas.max(1) as usize) {
+                    by_server.entry(s as usize).or_default().push(d.handle);
+                }
             }
         }
     }

@@ -159,15 +159,7 @@ impl Peers {
         request: Request,
         deadline: std::time::Duration,
     ) -> OpResult<Response> {
-        if idx >= self.conns.len() {
-            return Err(OpError::invalid(Errno::EINVAL, format!("no server {idx}")));
-        }
-        let body = encode(&RequestBody {
-            creds: Creds::default(),
-            request,
-            retry: None,
-            origin: 0,
-        });
+        let body = self.server_body(idx, request)?;
         tokio::time::timeout(deadline, self.call_once(idx, &body))
             .await
             .unwrap_or_else(|_| {
@@ -178,12 +170,57 @@ impl Peers {
             })
     }
 
+    /// Starts `request` at server `idx` with the first of its data (`end`: no more
+    /// follows), for a change passed down a chain of copies: the rest of the data
+    /// goes with `Call::send_data`, the answer comes from [`Peers::answer`].
+    pub async fn start_stream(
+        &self,
+        idx: usize,
+        request: Request,
+        data: &[&[u8]],
+        end: bool,
+    ) -> OpResult<pvfs_transport::mux::Call> {
+        let body = self.server_body(idx, request)?;
+        let conn = self.conn(idx).await?;
+        Ok(conn.call(&body, data, end).await?)
+    }
+
+    /// The single-frame answer to a call [`Peers::start_stream`] started, within the
+    /// request timeout.
+    pub async fn answer(
+        &self,
+        idx: usize,
+        call: &mut pvfs_transport::mux::Call,
+    ) -> OpResult<Response> {
+        let frame = call.recv_within(self.config.timeouts.request).await?;
+        self.response(idx, &frame.body)
+    }
+
+    /// The body of `request` for server `idx`, sent as this server itself (no user,
+    /// no retry key).
+    fn server_body(&self, idx: usize, request: Request) -> OpResult<Vec<u8>> {
+        if idx >= self.conns.len() {
+            return Err(OpError::invalid(Errno::EINVAL, format!("no server {idx}")));
+        }
+        Ok(encode(&RequestBody {
+            creds: Creds::default(),
+            request,
+            retry: None,
+            origin: 0,
+        }))
+    }
+
     /// One attempt of a call.
     async fn call_once(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
         let conn = self.conn(idx).await?;
         let mut call = conn.call(body, &[], true).await?;
         let frame = call.recv().await?;
-        let response: Response = decode(&frame.body).map_err(|e| {
+        self.response(idx, &frame.body)
+    }
+
+    /// Server `idx`'s answer in `body`: its response, or its error.
+    fn response(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
+        let response: Response = decode(body).map_err(|e| {
             OpError::internal(
                 Errno::EPROTO,
                 format!("bad answer from {}: {e}", self.config.servers[idx].name),

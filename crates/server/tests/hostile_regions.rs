@@ -28,6 +28,7 @@ async fn reads_and_writes_of_hostile_regions_are_refused_at_once() {
     };
     let read = |regions: Regions| {
         Request::Read(req::Read {
+            copies: Default::default(),
             handle,
             stripe,
             index: 0,
@@ -37,6 +38,7 @@ async fn reads_and_writes_of_hostile_regions_are_refused_at_once() {
     };
     let write = |regions: Regions| {
         Request::Write(req::Write {
+            copies: Default::default(),
             handle,
             stripe,
             index: 0,

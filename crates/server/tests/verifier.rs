@@ -20,6 +20,7 @@ async fn an_fsync_under_another_verifier_than_its_writes_is_refused() {
         count: 1,
     };
     let truncate = Request::Truncate(req::Truncate {
+        copies: Default::default(),
         handle,
         stripe,
         index: 0,
@@ -57,6 +58,7 @@ async fn an_fsync_under_another_verifier_than_its_writes_is_refused() {
     assert_eq!((e.errno, e.kind), (Errno::EIO, ErrorKind::Storage), "{e}");
     // A write answers the same verifier.
     let write = Request::Write(req::Write {
+        copies: Default::default(),
         handle,
         stripe,
         index: 0,

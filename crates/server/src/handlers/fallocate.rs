@@ -1,11 +1,13 @@
 //! `Fallocate`: fallocate(2) on one datafile's share of a file range.
 
 use pvfs_proto::message::falloc;
-use pvfs_proto::{req, rights, Changed, Response};
+use pvfs_proto::{req, rights, Changed, Request};
+
+use pvfs_storage::DataBackend;
 
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
-use crate::handlers::datafiles::check_handles;
+use crate::handlers::copies;
 use crate::handlers::write::check_stripe;
 use crate::op::{Access, Answer, Cx, Handler};
 
@@ -17,6 +19,10 @@ use crate::op::{Access, Answer, Cx, Handler};
 /// datafile holding its last byte.
 impl Handler for req::Fallocate {
     fn access(&self) -> Access<'_> {
+        // Passed down a chain of copies: between servers.
+        if self.copies.hop > 0 {
+            return Access::Peer;
+        }
         Access::Capability {
             cap: self.cap.as_ref(),
             handle: self.handle,
@@ -37,27 +43,31 @@ impl Handler for req::Fallocate {
             offset,
             len,
             mode,
+            ref copies,
             ..
         } = self;
-        check_handles(ctx, &[handle])?;
+        let place = copies::check_place(ctx, handle, copies)?;
         check_stripe(stripe, index)?;
         falloc::check(mode, offset, len).map_err(|(e, why)| OpError::invalid(e, why))?;
         let start = stripe.local_size(u64::from(index), offset);
         let end = stripe.local_size(u64::from(index), offset + len);
-        let data = ctx.data.clone();
-        let stat = ctx
-            .blocking(move || {
-                if end > start {
-                    data.fallocate(handle, mode, start, end - start)?;
-                }
-                Ok(data.stat(handle)?)
+        let onward = |copies| {
+            Request::Fallocate(req::Fallocate {
+                cap: None,
+                copies,
+                ..self.clone()
             })
-            .await?;
-        Ok(Response::Written {
-            bytes: 0,
-            stat,
-            verifier: ctx.data.verifier(),
-        }
-        .into())
+        };
+        let work = move |data: &dyn DataBackend| {
+            if end > start {
+                data.fallocate(handle, mode, start, end - start)?;
+            }
+            Ok(())
+        };
+        Ok(
+            copies::change(ctx, handle, place, &self.copies, onward, work)
+                .await?
+                .into(),
+        )
     }
 }

@@ -7,6 +7,7 @@ pub mod add_link;
 pub mod authority;
 pub mod cancel_lock;
 pub mod changes;
+pub mod copies;
 pub mod create;
 pub mod create_datafiles;
 pub mod datafiles;

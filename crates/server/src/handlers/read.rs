@@ -18,9 +18,10 @@ use pvfs_proto::{encode, req, rights, Changed, Handle, Regions, Response, Stripe
 use pvfs_transport::PooledBuf;
 
 use crate::budget::CHUNK;
+use crate::chain::{self, Role};
 use crate::ctx::Ctx;
 use crate::error::OpResult;
-use crate::handlers::write::{check_regions, check_stripe};
+use crate::handlers::write::{check_regions, check_stripe, local_span};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::reply::Reply;
 
@@ -44,9 +45,23 @@ impl Handler for req::Read {
             stripe,
             index,
             regions,
+            copies,
             ..
         } = self;
-        stream(cx.ctx, cx.reply, handle, stripe, index, regions).await?;
+        let ctx = cx.ctx;
+        ctx.require_data()?;
+        if copies.replicated() {
+            chain::place(&ctx.lease, ctx.me as u32, &copies, Role::Reader)?;
+            check_stripe(stripe, index)?;
+            check_regions(&regions, stripe)?;
+            // Bytes on their way down the chain are read once the tail has them.
+            let (lo, hi) = local_span(stripe, index, &regions);
+            let limit = ctx.config.timeouts.request;
+            drop(ctx.chain_locks.lock(handle, lo, hi, limit).await?);
+        } else {
+            ctx.require_local(handle)?;
+        }
+        stream(ctx, cx.reply, handle, stripe, index, regions).await?;
         Ok(Answer::Streamed)
     }
 }
@@ -60,8 +75,6 @@ async fn stream(
     index: u32,
     regions: Regions,
 ) -> OpResult<()> {
-    ctx.require_data()?;
-    ctx.require_local(handle)?;
     check_stripe(stripe, index)?;
     check_regions(&regions, stripe)?;
     let idx = u64::from(index);

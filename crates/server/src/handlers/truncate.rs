@@ -1,15 +1,21 @@
 //! `Truncate`: datafile `index` keeps exactly its share of a file of `size` bytes.
 
-use pvfs_proto::{req, rights, Changed, Errno, Response};
+use pvfs_proto::{req, rights, Changed, Errno, Request};
+
+use pvfs_storage::DataBackend;
 
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
-use crate::handlers::datafiles::check_handles;
+use crate::handlers::copies;
 use crate::handlers::write::check_stripe;
 use crate::op::{Access, Answer, Cx, Handler};
 
 impl Handler for req::Truncate {
     fn access(&self) -> Access<'_> {
+        // Passed down a chain of copies: between servers.
+        if self.copies.hop > 0 {
+            return Access::Peer;
+        }
         Access::Capability {
             cap: self.cap.as_ref(),
             handle: self.handle,
@@ -28,9 +34,10 @@ impl Handler for req::Truncate {
             stripe,
             index,
             size,
+            ref copies,
             ..
         } = self;
-        check_handles(ctx, &[handle])?;
+        let place = copies::check_place(ctx, handle, copies)?;
         check_stripe(stripe, index)?;
         if size > pvfs_proto::layout::MAX_FILE_SIZE {
             return Err(OpError::invalid(
@@ -39,18 +46,18 @@ impl Handler for req::Truncate {
             ));
         }
         let local = stripe.local_size(u64::from(index), size);
-        let data = ctx.data.clone();
-        let stat = ctx
-            .blocking(move || {
-                data.truncate(handle, local)?;
-                Ok(data.stat(handle)?)
+        let onward = |copies| {
+            Request::Truncate(req::Truncate {
+                cap: None,
+                copies,
+                ..self.clone()
             })
-            .await?;
-        Ok(Response::Written {
-            bytes: 0,
-            stat,
-            verifier: ctx.data.verifier(),
-        }
-        .into())
+        };
+        let work = move |data: &dyn DataBackend| data.truncate(handle, local);
+        Ok(
+            copies::change(ctx, handle, place, &self.copies, onward, work)
+                .await?
+                .into(),
+        )
     }
 }

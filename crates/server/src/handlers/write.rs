@@ -4,6 +4,10 @@
 use pvfs_proto::layout::{local_runs, PieceCursor};
 use pvfs_proto::{req, rights, Changed, Errno, Regions, Response, Stripe};
 
+use pvfs_proto::map::Copies;
+use pvfs_proto::Request;
+
+use crate::chain::{self, Role};
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
 use crate::op::{Access, Answer, Cx, Handler};
@@ -13,6 +17,10 @@ use crate::op::{Access, Answer, Cx, Handler};
 /// to the same places again leaves what writing them once left.
 impl Handler for req::Write {
     fn access(&self) -> Access<'_> {
+        // Passed down a chain of copies: between servers; from a client: its right.
+        if self.copies.hop > 0 {
+            return Access::Peer;
+        }
         Access::Capability {
             cap: self.cap.as_ref(),
             handle: self.handle,
@@ -40,20 +48,67 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
         index,
         regions,
         sync,
+        copies,
         ..
     } = r;
     let ctx = cx.ctx;
     let first = cx.input.first;
     let mut stream = cx.input.rest;
     ctx.require_data()?;
-    ctx.require_local(handle)?;
+    let place = if copies.replicated() {
+        let role = if copies.hop == 0 {
+            Role::Head
+        } else {
+            Role::Member
+        };
+        Some(chain::place(&ctx.lease, ctx.me as u32, &copies, role)?)
+    } else {
+        ctx.require_local(handle)?;
+        None
+    };
     check_stripe(stripe, index)?;
     check_regions(&regions, stripe)?;
     let expected = stripe.bytes_on(u64::from(index), &regions);
+    let mut end = stream.is_none() || first.end;
+    // Every copy but the tail holds the bytes it writes until the tail has them: the
+    // head so that overlapping writes pass the chain one after the other, each so
+    // that a read of those bytes here waits until they are acknowledged (a reader
+    // never sees bytes a later read from the tail would not).
+    let _held = match &place {
+        Some(p) if p.next().is_some() => {
+            let (lo, hi) = local_span(stripe, index, &regions);
+            let limit = ctx.config.timeouts.request;
+            Some(ctx.chain_locks.lock(handle, lo, hi, limit).await?)
+        }
+        _ => None,
+    };
+    let mut forward = match place.as_ref().and_then(chain::Place::next) {
+        Some(next) => {
+            let onward = req::Write {
+                handle,
+                stripe,
+                index,
+                regions: regions.clone(),
+                sync,
+                cap: None,
+                copies: Copies {
+                    hop: copies.hop + 1,
+                    ..copies.clone()
+                },
+            };
+            let call = ctx
+                .peers
+                .start_stream(next as usize, Request::Write(onward), &[&first.buf], end)
+                .await
+                .map_err(|e| passed_on(ctx, next, e))?;
+            Some((next, call))
+        }
+        None => None,
+    };
     let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
     let mut received = 0u64;
-    let mut end = stream.is_none() || first.end;
     let mut chunk = first;
+    let mut first_chunk = true;
     let mut pieces = Vec::new();
     // The datafile's size and times after the last chunk, for the answer.
     let mut after = None;
@@ -70,6 +125,13 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
             let covered = cursor.take(n, &mut pieces);
             debug_assert_eq!(covered, n, "regions cover the announced bytes");
             received += n;
+            // The next copy gets the chunk before this one writes it (the first went
+            // with the request).
+            if let (Some((next, call)), false) = (forward.as_ref(), first_chunk) {
+                call.send_data(&[&chunk.buf], end)
+                    .await
+                    .map_err(|e| passed_on(ctx, *next, e.into()))?;
+            }
             let runs = local_runs(&pieces);
             let data = ctx.data.clone();
             let last = end;
@@ -97,6 +159,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
                 }
             };
         }
+        first_chunk = false;
         if end {
             break;
         }
@@ -126,6 +189,19 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
         let data = ctx.data.clone();
         ctx.blocking(move || Ok(data.sync(handle)?)).await?;
     }
+    // Acknowledged only once the rest of the chain has it.
+    if let Some((next, mut call)) = forward.take() {
+        match ctx.peers.answer(next as usize, &mut call).await {
+            Ok(Response::Written { .. }) => {}
+            Ok(other) => {
+                return Err(OpError::internal(
+                    Errno::EPROTO,
+                    format!("the next copy answered a write with {}", other.op_name()),
+                ))
+            }
+            Err(e) => return Err(passed_on(ctx, next, e)),
+        }
+    }
     let stat = match after {
         Some(st) => st,
         None => {
@@ -138,6 +214,37 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
         stat,
         verifier: ctx.data.verifier(),
     })
+}
+
+/// The error a change gets when the next copy of its chain did not take it: the
+/// sender fetches the cluster map and sends it again (the authority marks a dead
+/// copy down within a lease, and the chain then leaves it out).
+pub fn passed_on(ctx: &crate::ctx::Ctx, next: u32, e: OpError) -> OpError {
+    let name = ctx
+        .config
+        .servers
+        .get(next as usize)
+        .map_or("?", |s| s.name.as_str());
+    if e.kind == pvfs_proto::ErrorKind::Map {
+        return e;
+    }
+    chain::map_error(format!("the next copy ({name}) did not take it: {e}"))
+}
+
+/// The lowest and highest local byte (exclusive) of datafile `index` that
+/// `regions` touch: the span a head holds while it passes the change down.
+pub fn local_span(stripe: Stripe, index: u32, regions: &Regions) -> (u64, u64) {
+    let (lo, hi) = stripe
+        .pieces(u64::from(index), regions)
+        .fold((u64::MAX, 0), |(lo, hi), p| {
+            (lo.min(p.local), hi.max(p.local + p.len))
+        });
+    // No piece: the empty span at 0.
+    if lo > hi {
+        (0, 0)
+    } else {
+        (lo, hi)
+    }
 }
 
 /// Checks the region description a data request carries: bytes within the largest

@@ -1,0 +1,196 @@
+//! Datafiles with more than one copy (`docs/replication.md`, "Data: chains"): the
+//! cluster map this client routes by, which copy a request goes to under it (a
+//! change to the head of the datafile's chain, a read to any copy that is up), and
+//! waiting out a failover: a copy that fails or refuses with a map error is asked
+//! again under a newer map, until the authority has moved its role elsewhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pvfs_proto::layout::Datafile;
+use pvfs_proto::map::{ClusterMap, Copies};
+use pvfs_proto::{req, Creds, Errno, ErrorKind, Request, Response};
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::pool::{unexpected, Pool};
+
+/// Which copy a request needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pick {
+    /// The head of the chain (writes, truncates, fallocates).
+    Head,
+    /// Any copy that is up; `spread` picks among them (reads of one client spread
+    /// over the copies by datafile).
+    Read { spread: usize },
+}
+
+impl Pool {
+    /// The cluster map this client routes by: the cached one, or one fetched from
+    /// the servers; with `newer_than`, one fetched again (a server said the cached
+    /// one is stale, or a copy failed).
+    pub(crate) async fn cluster_map(
+        &self,
+        creds: &Creds,
+        newer_than: Option<u64>,
+    ) -> Result<Arc<ClusterMap>> {
+        if newer_than.is_none() {
+            if let Some(m) = self.maps.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                return Ok(m);
+            }
+        }
+        let fetched = Arc::new(self.fetch_map(creds).await?);
+        let mut cached = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        // Versions only grow: keep the newer of the two.
+        if cached.as_ref().is_none_or(|c| c.version <= fetched.version) {
+            *cached = Some(fetched.clone());
+        }
+        Ok(cached.clone().unwrap_or(fetched))
+    }
+
+    /// Asks the authority's members first (they know a new map first), then the
+    /// other servers, for the newest map they know.
+    pub(crate) async fn fetch_map(&self, creds: &Creds) -> Result<ClusterMap> {
+        let r = &self.config().replication;
+        if r.authority.is_empty() {
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                "this file system has no authority ([replication] authority in its configuration)",
+            ));
+        }
+        let others = (0..self.config().servers.len()).filter(|i| !r.authority.contains(i));
+        let mut last = Error::new(Errno::EHOSTDOWN, "no server answered");
+        for i in r.authority.iter().copied().chain(others) {
+            match self.rpc(i, creds, Request::GetMap(req::GetMap {})).await {
+                Ok(Response::Map { map }) => return Ok(map),
+                Ok(other) => last = unexpected("GetMap", &other),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
+/// How long a request to a datafile with copies keeps trying while its chain fails
+/// over: the authority marks a silent server down within a lease (plus an election,
+/// when it led the authority: `docs/replication.md`, "The 5 s pause"), so two leases
+/// and the request timeout cover it with room to spare.
+fn failover_wait(pool: &Pool) -> Duration {
+    let c = pool.config();
+    c.replication.lease * 2 + c.timeouts.request + Duration::from_secs(2)
+}
+
+/// Whether a request to a copy that failed so may succeed under a newer map or on
+/// another copy.
+fn worth_another_copy(e: &Error) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::Map | ErrorKind::Unreachable | ErrorKind::Busy
+    ) || matches!(
+        e.errno,
+        Errno::EIO | Errno::EHOSTDOWN | Errno::ECONNREFUSED | Errno::ECONNRESET
+    )
+}
+
+/// Pause between two tries of a request whose copy failed, while the map has not
+/// changed yet.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Where the tries of one request to datafile `df` go: toward the copy `pick`
+/// names under the newest map, again under a newer map while copies fail over,
+/// for at most [`failover_wait`]. With one copy, its only server, once (as without
+/// replication). Use: `loop { let r = match route.target() { Ok((server, copies))
+/// => send(server, copies).await, Err(e) => Err(e) }; match r { Err(e) if
+/// route.again(&e).await => {}, other => break other } }`.
+pub(crate) struct Route<'a> {
+    pool: &'a Pool,
+    creds: &'a Creds,
+    df: Datafile,
+    servers: Vec<u32>,
+    pick: Pick,
+    deadline: Instant,
+    /// None for a datafile with one copy.
+    map: Option<Arc<ClusterMap>>,
+}
+
+impl<'a> Route<'a> {
+    /// The route of a request to datafile `df` of a layout with `replicas` copies.
+    pub(crate) async fn new(
+        pool: &'a Pool,
+        creds: &'a Creds,
+        df: &Datafile,
+        replicas: u32,
+        pick: Pick,
+    ) -> Result<Route<'a>> {
+        let map = if replicas > 1 {
+            Some(pool.cluster_map(creds, None).await?)
+        } else {
+            None
+        };
+        Ok(Route {
+            pool,
+            creds,
+            df: *df,
+            servers: df.replicas().take(replicas.max(1) as usize).collect(),
+            pick,
+            deadline: Instant::now() + failover_wait(pool),
+            map,
+        })
+    }
+
+    /// The server to send the next try to, and the copies it carries.
+    pub(crate) fn target(&self) -> Result<(usize, Copies)> {
+        let Some(map) = &self.map else {
+            return Ok((self.df.server as usize, Copies::default()));
+        };
+        let servers = &self.servers;
+        let target = match self.pick {
+            Pick::Head => map.head(servers),
+            Pick::Read { spread } => {
+                let up = map.readable(servers);
+                (!up.is_empty()).then(|| up[spread % up.len()])
+            }
+        };
+        match target {
+            Some(server) => Ok((
+                server as usize,
+                Copies {
+                    servers: servers.clone(),
+                    map: map.version,
+                    hop: 0,
+                },
+            )),
+            None => Err(Error::of_kind(
+                ErrorKind::Map,
+                Errno::EHOSTDOWN,
+                format!(
+                    "no copy of datafile {:#x} is up under cluster map version {} (copies on {servers:?})",
+                    self.df.handle, map.version
+                ),
+            )),
+        }
+    }
+
+    /// Whether to try again after `e`: for a datafile with copies, when another copy
+    /// or a newer map may do, within the failover wait; then waits a moment and
+    /// fetches the map again.
+    pub(crate) async fn again(&mut self, e: &Error) -> bool {
+        let Some(map) = &self.map else {
+            return false;
+        };
+        if !worth_another_copy(e) || Instant::now() + RETRY_PAUSE >= self.deadline {
+            return false;
+        }
+        tracing::debug!(
+            handle = self.df.handle,
+            "copy failed, asking the map again: {e}"
+        );
+        tokio::time::sleep(RETRY_PAUSE).await;
+        // The server that failed may be the one asked for the map: any answer will
+        // do, the next try asks again.
+        if let Ok(newer) = self.pool.cluster_map(self.creds, Some(map.version)).await {
+            self.map = Some(newer);
+        }
+        true
+    }
+}
