@@ -259,10 +259,7 @@ pub fn layout() -> pvfs_proto::layout::Layout {
     pvfs_proto::layout::Layout {
         stripe_size: 64 << 10,
         replicas: 1,
-        datafiles: vec![pvfs_proto::Datafile {
-            server: 0,
-            handle: 0x0200_0000_0000_0001,
-        }],
+        datafiles: vec![pvfs_proto::Datafile::single(0, 0x0200_0000_0000_0001)],
         width: 1,
     }
 }
