@@ -122,18 +122,24 @@ impl<'a> Route<'a> {
         replicas: u32,
         pick: Pick,
     ) -> Result<Route<'a>> {
-        let map = if replicas > 1 {
-            Some(pool.cluster_map(creds, None).await?)
+        // One copy (every file today): nothing to look up or allocate on the data
+        // path; the route is the datafile's server, once.
+        let (map, servers, deadline) = if replicas > 1 {
+            (
+                Some(pool.cluster_map(creds, None).await?),
+                df.replicas().take(replicas as usize).collect(),
+                Instant::now() + failover_wait(pool),
+            )
         } else {
-            None
+            (None, Vec::new(), Instant::now())
         };
         Ok(Route {
             pool,
             creds,
             df: *df,
-            servers: df.replicas().take(replicas.max(1) as usize).collect(),
+            servers,
             pick,
-            deadline: Instant::now() + failover_wait(pool),
+            deadline,
             map,
         })
     }

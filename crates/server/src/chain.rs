@@ -62,16 +62,7 @@ pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Pl
             ),
         ));
     }
-    if !lease.valid() {
-        return Err(map_error("this server holds no lease now"));
-    }
-    let map = lease.map()?;
-    if map.version != copies.map {
-        return Err(map_error(format!(
-            "cluster map version {} here, {} in the request",
-            map.version, copies.map
-        )));
-    }
+    let map = current_map(lease, copies.map)?;
     let chain = map.chain(&copies.servers);
     let pos = chain.iter().position(|&s| s == me);
     let ok = match (role, pos) {
@@ -89,9 +80,8 @@ pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Pl
     Ok(Place { map, chain, pos })
 }
 
-/// Checks that this server (`me`) may answer for its copies under map `version`
-/// (sizes): it holds a lease, the map is the sender's, and it is up in it.
-pub fn check_readable(lease: &Lease, me: u32, version: u64) -> OpResult<()> {
+/// This server's map, if it holds a lease and the map is the sender's (`version`).
+fn current_map(lease: &Lease, version: u64) -> OpResult<ClusterMap> {
     if !lease.valid() {
         return Err(map_error("this server holds no lease now"));
     }
@@ -102,6 +92,13 @@ pub fn check_readable(lease: &Lease, me: u32, version: u64) -> OpResult<()> {
             map.version
         )));
     }
+    Ok(map)
+}
+
+/// Checks that this server (`me`) may answer for its copies under map `version`
+/// (sizes): it holds a lease, the map is the sender's, and it is up in it.
+pub fn check_readable(lease: &Lease, me: u32, version: u64) -> OpResult<()> {
+    let map = current_map(lease, version)?;
     match map.state(me) {
         Some(pvfs_proto::map::ServerState::Up | pvfs_proto::map::ServerState::Draining) => Ok(()),
         state => Err(map_error(format!(
