@@ -80,15 +80,24 @@ wire_struct!(Capability {
 });
 
 impl Capability {
-    /// The bytes the seal covers, with the file system's id.
-    pub fn sealed_bytes(&self, fsid: u64) -> Vec<u8> {
-        let mut b = Vec::with_capacity(48);
+    /// The bytes the seal covers, with the file system's id and, for a datafile with
+    /// more than one copy, the servers of its copies in chain order (empty for
+    /// anything else): a capability for such a datafile is good only with the
+    /// copies it was granted for, so a writer cannot leave one out.
+    pub fn sealed_bytes(&self, fsid: u64, copies: &[u32]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(48 + 4 * copies.len());
         b.extend_from_slice(b"pvfs capability 1");
         b.extend_from_slice(&fsid.to_le_bytes());
         b.extend_from_slice(&self.handle.to_le_bytes());
         b.extend_from_slice(&self.rights.to_le_bytes());
         b.extend_from_slice(&self.uid.to_le_bytes());
         b.extend_from_slice(&self.expires.to_le_bytes());
+        if !copies.is_empty() {
+            b.extend_from_slice(b"copies");
+            for s in copies {
+                b.extend_from_slice(&s.to_le_bytes());
+            }
+        }
         b
     }
 

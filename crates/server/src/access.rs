@@ -24,7 +24,8 @@ pub fn check_access(caps: &Caps, caller: &Caller, access: Access<'_>, op: &str) 
             cap,
             handle,
             rights,
-        } => caps.check(cap, handle, rights, caller, false),
+            copies,
+        } => caps.check_copies(cap, handle, copies, rights, caller, false),
         Access::Ticket { .. } if caller.trusted => Ok(()),
         Access::Ticket {
             tickets: Tickets::One(ticket, handle),

@@ -39,14 +39,26 @@ impl Caps {
         }
     }
 
-    fn seal(&self, key: &pvfs_auth::Key, cap: &Capability) -> Vec<u8> {
+    fn seal(&self, key: &pvfs_auth::Key, cap: &Capability, copies: &[u32]) -> Vec<u8> {
         let mut m = key.mac();
-        m.update(&cap.sealed_bytes(self.fsid));
+        m.update(&cap.sealed_bytes(self.fsid, copies));
         m.finalize().into_bytes()[..CAP_MAC_LEN].to_vec()
     }
 
     /// One capability: `rights` on `handle` for `uid`.
     pub fn mint(&self, handle: Handle, rights: u32, uid: u32) -> Capability {
+        self.mint_for_copies(handle, rights, uid, &[])
+    }
+
+    /// One capability for a datafile whose copies are on `copies` (chain order;
+    /// empty: one copy), good only with that list (`Capability::sealed_bytes`).
+    pub fn mint_for_copies(
+        &self,
+        handle: Handle,
+        rights: u32,
+        uid: u32,
+        copies: &[u32],
+    ) -> Capability {
         let mut cap = Capability {
             handle,
             rights,
@@ -54,13 +66,14 @@ impl Caps {
             expires: now_secs() + self.lifetime.as_secs(),
             mac: Vec::new(),
         };
-        cap.mac = self.seal(self.keys.current(), &cap);
+        cap.mac = self.seal(self.keys.current(), &cap, copies);
         cap
     }
 
     /// What an answer carries for `granted` rights on object `attr`: a capability on
     /// the object with all of them, then, for a regular file granted READ or WRITE,
-    /// one per datafile in layout order with those two.
+    /// one per datafile in layout order with those two (sealed with the datafile's
+    /// copies when it has more than one).
     pub fn grant(&self, attr: &Attr, granted: u32, uid: u32) -> Vec<Capability> {
         if granted == 0 {
             return Vec::new();
@@ -68,21 +81,24 @@ impl Caps {
         let mut out = vec![self.mint(attr.handle, granted, uid)];
         let data = granted & (rights::READ | rights::WRITE);
         if let (ObjDetail::File { layout }, true) = (&attr.detail, data != 0) {
-            out.extend(
-                layout
-                    .datafiles
-                    .iter()
-                    .map(|d| self.mint(d.handle, data, uid)),
-            );
+            let mut copies = Vec::new();
+            out.extend(layout.datafiles.iter().map(|d| {
+                copies.clear();
+                if layout.replicas > 1 {
+                    copies.extend(d.replicas());
+                }
+                self.mint_for_copies(d.handle, data, uid, &copies)
+            }));
         }
         out
     }
 
-    /// Whether `cap` is one of ours (sealed by any of the servers' keys), untouched.
-    fn authentic(&self, cap: &Capability) -> bool {
+    /// Whether `cap` is one of ours (sealed by any of the servers' keys, for the
+    /// datafile copies `copies`), untouched.
+    fn authentic(&self, cap: &Capability, copies: &[u32]) -> bool {
         cap.mac.len() == CAP_MAC_LEN
             && self.keys.keys().iter().any(|k| {
-                let want = self.seal(k, cap);
+                let want = self.seal(k, cap, copies);
                 want.iter()
                     .zip(&cap.mac)
                     .fold(0u8, |acc, (a, b)| acc | (a ^ b))
@@ -104,6 +120,21 @@ impl Caps {
         caller: &Caller,
         renewing: bool,
     ) -> OpResult<()> {
+        self.check_copies(cap, handle, &[], want, caller, renewing)
+    }
+
+    /// [`Caps::check`] for a datafile the request says has its copies on `copies`
+    /// (chain order; empty: one copy): the capability must have been granted for
+    /// exactly those, so a client cannot write one copy and leave out the others.
+    pub fn check_copies(
+        &self,
+        cap: Option<&Capability>,
+        handle: Handle,
+        copies: &[u32],
+        want: u32,
+        caller: &Caller,
+        renewing: bool,
+    ) -> OpResult<()> {
         let what = || format!("{} on {handle:#x}", rights::describe(want));
         let Some(cap) = cap else {
             return Err(OpError::denied(
@@ -111,10 +142,15 @@ impl Caps {
                 format!("no capability for {}", what()),
             ));
         };
-        if !self.authentic(cap) {
+        if !self.authentic(cap, copies) {
+            let why = if copies.is_empty() {
+                "a forged or altered capability"
+            } else {
+                "a forged or altered capability, or copies it was not granted for,"
+            };
             return Err(OpError::denied(
                 Errno::EACCES,
-                format!("a forged or altered capability for {}", what()),
+                format!("{why} for {}", what()),
             ));
         }
         if cap.handle != handle || !cap.allows(want) {
@@ -248,7 +284,7 @@ mod tests {
             7,
             Duration::from_secs(60),
         );
-        old.mac = resealed.seal(caps.keys.current(), &old);
+        old.mac = resealed.seal(caps.keys.current(), &old, &[]);
         assert_eq!(
             e(caps.check(Some(&old), 42, rights::READ, &alice, false)),
             Errno::EKEYEXPIRED
@@ -285,7 +321,57 @@ mod tests {
             1000,
         );
         assert_eq!(grant.len(), 3);
+        assert!(grant.iter().all(|c| caps
+            .check_copies(Some(c), c.handle, &[], 0, &alice, false)
+            .is_ok()));
         assert_eq!(grant[0].rights, rights::READ | rights::MOVE);
         assert_eq!((grant[2].handle, grant[2].rights), (11, rights::READ));
+    }
+
+    #[test]
+    fn a_datafile_capability_holds_only_with_the_copies_it_was_granted_for() {
+        let ring = std::sync::Arc::new(KeyRing::generate().unwrap());
+        let caps = Caps::new(ring, 7, Duration::from_secs(60));
+        let alice = caller(1000, false);
+        let mut layout = pvfs_proto::Layout {
+            stripe_size: 65536,
+            replicas: 2,
+            datafiles: vec![pvfs_proto::Datafile::single(0, 10)],
+            width: 1,
+        };
+        layout.datafiles[0].copies[0] = 2;
+        let attr = pvfs_proto::Attr {
+            handle: 1,
+            mode: 0o644,
+            uid: 1000,
+            gid: 1000,
+            nlink: 1,
+            size: 0,
+            atime: Default::default(),
+            mtime: Default::default(),
+            ctime: Default::default(),
+            detail: ObjDetail::File { layout },
+            blocks: 0,
+            acl: None,
+        };
+        let grant = caps.grant(&attr, rights::READ | rights::WRITE, 1000);
+        let data = &grant[1];
+        let check = |copies: &[u32]| {
+            caps.check_copies(Some(data), 10, copies, rights::WRITE, &alice, false)
+        };
+        check(&[0, 2]).unwrap();
+        // Leaving a copy out, adding one, or reordering the chain breaks the seal.
+        for bad in [&[][..], &[0], &[2], &[2, 0], &[0, 2, 1], &[0, 1]] {
+            let e = check(bad).unwrap_err();
+            assert_eq!(e.errno, Errno::EACCES, "{bad:?}");
+            assert!(e.message.contains("forged or altered"), "{}", e.message);
+        }
+        // A one-copy capability does not stand for a list of copies either.
+        let single = caps.mint(10, rights::WRITE, 1000);
+        caps.check_copies(Some(&single), 10, &[], rights::WRITE, &alice, false)
+            .unwrap();
+        assert!(caps
+            .check_copies(Some(&single), 10, &[0, 2], rights::WRITE, &alice, false)
+            .is_err());
     }
 }

@@ -71,6 +71,9 @@ pub enum Access<'a> {
         handle: Handle,
         /// What it must grant (`pvfs_proto::rights`).
         rights: u32,
+        /// The servers of the datafile's copies the request names (empty: one
+        /// copy); the capability must have been granted for them.
+        copies: &'a [u32],
     },
     /// A step of an operation that spans servers: key-holding nodes, or a caller
     /// showing a ticket (a capability a server granted for the step) that grants

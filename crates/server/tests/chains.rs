@@ -3,6 +3,7 @@
 //! datafile's chain reaches every copy's disk before it is answered; a copy that is
 //! not the head refuses a client's change, and so does every copy under another map
 //! version; overlapping writes racing through the head leave every copy the same;
+//! a client naming fewer copies than its capability was granted for is refused;
 //! a truncate passes down the chain; reads and sizes come from any copy that is up
 //! (`docs/replication.md`, "Data: chains"). With the head's range lock switched off,
 //! the racing writes leave the copies different (3 runs of 3).
@@ -133,7 +134,11 @@ fn write(c: &Cluster, h: u64, offset: u64, len: u64, copies: Copies) -> Request 
         index: 0,
         regions: Regions::contig(offset, len),
         sync: false,
-        cap: Some(c.ctxs[0].caps.mint(h, rights::WRITE, 0)),
+        cap: Some(
+            c.ctxs[0]
+                .caps
+                .mint_for_copies(h, rights::WRITE, 0, &[0, 1, 2]),
+        ),
         copies,
     })
 }
@@ -163,6 +168,15 @@ async fn writes_pass_down_the_chain_and_only_the_head_takes_them() {
     stale.map += 1;
     let w = write(&c, h, 0, 4, stale);
     assert_eq!(c.call(0, w, b"YYYY").await.unwrap_err(), ErrorKind::Map);
+    // A client naming fewer copies than its capability was granted for (so that one
+    // copy would miss the write): refused, whatever the copies it names.
+    for fewer in [vec![], vec![0, 1]] {
+        let mut w = write(&c, h, 0, 4, c.copies(0));
+        if let Request::Write(w) = &mut w {
+            w.copies.servers = fewer;
+        }
+        assert_eq!(c.call(0, w, b"WWWW").await.unwrap_err(), ErrorKind::Denied);
+    }
     // Forwarded at the wrong place in the chain (as if the first member): refused.
     let w = write(&c, h, 0, 4, c.copies(2));
     assert_eq!(c.call(1, w, b"ZZZZ").await.unwrap_err(), ErrorKind::Map);
@@ -202,7 +216,11 @@ async fn writes_pass_down_the_chain_and_only_the_head_takes_them() {
         stripe: STRIPE,
         index: 0,
         size: 12_345,
-        cap: Some(c.ctxs[0].caps.mint(h, rights::WRITE, 0)),
+        cap: Some(
+            c.ctxs[0]
+                .caps
+                .mint_for_copies(h, rights::WRITE, 0, &[0, 1, 2]),
+        ),
         copies: c.copies(0),
     });
     c.call(0, t, &[]).await.unwrap();
@@ -235,7 +253,11 @@ async fn writes_pass_down_the_chain_and_only_the_head_takes_them() {
             stripe: STRIPE,
             index: 0,
             regions: Regions::contig(0, 100),
-            cap: Some(c.ctxs[0].caps.mint(h, rights::READ, 0)),
+            cap: Some(
+                c.ctxs[0]
+                    .caps
+                    .mint_for_copies(h, rights::READ, 0, &[0, 1, 2]),
+            ),
             copies: c.copies(0),
         });
         match c.call(i, read, &[]).await.unwrap() {

@@ -27,6 +27,7 @@ impl Handler for req::Fallocate {
             cap: self.cap.as_ref(),
             handle: self.handle,
             rights: rights::WRITE,
+            copies: &self.copies.servers,
         }
     }
 

@@ -32,6 +32,7 @@ impl Handler for req::Read {
             cap: self.cap.as_ref(),
             handle: self.handle,
             rights: rights::READ,
+            copies: &self.copies.servers,
         }
     }
 

@@ -20,6 +20,7 @@ impl Handler for req::Truncate {
             cap: self.cap.as_ref(),
             handle: self.handle,
             rights: rights::WRITE,
+            copies: &self.copies.servers,
         }
     }
 

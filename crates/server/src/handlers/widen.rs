@@ -19,6 +19,7 @@ impl Handler for req::Widen {
             cap: self.cap.as_ref(),
             handle: self.handle,
             rights: rights::WRITE,
+            copies: &[],
         }
     }
 

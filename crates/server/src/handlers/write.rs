@@ -25,6 +25,7 @@ impl Handler for req::Write {
             cap: self.cap.as_ref(),
             handle: self.handle,
             rights: rights::WRITE,
+            copies: &self.copies.servers,
         }
     }
 
