@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(decode::<Capability>(&encode(&c)).unwrap(), c);
         assert!(c.allows(rights::READ));
         assert!(!c.allows(rights::READ | rights::REMOVE));
-        let base = c.sealed_bytes(1);
+        let base = c.sealed_bytes(1, &[]);
         for changed in [
             Capability {
                 handle: 8,
@@ -143,9 +143,11 @@ mod tests {
                 ..c.clone()
             },
         ] {
-            assert_ne!(changed.sealed_bytes(1), base);
+            assert_ne!(changed.sealed_bytes(1, &[]), base);
         }
-        assert_ne!(c.sealed_bytes(2), base);
+        assert_ne!(c.sealed_bytes(2, &[]), base);
+        assert_ne!(c.sealed_bytes(1, &[0, 1]), base);
+        assert_ne!(c.sealed_bytes(1, &[0, 1]), c.sealed_bytes(1, &[1, 0]));
         assert_eq!(rights::describe(rights::READ | rights::MOVE), "read+move");
     }
 }
