@@ -216,6 +216,10 @@ struct pvfs_layout_hint {
    * -1 = chosen by the metadata server (round-robin).
    */
   int32_t first_server;
+  /**
+   * Copies of every stripe unit (1 .. 3); 0 or -1 = default.
+   */
+  int32_t replicas;
 };
 
 /**

@@ -42,6 +42,7 @@ fn spec(hint: Option<&pvfs_layout_hint>) -> LayoutSpec {
             stripe_size: (h.stripe_size > 0).then_some(h.stripe_size),
             stripe_count: (h.stripe_count > 0).then_some(h.stripe_count as u32),
             base: (h.first_server >= 0).then_some(h.first_server as u32),
+            replicas: (h.replicas > 0).then_some(h.replicas as u32),
         },
     }
 }
@@ -945,6 +946,7 @@ pub unsafe extern "C" fn pvfs_get_layout(fd: c_int, hint: *mut pvfs_layout_hint)
             stripe_size: layout.stripe_size,
             stripe_count: layout.datafiles.len() as i32,
             first_server: first,
+            replicas: layout.replicas as i32,
         };
         // SAFETY: checked non-NULL; writable by contract.
         unsafe { put(h, v) };
@@ -979,19 +981,22 @@ mod tests {
             stripe_size: 0,
             stripe_count: -1,
             first_server: -1,
+            replicas: -1,
         };
         assert_eq!(spec(Some(&h)), LayoutSpec::default());
         let h = pvfs_layout_hint {
             stripe_size: 4096,
             stripe_count: 2,
             first_server: 0,
+            replicas: 2,
         };
         assert_eq!(
             spec(Some(&h)),
             LayoutSpec {
                 stripe_size: Some(4096),
                 stripe_count: Some(2),
-                base: Some(0)
+                base: Some(0),
+                replicas: Some(2),
             }
         );
     }

@@ -135,6 +135,8 @@ pub struct pvfs_layout_hint {
     /// Index, among the data servers, of the server holding the first stripe unit;
     /// -1 = chosen by the metadata server (round-robin).
     pub first_server: i32,
+    /// Copies of every stripe unit (1 .. 3); 0 or -1 = default.
+    pub replicas: i32,
 }
 
 /// Requests sent to the servers by this process since `pvfs_init` or the last

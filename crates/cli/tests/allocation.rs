@@ -76,6 +76,7 @@ fn fallocate_modes_and_block_counts_through_the_client_library() {
             stripe_size: Some(65536),
             stripe_count: Some(4),
             base: None,
+            replicas: None,
         };
         let f = c.create("/f", 0o644, spec, true).await.unwrap();
         let layout = f.layout().clone();
@@ -243,6 +244,7 @@ fn fallocate_on_data_servers_that_lack_a_mode_or_space() {
             stripe_size: Some(65536),
             stripe_count: Some(1),
             base: Some(s3_index),
+            replicas: None,
         };
         let f = c.create("/t", 0o644, only_s3, true).await.unwrap();
         assert_eq!(f.layout().datafiles[0].server, s3_index);

@@ -386,6 +386,7 @@ fn concurrent_random_writes_read_back_exactly_and_land_on_the_right_datafiles() 
         stripe_size: Some(64 * KIB),
         stripe_count: Some(4),
         base: None,
+        replicas: None,
     };
     let extents = plan_extents(&mut rng, 64 * KIB, 128 * MIB, 16 * MIB);
     assert!(extents.iter().any(|e| e.1 == 16 * MIB) && extents.iter().any(|e| e.1 == 1));
@@ -410,6 +411,7 @@ fn concurrent_random_writes_read_back_exactly_and_land_on_the_right_datafiles() 
         stripe_size: Some(4608),
         stripe_count: Some(3),
         base: Some(1),
+        replicas: None,
     };
     let extents = plan_extents(&mut rng, 4608, 24 * MIB, 16 * MIB);
     let model = concurrent_writes(&cluster, "/odd-4608x3", spec, &extents, &mut rng);
@@ -459,6 +461,7 @@ fn strided_partitions_and_region_lists_match_the_model() {
             stripe_size: Some(8 * KIB),
             stripe_count: Some(4),
             base: None,
+            replicas: None,
         };
         timed("create", client.create(path, 0o644, spec, true))
             .await
@@ -551,6 +554,7 @@ fn strided_partitions_and_region_lists_match_the_model() {
             stripe_size: Some(4608),
             stripe_count: Some(3),
             base: None,
+            replicas: None,
         };
         timed("create", client.create(path, 0o644, spec, true))
             .await
@@ -694,6 +698,7 @@ fn truncate_cuts_and_extends_every_datafile_to_its_share() {
             stripe_size: Some(s),
             stripe_count: Some(c as u32),
             base: None,
+            replicas: None,
         };
         let f = timed("create", client.create(path, 0o644, spec, true))
             .await

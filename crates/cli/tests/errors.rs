@@ -31,6 +31,7 @@ fn spec(size: Option<u64>, count: Option<u32>) -> LayoutSpec {
         stripe_size: size,
         stripe_count: count,
         base: None,
+        replicas: None,
     }
 }
 

@@ -71,6 +71,7 @@ fn setup(cluster: &Cluster, tc: &TestClient, rng: &mut Rng) -> Files {
             stripe_size: Some(65536),
             stripe_count: Some(count),
             base,
+            replicas: None,
         };
         let w = c.create("/wide", 0o644, spec(4, None), true).await.unwrap();
         w.write_at(0, &files.wide).await.unwrap();
@@ -179,6 +180,7 @@ fn check_without_s3(tc: &TestClient, files: &Files, tag: &str) {
                 stripe_size: Some(65536),
                 stripe_count: Some(3),
                 base: Some(0),
+                replicas: None,
             };
             let f = c
                 .create(&format!("/dir/{tag}/f"), 0o644, spec, true)

@@ -591,6 +591,7 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
             stripe_size: None,
             stripe_count: Some(4),
             base: Some(0),
+            replicas: None,
         };
         let n = c.create("/narrow", 0o644, spec, true).await.unwrap();
         n.write_at(0, &narrow).await.unwrap();

@@ -70,6 +70,7 @@ fn a_full_data_server_gives_enospc_and_recovers() {
             stripe_size: None,
             stripe_count: Some(1),
             base: Some(0),
+            replicas: None,
         };
         let small = c.create("/still/small", 0o644, other, true).await.unwrap();
         small.write_at(0, b"fine").await.unwrap();

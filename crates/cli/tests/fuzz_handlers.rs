@@ -182,6 +182,7 @@ fn request(rng: &mut Rng, real: &[Handle]) -> Request {
         stripe_size: rng.chance(0.5).then(|| num(rng)),
         stripe_count: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
         base: rng.chance(0.5).then(|| rng.range(0, 8) as u32),
+        replicas: None,
     };
     let kind = pick(rng, &[ObjKind::Dir, ObjKind::File, ObjKind::Symlink]);
     // KINDS (above) counts the distinct kinds this match makes.

@@ -150,6 +150,7 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
                 stripe_size: Some(16 * KIB),
                 stripe_count: Some(2),
                 base: None,
+                replicas: None,
             }),
         )
         .await
@@ -169,6 +170,7 @@ fn build(tc: &TestClient, rng: &mut Rng) -> Expected {
             stripe_size: Some(4608),
             stripe_count: Some(3),
             base: None,
+            replicas: None,
         };
         put(&c, "/a/b/f2", odd, &f2).await;
         put(&c, "/docs/inherit", LayoutSpec::default(), &inherit).await;

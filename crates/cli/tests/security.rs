@@ -1064,6 +1064,7 @@ fn over_tls_nothing_travels_in_the_clear() {
                     stripe_size: None,
                     stripe_count: Some(1),
                     base: Some(0),
+                    replicas: None,
                 },
                 true,
             )

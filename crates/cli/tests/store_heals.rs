@@ -201,6 +201,7 @@ fn a_full_metadata_store_degrades_then_heals_by_itself() {
             stripe_size: None,
             stripe_count: Some(1),
             base: Some(0),
+            replicas: None,
         };
         let big = c
             .create_under(&d, &filler, 0o644, on_s0_only, false)

@@ -28,6 +28,7 @@ fn four(base: Option<u32>) -> LayoutSpec {
         stripe_size: Some(65536),
         stripe_count: Some(4),
         base,
+        replicas: None,
     }
 }
 

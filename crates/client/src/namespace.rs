@@ -657,6 +657,7 @@ impl Client {
             stripe_size: Some(d.stripe_size),
             stripe_count: Some(d.stripe_count),
             base: None,
+            replicas: Some(self.config().replication.replicas),
         });
         self.create_holding(parent, name, mode, CreateWhat::File { spec }, hold)
             .await
@@ -1516,8 +1517,15 @@ impl Client {
         // (attr index, datafile index, datafile handle), grouped by data server.
         type Wanted = Vec<(usize, usize, Handle)>;
         let mut by_server: Vec<(usize, Wanted)> = Vec::new();
+        // Files with copies: each datafile's size from a copy that is up, under
+        // the map (a copy that is down or catching up may be stale).
+        let mut copied: Vec<usize> = Vec::new();
         for (i, a) in attrs.iter().enumerate() {
             if let Ok(Some(layout)) = a.as_ref().map(|a| a.layout()) {
+                if layout.replicas > 1 {
+                    copied.push(i);
+                    continue;
+                }
                 // The attributes were just fetched: their width holds.
                 for (k, df) in layout.datafiles[layout.sized()].iter().enumerate() {
                     let s = df.server as usize;
@@ -1561,6 +1569,27 @@ impl Client {
                         attrs[i] = Err(err.clone());
                     }
                 }
+            }
+        }
+        let shared: &[Result<Attr>] = attrs;
+        let copied_stats = join_all(copied.iter().map(|&i| async move {
+            let layout = match shared[i].as_ref().map(|a| a.layout()) {
+                Ok(Some(l)) => l,
+                _ => return Ok(Vec::new()),
+            };
+            let which: Vec<usize> = layout.sized().collect();
+            let mut stats = vec![DatafileStat::default(); layout.datafiles.len()];
+            let got = io::datafile_stats(&self.inner.pool, &self.creds, layout, &which).await?;
+            for (k, st) in which.into_iter().zip(got) {
+                stats[k] = st;
+            }
+            Ok(stats)
+        }))
+        .await;
+        for (&i, got) in copied.iter().zip(copied_stats) {
+            match got {
+                Ok(stats) => local[i] = stats,
+                Err(e) => attrs[i] = Err(e),
             }
         }
         for (a, stats) in attrs.iter_mut().zip(local) {

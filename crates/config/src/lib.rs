@@ -516,6 +516,33 @@ impl Config {
         metas[(pos + shard as usize) % metas.len()]
     }
 
+    /// The servers of the `r` copies of a datafile whose first copy is on data
+    /// server `data[first]` (`data` = [`Config::data_servers`]), in chain order: the
+    /// next data servers after it in a domain no copy has yet, then, when the domains
+    /// run out, the next ones not holding a copy (`docs/replication.md`,
+    /// "Placement"). Fewer than `r` only when there are fewer data servers.
+    pub fn replica_set(&self, data: &[usize], first: usize, r: usize) -> Vec<u32> {
+        let n = data.len();
+        let domain = |s: usize| {
+            let server = &self.servers[s];
+            server.domain.as_deref().unwrap_or(&server.name).to_string()
+        };
+        let ring = || (0..n).map(|k| data[(first + k) % n]);
+        let mut set: Vec<usize> = Vec::with_capacity(r);
+        for s in ring() {
+            if set.len() < r && !set.iter().any(|&c| domain(c) == domain(s)) {
+                set.push(s);
+            }
+        }
+        for s in ring() {
+            if set.len() < r && !set.contains(&s) {
+                set.push(s);
+            }
+        }
+        debug_assert!(set.first() == data.get(first % n.max(1)));
+        set.into_iter().map(|s| s as u32).collect()
+    }
+
     /// The server holding entry `name` of directory `dir` with `shards` shards (a new
     /// object named `name` is created there too).
     pub fn entry_server(&self, dir: Handle, shards: u32, name: &str) -> usize {

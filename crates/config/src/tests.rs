@@ -684,3 +684,25 @@ fn metadata_sync_setting() {
     assert!(text.contains("metadata_sync = \"10ms\""), "{text}");
     assert_eq!(Config::parse(&text, "gen").unwrap(), c);
 }
+
+#[test]
+fn replica_sets_start_at_their_first_copy_and_prefer_distinct_domains() {
+    let mut c = Config::generate(&GenOptions::new(4, "/tmp/x")).unwrap();
+    let data = c.data_servers();
+    assert_eq!(data, vec![0, 1, 2, 3]);
+    // No domains named: every server is its own; the next servers round the ring.
+    assert_eq!(c.replica_set(&data, 0, 2), vec![0, 1]);
+    assert_eq!(c.replica_set(&data, 3, 3), vec![3, 0, 1]);
+    assert_eq!(c.replica_set(&data, 2, 1), vec![2]);
+    // Two racks, interleaved badly: copies skip the first copy's rack.
+    for (s, rack) in [(0, "a"), (1, "a"), (2, "b"), (3, "b")] {
+        c.servers[s].domain = Some(rack.into());
+    }
+    assert_eq!(c.replica_set(&data, 0, 2), vec![0, 2]);
+    assert_eq!(c.replica_set(&data, 1, 2), vec![1, 2]);
+    assert_eq!(c.replica_set(&data, 3, 2), vec![3, 0]);
+    // More copies than racks: distinct servers once the racks run out.
+    assert_eq!(c.replica_set(&data, 0, 3), vec![0, 2, 1]);
+    // More copies than servers: every server once.
+    assert_eq!(c.replica_set(&data[..2], 1, 3), vec![1, 0]);
+}

@@ -2,9 +2,10 @@
 //! the default layout of a directory, settable the way Lustre users set stripes.
 //!
 //! Formats (documented in `docs/fuse.md`):
-//! - file (read only): `stripe_size=65536 stripe_count=4 datafiles=s1:0x..,s2:0x..`
-//! - directory (read, set, remove): `stripe_size=1M stripe_count=2 base=0`, any
-//!   subset of the three keys, separated by spaces or commas, sizes with K, M,
+//! - file (read only): `stripe_size=65536 stripe_count=4 replicas=1
+//!   datafiles=s1:0x..,s2:0x..` (with copies: `s1+s2:0x..`, the chain's servers)
+//! - directory (read, set, remove): `stripe_size=1M stripe_count=2 base=0 replicas=2`,
+//!   any subset of the four keys, separated by spaces or commas, sizes with K, M,
 //!   G, T or P suffixes; an empty value, `default` or `none` (or removing the attribute)
 //!   clears the default so the file system's applies again.
 
@@ -34,13 +35,28 @@ pub(crate) fn format_file_layout(layout: &Layout, config: &Config) -> String {
                 .servers
                 .get(df.server as usize)
                 .map_or_else(|| format!("#{}", df.server), |s| s.name.clone());
-            format!("{server}:{:#x}", df.handle)
+            let copies: Vec<String> = df
+                .replicas()
+                .skip(1)
+                .map(|s| {
+                    config
+                        .servers
+                        .get(s as usize)
+                        .map_or_else(|| format!("#{s}"), |s| s.name.clone())
+                })
+                .collect();
+            if copies.is_empty() {
+                format!("{server}:{:#x}", df.handle)
+            } else {
+                format!("{server}+{}:{:#x}", copies.join("+"), df.handle)
+            }
         })
         .collect();
     format!(
-        "stripe_size={} stripe_count={} datafiles={}",
+        "stripe_size={} stripe_count={} replicas={} datafiles={}",
         layout.stripe_size,
         layout.datafiles.len(),
+        layout.replicas,
         dfs.join(",")
     )
 }
@@ -56,6 +72,9 @@ pub(crate) fn format_spec(spec: &LayoutSpec) -> String {
     }
     if let Some(b) = spec.base {
         parts.push(format!("base={b}"));
+    }
+    if let Some(r) = spec.replicas {
+        parts.push(format!("replicas={r}"));
     }
     parts.join(" ")
 }
@@ -81,6 +100,9 @@ pub(crate) fn parse_spec(value: &[u8]) -> Result<Option<LayoutSpec>, String> {
                 spec.stripe_count = Some(val.parse().map_err(|_| format!("bad count {val:?}"))?)
             }
             "base" => spec.base = Some(val.parse().map_err(|_| format!("bad base {val:?}"))?),
+            "replicas" | "copies" => {
+                spec.replicas = Some(val.parse().map_err(|_| format!("bad replicas {val:?}"))?)
+            }
             _ => return Err(format!("unknown layout key {key:?}")),
         }
     }
@@ -105,6 +127,10 @@ mod tests {
         assert_eq!(format_spec(&s), "stripe_size=1048576 stripe_count=2");
         let s = parse_spec(b"count=3,base=1\n").unwrap().unwrap();
         assert_eq!((s.stripe_count, s.base), (Some(3), Some(1)));
+        let s = parse_spec(b"replicas=2").unwrap().unwrap();
+        assert_eq!((s.replicas, s.stripe_count), (Some(2), None));
+        assert_eq!(format_spec(&s), "replicas=2");
+        assert!(parse_spec(b"replicas=two").is_err());
         assert_eq!(parse_spec(b"").unwrap(), None);
         assert_eq!(parse_spec(b"none").unwrap(), None);
         assert!(parse_spec(b"stripe_size").is_err());

@@ -52,7 +52,7 @@ impl Wire for ObjDetail {
                 default_layout,
                 mtime_set,
             } => {
-                out.push(5);
+                out.push(6);
                 parent.put(out);
                 shards.put(out);
                 default_layout.put(out);
@@ -79,10 +79,17 @@ impl Wire for ObjDetail {
             1 => Ok(ObjDetail::Dir {
                 parent: Wire::get(r)?,
                 shards: Wire::get(r)?,
-                default_layout: Wire::get(r)?,
+                default_layout: get_old_spec(r)?,
                 mtime_set: Timespec::default(),
             }),
+            // ... and before a default layout could name copies.
             5 => Ok(ObjDetail::Dir {
+                parent: Wire::get(r)?,
+                shards: Wire::get(r)?,
+                default_layout: get_old_spec(r)?,
+                mtime_set: Wire::get(r)?,
+            }),
+            6 => Ok(ObjDetail::Dir {
                 parent: Wire::get(r)?,
                 shards: Wire::get(r)?,
                 default_layout: Wire::get(r)?,
@@ -103,6 +110,19 @@ impl Wire for ObjDetail {
                 tag: u32::from(t),
             }),
         }
+    }
+}
+
+/// A directory's default layout as stores written before it could name copies hold
+/// it: absent, or present with three fields.
+fn get_old_spec(r: &mut Reader<'_>) -> Result<Option<LayoutSpec>, DecodeError> {
+    match u8::get(r)? {
+        0 => Ok(None),
+        1 => LayoutSpec::get_without_replicas(r).map(Some),
+        t => Err(DecodeError::UnknownTag {
+            what: "option",
+            tag: u32::from(t),
+        }),
     }
 }
 
@@ -280,6 +300,7 @@ mod tests {
                     stripe_size: Some(65536),
                     stripe_count: None,
                     base: None,
+                    replicas: None,
                 }),
                 mtime_set: Timespec { secs: 3, nsecs: 4 },
             },

@@ -228,11 +228,14 @@ pub struct LayoutSpec {
     pub stripe_count: Option<u32>,
     /// Index (among the data servers) of the first datafile's server.
     pub base: Option<u32>,
+    /// Copies of each stripe unit (1 ..= [`MAX_REPLICAS`]).
+    pub replicas: Option<u32>,
 }
 wire_struct!(LayoutSpec {
     stripe_size: Option<u64>,
     stripe_count: Option<u32>,
     base: Option<u32>,
+    replicas: Option<u32>,
 });
 
 impl LayoutSpec {
@@ -242,7 +245,19 @@ impl LayoutSpec {
             stripe_size: self.stripe_size.or(fallback.stripe_size),
             stripe_count: self.stripe_count.or(fallback.stripe_count),
             base: self.base.or(fallback.base),
+            replicas: self.replicas.or(fallback.replicas),
         }
+    }
+
+    /// A spec as stores written before a spec could name copies hold it (three
+    /// fields, no replica count).
+    pub fn get_without_replicas(r: &mut Reader<'_>) -> Result<LayoutSpec, DecodeError> {
+        Ok(LayoutSpec {
+            stripe_size: Wire::get(r)?,
+            stripe_count: Wire::get(r)?,
+            base: Wire::get(r)?,
+            replicas: None,
+        })
     }
 }
 

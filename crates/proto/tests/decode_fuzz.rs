@@ -86,6 +86,7 @@ fn samples() -> Vec<Vec<u8>> {
                     stripe_size: Some(65536),
                     stripe_count: Some(4),
                     base: None,
+                    replicas: None,
                 },
             },
         })),

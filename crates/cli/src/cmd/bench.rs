@@ -332,6 +332,7 @@ pub fn concurrent(config: &Config, c: &ConcurrentArgs) -> anyhow::Result<(Phase,
         stripe_size: c.stripe_size,
         stripe_count: c.stripe_count,
         base: None,
+        replicas: None,
     };
     let admin = {
         let _g = rt.enter();

@@ -31,6 +31,9 @@ pub struct CpArgs {
     /// Stripe count of a new pvfs file.
     #[arg(long)]
     stripe_count: Option<u32>,
+    /// Copies of every stripe unit of a new pvfs file (1 to 3).
+    #[arg(long)]
+    replicas: Option<u32>,
     /// Bytes per chunk (default: 16 MiB rounded to whole stripe rows).
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
@@ -142,6 +145,7 @@ async fn open_dest(client: &Client, a: &CpArgs, size: u64) -> anyhow::Result<(En
                 stripe_size: a.stripe_size,
                 stripe_count: a.stripe_count,
                 base: None,
+                replicas: a.replicas,
             };
             let file = client.create(&path, 0o644, spec, false).await?;
             if file.size().await? > 0 {

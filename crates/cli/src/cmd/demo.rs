@@ -453,6 +453,7 @@ fn workload(config: &Config, config_path: &Path) -> anyhow::Result<()> {
             stripe_size: Some(64 << 10),
             stripe_count: None,
             base: None,
+            replicas: None,
         };
         client.create("/demo/striped.dat", 0o644, spec, true).await?;
         let t = Instant::now();

@@ -36,6 +36,10 @@ pub struct GenconfigArgs {
     /// Dirdata shards per new directory (default: all metadata servers).
     #[arg(long)]
     dir_shards: Option<u32>,
+    /// Copies of every stripe unit of new files (1 to 3); more than one also names
+    /// the servers that run the authority (`docs/replication.md`).
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
     /// Name of the file system.
     #[arg(long, default_value = "pvfs")]
     name: String,
@@ -88,6 +92,7 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
         stripe_size: a.stripe_size,
         stripe_count: a.stripe_count,
         dir_shards: a.dir_shards,
+        replicas: a.replicas,
         name: a.name,
         key_stem,
         tls: a.tls,

@@ -36,8 +36,12 @@ pub struct SetlayoutArgs {
     /// Index (among the data servers) of every new file's first datafile.
     #[arg(long)]
     base: Option<u32>,
+    /// Copies of every stripe unit of new files (1 to 3; more than one needs
+    /// `[replication] authority` in the configuration).
+    #[arg(long)]
+    replicas: Option<u32>,
     /// Remove the directory's default layout (the file system's applies again).
-    #[arg(long, conflicts_with_all = ["stripe_size", "stripe_count", "base"])]
+    #[arg(long, conflicts_with_all = ["stripe_size", "stripe_count", "base", "replicas"])]
     clear: bool,
     /// The directory.
     path: String,
@@ -52,6 +56,15 @@ pub fn stripes(n: u64) -> String {
     }
 }
 
+/// "1 copy", "2 copies": a replica count in words.
+pub fn copies(n: u32) -> String {
+    if n == 1 {
+        "1 copy".into()
+    } else {
+        format!("{n} copies")
+    }
+}
+
 /// A layout request in words, e.g. "stripe size 64K, 4 stripes".
 pub fn spec_string(s: &LayoutSpec) -> String {
     let mut parts = Vec::new();
@@ -63,6 +76,9 @@ pub fn spec_string(s: &LayoutSpec) -> String {
     }
     if let Some(b) = s.base {
         parts.push(format!("first data server {b}"));
+    }
+    if let Some(r) = s.replicas {
+        parts.push(copies(r));
     }
     if parts.is_empty() {
         "file-system defaults".into()
@@ -89,6 +105,7 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
                 .enumerate()
                 .map(|(i, (df, name, st))| {
                     serde_json::json!({"index": i, "server": name, "server_index": df.server,
+                        "copies": df.replicas().collect::<Vec<_>>(),
                         "handle": df.handle, "bytes": st.size, "allocated": st.allocated})
                 })
                 .collect();
@@ -96,7 +113,7 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
                 "path": a.path, "handle": report.attr.handle, "size": report.attr.size,
                 "blocks": report.attr.blocks,
                 "stripe_size": layout.stripe_size, "stripe_count": layout.datafiles.len(),
-                "width": layout.width, "datafiles": dfs,
+                "replicas": layout.replicas, "width": layout.width, "datafiles": dfs,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
             return Ok(ExitCode::SUCCESS);
@@ -106,10 +123,11 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
             a.path, report.attr.size, report.attr.handle
         );
         println!(
-            "stripe size {} ({} bytes), stripe count {}, bytes on the first {} so far",
+            "stripe size {} ({} bytes), stripe count {}, {}, bytes on the first {} so far",
             format_size(layout.stripe_size),
             layout.stripe_size,
             layout.datafiles.len(),
+            copies(layout.replicas),
             layout.width
         );
         println!(
@@ -121,6 +139,14 @@ pub fn layout(a: LayoutArgs) -> anyhow::Result<ExitCode> {
                 "{i:>5}  {name:<8} {:>#20x} {:>14} {:>14}",
                 df.handle, st.size, st.allocated
             );
+            if layout.replicas > 1 {
+                let names: Vec<&str> = df
+                    .replicas()
+                    .filter_map(|s| client.config().servers.get(s as usize))
+                    .map(|s| s.name.as_str())
+                    .collect();
+                println!("{:>5}  copies on {}", "", names.join(", "));
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -133,14 +159,18 @@ pub fn setlayout(a: SetlayoutArgs) -> anyhow::Result<ExitCode> {
         let spec = if a.clear {
             None
         } else {
-            if a.stripe_size.is_none() && a.stripe_count.is_none() && a.base.is_none() {
-                anyhow::bail!("give --stripe-size, --stripe-count or --base (or --clear)");
-            }
-            Some(LayoutSpec {
+            let spec = LayoutSpec {
                 stripe_size: a.stripe_size,
                 stripe_count: a.stripe_count,
                 base: a.base,
-            })
+                replicas: a.replicas,
+            };
+            if spec == LayoutSpec::default() {
+                anyhow::bail!(
+                    "give --stripe-size, --stripe-count, --base or --replicas (or --clear)"
+                );
+            }
+            Some(spec)
         };
         client.set_dir_layout(&a.path, spec).await?;
         match spec {

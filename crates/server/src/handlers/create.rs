@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use pvfs_proto::access;
 use pvfs_proto::acl::{self, Acl};
-use pvfs_proto::layout::{check_stripe_size, Datafile, Layout, LayoutSpec, MAX_STRIPE_COUNT};
+use pvfs_proto::layout::{
+    check_stripe_size, Datafile, Layout, LayoutSpec, MAX_REPLICAS, MAX_STRIPE_COUNT, NO_SERVER,
+};
 use pvfs_proto::types::{check_name, PATH_MAX};
 use pvfs_proto::{
     req, rights, Attr, Changed, CreateWhat, Creds, Errno, NodeKind, ObjDetail, Response, Timespec,
@@ -27,7 +29,13 @@ pub const MAX_SHARDS: u32 = 1024;
 enum Plan {
     File {
         stripe_size: u64,
+        /// The server of each datafile's first copy (its handle comes from that
+        /// server's pool).
         servers: Vec<u32>,
+        /// Copies of each stripe unit.
+        replicas: u32,
+        /// The servers of each datafile's other copies, in chain order.
+        copies: Vec<[u32; MAX_REPLICAS as usize - 1]>,
     },
     Dir {
         shards: u32,
@@ -150,9 +158,11 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                     Plan::File {
                         stripe_size,
                         servers,
+                        replicas,
+                        copies,
                     } => {
                         let mut datafiles = Vec::with_capacity(servers.len());
-                        for s in servers {
+                        for (s, copies) in servers.into_iter().zip(copies) {
                             let got = t.pool_take(s, 1)?;
                             let Some(&h) = got.first() else {
                                 return Err(OpError::busy(
@@ -160,16 +170,23 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                                     format!("precreate pool of server {s} is empty"),
                                 ));
                             };
-                            datafiles.push(Datafile::single(s, h));
+                            datafiles.push(Datafile {
+                                server: s,
+                                handle: h,
+                                copies,
+                            });
                         }
                         // Bytes start on the first datafile; writes past its
                         // stripe unit widen the file first (`Widen`).
                         let layout = Layout {
                             stripe_size,
-                            replicas: 1,
+                            replicas,
                             datafiles,
                             width: 1,
                         };
+                        debug_assert!(layout.datafiles.iter().all(|d| {
+                            d.replicas().count() == replicas as usize
+                        }));
                         (ObjDetail::File { layout }, mode & 0o7777, 1, 0)
                     }
                     Plan::Dir {
@@ -281,13 +298,7 @@ fn inherited_acl(parent: &Attr, mode: u32, umask: u32, is_dir: bool) -> (u32, Op
 
 fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {
     match what {
-        CreateWhat::File { spec } => {
-            let (stripe_size, servers) = resolve_layout(ctx, spec)?;
-            Ok(Plan::File {
-                stripe_size,
-                servers,
-            })
-        }
+        CreateWhat::File { spec } => resolve_layout(ctx, spec),
         CreateWhat::Dir {
             shards,
             default_layout,
@@ -328,9 +339,33 @@ fn plan(ctx: &Ctx, creds: &Creds, what: CreateWhat) -> OpResult<Plan> {
     }
 }
 
-/// Checks a layout request against the file system (stripe size, count, base).
+/// Checks a layout request against the file system (stripe size, count, base,
+/// copies).
 pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
     let n = ctx.config.data_servers().len() as u32;
+    if let Some(r) = spec.replicas {
+        if r == 0 || r > MAX_REPLICAS {
+            return Err(OpError::invalid(
+                Errno::EINVAL,
+                format!("{r} copies: a file has 1 to {MAX_REPLICAS}"),
+            ));
+        }
+        if r > n {
+            return Err(OpError::invalid(
+                Errno::EINVAL,
+                format!("{r} copies: the file system has {n} data servers"),
+            ));
+        }
+        if r > 1 && !ctx.lease.configured() {
+            return Err(OpError::invalid(
+                Errno::EINVAL,
+                format!(
+                    "{r} copies: the file system has no authority to say which copies \
+                     are up (configuration: [replication] authority)"
+                ),
+            ));
+        }
+    }
     if let Some(size) = spec.stripe_size {
         check_stripe_size(size).map_err(|e| {
             OpError::invalid(
@@ -363,8 +398,13 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
 }
 
 /// Fills a layout request with the defaults and picks its data servers
-/// (round-robin from the base, as PVFS's base/pcount).
-fn resolve_layout(ctx: &Ctx, spec: LayoutSpec) -> OpResult<(u64, Vec<u32>)> {
+/// (round-robin from the base, as PVFS's base/pcount) and the servers of each
+/// datafile's other copies (`Config::replica_set`).
+fn resolve_layout(ctx: &Ctx, spec: LayoutSpec) -> OpResult<Plan> {
+    let spec = spec.or(LayoutSpec {
+        replicas: Some(ctx.config.replication.replicas),
+        ..LayoutSpec::default()
+    });
     check_spec(ctx, spec)?;
     let data = ctx.config.data_servers();
     let n = data.len();
@@ -377,6 +417,25 @@ fn resolve_layout(ctx: &Ctx, spec: LayoutSpec) -> OpResult<(u64, Vec<u32>)> {
         Some(b) => b as usize,
         None => (ctx.next_base.fetch_add(1, Ordering::Relaxed) % n as u64) as usize,
     };
-    let servers = (0..count).map(|i| data[(base + i) % n] as u32).collect();
-    Ok((size, servers))
+    let replicas = spec.replicas.unwrap_or(1);
+    let mut servers = Vec::with_capacity(count);
+    let mut copies = Vec::with_capacity(count);
+    for i in 0..count {
+        let set = ctx
+            .config
+            .replica_set(&data, (base + i) % n, replicas as usize);
+        debug_assert_eq!(set.len(), replicas as usize, "checked against n");
+        servers.push(set[0]);
+        let mut rest = [NO_SERVER; MAX_REPLICAS as usize - 1];
+        for (slot, &s) in rest.iter_mut().zip(&set[1..]) {
+            *slot = s;
+        }
+        copies.push(rest);
+    }
+    Ok(Plan::File {
+        stripe_size: size,
+        servers,
+        replicas,
+        copies,
+    })
 }
