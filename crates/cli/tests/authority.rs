@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{poll, scaled, Cluster};
+use common::{map_state, poll, scaled, Cluster};
 
 /// The lease the test file systems use (the smallest the configuration accepts is
 /// 500ms; one second keeps the test short and the arithmetic visible).
@@ -28,16 +28,6 @@ fn cluster() -> Cluster {
 /// `pvfs status --json`, whatever its exit code.
 fn status(cluster: &Cluster) -> serde_json::Value {
     cluster.run_cli(&["status", "--json"]).json_any()
-}
-
-/// Server `name`'s state in the cluster map of `v` (a `status --json`).
-fn map_state(v: &serde_json::Value, name: &str) -> Option<String> {
-    v["servers"]
-        .as_array()?
-        .iter()
-        .find(|s| s["name"] == name)?["map_state"]
-        .as_str()
-        .map(str::to_string)
 }
 
 /// Waits until every server is up in the map; returns the map's version.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pvfs_proto::layout::Datafile;
-use pvfs_proto::map::{ClusterMap, Copies};
+use pvfs_proto::map::{ClusterMap, Copies, ServerState};
 use pvfs_proto::{req, Creds, Errno, ErrorKind, Request, Response};
 use tokio::time::Instant;
 
@@ -68,6 +68,37 @@ impl Pool {
             }
         }
         Err(last)
+    }
+}
+
+impl Pool {
+    /// After a request to `server` failed with `e`: Ok once the cluster map calls
+    /// the server down (or lost, or retired), within the failover wait, for
+    /// requests every server answers for its own part that have nothing to do on a
+    /// dead one (`Sync`: it acknowledged nothing since its death, and what it did
+    /// before is in its kernel's page cache, as after `kill -9`); `e` otherwise, and
+    /// at once without an authority or for an error a failover does not explain.
+    pub(crate) async fn down_in_map(&self, creds: &Creds, server: usize, e: Error) -> Result<()> {
+        if self.config().replication.authority.is_empty() || !worth_another_copy(&e) {
+            return Err(e);
+        }
+        let deadline = Instant::now() + failover_wait(self);
+        let mut seen = 0;
+        loop {
+            if let Ok(map) = self.cluster_map(creds, Some(seen)).await {
+                seen = map.version;
+                if matches!(
+                    map.state(server as u32),
+                    Some(ServerState::Down | ServerState::Lost | ServerState::Retired)
+                ) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
     }
 }
 
@@ -174,6 +205,21 @@ impl<'a> Route<'a> {
                     self.df.handle, map.version
                 ),
             )),
+        }
+    }
+
+    /// The servers of every copy in the chain under the newest map (up, draining
+    /// or recovering: each holds the datafile's latest bytes or is taking them),
+    /// for a request each copy answers for its own (fsync); with one copy, its
+    /// server.
+    pub(crate) fn members(&self) -> Vec<usize> {
+        match &self.map {
+            None => vec![self.df.server as usize],
+            Some(map) => map
+                .chain(&self.servers)
+                .into_iter()
+                .map(|s| s as usize)
+                .collect(),
         }
     }
 

@@ -573,15 +573,24 @@ async fn each_datafile(
                 }
             }
             SendTo::Every => {
-                let copies = df.replicas().take(layout.replicas.max(1) as usize);
-                try_join_all(copies.map(|server| async move {
-                    match req(i, df, Copies::default()) {
-                        Some(r) => send(server as usize, r).await,
-                        None => Ok(()),
+                // Every copy in the chain: one that is down misses nothing it must
+                // make durable (the others recorded what it missed).
+                let mut route =
+                    copies::Route::new(pool, creds, df, layout.replicas, Pick::Head).await?;
+                loop {
+                    let done = try_join_all(route.members().into_iter().map(|server| async move {
+                        match req(i, df, Copies::default()) {
+                            Some(r) => send(server, r).await,
+                            None => Ok(()),
+                        }
+                    }))
+                    .await
+                    .map(|_| ());
+                    match done {
+                        Err(e) if route.again(&e).await => {}
+                        other => break other,
                     }
-                }))
-                .await
-                .map(|_| ())
+                }
             }
         }
     }))
@@ -716,10 +725,12 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
     try_join_all(servers.into_iter().map(|server| async move {
         match pool
             .rpc(server, creds, Request::Sync(req::Sync { data }))
-            .await?
+            .await
         {
-            Response::Done {} => Ok(()),
-            other => Err(unexpected("Sync", &other)),
+            Ok(Response::Done {}) => Ok(()),
+            Ok(other) => Err(unexpected("Sync", &other)),
+            // A server the authority calls down has nothing new to sync.
+            Err(e) => pool.down_in_map(creds, server, e).await,
         }
     }))
     .await?;

@@ -682,14 +682,6 @@ fn check_replication(c: &Config, n_meta: usize, n_data: usize) -> Result<(), (St
              [replication] authority (docs/replication.md)"
         );
     }
-    if copies > 1 {
-        // Chains of copies are not built yet (docs/replication.md, "Status"): a file
-        // system that asks for them must not get one copy silently.
-        fail!(
-            "replication.replicas",
-            "more than one copy is not available in this version (docs/replication.md)"
-        );
-    }
     let members = r.authority.len();
     if members > 0 && (members % 2 == 0 || members > 7) {
         fail!(

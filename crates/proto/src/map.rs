@@ -137,6 +137,42 @@ wire_struct!(Copies {
     hop: u32,
 });
 
+/// What a copy missed of one datafile while its server was down, as another copy's
+/// server recorded it (`Missed`): the byte ranges to copy from a copy that has them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MissedRecord {
+    /// The datafile.
+    pub handle: crate::types::Handle,
+    /// The servers of its copies, in layout order (a `Copies`' `servers`).
+    pub copies: Vec<u32>,
+    /// The ranges of its local bytes, as `start, end` pairs (end exclusive; a change
+    /// of the size reaches `u64::MAX`), sorted and apart.
+    pub ranges: Vec<u64>,
+    /// The record's generation: it grows whenever the record grows, so a server
+    /// that copied it drops it only if nothing was added meanwhile.
+    pub gen: u64,
+}
+wire_struct!(MissedRecord {
+    handle: crate::types::Handle,
+    copies: Vec<u32>,
+    ranges: Vec<u64>,
+    gen: u64,
+});
+
+/// A record a returning server has copied (`Missed`'s `done`): dropped when still of
+/// generation `gen`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MissedDone {
+    /// The datafile.
+    pub handle: crate::types::Handle,
+    /// The generation copied.
+    pub gen: u64,
+}
+wire_struct!(MissedDone {
+    handle: crate::types::Handle,
+    gen: u64,
+});
+
 impl Copies {
     /// Whether the datafile has more than one copy.
     pub fn replicated(&self) -> bool {

@@ -601,6 +601,11 @@ requests! {
         /// The newest cluster map this server knows (EOPNOTSUPP when the file system
         /// has no authority).
         71 => GetMap {} effect None, flow Reply,
+        /// From a server catching up (`server`, recovering under map version `map`):
+        /// first drops the records it copied (`done`), then answers up to `max`
+        /// records of what it missed of datafiles this server holds a copy of
+        /// (`docs/replication.md`, "Self-healing"). Servers only.
+        72 => Missed { server: u32, map: u64, done: Vec<crate::map::MissedDone>, max: u32 } effect Idempotent, flow Reply,
     }
 }
 
@@ -858,6 +863,8 @@ wire_enum! {
         70 => Authority { body: Vec<u8> },
         /// Answer to `GetMap`.
         71 => Map { map: crate::map::ClusterMap },
+        /// Answer to `Missed`: records, and whether more are left.
+        72 => Missed { records: Vec<crate::map::MissedRecord>, more: bool },
     }
 }
 

@@ -42,3 +42,20 @@ pub async fn sweep_kept(ctx: Arc<Ctx>) {
     let lease = ctx.config.locks.lease;
     crate::orphans::sweep_loop(ctx, lease).await
 }
+
+/// Writes the records of missed ranges to disk every `missed::FLUSH_EVERY` when
+/// they changed (`crate::missed`).
+pub async fn flush_missed(ctx: Arc<Ctx>) {
+    let mut tick = tokio::time::interval(crate::missed::FLUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let missed = ctx.missed.clone();
+        let flushed = ctx.blocking(move || Ok(missed.flush())).await;
+        if let Ok(Err(e)) | Err(e) = flushed.map_err(|e| std::io::Error::other(e.to_string())) {
+            if let Some(dropped) = ctx.log_limit.allow("missed ranges") {
+                tracing::warn!(dropped, "cannot write the records of missed ranges: {e}");
+            }
+        }
+    }
+}

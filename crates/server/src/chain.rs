@@ -80,6 +80,12 @@ pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Pl
     Ok(Place { map, chain, pos })
 }
 
+/// Checks that this server holds a lease and that its map is the sender's
+/// (`version`).
+pub fn check_map(lease: &Lease, version: u64) -> OpResult<()> {
+    current_map(lease, version).map(drop)
+}
+
 /// This server's map, if it holds a lease and the map is the sender's (`version`).
 fn current_map(lease: &Lease, version: u64) -> OpResult<ClusterMap> {
     if !lease.valid() {

@@ -91,6 +91,10 @@ pub struct Ctx {
     pub lease: Arc<crate::lease::Lease>,
     /// The datafile ranges this server passes down chains of copies (`crate::chain`).
     pub chain_locks: Arc<crate::chain::RangeLocks>,
+    /// The ranges other copies missed while their servers were down (`crate::missed`).
+    pub missed: Arc<crate::missed::MissedLog>,
+    /// Changes of datafiles with copies running, by map version (`crate::missed`).
+    pub admissions: Arc<crate::missed::Admissions>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -103,6 +103,7 @@ pub async fn handle(
         Request::ScanHeld(r) => serve(incoming, r).await,
         Request::Authority(r) => serve(incoming, r).await,
         Request::GetMap(r) => serve(incoming, r).await,
+        Request::Missed(r) => serve(incoming, r).await,
     }
 }
 

@@ -197,28 +197,10 @@ impl Lease {
             tick.tick().await;
             match renewer.renew().await {
                 Ok((until, map)) => {
-                    let recovering = map.server(self.me).is_some_and(|e| {
-                        e.state == State::Recovering && e.incarnation == self.incarnation
-                    });
-                    {
-                        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-                        held.until = Some(until.max(held.until.unwrap_or(until)));
-                        if held.map.as_ref().is_none_or(|m| m.version <= map.version) {
-                            held.map = Some(map);
-                        }
-                    }
-                    if recovering {
-                        // Back after being down or restarted: a server catches up
-                        // with the writes it missed before it says so. No object
-                        // has more than one copy yet, so there is nothing to catch
-                        // up with: it is up again at once.
-                        let caught_up = pvfs_authority::Command::CaughtUp {
-                            server: self.me,
-                            incarnation: self.incarnation,
-                        };
-                        if let Err(e) = renewer.propose(caught_up).await {
-                            tracing::info!("could not report being caught up: {e}");
-                        }
+                    let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                    held.until = Some(until.max(held.until.unwrap_or(until)));
+                    if held.map.as_ref().is_none_or(|m| m.version <= map.version) {
+                        held.map = Some(map);
                     }
                 }
                 Err(e) => {
@@ -228,6 +210,34 @@ impl Lease {
                 }
             }
         }
+    }
+
+    /// The version of the newest map known here if it calls this start of this
+    /// server recovering: back, taking new writes, to catch up before it serves
+    /// reads (`crate::catchup`).
+    pub fn recovering(&self) -> Option<u64> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let map = held.map.as_ref()?;
+        map.server(self.me)
+            .is_some_and(|e| e.state == State::Recovering && e.incarnation == self.incarnation)
+            .then_some(map.version)
+    }
+
+    /// Tells the authority this server caught up with what it missed.
+    pub async fn report_caught_up(&self) -> OpResult<()> {
+        let Some(renewer) = &self.renewer else {
+            return Ok(());
+        };
+        let caught_up = pvfs_authority::Command::CaughtUp {
+            server: self.me,
+            incarnation: self.incarnation,
+        };
+        renewer.propose(caught_up).await.map(drop).map_err(|e| {
+            OpError::busy(
+                Errno::EAGAIN,
+                format!("could not report being caught up: {e}"),
+            )
+        })
     }
 
     /// Stops the authority member cleanly.

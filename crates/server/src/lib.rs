@@ -13,6 +13,7 @@ pub mod attr_cache;
 pub mod background;
 pub mod budget;
 pub mod caps;
+pub mod catchup;
 pub mod chain;
 pub mod connection;
 pub mod ctx;
@@ -29,6 +30,7 @@ pub mod lifetime;
 pub mod limits;
 pub mod local;
 pub mod locks;
+pub mod missed;
 pub mod once;
 pub mod op;
 pub mod orphans;
@@ -178,6 +180,13 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         pvfs_config::MetadataSync::Every(t) => SyncPolicy::Every(t),
     };
     let range = (sc.handles.first, sc.handles.last);
+    // Storage a caller made (the simulator's) keeps its records of missed ranges in
+    // memory: it has no directory of its own.
+    let missed_dir = setup.storage.is_none().then_some(sc.storage.as_path());
+    let missed = missed::MissedLog::open(missed_dir).map_err(|what| ServerError::Storage {
+        path: sc.storage.display().to_string(),
+        source: StorageError::Corrupt { what },
+    })?;
     let (meta, data): (MetaStore, Arc<dyn pvfs_storage::DataBackend>) = match setup.storage {
         None => (
             MetaStore::open_with_sync(
@@ -296,6 +305,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         exec: setup.exec,
         lease: Arc::new(lease),
         chain_locks: Arc::default(),
+        missed: Arc::new(missed),
+        admissions: Arc::default(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -329,6 +340,8 @@ pub async fn serve(
     let lock_expiry = tokio::spawn(background::expire_locks(ctx.clone()));
     let kept_sweep = tokio::spawn(background::sweep_kept(ctx.clone()));
     let renewals = tokio::spawn(ctx.lease.clone().renew_loop());
+    let missed_flush = tokio::spawn(background::flush_missed(ctx.clone()));
+    let catch_up = tokio::spawn(catchup::run(ctx.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -394,6 +407,11 @@ pub async fn serve(
     lock_expiry.abort();
     kept_sweep.abort();
     renewals.abort();
+    missed_flush.abort();
+    catch_up.abort();
+    if let Err(e) = ctx.missed.flush() {
+        tracing::warn!("cannot write the records of missed ranges: {e}");
+    }
     ctx.lease.shutdown().await;
     ctx.meta.close().await;
     if let Some(source) = fatal {

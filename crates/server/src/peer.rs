@@ -219,7 +219,7 @@ impl Peers {
     }
 
     /// Server `idx`'s answer in `body`: its response, or its error.
-    fn response(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
+    pub fn response(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
         let response: Response = decode(body).map_err(|e| {
             OpError::internal(
                 Errno::EPROTO,

@@ -1735,3 +1735,13 @@ impl Drop for Watchdog {
 pub fn signal_of(st: &ExitStatus) -> Option<i32> {
     st.signal()
 }
+
+/// Server `name`'s state in the cluster map of `v` (a `pvfs status --json`).
+pub fn map_state(v: &serde_json::Value, name: &str) -> Option<String> {
+    v["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)?["map_state"]
+        .as_str()
+        .map(str::to_string)
+}

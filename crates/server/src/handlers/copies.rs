@@ -12,9 +12,8 @@ use pvfs_storage::{DataBackend, StorageError};
 
 use crate::chain::{self, Role};
 use crate::ctx::Ctx;
-use crate::error::OpResult;
+use crate::error::{OpError, OpResult};
 use crate::handlers::datafiles::check_handles;
-use crate::handlers::write::passed_on;
 
 /// Checks where a change of `handle` may be made: a datafile with one copy here
 /// (`check_handles`), or this server's place in the chain of `copies` (the head for
@@ -32,23 +31,51 @@ pub fn check_place(ctx: &Ctx, handle: Handle, copies: &Copies) -> OpResult<Optio
     chain::place(&ctx.lease, ctx.me as u32, copies, role).map(Some)
 }
 
+/// Records the bytes `start .. end` of datafile `handle` as missed by every server
+/// holding a copy (`copies`) that is out of the chain of `place` (down or lost).
+pub fn record_missed(
+    ctx: &Ctx,
+    place: &chain::Place,
+    copies: &Copies,
+    handle: Handle,
+    start: u64,
+    end: u64,
+) {
+    let absent: Vec<u32> = copies
+        .servers
+        .iter()
+        .copied()
+        .filter(|s| !place.chain.contains(s))
+        .collect();
+    ctx.missed
+        .record(&absent, handle, &copies.servers, start, end);
+}
+
 /// Applies a change of `handle` here (`work`, on the storage's thread; answered with
 /// the datafile's stat after it) and, with more than one copy, passes
 /// `onward(copies one hop further)` to the next copy, holding the whole datafile
-/// meanwhile; answers once the rest of the chain has it.
+/// meanwhile; answers once the rest of the chain has it. Copies out of the chain
+/// get `missed` (the local bytes the change may alter) recorded.
+#[allow(clippy::too_many_arguments)]
 pub async fn change(
     ctx: &Arc<Ctx>,
     handle: Handle,
     place: Option<chain::Place>,
     copies: &Copies,
+    missed: (u64, u64),
     onward: impl FnOnce(Copies) -> Request,
     work: impl FnOnce(&dyn DataBackend) -> Result<(), StorageError> + Send + 'static,
 ) -> OpResult<Response> {
+    let _admitted = copies
+        .replicated()
+        .then(|| ctx.admissions.admit(copies.map));
     let next = place.as_ref().and_then(chain::Place::next);
-    let _held = match next {
-        Some(_) => {
+    let _held = match &place {
+        Some(p) => {
             let limit = ctx.config.timeouts.request;
-            Some(ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?)
+            let held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
+            record_missed(ctx, p, copies, handle, missed.0, missed.1);
+            Some(held)
         }
         None => None,
     };
@@ -79,4 +106,19 @@ pub async fn change(
         stat,
         verifier: ctx.data.verifier(),
     })
+}
+
+/// The error a change gets when the next copy of its chain did not take it: the
+/// sender fetches the cluster map and sends it again (the authority marks a dead
+/// copy down within a lease, and the chain then leaves it out).
+pub fn passed_on(ctx: &crate::ctx::Ctx, next: u32, e: OpError) -> OpError {
+    let name = ctx
+        .config
+        .servers
+        .get(next as usize)
+        .map_or("?", |s| s.name.as_str());
+    if e.kind == pvfs_proto::ErrorKind::Map {
+        return e;
+    }
+    chain::map_error(format!("the next copy ({name}) did not take it: {e}"))
 }

@@ -184,9 +184,10 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
                             datafiles,
                             width: 1,
                         };
-                        debug_assert!(layout.datafiles.iter().all(|d| {
-                            d.replicas().count() == replicas as usize
-                        }));
+                        debug_assert!(layout
+                            .datafiles
+                            .iter()
+                            .all(|d| { d.replicas().count() == replicas as usize }));
                         (ObjDetail::File { layout }, mode & 0o7777, 1, 0)
                     }
                     Plan::Dir {

@@ -65,10 +65,16 @@ impl Handler for req::Fallocate {
             }
             Ok(())
         };
-        Ok(
-            copies::change(ctx, handle, place, &self.copies, onward, work)
-                .await?
-                .into(),
+        Ok(copies::change(
+            ctx,
+            handle,
+            place,
+            &self.copies,
+            (0, u64::MAX),
+            onward,
+            work,
         )
+        .await?
+        .into())
     }
 }

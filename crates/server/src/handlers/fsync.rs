@@ -33,8 +33,13 @@ impl Handler for req::Fsync {
             ));
         }
         let data = ctx.data.clone();
-        ctx.blocking(move || handles.iter().try_for_each(|&h| Ok(data.sync(h)?)))
-            .await?;
+        let missed = ctx.missed.clone();
+        ctx.blocking(move || {
+            handles.iter().try_for_each(|&h| data.sync(h))?;
+            // What other copies missed of these bytes is as durable as they are.
+            Ok(missed.flush_or_fail()?)
+        })
+        .await?;
         done()
     }
 }

@@ -28,6 +28,7 @@ pub mod list_attr;
 pub mod list_xattr;
 pub mod lock;
 pub mod lookup;
+pub mod missed;
 pub mod ping;
 pub mod precreate;
 pub mod read;

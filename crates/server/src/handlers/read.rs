@@ -28,6 +28,10 @@ use crate::reply::Reply;
 /// Answers a read: `ReadStart{local_size}` then the data, or an error frame.
 impl Handler for req::Read {
     fn access(&self) -> Access<'_> {
+        // A copy catching up from this one (`crate::catchup`): between servers.
+        if self.copies.hop > 0 {
+            return Access::Peer;
+        }
         Access::Capability {
             cap: self.cap.as_ref(),
             handle: self.handle,
@@ -55,10 +59,15 @@ impl Handler for req::Read {
             chain::place(&ctx.lease, ctx.me as u32, &copies, Role::Reader)?;
             check_stripe(stripe, index)?;
             check_regions(&regions, stripe)?;
-            // Bytes on their way down the chain are read once the tail has them.
-            let (lo, hi) = local_span(stripe, index, &regions);
-            let limit = ctx.config.timeouts.request;
-            drop(ctx.chain_locks.lock(handle, lo, hi, limit).await?);
+            // Bytes on their way down the chain are read once the tail has them;
+            // except by a copy catching up, which holds its own copy meanwhile (so
+            // waiting here for a change that waits there would stall both), and
+            // gets whatever changes are on their way again after this.
+            if copies.hop == 0 {
+                let (lo, hi) = local_span(stripe, index, &regions);
+                let limit = ctx.config.timeouts.request;
+                drop(ctx.chain_locks.lock(handle, lo, hi, limit).await?);
+            }
         } else {
             ctx.require_local(handle)?;
         }

@@ -55,10 +55,16 @@ impl Handler for req::Truncate {
             })
         };
         let work = move |data: &dyn DataBackend| data.truncate(handle, local);
-        Ok(
-            copies::change(ctx, handle, place, &self.copies, onward, work)
-                .await?
-                .into(),
+        Ok(copies::change(
+            ctx,
+            handle,
+            place,
+            &self.copies,
+            (local, u64::MAX),
+            onward,
+            work,
         )
+        .await?
+        .into())
     }
 }

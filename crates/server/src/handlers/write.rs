@@ -7,9 +7,10 @@ use pvfs_proto::{req, rights, Changed, Errno, Regions, Response, Stripe};
 use pvfs_proto::map::Copies;
 use pvfs_proto::Request;
 
-use crate::chain::{self, Role};
+use crate::chain;
 use crate::error::{OpError, OpResult};
 use crate::feed::object;
+use crate::handlers::copies;
 use crate::op::{Access, Answer, Cx, Handler};
 
 /// Writes the bytes of `regions` held by datafile `index`: the data that came with
@@ -56,13 +57,12 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     let first = cx.input.first;
     let mut stream = cx.input.rest;
     ctx.require_data()?;
+    // Admitted under the sender's map until answered (`crate::missed`).
+    let _admitted = copies
+        .replicated()
+        .then(|| ctx.admissions.admit(copies.map));
     let place = if copies.replicated() {
-        let role = if copies.hop == 0 {
-            Role::Head
-        } else {
-            Role::Member
-        };
-        Some(chain::place(&ctx.lease, ctx.me as u32, &copies, role)?)
+        copies::check_place(ctx, handle, &copies)?
     } else {
         ctx.require_local(handle)?;
         None
@@ -71,17 +71,21 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     check_regions(&regions, stripe)?;
     let expected = stripe.bytes_on(u64::from(index), &regions);
     let mut end = stream.is_none() || first.end;
-    // Every copy but the tail holds the bytes it writes until the tail has them: the
-    // head so that overlapping writes pass the chain one after the other, each so
-    // that a read of those bytes here waits until they are acknowledged (a reader
-    // never sees bytes a later read from the tail would not).
+    // Every copy holds the bytes it writes until the tail has them: the head so that
+    // overlapping writes pass the chain one after the other, each so that a read of
+    // those bytes here waits until they are acknowledged (a reader never sees bytes
+    // a later read from the tail would not), and the tail so that a copy it is
+    // catching up with from another (`crate::catchup`) does not land between.
+    // Copies out of the chain get the range recorded as missed.
     let _held = match &place {
-        Some(p) if p.next().is_some() => {
+        Some(p) => {
             let (lo, hi) = local_span(stripe, index, &regions);
             let limit = ctx.config.timeouts.request;
-            Some(ctx.chain_locks.lock(handle, lo, hi, limit).await?)
+            let held = ctx.chain_locks.lock(handle, lo, hi, limit).await?;
+            copies::record_missed(ctx, p, &copies, handle, lo, hi);
+            Some(held)
         }
-        _ => None,
+        None => None,
     };
     let mut forward = match place.as_ref().and_then(chain::Place::next) {
         Some(next) => {
@@ -101,7 +105,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
                 .peers
                 .start_stream(next as usize, Request::Write(onward), &[&first.buf], end)
                 .await
-                .map_err(|e| passed_on(ctx, next, e))?;
+                .map_err(|e| copies::passed_on(ctx, next, e))?;
             Some((next, call))
         }
         None => None,
@@ -131,7 +135,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
             if let (Some((next, call)), false) = (forward.as_ref(), first_chunk) {
                 call.send_data(&[&chunk.buf], end)
                     .await
-                    .map_err(|e| passed_on(ctx, *next, e.into()))?;
+                    .map_err(|e| copies::passed_on(ctx, *next, e.into()))?;
             }
             let runs = local_runs(&pieces);
             let data = ctx.data.clone();
@@ -188,7 +192,13 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     }
     if sync || ctx.config.defaults.sync_writes {
         let data = ctx.data.clone();
-        ctx.blocking(move || Ok(data.sync(handle)?)).await?;
+        let missed = place.is_some().then(|| ctx.missed.clone());
+        ctx.blocking(move || {
+            data.sync(handle)?;
+            // The record of what absent copies missed is as durable as the bytes.
+            Ok(missed.map(|m| m.flush_or_fail()).transpose()?)
+        })
+        .await?;
     }
     // Acknowledged only once the rest of the chain has it.
     if let Some((next, mut call)) = forward.take() {
@@ -200,7 +210,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
                     format!("the next copy answered a write with {}", other.op_name()),
                 ))
             }
-            Err(e) => return Err(passed_on(ctx, next, e)),
+            Err(e) => return Err(copies::passed_on(ctx, next, e)),
         }
     }
     let stat = match after {
@@ -215,21 +225,6 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
         stat,
         verifier: ctx.data.verifier(),
     })
-}
-
-/// The error a change gets when the next copy of its chain did not take it: the
-/// sender fetches the cluster map and sends it again (the authority marks a dead
-/// copy down within a lease, and the chain then leaves it out).
-pub fn passed_on(ctx: &crate::ctx::Ctx, next: u32, e: OpError) -> OpError {
-    let name = ctx
-        .config
-        .servers
-        .get(next as usize)
-        .map_or("?", |s| s.name.as_str());
-    if e.kind == pvfs_proto::ErrorKind::Map {
-        return e;
-    }
-    chain::map_error(format!("the next copy ({name}) did not take it: {e}"))
 }
 
 /// The lowest and highest local byte (exclusive) of datafile `index` that

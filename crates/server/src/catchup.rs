@@ -1,0 +1,262 @@
+//! Catching up (`docs/replication.md`, "Self-healing"): a server that is back after
+//! being down is `recovering` in the map. It takes new writes at once (it is at the
+//! tail of its chains) but serves no reads until it has copied, from the copies that
+//! are up, every range the other servers recorded as missed by it
+//! (`crate::missed`); then it tells the authority it caught up, and is up.
+//!
+//! Each range is copied holding this server's own copy of the datafile
+//! (`RangeLocks`, which every copy takes while it applies a change): a change that
+//! reached the source before the copy is in the bytes copied, or lands here after
+//! them; one that reached this copy first (it was ahead in the chain) was held here
+//! until the source had it. So the copy leaves this server's bytes as the source's,
+//! with every change on its way applied after, in order.
+
+use std::sync::Arc;
+
+use pvfs_proto::map::{Copies, MissedDone, MissedRecord, ServerState};
+use pvfs_proto::{req, Errno, FrameKind, Handle, Regions, Request, Response, Stripe};
+
+use crate::chain;
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+
+/// Bytes copied per step (each under the datafile's lock here).
+const STEP: u64 = 4 << 20;
+
+/// Records asked for at once.
+const PAGE: u32 = 256;
+
+/// What one catch-up copied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Copied {
+    /// Datafiles with a record.
+    pub datafiles: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+/// Catches up whenever the map says this start of the server is recovering, then
+/// reports it; tries again every quarter lease until it succeeds.
+pub async fn run(ctx: Arc<Ctx>) {
+    if !ctx.lease.configured() {
+        return;
+    }
+    let mut tick = tokio::time::interval(ctx.config.replication.lease / 4);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(version) = ctx.lease.recovering() else {
+            continue;
+        };
+        let started = std::time::Instant::now();
+        let outcome = match catch_up(&ctx, version).await {
+            Ok(copied) => ctx.lease.report_caught_up().await.map(|()| copied),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(copied) => tracing::info!(
+                datafiles = copied.datafiles,
+                bytes = copied.bytes,
+                seconds = started.elapsed().as_secs_f64(),
+                "caught up with what this server missed"
+            ),
+            Err(e) => {
+                if let Some(dropped) = ctx.log_limit.allow("catch-up") {
+                    tracing::info!(dropped, "not caught up yet: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Copies what this server missed under map `version` (in which it is recovering)
+/// from every data server that is up; fails while one that may hold records of it
+/// is not up (down or recovering itself: its records wait for it).
+pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
+    let mut copied = Copied::default();
+    if !ctx.roles().contains(pvfs_proto::Roles::DATA) {
+        return Ok(copied);
+    }
+    let map = ctx.lease.map()?;
+    if map.version != version {
+        return Err(chain::map_error(
+            "the cluster map changed while catching up",
+        ));
+    }
+    for s in ctx.config.data_servers() {
+        if s == ctx.me {
+            continue;
+        }
+        match map.state(s as u32) {
+            Some(ServerState::Up | ServerState::Draining) => {
+                let from = pull_from(ctx, s, version).await?;
+                copied.datafiles += from.datafiles;
+                copied.bytes += from.bytes;
+            }
+            Some(ServerState::Lost | ServerState::Retired) => {}
+            state => {
+                return Err(OpError::busy(
+                    Errno::EAGAIN,
+                    format!(
+                        "{} is {}: it may hold records of what this server missed",
+                        ctx.config.servers[s].name,
+                        state.map_or("unknown", ServerState::name)
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(copied)
+}
+
+/// Copies every record server `s` holds for this one, telling it which it copied.
+async fn pull_from(ctx: &Arc<Ctx>, s: usize, version: u64) -> OpResult<Copied> {
+    let mut copied = Copied::default();
+    let mut done: Vec<MissedDone> = Vec::new();
+    loop {
+        let ask = Request::Missed(req::Missed {
+            server: ctx.me as u32,
+            map: version,
+            done: std::mem::take(&mut done),
+            max: PAGE,
+        });
+        let (records, more) = match ctx.peers.call(s, ask).await? {
+            Response::Missed { records, more } => (records, more),
+            other => {
+                return Err(OpError::internal(
+                    Errno::EPROTO,
+                    format!("Missed answered with {}", other.op_name()),
+                ))
+            }
+        };
+        if records.is_empty() {
+            debug_assert!(!more);
+            return Ok(copied);
+        }
+        for rec in &records {
+            copied.bytes += pull_record(ctx, s, version, rec).await?;
+            copied.datafiles += 1;
+            done.push(MissedDone {
+                handle: rec.handle,
+                gen: rec.gen,
+            });
+        }
+    }
+}
+
+/// Makes this server's copy of one record's ranges what server `s`'s is; the bytes
+/// copied.
+async fn pull_record(ctx: &Arc<Ctx>, s: usize, version: u64, rec: &MissedRecord) -> OpResult<u64> {
+    let me = ctx.me as u32;
+    if !rec.copies.contains(&me) || !rec.copies.contains(&(s as u32)) {
+        return Err(OpError::internal(
+            Errno::EPROTO,
+            format!(
+                "a record of datafile {:#x} names copies {:?}",
+                rec.handle, rec.copies
+            ),
+        ));
+    }
+    let copies = Copies {
+        servers: rec.copies.clone(),
+        map: version,
+        hop: 1,
+    };
+    let limit = ctx.config.timeouts.request;
+    let mut bytes = 0;
+    for pair in rec.ranges.chunks_exact(2) {
+        let (start, end) = (pair[0], pair[1]);
+        let mut at = start;
+        while at < end {
+            let step_end = end.min(at.saturating_add(STEP));
+            let _held = ctx.chain_locks.lock(rec.handle, 0, u64::MAX, limit).await?;
+            let (size, data) = read_from(ctx, s, rec.handle, &copies, at, step_end - at).await?;
+            let got = data.len() as u64;
+            bytes += got;
+            let store = ctx.data.clone();
+            let handle = rec.handle;
+            ctx.blocking(move || {
+                if !data.is_empty() {
+                    store.write_at(handle, at, &data)?;
+                }
+                // The source's size is the datafile's: a truncate missed here
+                // shortens this copy, one that extended it lengthens it.
+                if store.stat(handle)?.size != size {
+                    store.truncate(handle, size)?;
+                }
+                Ok(())
+            })
+            .await?;
+            if at + got >= size {
+                break;
+            }
+            at = step_end;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads bytes `offset .. offset + len` of datafile `handle`'s copy on server `s`
+/// (as far as it reaches); its size and the bytes.
+async fn read_from(
+    ctx: &Arc<Ctx>,
+    s: usize,
+    handle: Handle,
+    copies: &Copies,
+    offset: u64,
+    len: u64,
+) -> OpResult<(u64, Vec<u8>)> {
+    // One datafile in the stripe: local offsets are the request's.
+    let request = Request::Read(req::Read {
+        handle,
+        stripe: Stripe {
+            size: pvfs_proto::layout::MAX_STRIPE_SIZE,
+            count: 1,
+        },
+        index: 0,
+        regions: Regions::contig(offset, len),
+        cap: None,
+        copies: copies.clone(),
+    });
+    let timeout = ctx.config.timeouts.request;
+    let mut call = ctx.peers.start_stream(s, request, &[], true).await?;
+    let mut size = None;
+    let mut out = Vec::new();
+    loop {
+        let frame = call.recv_within(timeout).await?;
+        if frame.header.kind == FrameKind::Response {
+            match ctx.peers.response(s, &frame.body)? {
+                Response::ReadStart { local_size } if size.is_none() => size = Some(local_size),
+                other => {
+                    return Err(OpError::internal(
+                        Errno::EPROTO,
+                        format!("a read answered with {}", other.op_name()),
+                    ))
+                }
+            }
+        }
+        let Some(size) = size else {
+            return Err(OpError::internal(
+                Errno::EPROTO,
+                "read data before its start",
+            ));
+        };
+        if out.len() as u64 + frame.data.len() as u64 > len {
+            return Err(OpError::internal(
+                Errno::EPROTO,
+                "a read sent more than was asked",
+            ));
+        }
+        out.extend_from_slice(&frame.data);
+        if frame.header.is_end() {
+            let want = size.saturating_sub(offset).min(len);
+            if out.len() as u64 != want {
+                return Err(OpError::internal(
+                    Errno::EPROTO,
+                    format!("a read sent {} bytes of {want}", out.len()),
+                ));
+            }
+            return Ok((size, out));
+        }
+    }
+}
