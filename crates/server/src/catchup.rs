@@ -69,9 +69,12 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
-/// Copies what this server missed under map `version` (in which it is recovering)
-/// from every data server that is up; fails while one that may hold records of it
-/// is not up (down or recovering itself: its records wait for it).
+/// Copies what this server missed under map `version` (in which it is recovering):
+/// the records of every data server that is up or back, each range from a copy
+/// that is up. Fails (and is tried again) while a server that may hold records of
+/// it is down, or a datafile it missed bytes of has no copy up: its copy would be
+/// served with bytes missing. A lost server's records are gone with it (its
+/// copies are rebuilt elsewhere).
 pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
     let mut copied = Copied::default();
     if !ctx.roles().contains(pvfs_proto::Roles::DATA) {
@@ -88,8 +91,10 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
             continue;
         }
         match map.state(s as u32) {
-            Some(ServerState::Up | ServerState::Draining) => {
-                let from = pull_from(ctx, s, version).await?;
+            // A server that is back itself knows what it recorded as well; the
+            // bytes come from a copy that is up.
+            Some(ServerState::Up | ServerState::Draining | ServerState::Recovering) => {
+                let from = pull_from(ctx, &map, s, version).await?;
                 copied.datafiles += from.datafiles;
                 copied.bytes += from.bytes;
             }
@@ -110,7 +115,12 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
 }
 
 /// Copies every record server `s` holds for this one, telling it which it copied.
-async fn pull_from(ctx: &Arc<Ctx>, s: usize, version: u64) -> OpResult<Copied> {
+async fn pull_from(
+    ctx: &Arc<Ctx>,
+    map: &pvfs_proto::map::ClusterMap,
+    s: usize,
+    version: u64,
+) -> OpResult<Copied> {
     let mut copied = Copied::default();
     let mut done: Vec<MissedDone> = Vec::new();
     loop {
@@ -134,7 +144,7 @@ async fn pull_from(ctx: &Arc<Ctx>, s: usize, version: u64) -> OpResult<Copied> {
             return Ok(copied);
         }
         for rec in &records {
-            copied.bytes += pull_record(ctx, s, version, rec).await?;
+            copied.bytes += pull_record(ctx, map, s, version, rec).await?;
             copied.datafiles += 1;
             done.push(MissedDone {
                 handle: rec.handle,
@@ -144,11 +154,18 @@ async fn pull_from(ctx: &Arc<Ctx>, s: usize, version: u64) -> OpResult<Copied> {
     }
 }
 
-/// Makes this server's copy of one record's ranges what server `s`'s is; the bytes
+/// Makes this server's copy of one record's ranges (a record server `recorder`
+/// kept) what a copy that is up has, the recorder's when it is up; the bytes
 /// copied.
-async fn pull_record(ctx: &Arc<Ctx>, s: usize, version: u64, rec: &MissedRecord) -> OpResult<u64> {
+async fn pull_record(
+    ctx: &Arc<Ctx>,
+    map: &pvfs_proto::map::ClusterMap,
+    recorder: usize,
+    version: u64,
+    rec: &MissedRecord,
+) -> OpResult<u64> {
     let me = ctx.me as u32;
-    if !rec.copies.contains(&me) || !rec.copies.contains(&(s as u32)) {
+    if !rec.copies.contains(&me) || !rec.copies.contains(&(recorder as u32)) {
         return Err(OpError::internal(
             Errno::EPROTO,
             format!(
@@ -157,6 +174,23 @@ async fn pull_record(ctx: &Arc<Ctx>, s: usize, version: u64, rec: &MissedRecord)
             ),
         ));
     }
+    let readable = map.readable(&rec.copies);
+    let source = if readable.contains(&(recorder as u32)) {
+        recorder
+    } else {
+        match readable.iter().find(|&&c| c != me) {
+            Some(&c) => c as usize,
+            None => {
+                return Err(OpError::busy(
+                    Errno::EAGAIN,
+                    format!(
+                        "no copy of datafile {:#x} is up to copy what this server missed from",
+                        rec.handle
+                    ),
+                ))
+            }
+        }
+    };
     let copies = Copies {
         servers: rec.copies.clone(),
         map: version,
@@ -170,7 +204,7 @@ async fn pull_record(ctx: &Arc<Ctx>, s: usize, version: u64, rec: &MissedRecord)
         while at < end {
             let step_end = end.min(at.saturating_add(STEP));
             let _held = ctx.chain_locks.lock(rec.handle, 0, u64::MAX, limit).await?;
-            let (size, data) = read_from(ctx, s, rec.handle, &copies, at, step_end - at).await?;
+            let (size, data) = read_from(ctx, source, rec.handle, &copies, at, step_end - at).await?;
             let got = data.len() as u64;
             bytes += got;
             let store = ctx.data.clone();
