@@ -7,7 +7,7 @@
 //! Restarted, it catches up with the recorded ranges it missed and is up again; no
 //! read meanwhile sees a stale byte; every pair of copies is again identical; and
 //! with the other copy's server killed in turn, the file reads back whole from the
-//! copies that caught up.
+//! copies that caught up; and `pvfs fsck` finds every copy its file's.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -216,5 +216,9 @@ fn a_file_with_two_copies_goes_on_through_a_dead_server_which_catches_up_when_ba
     });
     cluster.restart("s2");
     all_up(&cluster);
+
+    // fsck counts every copy as its file's: nothing is an orphan, nothing to repair.
+    let report = cluster.run_cli(&["fsck", "--json"]).json();
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
     cluster.assert_all_running();
 }

@@ -329,11 +329,11 @@ impl Client {
         let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
+            // Every copy of a datafile belongs to its file.
             for df in &layout.datafiles {
-                referenced
-                    .entry(df.server as usize)
-                    .or_default()
-                    .insert(df.handle);
+                for s in df.replicas().take(layout.replicas.max(1) as usize) {
+                    referenced.entry(s as usize).or_default().insert(df.handle);
+                }
             }
             let lost: Vec<(usize, &pvfs_proto::Datafile)> = layout
                 .datafiles
