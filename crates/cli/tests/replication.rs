@@ -7,7 +7,9 @@
 //! Restarted, it catches up with the recorded ranges it missed and is up again; no
 //! read meanwhile sees a stale byte; every pair of copies is again identical; and
 //! with the other copy's server killed in turn, the file reads back whole from the
-//! copies that caught up; and `pvfs fsck` finds every copy its file's.
+//! copies that caught up. A server stopped (`SIGSTOP`) holds writes up only until the
+//! map replaced it, and catches up after `SIGCONT`. `pvfs fsck` finds every copy its
+//! file's.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -216,6 +218,39 @@ fn a_file_with_two_copies_goes_on_through_a_dead_server_which_catches_up_when_ba
     });
     cluster.restart("s2");
     all_up(&cluster);
+
+    // SIGSTOP looks like death to the others: writes go on without s3 once the map
+    // replaced it (the head stops waiting on a copy that left the chain), and it
+    // catches up after SIGCONT.
+    cluster.kill("s3", libc::SIGSTOP);
+    let mut slowest = Duration::ZERO;
+    tc.run(limit, async |c| {
+        let f = c.open("/f").await.unwrap();
+        for i in 0..8u64 {
+            let data = rng.bytes(200_000);
+            let off = i * 400_000;
+            let t = Instant::now();
+            f.write_at(off, &data)
+                .await
+                .unwrap_or_else(|e| panic!("write {i}: {e}"));
+            slowest = slowest.max(t.elapsed());
+            model[off as usize..off as usize + data.len()].copy_from_slice(&data);
+        }
+    });
+    eprintln!("with s3 stopped: slowest write {slowest:?}");
+    cluster.kill("s3", libc::SIGCONT);
+    all_up(&cluster);
+    assert_eq!(
+        differing(&cluster, &layout),
+        0,
+        "copies differ after SIGCONT"
+    );
+    tc.run(limit, async |c| {
+        let f = c.open("/f").await.unwrap();
+        let mut got = vec![0u8; model.len()];
+        f.read_at(0, &mut got).await.unwrap();
+        assert_bytes_eq(&got, &model, "read after s3 came back from SIGSTOP");
+    });
 
     // fsck counts every copy as its file's: nothing is an orphan, nothing to repair.
     let report = cluster.run_cli(&["fsck", "--json"]).json();

@@ -123,6 +123,9 @@ fn worth_another_copy(e: &Error) -> bool {
     )
 }
 
+/// How often a request unanswered for half a lease asks the map again.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
 /// Pause between two tries of a request whose copy failed, while the map has not
 /// changed yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -220,6 +223,53 @@ impl<'a> Route<'a> {
                 .into_iter()
                 .map(|s| s as usize)
                 .collect(),
+        }
+    }
+
+    /// Runs `call`, a try sent to `server`, giving up on it with a map error once
+    /// the server has left the copies this route may use: after half a lease
+    /// without an answer, the map is asked again every [`WATCH_EVERY`]. A copy that
+    /// stopped answering (`SIGSTOP`, a cut network) then holds the request up only
+    /// until the authority replaced it, not for the whole request timeout.
+    pub(crate) async fn watch<T>(
+        &self,
+        server: usize,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(map) = &self.map else {
+            return call.await;
+        };
+        tokio::pin!(call);
+        let quiet = self.pool.config().replication.lease / 2;
+        tokio::select! {
+            r = &mut call => return r,
+            () = tokio::time::sleep(quiet) => {}
+        }
+        loop {
+            tokio::select! {
+                r = &mut call => return r,
+                () = tokio::time::sleep(WATCH_EVERY) => {
+                    let Ok(now) = self.pool.cluster_map(self.creds, Some(map.version)).await else {
+                        continue;
+                    };
+                    let usable = match self.pick {
+                        Pick::Head => now.chain(&self.servers),
+                        Pick::Read { .. } => now.readable(&self.servers),
+                    };
+                    if now.version > map.version && !usable.contains(&(server as u32)) {
+                        return Err(Error::of_kind(
+                            ErrorKind::Map,
+                            Errno::EAGAIN,
+                            format!(
+                                "{} left the copies of datafile {:#x} under cluster map version {} while it did not answer",
+                                self.pool.name(server),
+                                self.df.handle,
+                                now.version
+                            ),
+                        ));
+                    }
+                }
+            }
         }
     }
 

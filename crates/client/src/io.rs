@@ -102,7 +102,8 @@ async fn write_one(
                     copies,
                 });
                 let to = (server, df.handle);
-                write_to(pool, creds, to, request, stripe, idx, regions, buf, bytes).await
+                let sent = write_to(pool, creds, to, request, stripe, idx, regions, buf, bytes);
+                route.watch(server, sent).await
             }
             Err(e) => Err(e),
         };
@@ -306,7 +307,8 @@ async fn receive(
                     cap: cap.clone(),
                     copies,
                 });
-                receive_from(pool, creds, server, request, stripe, idx, regions, out).await
+                let got = receive_from(pool, creds, server, request, stripe, idx, regions, out);
+                route.watch(server, got).await
             }
             Err(e) => Err(e),
         };
@@ -496,7 +498,7 @@ async fn copies_stats(
                         handles: vec![df.handle],
                         map: Some(copies.map),
                     });
-                    match pool.rpc(server, creds, request).await {
+                    match route.watch(server, pool.rpc(server, creds, request)).await {
                         Ok(Response::Sizes { sizes }) if sizes.len() == 1 => Ok(sizes[0]),
                         Ok(other) => Err(unexpected("GetSizes", &other)),
                         Err(e) => Err(e),
@@ -561,7 +563,7 @@ async fn each_datafile(
                 loop {
                     let done = match route.target() {
                         Ok((server, copies)) => match req(i, df, copies) {
-                            Some(r) => send(server, r).await,
+                            Some(r) => route.watch(server, send(server, r)).await,
                             None => Ok(()),
                         },
                         Err(e) => Err(e),
@@ -578,14 +580,16 @@ async fn each_datafile(
                 let mut route =
                     copies::Route::new(pool, creds, df, layout.replicas, Pick::Head).await?;
                 loop {
-                    let done = try_join_all(route.members().into_iter().map(|server| async move {
-                        match req(i, df, Copies::default()) {
-                            Some(r) => send(server, r).await,
-                            None => Ok(()),
-                        }
-                    }))
-                    .await
-                    .map(|_| ());
+                    let watched = &route;
+                    let done =
+                        try_join_all(watched.members().into_iter().map(|server| async move {
+                            match req(i, df, Copies::default()) {
+                                Some(r) => watched.watch(server, send(server, r)).await,
+                                None => Ok(()),
+                            }
+                        }))
+                        .await
+                        .map(|_| ());
                     match done {
                         Err(e) if route.again(&e).await => {}
                         other => break other,

@@ -204,7 +204,8 @@ async fn pull_record(
         while at < end {
             let step_end = end.min(at.saturating_add(STEP));
             let _held = ctx.chain_locks.lock(rec.handle, 0, u64::MAX, limit).await?;
-            let (size, data) = read_from(ctx, source, rec.handle, &copies, at, step_end - at).await?;
+            let (size, data) =
+                read_from(ctx, source, rec.handle, &copies, at, step_end - at).await?;
             let got = data.len() as u64;
             bytes += got;
             let store = ctx.data.clone();

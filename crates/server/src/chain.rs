@@ -115,6 +115,38 @@ pub fn check_readable(lease: &Lease, me: u32, version: u64) -> OpResult<()> {
     }
 }
 
+/// How often a copy waiting on the next one checks whether the map still has it.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Runs `call`, a wait on `next`, the next copy in the chain of a datafile whose
+/// copies are on `servers`, giving up with a map error once this server's map no
+/// longer has `next` in the chain: a copy that stopped answering (`SIGSTOP`, a cut
+/// network) holds a change up only until the authority replaced it, not for the
+/// whole request timeout; the sender retries under the new map.
+pub async fn watch_next<T>(
+    lease: &Lease,
+    servers: &[u32],
+    next: u32,
+    call: impl std::future::Future<Output = OpResult<T>>,
+) -> OpResult<T> {
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            r = &mut call => return r,
+            () = tokio::time::sleep(WATCH_EVERY) => {
+                if let Ok(map) = lease.map() {
+                    if !map.chain(servers).contains(&next) {
+                        return Err(map_error(format!(
+                            "the next copy (server {next}) left the chain under cluster map version {}",
+                            map.version
+                        )));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One held range of one datafile.
 #[derive(Clone, Copy, Debug)]
 struct Held {

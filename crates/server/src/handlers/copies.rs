@@ -91,13 +91,15 @@ pub async fn change(
             hop: copies.hop + 1,
             ..copies.clone()
         });
-        let mut call = ctx
-            .peers
-            .start_stream(next as usize, request, &[], true)
-            .await
-            .map_err(|e| passed_on(ctx, next, e))?;
-        ctx.peers
-            .answer(next as usize, &mut call)
+        let servers = &copies.servers;
+        let passed = async {
+            let mut call = ctx
+                .peers
+                .start_stream(next as usize, request, &[], true)
+                .await?;
+            ctx.peers.answer(next as usize, &mut call).await
+        };
+        chain::watch_next(&ctx.lease, servers, next, passed)
             .await
             .map_err(|e| passed_on(ctx, next, e))?;
     }

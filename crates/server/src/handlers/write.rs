@@ -133,9 +133,10 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
             // The next copy gets the chunk before this one writes it (the first went
             // with the request).
             if let (Some((next, call)), false) = (forward.as_ref(), first_chunk) {
-                call.send_data(&[&chunk.buf], end)
+                let sent = async { Ok(call.send_data(&[&chunk.buf], end).await?) };
+                chain::watch_next(&ctx.lease, &copies.servers, *next, sent)
                     .await
-                    .map_err(|e| copies::passed_on(ctx, *next, e.into()))?;
+                    .map_err(|e| copies::passed_on(ctx, *next, e))?;
             }
             let runs = local_runs(&pieces);
             let data = ctx.data.clone();
@@ -202,7 +203,8 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     }
     // Acknowledged only once the rest of the chain has it.
     if let Some((next, mut call)) = forward.take() {
-        match ctx.peers.answer(next as usize, &mut call).await {
+        let answer = ctx.peers.answer(next as usize, &mut call);
+        match chain::watch_next(&ctx.lease, &copies.servers, next, answer).await {
             Ok(Response::Written { .. }) => {}
             Ok(other) => {
                 return Err(OpError::internal(
