@@ -67,6 +67,12 @@ pub enum Command {
         server: NodeId,
         /// The incarnation that caught up (a later restart must catch up again).
         incarnation: u64,
+        /// The map version since which it was recovering when it caught up: a server
+        /// that went down and came back meanwhile (the command was on its way) must
+        /// catch up again with what it missed then. 0 (logs written before it
+        /// existed): not checked.
+        #[serde(default)]
+        recovering_since: u64,
     },
     /// Start handing over a server's roles and copies.
     Drain {
@@ -202,10 +208,18 @@ impl Map {
                 }
             }
             Command::Lost { .. } => self.transition(i, State::Down, State::Lost),
-            Command::CaughtUp { incarnation, .. } => {
+            Command::CaughtUp {
+                incarnation,
+                recovering_since,
+                ..
+            } => {
                 // A server that restarted again while catching up must catch up again: only
-                // the incarnation the map knows may say it is done.
-                if entry.state == State::Recovering && entry.incarnation == incarnation {
+                // the incarnation the map knows may say it is done; and one that went down
+                // and came back since it began must catch up with that too.
+                if entry.state == State::Recovering
+                    && entry.incarnation == incarnation
+                    && (recovering_since == 0 || entry.since == recovering_since)
+                {
                     self.enter(i, State::Up);
                     Applied::Changed
                 } else {

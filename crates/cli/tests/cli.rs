@@ -1045,6 +1045,14 @@ fn the_demo_runs_cites_its_sources_and_leaves_nothing_behind() {
         "{text}"
     );
     assert!(!text.to_lowercase().contains("seed"), "{text}");
+    // A server killed while a file with two copies is read: the read goes on.
+    for shown in [
+        "killed s",
+        "without an error",
+        "caught up and up in the cluster map",
+    ] {
+        assert!(text.contains(shown), "{shown:?} missing: {text}");
+    }
     assert!(text.trim_end().ends_with("done"), "{text}");
     // The demo removed its directory itself.
     assert!(!dir.exists(), "{} is left", dir.display());

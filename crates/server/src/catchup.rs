@@ -45,12 +45,12 @@ pub async fn run(ctx: Arc<Ctx>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(version) = ctx.lease.recovering() else {
+        let Some((version, since)) = ctx.lease.recovering() else {
             continue;
         };
         let started = std::time::Instant::now();
         let outcome = match catch_up(&ctx, version).await {
-            Ok(copied) => ctx.lease.report_caught_up().await.map(|()| copied),
+            Ok(copied) => ctx.lease.report_caught_up(since).await.map(|()| copied),
             Err(e) => Err(e),
         };
         match outcome {

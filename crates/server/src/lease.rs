@@ -215,22 +215,26 @@ impl Lease {
     /// The version of the newest map known here if it calls this start of this
     /// server recovering: back, taking new writes, to catch up before it serves
     /// reads (`crate::catchup`).
-    pub fn recovering(&self) -> Option<u64> {
+    /// Also the version since which it has been recovering.
+    pub fn recovering(&self) -> Option<(u64, u64)> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let map = held.map.as_ref()?;
         map.server(self.me)
-            .is_some_and(|e| e.state == State::Recovering && e.incarnation == self.incarnation)
-            .then_some(map.version)
+            .filter(|e| e.state == State::Recovering && e.incarnation == self.incarnation)
+            .map(|e| (map.version, e.since))
     }
 
-    /// Tells the authority this server caught up with what it missed.
-    pub async fn report_caught_up(&self) -> OpResult<()> {
+    /// Tells the authority this server caught up with what it missed while it was
+    /// away, in the stay as recovering that began at map version `since` (void if
+    /// it has gone down and come back since).
+    pub async fn report_caught_up(&self, since: u64) -> OpResult<()> {
         let Some(renewer) = &self.renewer else {
             return Ok(());
         };
         let caught_up = pvfs_authority::Command::CaughtUp {
             server: self.me,
             incarnation: self.incarnation,
+            recovering_since: since,
         };
         renewer.propose(caught_up).await.map(drop).map_err(|e| {
             OpError::busy(

@@ -161,7 +161,8 @@ fn renew_after_restart_while_recovering_stays_recovering_as_the_new_process() {
         m2.apply(
             &Command::CaughtUp {
                 server: 1,
-                incarnation: 7
+                incarnation: 7,
+                recovering_since: 0,
             },
             51
         ),
@@ -251,7 +252,7 @@ fn renew_committed_between_decision_and_down_wins() {
         m.apply(
             &Command::Renew {
                 server: 1,
-                incarnation: 7
+                incarnation: 7,
             },
             45
         ),
@@ -304,6 +305,7 @@ fn caught_up_only_from_recovering_with_its_incarnation() {
                 Command::CaughtUp {
                     server: 1,
                     incarnation,
+                    recovering_since: 0,
                 },
             );
             if state == State::Recovering && incarnation == 7 {
@@ -357,6 +359,7 @@ fn commands_for_unknown_servers_change_nothing() {
         Command::CaughtUp {
             server: 3,
             incarnation: 0,
+            recovering_since: 0,
         },
         Command::Drain { server: 3 },
         Command::Retire { server: 3 },
@@ -389,6 +392,7 @@ fn a_server_lives_a_whole_life() {
     let caught_up = Command::CaughtUp {
         server: 0,
         incarnation: 6,
+        recovering_since: 0,
     };
     assert_eq!(m.apply(&caught_up, 5), Applied::Changed);
     assert_eq!(m.apply(&Command::Drain { server: 0 }, 6), Applied::Changed);
@@ -427,6 +431,7 @@ fn versions_only_grow_and_move_exactly_with_states() {
             3 => Command::CaughtUp {
                 server,
                 incarnation: 1 + next(3),
+                recovering_since: 0,
             },
             4 => Command::Drain { server },
             _ => Command::Retire { server },
@@ -450,4 +455,39 @@ fn versions_only_grow_and_move_exactly_with_states() {
         }
     }
     assert!(m.version > 1000, "the run moved states: {}", m.version);
+}
+
+#[test]
+fn a_caught_up_from_before_a_later_fall_is_void() {
+    let mut m = Map::new(2);
+    let renew = Command::Renew {
+        server: 0,
+        incarnation: 5,
+    };
+    let down = |after| Command::Down {
+        server: 0,
+        unless_renewed_after: after,
+    };
+    assert_eq!(m.apply(&renew, 1), Applied::Granted);
+    assert_eq!(m.apply(&down(1), 2), Applied::Changed);
+    assert_eq!(m.apply(&renew, 3), Applied::Granted);
+    assert_eq!(m.servers[0].state, State::Recovering);
+    let first = m.servers[0].since;
+    // It caught up under that stay, but its report was on its way while it went
+    // down and came back: it missed writes since, so the report is void.
+    assert_eq!(m.apply(&down(3), 4), Applied::Changed);
+    assert_eq!(m.apply(&renew, 5), Applied::Granted);
+    assert_eq!(m.servers[0].state, State::Recovering);
+    let caught_up = |since| Command::CaughtUp {
+        server: 0,
+        incarnation: 5,
+        recovering_since: since,
+    };
+    let before = m.clone();
+    assert_eq!(m.apply(&caught_up(first), 6), Applied::Unchanged);
+    assert_eq!(m, before);
+    let second = m.servers[0].since;
+    assert!(second > first);
+    assert_eq!(m.apply(&caught_up(second), 7), Applied::Changed);
+    assert_eq!(m.servers[0].state, State::Up);
 }

@@ -112,6 +112,7 @@ async fn a_silent_server_is_down_after_its_lease_and_recovers_when_it_renews_aga
         .propose(Command::CaughtUp {
             server: 3,
             incarnation: 7,
+            recovering_since: 0,
         })
         .await
         .unwrap();

@@ -40,6 +40,7 @@ async fn a_single_member_leads_at_once_and_runs_a_servers_whole_life() {
     let stale = Command::CaughtUp {
         server: 1,
         incarnation: 5,
+        recovering_since: 0,
     };
     assert_eq!(
         other.propose(stale).await.unwrap().version,
@@ -50,6 +51,7 @@ async fn a_single_member_leads_at_once_and_runs_a_servers_whole_life() {
         .propose(Command::CaughtUp {
             server: 1,
             incarnation: 6,
+            recovering_since: 0,
         })
         .await
         .unwrap();

@@ -191,7 +191,7 @@ fn run_temporary(servers: usize) -> anyhow::Result<ExitCode> {
         l.servers = children;
     }
     introduce(&config, started.elapsed());
-    let outcome = workload(&config, &config_path);
+    let outcome = workload(&config, &config_path, Lifetime::DieWithUs);
     say!("\n== stopping the servers and removing {}", dir.display());
     let failed = clean_up(&mut leftovers(), true);
     drop(guard);
@@ -226,7 +226,7 @@ fn run_kept(dir: &Path, servers: usize) -> anyhow::Result<ExitCode> {
     introduce(&config, started.elapsed());
     // The servers outlive the demo.
     drop(children);
-    workload(&config, &config_path)?;
+    workload(&config, &config_path, Lifetime::Detached)?;
     say!("\n== the file system keeps running. Try:");
     let c = config_path.display();
     say!("   export PVFS_CONFIG={c}");
@@ -243,7 +243,7 @@ fn run_kept(dir: &Path, servers: usize) -> anyhow::Result<ExitCode> {
 /// Writes the configuration of a new file system of `servers` servers storing in
 /// `dir` to `dir/pvfs.toml`, with its key files beside it (all mode 0600).
 fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
-    let config = Config::generate(&GenOptions {
+    let mut config = Config::generate(&GenOptions {
         base_port: 0,
         ..GenOptions::new(servers, dir)
     })
@@ -251,6 +251,9 @@ fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
         ConfigError::Generate(why) => anyhow::anyhow!("cannot lay out the demo: {why}"),
         e => e.into(),
     })?;
+    // An authority (the first three servers, or one), so files may have copies.
+    let members = if servers >= 3 { 3 } else { 1 };
+    config.replication.authority = (0..members).collect();
     let config_path = dir.join("pvfs.toml");
     if config_path.exists() {
         bail!(
@@ -425,7 +428,7 @@ fn is_zombie(pid: u32) -> bool {
     })
 }
 
-fn workload(config: &Config, config_path: &Path) -> anyhow::Result<()> {
+fn workload(config: &Config, config_path: &Path, lifetime: Lifetime) -> anyhow::Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let client = Client::new(config.clone());
@@ -518,7 +521,126 @@ fn workload(config: &Config, config_path: &Path) -> anyhow::Result<()> {
             format_size(fs.avail_bytes)
         );
     });
+    if config.data_servers().len() >= 2 && !config.replication.authority.is_empty() {
+        let victim = rt.block_on(failover(config))?;
+        // Back: it catches up with what it missed and is up again.
+        let sc = &config.servers[victim];
+        let t = Instant::now();
+        let mut one = config.clone();
+        one.servers = vec![sc.clone()];
+        let children = server::start_servers(config_path, &one, Duration::from_secs(20), lifetime)?;
+        if let Some(l) = leftovers().as_mut() {
+            l.servers.extend(children);
+        }
+        rt.block_on(until_up(config, victim))?;
+        say!(
+            "   {} started again: caught up and up in the cluster map after {:.2}s",
+            sc.name,
+            t.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
+}
+
+/// Waits until server `victim` is up in the cluster map.
+async fn until_up(config: &Config, victim: usize) -> anyhow::Result<()> {
+    let client = Client::new(config.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = client
+            .cluster_map()
+            .await?
+            .and_then(|m| m.state(victim as u32));
+        if state == Some(pvfs_proto::map::ServerState::Up) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} did not come back up in the cluster map",
+                config.servers[victim].name
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A file with two copies read while one of its servers is killed: the read pauses
+/// while the authority replaces the dead copy, then goes on (`docs/replication.md`).
+/// Returns the server killed (started again by the caller, it catches up).
+async fn failover(config: &Config) -> anyhow::Result<usize> {
+    let client = Client::new(config.clone());
+    let size: u64 = 16 << 20;
+    say!(
+        "\n== a file with two copies read while a server holding them is killed (lease {:?})",
+        config.replication.lease
+    );
+    let spec = LayoutSpec {
+        replicas: Some(2),
+        ..LayoutSpec::default()
+    };
+    let f = client.create("/demo/copies.dat", 0o644, spec, true).await?;
+    let data: Vec<u8> = (0..size)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    f.write_at(0, &data).await?;
+    f.fsync().await?;
+    let layout = f.layout().clone();
+    let names = |s: u32| {
+        config
+            .servers
+            .get(s as usize)
+            .map_or("?", |s| s.name.as_str())
+    };
+    let sets: Vec<String> = layout
+        .datafiles
+        .iter()
+        .map(|df| df.replicas().map(names).collect::<Vec<_>>().join("+"))
+        .collect();
+    say!(
+        "   /demo/copies.dat: {}, copies on {}",
+        format_size(size),
+        sets.join(", ")
+    );
+    // A server holding copies that does not lead the authority (its death would add
+    // an election to the pause).
+    let leader = client.cluster_map().await?.and_then(|m| m.leader);
+    let victim = layout
+        .datafiles
+        .iter()
+        .flat_map(|df| df.replicas())
+        .find(|&s| Some(s) != leader)
+        .context("no server to kill")? as usize;
+    let sc = &config.servers[victim];
+    let pid: libc::pid_t = std::fs::read_to_string(server::pid_file(sc))
+        .context("the server's pid file")?
+        .trim()
+        .parse()
+        .context("the server's pid file")?;
+    // Read in steps, the server killed after the first few.
+    let step = 1 << 20;
+    let mut back = vec![0u8; size as usize];
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for (i, chunk) in back.chunks_mut(step).enumerate() {
+        if i == 4 {
+            // SAFETY: kill(2) of this demo's own server, by its pid file.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            say!("   killed {} (kill -9) while reading", sc.name);
+        }
+        let t = Instant::now();
+        f.read_at((i * step) as u64, chunk).await?;
+        slowest = slowest.max(t.elapsed());
+    }
+    if back != data {
+        bail!("the file read back differs from what was written");
+    }
+    say!(
+        "   read and verified {} in {:.2}s without an error; the longest step waited {:.2}s for the failover",
+        format_size(size),
+        started.elapsed().as_secs_f64(),
+        slowest.as_secs_f64()
+    );
+    Ok(victim)
 }
 
 /// One client's part of the demo's striped file.

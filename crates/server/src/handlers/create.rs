@@ -114,12 +114,8 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         (gid, mode)
     };
     let (mode, acl) = inherited_acl(&parent_attr, mode, umask, is_dir);
-    let plan = plan(ctx, creds, what)?;
-    if let Plan::File { servers, .. } = &plan {
-        for &s in servers {
-            ctx.precreate.ensure(s as usize, 1).await?;
-        }
-    }
+    let mut plan = plan(ctx, creds, what)?;
+    stock_pools(ctx, &mut plan).await?;
     let range = ctx.config.servers[ctx.me].handles;
     let abandoned = sealed::gate(ctx, parent).await?;
     // A file the caller opens: held before its name is visible (`crate::holds`).
@@ -254,11 +250,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
             Ok(created) => break created,
             Err(e) if e.kind == pvfs_proto::ErrorKind::Busy && attempts < 4 => {
                 // Another create drained a pool between our refill and our commit.
-                if let Plan::File { servers, .. } = &plan {
-                    for &s in servers {
-                        ctx.precreate.ensure(s as usize, 1).await?;
-                    }
-                }
+                stock_pools(ctx, &mut plan).await?;
             }
             Err(e) => return Err(e),
         }
@@ -274,6 +266,36 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         }
     }
     Ok(created)
+}
+
+/// Makes sure the pool of each datafile's first server holds a handle for it. A
+/// datafile with copies whose first server's pool cannot be refilled (the server is
+/// down) takes its handle from another copy's server, which then comes first: every
+/// copy keeps the one handle, so creates go on while a server is down.
+async fn stock_pools(ctx: &Ctx, plan: &mut Plan) -> OpResult<()> {
+    let Plan::File {
+        servers, copies, ..
+    } = plan
+    else {
+        return Ok(());
+    };
+    for (first, others) in servers.iter_mut().zip(copies.iter_mut()) {
+        let Err(e) = ctx.precreate.ensure(*first as usize, 1).await else {
+            continue;
+        };
+        let mut stocked = false;
+        for other in others.iter_mut().filter(|s| **s != NO_SERVER) {
+            if ctx.precreate.ensure(*other as usize, 1).await.is_ok() {
+                std::mem::swap(first, other);
+                stocked = true;
+                break;
+            }
+        }
+        if !stocked {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// The mode and ACLs of an object created with `mode` in directory `parent`: without
