@@ -9,11 +9,15 @@
 //! with the other copy's server killed in turn, the file reads back whole from the
 //! copies that caught up. A server stopped (`SIGSTOP`) holds writes up only until the
 //! map replaced it, and catches up after `SIGCONT`. `pvfs fsck` finds every copy its
-//! file's.
+//! file's. Through the FUSE mount too, writes, an fsync and reads of an open file go
+//! on while a server holding its copies is killed.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "fuse/mount.rs"]
+mod mount;
 
+use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use common::{assert_bytes_eq, map_state, poll, scaled, Cluster, Rng, TestClient};
@@ -256,4 +260,74 @@ fn a_file_with_two_copies_goes_on_through_a_dead_server_which_catches_up_when_ba
     let report = cluster.run_cli(&["fsck", "--json"]).json();
     assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
     cluster.assert_all_running();
+}
+
+#[test]
+fn writes_and_reads_through_the_mount_go_on_while_a_server_holding_copies_is_killed() {
+    let cluster = cluster();
+    all_up(&cluster);
+    let m = mount::Mount::start(&cluster, &[]);
+    let mut rng = Rng::new(31);
+    let mut model = rng.bytes(2 << 20);
+    let path = m.join("f");
+    std::fs::write(&path, &model).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    f.sync_all().unwrap();
+
+    // Kill a server holding copies of the file that is neither its metadata server
+    // (metadata has one copy) nor the authority's leader.
+    let tc = TestClient::new(cluster.config().clone());
+    let (layout, handle) = tc.run(Duration::from_secs(60), async |c| {
+        let f = c.open("/f").await.unwrap();
+        (f.layout().clone(), f.handle())
+    });
+    assert_eq!(layout.replicas, 2);
+    let owner = cluster.config().owner_of(handle).unwrap() as u32;
+    let leader = cluster.run_cli(&["status", "--json"]).json_any()["authority_leader"]
+        .as_str()
+        .map(|n| cluster.index(n) as u32);
+    let victim = layout
+        .datafiles
+        .iter()
+        .flat_map(|df| df.replicas())
+        .find(|&s| s != owner && Some(s) != leader)
+        .unwrap();
+    let name = cluster.config().servers[victim as usize].name.clone();
+    cluster.kill(&name, libc::SIGKILL);
+
+    // Through the kernel and the mount: every write, fsync and read succeeds.
+    let started = Instant::now();
+    for i in 0..12u64 {
+        let data = rng.bytes(150_000);
+        let off = rng.range(0, model.len() as u64 - data.len() as u64);
+        f.write_all_at(&data, off)
+            .unwrap_or_else(|e| panic!("write {i} with {name} dead: {e}"));
+        model[off as usize..off as usize + data.len()].copy_from_slice(&data);
+    }
+    f.sync_all().unwrap();
+    let mut back = vec![0u8; model.len()];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert_bytes_eq(&back, &model, "read through the mount");
+    eprintln!(
+        "through the mount with {name} killed: {:?}",
+        started.elapsed()
+    );
+    assert_bytes_eq(&std::fs::read(&path).unwrap(), &model, "read anew");
+    // The negative control: the dead server's copies missed the writes.
+    assert!(
+        differing(&cluster, &layout) >= 1,
+        "the dead copies do not differ"
+    );
+
+    cluster.restart(&name);
+    all_up(&cluster);
+    assert_eq!(
+        differing(&cluster, &layout),
+        0,
+        "copies differ after catch-up"
+    );
 }
