@@ -69,6 +69,11 @@ pub async fn change(
     let _admitted = copies
         .replicated()
         .then(|| ctx.admissions.admit(copies.map));
+    if copies.replicated() {
+        // Placed before it was admitted: the map must still be the one it was placed
+        // under, or a returning server may already have asked for its records.
+        chain::check_map(&ctx.lease, copies.map)?;
+    }
     let next = place.as_ref().and_then(chain::Place::next);
     let _held = match &place {
         Some(p) => {
