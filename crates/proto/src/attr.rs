@@ -52,7 +52,9 @@ impl Wire for ObjDetail {
                 default_layout,
                 mtime_set,
             } => {
-                out.push(6);
+                // Without a default layout, tag 5 says it all (and stays what stores
+                // written before tag 6 hold); with one, tag 6 carries its count.
+                out.push(if default_layout.is_some() { 6 } else { 5 });
                 parent.put(out);
                 shards.put(out);
                 default_layout.put(out);
@@ -89,12 +91,23 @@ impl Wire for ObjDetail {
                 default_layout: get_old_spec(r)?,
                 mtime_set: Wire::get(r)?,
             }),
-            6 => Ok(ObjDetail::Dir {
-                parent: Wire::get(r)?,
-                shards: Wire::get(r)?,
-                default_layout: Wire::get(r)?,
-                mtime_set: Wire::get(r)?,
-            }),
+            6 => {
+                let parent = Wire::get(r)?;
+                let shards = Wire::get(r)?;
+                let Some(spec) = Wire::get(r)? else {
+                    // Written as tag 5: one form per value.
+                    return Err(DecodeError::Invalid {
+                        what: "directory detail",
+                        why: "tag 6 without a default layout".into(),
+                    });
+                };
+                Ok(ObjDetail::Dir {
+                    parent,
+                    shards,
+                    default_layout: Some(spec),
+                    mtime_set: Wire::get(r)?,
+                })
+            }
             2 => Ok(ObjDetail::File {
                 layout: Wire::get(r)?,
             }),
