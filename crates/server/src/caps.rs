@@ -218,6 +218,24 @@ mod tests {
         }
     }
 
+    /// The attributes of file 1 of uid 1000 with `layout`.
+    fn file_attr(layout: pvfs_proto::Layout) -> Attr {
+        Attr {
+            handle: 1,
+            mode: 0o644,
+            uid: 1000,
+            gid: 1000,
+            nlink: 1,
+            size: 0,
+            atime: Default::default(),
+            mtime: Default::default(),
+            ctime: Default::default(),
+            detail: ObjDetail::File { layout },
+            blocks: 0,
+            acl: None,
+        }
+    }
+
     #[test]
     fn minted_caps_check_and_anything_else_does_not() {
         let ring = std::sync::Arc::new(KeyRing::generate().unwrap());
@@ -293,30 +311,15 @@ mod tests {
             .unwrap();
         // Files get one capability per datafile for data rights.
         let grant = caps.grant(
-            &pvfs_proto::Attr {
-                handle: 1,
-                mode: 0o644,
-                uid: 1000,
-                gid: 1000,
-                nlink: 1,
-                size: 0,
-                atime: Default::default(),
-                mtime: Default::default(),
-                ctime: Default::default(),
-                detail: ObjDetail::File {
-                    layout: pvfs_proto::Layout {
-                        stripe_size: 65536,
-                        replicas: 1,
-                        datafiles: vec![
-                            pvfs_proto::Datafile::single(0, 10),
-                            pvfs_proto::Datafile::single(1, 11),
-                        ],
-                        width: 2,
-                    },
-                },
-                blocks: 0,
-                acl: None,
-            },
+            &file_attr(pvfs_proto::Layout {
+                stripe_size: 65536,
+                replicas: 1,
+                datafiles: vec![
+                    pvfs_proto::Datafile::single(0, 10),
+                    pvfs_proto::Datafile::single(1, 11),
+                ],
+                width: 2,
+            }),
             rights::READ | rights::MOVE,
             1000,
         );
@@ -340,21 +343,7 @@ mod tests {
             width: 1,
         };
         layout.datafiles[0].copies[0] = 2;
-        let attr = pvfs_proto::Attr {
-            handle: 1,
-            mode: 0o644,
-            uid: 1000,
-            gid: 1000,
-            nlink: 1,
-            size: 0,
-            atime: Default::default(),
-            mtime: Default::default(),
-            ctime: Default::default(),
-            detail: ObjDetail::File { layout },
-            blocks: 0,
-            acl: None,
-        };
-        let grant = caps.grant(&attr, rights::READ | rights::WRITE, 1000);
+        let grant = caps.grant(&file_attr(layout), rights::READ | rights::WRITE, 1000);
         let data = &grant[1];
         let check = |copies: &[u32]| {
             caps.check_copies(Some(data), 10, copies, rights::WRITE, &alice, false)

@@ -140,7 +140,8 @@ impl MissedLog {
         g.dirty |= dropped;
     }
 
-    /// How many datafiles have a record for `server`.
+    /// How many datafiles have a record for `server` (tests).
+    #[cfg(test)]
     pub fn count_for(&self, server: u32) -> usize {
         self.lock()
             .records

@@ -41,6 +41,11 @@ pub fn record_missed(
     start: u64,
     end: u64,
 ) {
+    // Every copy in the chain (the usual case): nothing to record, nothing to
+    // allocate on the write's path.
+    if place.chain.len() == copies.servers.len() {
+        return;
+    }
     let absent: Vec<u32> = copies
         .servers
         .iter()
