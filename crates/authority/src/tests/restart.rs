@@ -62,7 +62,13 @@ async fn restarting_every_member_keeps_the_map_from_snapshot_and_log() {
     assert_eq!(map.version, 2);
     assert_eq!(map.servers[3].state, State::Retired);
     let before_metrics = wait_snapshot(&c, leader).await;
-    assert!(before_metrics.snapshot.unwrap().index >= SNAPSHOT_EVERY);
+    // Log indices start at 0: a snapshot holding `SNAPSHOT_EVERY` entries ends at index
+    // `SNAPSHOT_EVERY - 1` at the earliest (openraft counts entries, not the last index).
+    let snapshot = before_metrics.snapshot.expect("wait_snapshot saw one");
+    assert!(
+        snapshot.index + 1 >= SNAPSHOT_EVERY,
+        "the snapshot holds fewer than {SNAPSHOT_EVERY} entries: {snapshot:?}"
+    );
     let want = c.node(leader).map();
     for &m in &c.members {
         c.wait_map(m, Duration::from_secs(10), "the leader's map", |m| {
