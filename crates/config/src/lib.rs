@@ -543,6 +543,23 @@ impl Config {
         set.into_iter().map(|s| s as u32).collect()
     }
 
+    /// The servers holding metadata group `group` (metadata server `group`'s names and
+    /// objects), primary first: the group's own server, then its standbys, the next
+    /// metadata servers in distinct domains, `[replication] replicas` in all
+    /// (`docs/replication.md`, "Placement"). Just the server without an authority.
+    pub fn meta_group(&self, group: usize) -> Vec<u32> {
+        let metas = self.meta_servers();
+        let Some(pos) = metas.iter().position(|&m| m == group) else {
+            return Vec::new();
+        };
+        let r = if self.replication.authority.is_empty() {
+            1
+        } else {
+            self.replication.replicas.max(1) as usize
+        };
+        self.replica_set(&metas, pos, r)
+    }
+
     /// The server holding entry `name` of directory `dir` with `shards` shards (a new
     /// object named `name` is created there too).
     pub fn entry_server(&self, dir: Handle, shards: u32, name: &str) -> usize {

@@ -703,3 +703,24 @@ fn replica_sets_start_at_their_first_copy_and_prefer_distinct_domains() {
     // More copies than servers: every server once.
     assert_eq!(c.replica_set(&data[..2], 1, 3), vec![1, 0]);
 }
+
+#[test]
+fn metadata_groups_take_the_file_systems_count_on_the_next_metadata_servers() {
+    let mut o = GenOptions::new(4, "/tmp/x");
+    o.meta_servers = Some(3);
+    let plain = Config::generate(&o).unwrap();
+    // Without an authority a group is its own server alone.
+    assert_eq!(plain.meta_group(1), vec![1]);
+    o.replicas = 2;
+    let c = Config::generate(&o).unwrap();
+    assert!(!c.replication.authority.is_empty());
+    let metas = c.meta_servers();
+    assert_eq!(metas.len(), 3);
+    for (k, &g) in metas.iter().enumerate() {
+        let group = c.meta_group(g);
+        assert_eq!(group, vec![g as u32, metas[(k + 1) % 3] as u32]);
+    }
+    // A server without the metadata role heads no group.
+    let data_only = (0..4).find(|s| !metas.contains(s)).unwrap();
+    assert!(c.meta_group(data_only).is_empty());
+}

@@ -44,8 +44,8 @@ pub use frame::{FrameError, FrameHeader, FrameKind};
 pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use locks::{LockConflict, LockKey, LockOwner, LockType};
 pub use message::{
-    req, Changed, CreateWhat, Effect, Flow, LinkDrop, Op, Remains, Request, RequestBody, Response,
-    RetryKey, UnlinkWant,
+    req, Changed, CreateWhat, Effect, Flow, LinkDrop, Op, Remains, ReplicateStep, Request,
+    RequestBody, Response, RetryKey, UnlinkWant,
 };
 pub use regions::{Extent, Regions};
 pub use types::{

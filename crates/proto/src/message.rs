@@ -606,6 +606,12 @@ requests! {
         /// records of what it missed of datafiles this server holds a copy of
         /// (`docs/replication.md`, "Self-healing"). Servers only.
         72 => Missed { server: u32, map: u64, done: Vec<crate::map::MissedDone>, max: u32 } effect Idempotent, flow Reply,
+        /// From the primary of metadata group `group` (the metadata of server
+        /// `group`) to one of its standbys: a step of its copy of the group's store,
+        /// of the primary's log generation `epoch` (`docs/replication.md`,
+        /// "Metadata: a primary and standbys"). ESTALE: the standby needs a new
+        /// copy. Servers only.
+        73 => Replicate { group: u32, epoch: u64, step: ReplicateStep } effect Idempotent, flow Reply,
     }
 }
 
@@ -865,6 +871,24 @@ wire_enum! {
         71 => Map { map: crate::map::ClusterMap },
         /// Answer to `Missed`: records, and whether more are left.
         72 => Missed { records: Vec<crate::map::MissedRecord>, more: bool },
+        /// Answer to `Replicate`: the number of the last record of the primary's log
+        /// the standby holds (0 while a copy comes in).
+        73 => Replicated { through: u64 },
+    }
+}
+
+wire_enum! {
+    /// One step of a metadata primary's copy of its store to a standby (`Replicate`).
+    pub enum ReplicateStep: "replicate step" {
+        /// A new copy of the primary's database file, `len` bytes long, begins.
+        1 => Begin { len: u64 },
+        /// Bytes of the copy, at `offset`.
+        2 => Chunk { offset: u64, data: Vec<u8> },
+        /// The copy is whole; record `next` of the primary's log is the first to
+        /// replay over it.
+        3 => End { next: u64 },
+        /// Records of the primary's log, back to back, in order.
+        4 => Records { records: Vec<u8> },
     }
 }
 

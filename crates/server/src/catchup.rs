@@ -77,14 +77,28 @@ pub async fn run(ctx: Arc<Ctx>) {
 /// copies are rebuilt elsewhere).
 pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
     let mut copied = Copied::default();
-    if !ctx.roles().contains(pvfs_proto::Roles::DATA) {
-        return Ok(copied);
-    }
     let map = ctx.lease.map()?;
     if map.version != version {
         return Err(chain::map_error(
             "the cluster map changed while catching up",
         ));
+    }
+    // Metadata: every group this server stands by for whose primary serves has
+    // given it a whole copy (the primary sends one to a recovering standby).
+    for &g in ctx.standbys.groups() {
+        let primary = map.chain(&ctx.config.meta_group(g)).first().copied();
+        if primary.is_some_and(|p| p as usize != ctx.me) && !ctx.standbys.following(g) {
+            return Err(OpError::busy(
+                Errno::EAGAIN,
+                format!(
+                    "no whole copy of the metadata of {} yet",
+                    ctx.config.servers[g].name
+                ),
+            ));
+        }
+    }
+    if !ctx.roles().contains(pvfs_proto::Roles::DATA) {
+        return Ok(copied);
     }
     for s in ctx.config.data_servers() {
         if s == ctx.me {

@@ -95,6 +95,12 @@ pub struct Ctx {
     pub missed: Arc<crate::missed::MissedLog>,
     /// Changes of datafiles with copies running, by map version (`crate::missed`).
     pub admissions: Arc<crate::missed::Admissions>,
+    /// The copies of other metadata servers' stores this server keeps as their
+    /// standby (`crate::standby`).
+    pub standbys: crate::standby::Standbys,
+    /// The shipping of this server's metadata store to its standbys, when its group
+    /// has some (`crate::replicate`).
+    pub shipping: Option<Arc<crate::replicate::Shipping>>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -104,6 +104,7 @@ pub async fn handle(
         Request::Authority(r) => serve(incoming, r).await,
         Request::GetMap(r) => serve(incoming, r).await,
         Request::Missed(r) => serve(incoming, r).await,
+        Request::Replicate(r) => serve(incoming, r).await,
     }
 }
 

@@ -39,9 +39,11 @@ pub mod perms;
 pub mod precreate;
 pub mod random;
 pub mod ratelimit;
+pub mod replicate;
 pub mod reply;
 pub mod seals;
 pub mod session;
+pub mod standby;
 #[cfg(test)]
 mod test_rng;
 pub mod waitfor;
@@ -260,6 +262,18 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             path: sc.storage.display().to_string(),
             source: StorageError::Corrupt { what },
         })?;
+    let standbys = standby::Standbys::new(&config, me, sync);
+    let lease = Arc::new(lease);
+    // A metadata server with standbys ships every commit to them before answering.
+    let group = config.meta_group(me);
+    let shipping = (sc.roles.contains(pvfs_proto::Roles::META) && group.len() > 1).then(|| {
+        replicate::Shipping::new(
+            group,
+            lease.clone(),
+            peers.clone(),
+            config.timeouts.request / 2,
+        )
+    });
     // The mark covers open files' holds too: after a start that may have forgotten
     // some, nothing is deleted for a lease (`holds`).
     let lock_table = locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark);
@@ -303,10 +317,12 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         retries: once::Retries::default(),
         seals: Arc::new(seals::Seals::new(config.timeouts.request)),
         exec: setup.exec,
-        lease: Arc::new(lease),
+        lease,
         chain_locks: Arc::default(),
         missed: Arc::new(missed),
         admissions: Arc::default(),
+        standbys,
+        shipping,
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -331,6 +347,11 @@ pub async fn serve(
         path: sc.storage.display().to_string(),
         source,
     };
+    // From here on every commit reaches the standbys before it is answered (what
+    // opening wrote, the root directory among it, goes with their first copy).
+    if let Some(shipping) = &ctx.shipping {
+        ctx.meta.replicate_with(shipping.clone());
+    }
     tracing::info!(server = %sc.name, address = %listener.local_addr(), roles = %sc.roles.describe(), "serving");
     ready();
     let expiry = tokio::spawn(once::expire_loop(ctx.meta.clone(), once::keep(&ctx.config)));
@@ -342,6 +363,13 @@ pub async fn serve(
     let renewals = tokio::spawn(ctx.lease.clone().renew_loop());
     let missed_flush = tokio::spawn(background::flush_missed(ctx.clone()));
     let catch_up = tokio::spawn(catchup::run(ctx.clone()));
+    let shipping: Vec<_> = ctx
+        .shipping
+        .iter()
+        .flat_map(|s| {
+            (0..ctx.config.meta_group(ctx.me).len() - 1).map(|k| tokio::spawn(s.clone().run(k)))
+        })
+        .collect();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -409,11 +437,15 @@ pub async fn serve(
     renewals.abort();
     missed_flush.abort();
     catch_up.abort();
+    for task in shipping {
+        task.abort();
+    }
     if let Err(e) = ctx.missed.flush() {
         tracing::warn!("cannot write the records of missed ranges: {e}");
     }
     ctx.lease.shutdown().await;
     ctx.meta.close().await;
+    ctx.standbys.close();
     if let Some(source) = fatal {
         return Err(storage_err(source));
     }

@@ -28,6 +28,7 @@ mod meta;
 pub mod redo;
 pub mod sim;
 mod spares;
+mod standby;
 mod txn;
 
 pub use born::{BORN_FILE, BORN_VERSION};
@@ -36,9 +37,10 @@ pub use error::{MetaError, MutationError, StorageError};
 pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};
 pub use meta::{
-    Identity, MetaStore, OpenDisks, ReadView, StoreFailure, StoreHealth, Superblock, BATCH_MAX,
-    FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
+    Identity, MetaStore, OpenDisks, ReadView, ReplicatedFuture, Replicator, StoreFailure,
+    StoreHealth, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
 };
-pub use redo::{LogFlusher, SyncPolicy};
+pub use redo::{LogFlusher, LogShipper, RecordTap, SyncPolicy};
 pub use spares::{SPARES_MAX, SPARE_DIR};
+pub use standby::{StandbyError, StandbyStore};
 pub use txn::MetaTxn;

@@ -33,7 +33,7 @@
 //! is lost; the server decides when to call it (`pvfs-server`'s `health` module).
 
 use crate::error::{MetaError, MutationError, StorageError};
-use crate::redo::{Disk, LogFlusher, LoggedFile, OsDisk, SyncPolicy, LOG_CAPACITY};
+use crate::redo::{Disk, LogFlusher, LogShipper, LoggedFile, OsDisk, SyncPolicy, LOG_CAPACITY};
 use crate::txn::{self, apply, le_u64, Overlay, Raw, Tab, Tables, DEFS, SB_NEXT};
 use crate::MetaTxn;
 use pvfs_proto::{Attr, DirEntry, Errno, Handle, ObjKind, ShardStat};
@@ -157,7 +157,26 @@ struct Shared {
     /// Every mutation commits on its caller's thread
     /// ([`MetaStore::open_on_callers_thread`]).
     callers_thread: bool,
+    /// Ships every commit to the standbys of this store
+    /// ([`MetaStore::replicate_with`]).
+    replicator: Mutex<Option<Arc<dyn Replicator>>>,
 }
+
+/// Ships a metadata store's commits to its standbys (`docs/replication.md`,
+/// "Metadata: a primary and standbys"): the server's, over the network.
+pub trait Replicator: Send + Sync {
+    /// The store's files were opened (again): `log` taps their records and reads
+    /// their committed state; every standby needs a new copy.
+    fn attach(self: Arc<Self>, log: LogShipper);
+    /// Resolves once every standby that must hold it holds record `seq` of the log
+    /// last attached (and every record before it): a mutation is answered only then.
+    /// It cannot fail: the mutation is committed here whatever the standbys do, and
+    /// a caller told otherwise would undo what stays done.
+    fn replicated(self: Arc<Self>, seq: u64) -> ReplicatedFuture;
+}
+
+/// What [`Replicator::replicated`] returns.
+pub type ReplicatedFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 enum State {
     Open(Arc<Gen>),
@@ -187,6 +206,8 @@ struct Gen {
     db: Arc<Database>,
     /// Syncs this generation's redo log ([`MetaStore::sync`]).
     flusher: LogFlusher,
+    /// Taps and reads it ([`Replicator`]).
+    shipper: LogShipper,
     tx: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
     /// The commit role: held by the writer for each batch, and by a caller committing
     /// its job itself.
@@ -414,6 +435,7 @@ impl MetaStore {
             next_gen: AtomicU64::new(1),
             inline: crate::SlowGate::new(INLINE_SLOW, INLINE_PAUSE),
             callers_thread,
+            replicator: Mutex::new(None),
         });
         let gen = shared.open_gen()?;
         *write_lock(&shared.state) = State::Open(gen);
@@ -492,10 +514,37 @@ impl MetaStore {
             }
         }
         drop(tx);
-        match answer.await {
+        let r = match answer.await {
             Ok(r) => r,
-            Err(_) => Err(E::from(self.inner.why_not().into())),
+            Err(_) => return Err(E::from(self.inner.why_not().into())),
+        };
+        // An answer, even a refusal, tells of the store's state: it waits until the
+        // standbys hold that state.
+        self.replicated().await;
+        r
+    }
+
+    /// Ships every commit of this store to its standbys through `replicator`, from
+    /// now on and after every reopen: a mutation is answered once they hold it.
+    pub fn replicate_with(&self, replicator: Arc<dyn Replicator>) {
+        *lock(&self.inner.replicator) = Some(replicator.clone());
+        if let State::Open(g) = &*read_lock(&self.inner.state) {
+            replicator.attach(g.shipper.clone());
         }
+    }
+
+    /// Resolves once the standbys hold every commit made so far (at once without
+    /// standbys): for an answer read from the store that a mutation may have just
+    /// written (a retried request's recorded reply).
+    pub async fn replicated(&self) {
+        let Some(rep) = lock(&self.inner.replicator).clone() else {
+            return;
+        };
+        let seq = match &*read_lock(&self.inner.state) {
+            State::Open(g) => g.shipper.last_written(),
+            _ => return,
+        };
+        rep.replicated(seq).await;
     }
 
     /// Commits `job` alone on this thread, answering it, when nothing waits for the
@@ -657,6 +706,7 @@ impl Shared {
         let (db_disk, log_disk) = (self.disks)(&self.path, &self.dir.join("meta.redo"))?;
         let (file, recovery) = LoggedFile::open_with(db_disk, log_disk, LOG_CAPACITY, self.sync)?;
         let flusher = file.flusher();
+        let shipper = file.shipper();
         if recovery.replayed > 0 {
             tracing::info!(
                 "metadata store: redid {} commits from the redo log",
@@ -721,6 +771,10 @@ impl Shared {
         // holding only the first is not a database; a repair; the superblock) is
         // stable before the store is used, whatever the sync policy.
         flusher.flush()?;
+        // Before any mutation can commit in this generation: every commit is shipped.
+        if let Some(rep) = lock(&self.replicator).clone() {
+            rep.attach(shipper.clone());
+        }
         let db = Arc::new(db);
         let gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(QUEUE_MAX);
@@ -734,6 +788,7 @@ impl Shared {
                 id: gen,
                 db,
                 flusher,
+                shipper,
                 tx: Mutex::new(Some(tx)),
                 commit,
                 done,
@@ -754,6 +809,7 @@ impl Shared {
             id: gen,
             db,
             flusher,
+            shipper,
             tx: Mutex::new(Some(tx)),
             commit,
             done,

@@ -199,6 +199,30 @@ struct Log {
     sync_failed: Option<(io::ErrorKind, Option<i32>, String)>,
     /// Set when the file is closed or dropped: the background syncer stops.
     closing: bool,
+    /// Who receives each record as it is written (a metadata primary's standbys).
+    tap: TapSlot,
+}
+
+/// Receives every record a log writes, in order, as it is written (under the log's
+/// lock, so it must be quick): how a metadata primary ships its commits to its
+/// standbys (`docs/replication.md`, "Metadata: a primary and standbys").
+pub trait RecordTap: Send + Sync {
+    /// Record `seq`, in its log encoding (`docs/storage-format.md`, "Redo log").
+    fn written(&self, seq: u64, record: Arc<[u8]>);
+}
+
+/// The tap of a log, if any.
+#[derive(Default)]
+struct TapSlot(Option<Arc<dyn RecordTap>>);
+
+impl fmt::Debug for TapSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "tapped"
+        } else {
+            "untapped"
+        })
+    }
 }
 
 impl Log {
@@ -423,6 +447,45 @@ fn read_record<D: Disk>(
     }
     // A record whose checksum holds was written whole by this code: a body that does
     // not parse is damage, not a torn write.
+    Ok(Some((parse_body(&body)?, RECORD_HEAD as u64 + body_len)))
+}
+
+/// The sequence number and whole length of the shipped record `records` starts
+/// with (`RecordTap`), if its head holds and it is all there.
+pub(crate) fn shipped_head(records: &[u8]) -> io::Result<(u64, usize)> {
+    let head = records
+        .get(..RECORD_HEAD)
+        .ok_or_else(|| corrupt("shipped record shorter than its head"))?;
+    let word = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+    if word(0) != RECORD_MAGIC {
+        return Err(corrupt("shipped record without its magic"));
+    }
+    let len = RECORD_HEAD + word(12) as usize;
+    if records.len() < len {
+        return Err(corrupt("shipped record cut short"));
+    }
+    let mut s = [0u8; 8];
+    s.copy_from_slice(&head[4..12]);
+    Ok((u64::from_le_bytes(s), len))
+}
+
+/// A record shipped whole (`RecordTap`): its sequence number and operations, if its
+/// head and checksum hold and its body parses.
+fn parse_shipped(record: &[u8]) -> io::Result<(u64, Vec<Op>)> {
+    let (seq, len) = shipped_head(record)?;
+    if len != record.len() {
+        return Err(corrupt("shipped record of the wrong length"));
+    }
+    let (head, body) = record.split_at(RECORD_HEAD);
+    let crc = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+    if crc32c::crc32c_append(crc32c::crc32c(&head[4..16]), body) != crc {
+        return Err(corrupt("shipped record whose checksum fails"));
+    }
+    Ok((seq, parse_body(body)?))
+}
+
+/// The operations of a record's body (`docs/storage-format.md`, "Redo log").
+fn parse_body(body: &[u8]) -> io::Result<Vec<Op>> {
     let mut ops = Vec::new();
     let mut p = 0usize;
     let take = |p: &mut usize, n: usize| -> io::Result<&[u8]> {
@@ -472,7 +535,7 @@ fn read_record<D: Disk>(
             other => return Err(corrupt(&format!("unknown operation {other}"))),
         }
     }
-    Ok(Some((ops, RECORD_HEAD as u64 + body_len)))
+    Ok(ops)
 }
 
 /// Writes `ops` into the database file, in order. A write whose bytes a later write
@@ -613,6 +676,7 @@ impl<D: Disk> LoggedFile<D> {
                 next_seq,
                 sync_failed: None,
                 closing: false,
+                tap: TapSlot::default(),
             }),
             written: Condvar::new(),
         });
@@ -635,6 +699,120 @@ impl<D: Disk> LoggedFile<D> {
     pub fn flusher(&self) -> LogFlusher {
         LogFlusher(self.core.clone())
     }
+
+    /// A handle that taps this log's records and reads its committed state, usable
+    /// while the database owns the file: a metadata primary's shipping to standbys.
+    pub fn shipper(&self) -> LogShipper {
+        LogShipper(self.core.clone())
+    }
+
+    /// Applies a record another log wrote (a primary's, shipped to this standby) as
+    /// a commit of this file: logged here under this log's own numbering, durable
+    /// as this log's policy says, written into the file once synced. Returns the
+    /// record's sequence number in the log that wrote it. Only for a file no
+    /// database has open (a standby's copy).
+    pub fn replay_shipped(&self, record: &[u8]) -> io::Result<u64> {
+        use redb::StorageBackend;
+        let (seq, ops) = parse_shipped(record)?;
+        {
+            let mut log = self.core.lock();
+            if !log.pending.is_empty() {
+                return Err(io::Error::other(
+                    "a shipped record cannot join changes of a database",
+                ));
+            }
+            for op in ops {
+                match op {
+                    Op::Write { offset, data } => {
+                        log.len = log.len.max(offset + data.len() as u64);
+                        log.pending.push(Op::Write { offset, data });
+                    }
+                    Op::SetLen(l) => {
+                        log.len = l;
+                        log.pending.push(Op::SetLen(l));
+                    }
+                }
+            }
+        }
+        self.sync_data()?;
+        Ok(seq)
+    }
+}
+
+/// Taps the records of one [`LoggedFile`] and reads its committed state (what the
+/// records written so far make of the file): how a metadata primary gives a standby
+/// a copy of its store and then its commits. Cheap to clone.
+#[derive(Clone)]
+pub struct LogShipper(Arc<dyn Ship>);
+
+impl fmt::Debug for LogShipper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogShipper")
+    }
+}
+
+impl LogShipper {
+    /// Sets (or, with None, removes) the receiver of every record written from now
+    /// on; returns the sequence number of the next record, the first it receives.
+    pub fn tap(&self, tap: Option<Arc<dyn RecordTap>>) -> u64 {
+        self.0.tap(tap)
+    }
+
+    /// The sequence number of the last record written (0: none yet).
+    pub fn last_written(&self) -> u64 {
+        self.0.last_written()
+    }
+
+    /// The file's length as of the last record written.
+    pub fn committed_len(&self) -> u64 {
+        self.0.committed_len()
+    }
+
+    /// Reads the file as the records written so far make it (without the changes of
+    /// a commit under way), zeros past its end. Bytes read at different times come
+    /// from different commits: a copy made of several reads is whole once the
+    /// records written from the first read on are replayed over it (each record
+    /// holds whole pages, so replaying is idempotent).
+    pub fn read_committed(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.0.read_committed(offset, out)
+    }
+}
+
+/// What a [`LogShipper`] does, whatever the disk type.
+trait Ship: Send + Sync {
+    fn tap(&self, tap: Option<Arc<dyn RecordTap>>) -> u64;
+    fn last_written(&self) -> u64;
+    fn committed_len(&self) -> u64;
+    fn read_committed(&self, offset: u64, out: &mut [u8]) -> io::Result<()>;
+}
+
+impl<D: Disk> Ship for Core<D> {
+    fn tap(&self, tap: Option<Arc<dyn RecordTap>>) -> u64 {
+        let mut log = self.lock();
+        log.tap = TapSlot(tap);
+        log.next_seq
+    }
+
+    fn last_written(&self) -> u64 {
+        self.lock().next_seq.saturating_sub(1)
+    }
+
+    fn committed_len(&self) -> u64 {
+        self.lock().synced_len
+    }
+
+    fn read_committed(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let log = self.lock();
+        let committed = log
+            .unapplied
+            .iter()
+            .chain(log.logged.iter().flat_map(|(_, _, ops)| ops.iter()));
+        self.read_over(committed, offset, out)?;
+        // Past the committed length: zeros, whatever a commit under way wrote there.
+        let cut = log.synced_len.saturating_sub(offset).min(out.len() as u64) as usize;
+        out[cut..].fill(0);
+        Ok(())
+    }
 }
 
 impl<D: Disk> Drop for LoggedFile<D> {
@@ -653,6 +831,42 @@ impl<D: Disk> Core<D> {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         }
+    }
+
+    /// Reads `out.len()` bytes at `offset` of the database file with `overlay`, the
+    /// changes it lacks, applied in order; zeros past the file's end.
+    fn read_over<'o>(
+        &self,
+        overlay: impl Iterator<Item = &'o Op>,
+        offset: u64,
+        out: &mut [u8],
+    ) -> io::Result<()> {
+        let end = offset + out.len() as u64;
+        let file_len = self.db.len()?;
+        let from_file = file_len.saturating_sub(offset).min(out.len() as u64) as usize;
+        if from_file > 0 {
+            self.db.read_at(offset, &mut out[..from_file])?;
+        }
+        out[from_file..].fill(0);
+        for op in overlay {
+            match op {
+                Op::Write { offset: at, data } => {
+                    let lo = offset.max(*at);
+                    let hi = end.min(at + data.len() as u64);
+                    if lo < hi {
+                        out[(lo - offset) as usize..(hi - offset) as usize]
+                            .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
+                    }
+                }
+                Op::SetLen(l) => {
+                    if *l < end {
+                        let cut = l.saturating_sub(offset) as usize;
+                        out[cut..].fill(0);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes the changes in the log but not in the database file there. Left in
@@ -789,36 +1003,10 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
         let log = self.core.lock();
-        let end = offset + out.len() as u64;
-        if end > log.len {
+        if offset + out.len() as u64 > log.len {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
         }
-        // The file's bytes (zeros past its end), then the changes it lacks, in order.
-        let file_len = self.core.db.len()?;
-        let from_file = file_len.saturating_sub(offset).min(out.len() as u64) as usize;
-        if from_file > 0 {
-            self.core.db.read_at(offset, &mut out[..from_file])?;
-        }
-        out[from_file..].fill(0);
-        for op in log.overlay() {
-            match op {
-                Op::Write { offset: at, data } => {
-                    let lo = offset.max(*at);
-                    let hi = end.min(at + data.len() as u64);
-                    if lo < hi {
-                        out[(lo - offset) as usize..(hi - offset) as usize]
-                            .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
-                    }
-                }
-                Op::SetLen(l) => {
-                    if *l < end {
-                        let cut = l.saturating_sub(offset) as usize;
-                        out[cut..].fill(0);
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.core.read_over(log.overlay(), offset, out)
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
@@ -863,6 +1051,9 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
         log.tail += rec.len() as u64;
         log.next_seq = seq + 1;
         log.synced_len = len;
+        if let Some(tap) = &log.tap.0 {
+            tap.written(seq, rec.into());
+        }
         let done = std::mem::take(&mut log.pending);
         if !every_commit {
             // In the log file (a killed process loses nothing); the next flush makes

@@ -38,6 +38,7 @@ pub mod remove_object;
 pub mod remove_xattr;
 pub mod rename;
 pub mod renew_lease;
+pub mod replicate;
 pub mod scan;
 pub mod scan_datafiles;
 pub mod scan_entries;

@@ -1,0 +1,391 @@
+//! A metadata primary ships its store to its group's standbys (`docs/replication.md`,
+//! "Metadata: a primary and standbys"): a whole copy of the database file, read while
+//! commits go on, then every record its redo log writes, in order. A mutation is
+//! answered only once every standby the map keeps in the group holds its record
+//! (`pvfs_storage::Replicator`), so with two copies an acknowledged change is on two
+//! servers.
+//!
+//! One task per standby ([`Shipping::run`]) does the copying and the sending; the
+//! records wait in that standby's queue, bounded by [`QUEUE_BYTES`] (past it, a copy
+//! under way starts over).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use pvfs_proto::map::ClusterMap;
+use pvfs_proto::{ReplicateStep, Request, Response};
+use pvfs_storage::{LogShipper, RecordTap, ReplicatedFuture, Replicator, StorageError};
+use tokio::sync::Notify;
+
+use crate::error::{OpError, OpResult};
+use crate::lease::Lease;
+use crate::peer::Peers;
+
+/// Bytes of the copy in one `Replicate` step, and most bytes of records in one.
+const STEP_BYTES: usize = 1 << 20;
+/// Most bytes of records one standby's queue holds.
+const QUEUE_BYTES: usize = 64 << 20;
+/// How often a wait looks at the map again when nothing else woke it.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// Where one standby stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// It needs a copy; no records are kept for it.
+    NeedCopy,
+    /// A copy is under way; records from `from` on are kept for it.
+    Copying { from: u64 },
+    /// It holds a whole copy and every record through `held`.
+    Following { held: u64 },
+}
+
+/// One standby of the group.
+struct Follower {
+    server: u32,
+    phase: Phase,
+    /// Records not yet confirmed by it, in order, and their bytes.
+    queue: VecDeque<(u64, Arc<[u8]>)>,
+    queued: usize,
+}
+
+/// What the tasks and the store's callbacks share.
+struct State {
+    /// The store's log, once attached, and its generation.
+    log: Option<LogShipper>,
+    epoch: u64,
+    /// The number of the next record the log writes.
+    next: u64,
+    followers: Vec<Follower>,
+}
+
+/// The shipping of this server's metadata store to its standbys.
+pub struct Shipping {
+    group: u32,
+    /// The group's servers, this one first.
+    members: Vec<u32>,
+    lease: Arc<Lease>,
+    peers: Arc<Peers>,
+    /// How long a mutation waits for its standbys before it fails (EIO; the client
+    /// retries and finds its recorded answer).
+    patience: Duration,
+    state: Mutex<State>,
+    /// Woken when a record is written, a standby confirms, or the log changes.
+    changed: Notify,
+}
+
+impl Shipping {
+    /// The shipping of group `group` (this server, `members[0]`) to `members[1..]`.
+    pub fn new(
+        members: Vec<u32>,
+        lease: Arc<Lease>,
+        peers: Arc<Peers>,
+        patience: Duration,
+    ) -> Arc<Shipping> {
+        assert!(members.len() > 1, "a group with standbys");
+        Arc::new(Shipping {
+            group: members[0],
+            members: members.clone(),
+            lease,
+            peers,
+            patience,
+            state: Mutex::new(State {
+                log: None,
+                epoch: 0,
+                next: 0,
+                followers: members[1..]
+                    .iter()
+                    .map(|&server| Follower {
+                        server,
+                        phase: Phase::NeedCopy,
+                        queue: VecDeque::new(),
+                        queued: 0,
+                    })
+                    .collect(),
+            }),
+            changed: Notify::new(),
+        })
+    }
+}
+
+impl Shipping {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether standby `server` is in the group under `map` (up, recovering or
+    /// draining): a mutation waits for it.
+    fn kept(map: &ClusterMap, server: u32) -> bool {
+        map.chain(&[server]).contains(&server)
+    }
+
+    /// Ships to the standby at `slot` of the group until the task is dropped:
+    /// copies when it needs a copy, then sends the records as they come.
+    pub async fn run(self: Arc<Self>, slot: usize) {
+        let server = self.members[slot + 1];
+        loop {
+            let ready =
+                self.lease.valid() && self.lease.map().is_ok_and(|m| Self::kept(&m, server));
+            if !ready {
+                self.drop_follower(slot);
+                tokio::time::sleep(LOOK_EVERY * 2).await;
+                continue;
+            }
+            let phase = self.lock().followers[slot].phase;
+            let step = match phase {
+                Phase::NeedCopy | Phase::Copying { .. } => self.copy(slot, server).await,
+                Phase::Following { held } => self.send_records(slot, server, held).await,
+            };
+            if let Err(e) = step {
+                tracing::debug!(standby = server, "metadata shipping starts over: {e}");
+                self.drop_follower(slot);
+                tokio::time::sleep(LOOK_EVERY * 4).await;
+            }
+        }
+    }
+
+    /// Forgets what standby `slot` had: it needs a new copy.
+    fn drop_follower(&self, slot: usize) {
+        let mut st = self.lock();
+        let f = &mut st.followers[slot];
+        if f.phase != Phase::NeedCopy {
+            f.phase = Phase::NeedCopy;
+            f.queue.clear();
+            f.queued = 0;
+            drop(st);
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Sends one step to the standby; its answer's record number.
+    async fn step(&self, server: u32, epoch: u64, step: ReplicateStep) -> OpResult<u64> {
+        let request = Request::Replicate(pvfs_proto::req::Replicate {
+            group: self.group,
+            epoch,
+            step,
+        });
+        match self
+            .peers
+            .call_within(server as usize, request, self.patience)
+            .await?
+        {
+            Response::Replicated { through } => Ok(through),
+            other => Err(OpError::internal(
+                pvfs_proto::Errno::EPROTO,
+                format!("answer {} to Replicate", other.op_name()),
+            )),
+        }
+    }
+
+    /// Gives standby `slot` a whole copy of the store: the file read a step at a
+    /// time while commits go on, then told to replay the records kept from the
+    /// copy's start (`pvfs_storage::LogShipper::read_committed`).
+    async fn copy(&self, slot: usize, server: u32) -> OpResult<()> {
+        let (log, epoch, from) = {
+            let mut st = self.lock();
+            let Some(log) = st.log.clone() else {
+                return Err(OpError::busy(
+                    pvfs_proto::Errno::EAGAIN,
+                    "no store attached",
+                ));
+            };
+            let (epoch, from) = (st.epoch, st.next);
+            let f = &mut st.followers[slot];
+            f.phase = Phase::Copying { from };
+            f.queue.clear();
+            f.queued = 0;
+            (log, epoch, from)
+        };
+        let len = log.committed_len();
+        self.step(server, epoch, ReplicateStep::Begin { len })
+            .await?;
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(STEP_BYTES as u64) as usize;
+            let reader = log.clone();
+            let data = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                reader.read_committed(at, &mut buf).map(|()| buf)
+            })
+            .await
+            .map_err(|e| OpError::internal(pvfs_proto::Errno::EIO, e.to_string()))?
+            .map_err(|e| OpError::from(StorageError::Io(Arc::new(e))))?;
+            self.step(server, epoch, ReplicateStep::Chunk { offset: at, data })
+                .await?;
+            at += n as u64;
+            // A new log meanwhile (a reopen) or too many records kept: start over.
+            let st = self.lock();
+            if st.epoch != epoch || st.followers[slot].phase != (Phase::Copying { from }) {
+                return Err(OpError::changed("the copy was overtaken"));
+            }
+        }
+        let held = self
+            .step(server, epoch, ReplicateStep::End { next: from })
+            .await?;
+        let mut st = self.lock();
+        if st.epoch != epoch || st.followers[slot].phase != (Phase::Copying { from }) {
+            return Err(OpError::changed("the copy was overtaken"));
+        }
+        st.followers[slot].phase = Phase::Following { held };
+        drop(st);
+        self.changed.notify_waiters();
+        tracing::info!(
+            standby = server,
+            bytes = len,
+            "metadata standby has a whole copy"
+        );
+        Ok(())
+    }
+
+    /// Sends standby `slot` the records after `held` kept for it (waiting for some
+    /// when there are none), and notes what it confirms.
+    async fn send_records(&self, slot: usize, server: u32, held: u64) -> OpResult<()> {
+        let (epoch, batch) = {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (epoch, batch) = {
+                let st = self.lock();
+                let mut batch = Vec::new();
+                for (seq, rec) in &st.followers[slot].queue {
+                    if *seq <= held {
+                        continue;
+                    }
+                    // Records stay in order and back to back: the batch ends at the
+                    // first one that does not fit (a larger one goes alone).
+                    if !batch.is_empty() && batch.len() + rec.len() > STEP_BYTES {
+                        break;
+                    }
+                    batch.extend_from_slice(rec);
+                }
+                (st.epoch, batch)
+            };
+            if batch.is_empty() {
+                let _ = tokio::time::timeout(LOOK_EVERY, notified).await;
+                return Ok(());
+            }
+            (epoch, batch)
+        };
+        let through = self
+            .step(server, epoch, ReplicateStep::Records { records: batch })
+            .await?;
+        let mut st = self.lock();
+        if st.epoch != epoch {
+            return Err(OpError::changed("a new log"));
+        }
+        let f = &mut st.followers[slot];
+        if let Phase::Following { held } = &mut f.phase {
+            *held = (*held).max(through);
+        }
+        while f.queue.front().is_some_and(|(seq, _)| *seq <= through) {
+            if let Some((_, rec)) = f.queue.pop_front() {
+                f.queued -= rec.len();
+            }
+        }
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Whether every standby the map keeps holds record `seq` (a standby the map
+    /// calls down is not waited for). Not while this server holds no lease (one just
+    /// started waits for its first).
+    fn holds_everywhere(&self, seq: u64) -> bool {
+        if !self.lease.valid() {
+            return false;
+        }
+        let Ok(map) = self.lease.map() else {
+            return false;
+        };
+        let st = self.lock();
+        st.followers.iter().all(|f| {
+            !Self::kept(&map, f.server)
+                || matches!(f.phase, Phase::Following { held } if held >= seq)
+        })
+    }
+
+    /// Leaves behind every standby that does not hold record `seq`: each gets a new
+    /// copy (the change is answered without it).
+    fn leave_behind(&self, seq: u64) {
+        let slots: Vec<usize> = {
+            let st = self.lock();
+            (0..st.followers.len())
+                .filter(
+                    |&k| !matches!(st.followers[k].phase, Phase::Following { held } if held >= seq),
+                )
+                .collect()
+        };
+        for k in slots {
+            tracing::warn!(
+                standby = self.members[k + 1],
+                seq,
+                "a metadata standby did not confirm a change in {:?}; it gets a new copy",
+                self.patience
+            );
+            self.drop_follower(k);
+        }
+    }
+}
+
+impl RecordTap for Shipping {
+    fn written(&self, seq: u64, record: Arc<[u8]>) {
+        let mut st = self.lock();
+        debug_assert!(st.next == 0 || seq == st.next, "records come in order");
+        st.next = seq + 1;
+        for f in &mut st.followers {
+            if f.phase == Phase::NeedCopy {
+                continue;
+            }
+            if f.queued + record.len() > QUEUE_BYTES {
+                // It fell too far behind: it gets a new copy.
+                f.phase = Phase::NeedCopy;
+                f.queue.clear();
+                f.queued = 0;
+                continue;
+            }
+            f.queued += record.len();
+            f.queue.push_back((seq, record.clone()));
+        }
+        drop(st);
+        self.changed.notify_waiters();
+    }
+}
+
+impl Replicator for Shipping {
+    fn attach(self: Arc<Self>, log: LogShipper) {
+        let mut st = self.lock();
+        st.next = log.tap(Some(self.clone()));
+        st.log = Some(log);
+        st.epoch = crate::random::random_u64() | 1;
+        for f in &mut st.followers {
+            f.phase = Phase::NeedCopy;
+            f.queue.clear();
+            f.queued = 0;
+        }
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    fn replicated(self: Arc<Self>, seq: u64) -> ReplicatedFuture {
+        let me = self;
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + me.patience;
+            loop {
+                let notified = me.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if me.holds_everywhere(seq) {
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    // The change is committed here: answering it as failed would
+                    // make callers undo what stays done. The standby that did not
+                    // confirm it starts over instead.
+                    me.leave_behind(seq);
+                    return;
+                }
+                let _ = tokio::time::timeout(LOOK_EVERY, notified).await;
+            }
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! The copies this server keeps of other metadata servers' stores, as their
+//! standby (`docs/replication.md`, "Metadata: a primary and standbys"): one
+//! [`StandbyStore`] per group, in `<storage>/groups/<primary's name>/`, fed by the
+//! group's primary (`Replicate`, `crate::handlers::replicate`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pvfs_config::Config;
+use pvfs_storage::{StandbyStore, SyncPolicy};
+
+/// The standby copies of one server, by group.
+pub struct Standbys {
+    /// Where the copies live: `<storage>/groups`.
+    dir: PathBuf,
+    sync: SyncPolicy,
+    /// The groups this server is a standby of (indices of their primaries).
+    groups: Vec<usize>,
+    open: Mutex<HashMap<usize, Arc<StandbyStore>>>,
+}
+
+impl Standbys {
+    /// The standby copies server `me` of `config` keeps (none without metadata
+    /// copies), synced as `sync` says.
+    pub fn new(config: &Config, me: usize, sync: SyncPolicy) -> Standbys {
+        let groups = config
+            .meta_servers()
+            .into_iter()
+            .filter(|&g| g != me && config.meta_group(g).contains(&(me as u32)))
+            .collect();
+        Standbys {
+            dir: config.servers[me].storage.join("groups"),
+            sync,
+            groups,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The groups this server is a standby of.
+    pub fn groups(&self) -> &[usize] {
+        &self.groups
+    }
+
+    /// The copy of group `group`, opened on first use; None if this server is not
+    /// one of its standbys.
+    pub fn get(&self, config: &Config, group: usize) -> std::io::Result<Option<Arc<StandbyStore>>> {
+        if !self.groups.contains(&group) {
+            return Ok(None);
+        }
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = open.get(&group) {
+            return Ok(Some(s.clone()));
+        }
+        let store = Arc::new(StandbyStore::open(
+            &self.dir.join(&config.servers[group].name),
+            self.sync,
+        )?);
+        open.insert(group, store.clone());
+        Ok(Some(store))
+    }
+
+    /// Whether the copy of `group` is whole and follows its primary's records.
+    pub fn following(&self, group: usize) -> bool {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(&group).is_some_and(|s| s.following())
+    }
+
+    /// Checkpoints every copy (a clean stop).
+    pub fn close(&self) {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        for (g, s) in open.iter() {
+            if let Err(e) = s.close() {
+                tracing::warn!(group = g, "cannot close the standby copy: {e}");
+            }
+        }
+    }
+}
