@@ -156,6 +156,11 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         Some(_) => once.recorded(&ctx.meta)?,
         None => None,
     };
+    if recorded.is_some() {
+        // The record may be of a commit its standbys do not hold yet (the first
+        // run's answer was lost while it waited for them).
+        ctx.meta.replicated().await;
+    }
     let cx = Cx {
         ctx,
         caller: &caller,

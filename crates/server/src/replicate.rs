@@ -353,16 +353,28 @@ impl RecordTap for Shipping {
 
 impl Replicator for Shipping {
     fn attach(self: Arc<Self>, log: LogShipper) {
-        let mut st = self.lock();
-        st.next = log.tap(Some(self.clone()));
-        st.log = Some(log);
-        st.epoch = crate::random::random_u64() | 1;
-        for f in &mut st.followers {
-            f.phase = Phase::NeedCopy;
-            f.queue.clear();
-            f.queued = 0;
+        // Every standby starts over. The tap is set without this lock held: the log
+        // calls `written` under its own lock, so this one is only ever taken inside
+        // that one, never around it.
+        {
+            let mut st = self.lock();
+            st.log = None;
+            st.next = 0;
+            st.epoch = crate::random::random_u64() | 1;
+            for f in &mut st.followers {
+                f.phase = Phase::NeedCopy;
+                f.queue.clear();
+                f.queued = 0;
+            }
         }
-        drop(st);
+        let first = log.tap(Some(self.clone()));
+        {
+            let mut st = self.lock();
+            if st.next == 0 {
+                st.next = first;
+            }
+            st.log = Some(log);
+        }
         self.changed.notify_waiters();
     }
 
