@@ -99,6 +99,22 @@ pub trait Wire: Sized {
     fn put(&self, out: &mut Vec<u8>);
     /// Decodes one value from `r`.
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+    /// Appends the encodings of `items` in order (a vector's elements): one at a
+    /// time, unless the type knows a faster way to the same bytes.
+    fn put_all(items: &[Self], out: &mut Vec<u8>) {
+        for item in items {
+            item.put(out);
+        }
+    }
+    /// Decodes `n` values from `r` (a vector's elements, their count checked
+    /// against what is left): one at a time, unless the type knows a faster way.
+    fn get_all(r: &mut Reader<'_>, n: usize) -> Result<Vec<Self>, DecodeError> {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(Self::get(r)?);
+        }
+        Ok(v)
+    }
 }
 
 /// Encodes a value into a fresh buffer.
@@ -129,7 +145,24 @@ macro_rules! wire_int {
         }
     )*};
 }
-wire_int!(u8, u16, u32, u64, i32, i64);
+wire_int!(u16, u32, u64, i32, i64);
+
+/// Bytes: a vector of them (a record, a blob) is copied whole.
+impl Wire for u8 {
+    const MIN_SIZE: usize = 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(*self);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(r.array::<1>("u8")?[0])
+    }
+    fn put_all(items: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(items);
+    }
+    fn get_all(r: &mut Reader<'_>, n: usize) -> Result<Vec<u8>, DecodeError> {
+        Ok(r.take(n, "bytes")?.to_vec())
+    }
+}
 
 impl Wire for bool {
     const MIN_SIZE: usize = 1;
@@ -163,18 +196,12 @@ impl<T: Wire> Wire for Vec<T> {
     const MIN_SIZE: usize = 4;
     fn put(&self, out: &mut Vec<u8>) {
         put_len(self.len(), out);
-        for item in self {
-            item.put(out);
-        }
+        T::put_all(self, out);
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let n = u32::get(r)? as usize;
         r.check_count(n, T::MIN_SIZE, "vector")?;
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            v.push(T::get(r)?);
-        }
-        Ok(v)
+        T::get_all(r, n)
     }
 }
 

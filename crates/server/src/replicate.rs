@@ -72,6 +72,8 @@ pub struct Shipping {
     state: Mutex<State>,
     /// Woken when a record is written, a standby confirms, or the log changes.
     changed: Notify,
+    /// Rate limit of the warnings about standbys left behind.
+    log_limit: crate::ratelimit::LogLimit,
 }
 
 impl Shipping {
@@ -104,6 +106,7 @@ impl Shipping {
                     .collect(),
             }),
             changed: Notify::new(),
+            log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
         })
     }
 }
@@ -304,25 +307,27 @@ impl Shipping {
         })
     }
 
-    /// Leaves behind every standby that does not hold record `seq`: each gets a new
-    /// copy (the change is answered without it).
-    fn leave_behind(&self, seq: u64) {
-        let slots: Vec<usize> = {
+    /// Tells of the standbys that do not hold record `seq` after the patience: the
+    /// change is answered without them. They keep the records they lack queued (a
+    /// copy under way goes on), so they catch up once they answer again; only one
+    /// that falls [`QUEUE_BYTES`] behind starts over with a new copy.
+    fn left_behind(&self, seq: u64) {
+        let behind: Vec<u32> = {
             let st = self.lock();
-            (0..st.followers.len())
-                .filter(
-                    |&k| !matches!(st.followers[k].phase, Phase::Following { held } if held >= seq),
-                )
+            st.followers
+                .iter()
+                .filter(|f| !matches!(f.phase, Phase::Following { held } if held >= seq))
+                .map(|f| f.server)
                 .collect()
         };
-        for k in slots {
+        if let Some(dropped) = self.log_limit.allow("left behind") {
             tracing::warn!(
-                standby = self.members[k + 1],
+                ?behind,
                 seq,
-                "a metadata standby did not confirm a change in {:?}; it gets a new copy",
+                dropped,
+                "metadata standbys did not confirm a change in {:?}; answered without them",
                 self.patience
             );
-            self.drop_follower(k);
         }
     }
 }
@@ -391,9 +396,8 @@ impl Replicator for Shipping {
                 }
                 if tokio::time::Instant::now() >= deadline {
                     // The change is committed here: answering it as failed would
-                    // make callers undo what stays done. The standby that did not
-                    // confirm it starts over instead.
-                    me.leave_behind(seq);
+                    // make callers undo what stays done.
+                    me.left_behind(seq);
                     return;
                 }
                 let _ = tokio::time::timeout(LOOK_EVERY, notified).await;

@@ -36,6 +36,22 @@ impl Handler for req::Replicate {
             })?;
         let epoch = self.epoch;
         let step = self.step;
+        // Records written without a sync (`metadata_sync` an interval) are a write
+        // into the page cache, cheaper than two thread hand-offs: a change waits for
+        // this answer (`crate::inline`).
+        if let ReplicateStep::Records { records } = &step {
+            let unsynced = !matches!(
+                ctx.config.defaults.metadata_sync,
+                pvfs_config::MetadataSync::Commit
+            );
+            if unsynced && ctx.inline.allows(records.len()) {
+                let through = ctx
+                    .inline
+                    .run(|| store.records(epoch, records))
+                    .map_err(standby_error)?;
+                return Ok(Response::Replicated { through }.into());
+            }
+        }
         let through = tokio::task::spawn_blocking(move || match step {
             ReplicateStep::Begin { len } => store.begin(epoch, len).map(|()| 0),
             ReplicateStep::Chunk { offset, data } => store.chunk(epoch, offset, &data).map(|()| 0),
@@ -46,12 +62,15 @@ impl Handler for req::Replicate {
         })
         .await
         .map_err(|e| OpError::internal(Errno::EIO, format!("standby copy task: {e}")))?
-        .map_err(|e| match e {
-            StandbyError::NeedCopy(why) => OpError::changed(why),
-            StandbyError::Io(e) => {
-                OpError::internal(Errno::from_io(&e), format!("standby copy: {e}"))
-            }
-        })?;
+        .map_err(standby_error)?;
         Ok(Response::Replicated { through }.into())
+    }
+}
+
+/// A standby's refusal as the primary sees it: ESTALE (a new copy) or the disk's errno.
+fn standby_error(e: StandbyError) -> OpError {
+    match e {
+        StandbyError::NeedCopy(why) => OpError::changed(why),
+        StandbyError::Io(e) => OpError::internal(Errno::from_io(&e), format!("standby copy: {e}")),
     }
 }
