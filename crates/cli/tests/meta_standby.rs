@@ -3,7 +3,7 @@
 //! every metadata server ships its store to its standby, a whole copy and then every
 //! commit, and answers a change only once the standby holds it: while the standby is
 //! stopped (`SIGSTOP`), a change waits until the map calls it down, and the standby
-//! gets a new copy when it is back. With every process killed (`kill -9`) right after
+//! gets a new copy when it is back, as it does when killed and restarted. With every process killed (`kill -9`) right after
 //! the last answer, each standby's copy opens as a store holding every acknowledged
 //! name and attribute of its primary.
 #![allow(clippy::unwrap_used)]
@@ -82,6 +82,24 @@ fn every_acknowledged_change_is_on_the_standby_when_every_server_dies() {
                     .matches("metadata standby has a whole copy standby=1")
                     .count()
                     >= 2)
+                .then_some(())
+        },
+    );
+
+    // Killed and restarted, it has lost its place in the records (they live in its
+    // memory): it gets a third copy.
+    cluster.kill(standby, libc::SIGKILL);
+    cluster.restart(standby);
+    poll(
+        "the restarted standby up again with a new copy",
+        scaled(Duration::from_secs(30)),
+        || {
+            (state_of(&cluster, standby).as_deref() == Some("up")
+                && cluster
+                    .log(primary)
+                    .matches("metadata standby has a whole copy standby=1")
+                    .count()
+                    >= 3)
                 .then_some(())
         },
     );

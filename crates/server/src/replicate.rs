@@ -28,6 +28,9 @@ const STEP_BYTES: usize = 1 << 20;
 const QUEUE_BYTES: usize = 64 << 20;
 /// How often a wait looks at the map again when nothing else woke it.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// How long a standby goes without a step before it is asked whether it still
+/// follows.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
 
 /// Where one standby stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,10 +266,12 @@ impl Shipping {
                 }
                 (st.epoch, batch)
             };
-            if batch.is_empty() {
-                let _ = tokio::time::timeout(LOOK_EVERY, notified).await;
+            if batch.is_empty() && tokio::time::timeout(PROBE_EVERY, notified).await.is_ok() {
                 return Ok(());
             }
+            // Records to send, or none for a while: then an empty step asks whether
+            // the standby still follows (one restarted meanwhile answers that it
+            // needs a copy, even while no change comes).
             (epoch, batch)
         };
         let through = self
