@@ -24,6 +24,8 @@ use crate::peer::Peers;
 
 /// Bytes of the copy in one `Replicate` step, and most bytes of records in one.
 const STEP_BYTES: usize = 1 << 20;
+/// Batches of records sent to one standby before their answers.
+const IN_FLIGHT: usize = 4;
 /// Most bytes of records one standby's queue holds.
 const QUEUE_BYTES: usize = 64 << 20;
 /// How often a wait looks at the map again when nothing else woke it.
@@ -130,9 +132,7 @@ impl Shipping {
     pub async fn run(self: Arc<Self>, slot: usize) {
         let server = self.members[slot + 1];
         loop {
-            let ready =
-                self.lease.valid() && self.lease.map().is_ok_and(|m| Self::kept(&m, server));
-            if !ready {
+            if !self.ships_to(server) {
                 self.drop_follower(slot);
                 tokio::time::sleep(LOOK_EVERY * 2).await;
                 continue;
@@ -140,7 +140,7 @@ impl Shipping {
             let phase = self.lock().followers[slot].phase;
             let step = match phase {
                 Phase::NeedCopy | Phase::Copying { .. } => self.copy(slot, server).await,
-                Phase::Following { held } => self.send_records(slot, server, held).await,
+                Phase::Following { .. } => self.follow(slot, server).await,
             };
             if let Err(e) = step {
                 tracing::debug!(standby = server, "metadata shipping starts over: {e}");
@@ -243,40 +243,83 @@ impl Shipping {
         Ok(())
     }
 
-    /// Sends standby `slot` the records after `held` kept for it (waiting for some
-    /// when there are none), and notes what it confirms.
-    async fn send_records(&self, slot: usize, server: u32, held: u64) -> OpResult<()> {
-        let (epoch, batch) = {
+    /// Sends standby `slot` the records kept for it as they come, up to
+    /// [`IN_FLIGHT`] batches before their answers (the standby applies them in
+    /// order whatever order they arrive in), and notes what it confirms. Returns
+    /// when the standby must start over, or this server no longer ships to it.
+    async fn follow(&self, slot: usize, server: u32) -> OpResult<()> {
+        let (epoch, mut sent) = {
+            let st = self.lock();
+            match st.followers[slot].phase {
+                Phase::Following { held } => (st.epoch, held),
+                _ => return Ok(()),
+            }
+        };
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (epoch, batch) = {
-                let st = self.lock();
-                let mut batch = Vec::new();
-                for (seq, rec) in &st.followers[slot].queue {
-                    if *seq <= held {
-                        continue;
-                    }
-                    // Records stay in order and back to back: the batch ends at the
-                    // first one that does not fit (a larger one goes alone).
-                    if !batch.is_empty() && batch.len() + rec.len() > STEP_BYTES {
-                        break;
-                    }
-                    batch.extend_from_slice(rec);
-                }
-                (st.epoch, batch)
-            };
-            if batch.is_empty() && tokio::time::timeout(PROBE_EVERY, notified).await.is_ok() {
+            if !self.ships_to(server) {
                 return Ok(());
             }
-            // Records to send, or none for a while: then an empty step asks whether
-            // the standby still follows (one restarted meanwhile answers that it
-            // needs a copy, even while no change comes).
-            (epoch, batch)
-        };
-        let through = self
-            .step(server, epoch, ReplicateStep::Records { records: batch })
-            .await?;
+            // The next batch after what was sent, if there is room for it.
+            let batch = {
+                let st = self.lock();
+                if st.epoch != epoch || !matches!(st.followers[slot].phase, Phase::Following { .. })
+                {
+                    return Ok(());
+                }
+                let mut batch = Vec::new();
+                let mut last = sent;
+                if in_flight.len() < IN_FLIGHT {
+                    for (seq, rec) in &st.followers[slot].queue {
+                        if *seq <= sent {
+                            continue;
+                        }
+                        // Records stay in order and back to back: the batch ends at
+                        // the first one that does not fit (a larger one goes alone).
+                        if !batch.is_empty() && batch.len() + rec.len() > STEP_BYTES {
+                            break;
+                        }
+                        batch.extend_from_slice(rec);
+                        last = *seq;
+                    }
+                }
+                (!batch.is_empty()).then_some((batch, last))
+            };
+            if let Some((records, last)) = batch {
+                sent = last;
+                in_flight.push(self.step(server, epoch, ReplicateStep::Records { records }));
+                continue;
+            }
+            tokio::select! {
+                Some(answer) = futures::StreamExt::next(&mut in_flight) => {
+                    self.confirmed(slot, epoch, answer?)?;
+                }
+                () = &mut notified => {}
+                () = tokio::time::sleep(PROBE_EVERY), if in_flight.is_empty() => {
+                    // Nothing for a while: an empty step asks whether the standby
+                    // still follows (one restarted meanwhile answers that it needs
+                    // a copy, even while no change comes).
+                    let through = self
+                        .step(server, epoch, ReplicateStep::Records { records: Vec::new() })
+                        .await?;
+                    self.confirmed(slot, epoch, through)?;
+                }
+            }
+        }
+    }
+
+    /// Whether this server ships to standby `server` now: it holds a lease and the
+    /// map keeps the standby in the group.
+    fn ships_to(&self, server: u32) -> bool {
+        self.lease.valid() && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
+    }
+
+    /// Standby `slot` holds every record through `through` of log generation
+    /// `epoch`: they leave its queue, and the changes waiting for them may go.
+    fn confirmed(&self, slot: usize, epoch: u64, through: u64) -> OpResult<()> {
         let mut st = self.lock();
         if st.epoch != epoch {
             return Err(OpError::changed("a new log"));

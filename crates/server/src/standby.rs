@@ -10,6 +10,15 @@ use std::sync::{Arc, Mutex};
 use pvfs_config::Config;
 use pvfs_storage::{StandbyStore, SyncPolicy};
 
+/// One group's copy, and a signal of its moving on (a batch of records that
+/// arrived before its predecessor waits for it).
+pub struct GroupCopy {
+    /// The copy.
+    pub store: Arc<StandbyStore>,
+    /// Notified after every step applied to it.
+    pub moved: tokio::sync::Notify,
+}
+
 /// The standby copies of one server, by group.
 pub struct Standbys {
     /// Where the copies live: `<storage>/groups`.
@@ -17,7 +26,7 @@ pub struct Standbys {
     sync: SyncPolicy,
     /// The groups this server is a standby of (indices of their primaries).
     groups: Vec<usize>,
-    open: Mutex<HashMap<usize, Arc<StandbyStore>>>,
+    open: Mutex<HashMap<usize, Arc<GroupCopy>>>,
 }
 
 impl Standbys {
@@ -44,7 +53,7 @@ impl Standbys {
 
     /// The copy of group `group`, opened on first use; None if this server is not
     /// one of its standbys.
-    pub fn get(&self, config: &Config, group: usize) -> std::io::Result<Option<Arc<StandbyStore>>> {
+    pub fn get(&self, config: &Config, group: usize) -> std::io::Result<Option<Arc<GroupCopy>>> {
         if !self.groups.contains(&group) {
             return Ok(None);
         }
@@ -52,25 +61,28 @@ impl Standbys {
         if let Some(s) = open.get(&group) {
             return Ok(Some(s.clone()));
         }
-        let store = Arc::new(StandbyStore::open(
-            &self.dir.join(&config.servers[group].name),
-            self.sync,
-        )?);
-        open.insert(group, store.clone());
-        Ok(Some(store))
+        let copy = Arc::new(GroupCopy {
+            store: Arc::new(StandbyStore::open(
+                &self.dir.join(&config.servers[group].name),
+                self.sync,
+            )?),
+            moved: tokio::sync::Notify::new(),
+        });
+        open.insert(group, copy.clone());
+        Ok(Some(copy))
     }
 
     /// Whether the copy of `group` is whole and follows its primary's records.
     pub fn following(&self, group: usize) -> bool {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.get(&group).is_some_and(|s| s.following())
+        open.get(&group).is_some_and(|c| c.store.following())
     }
 
     /// Checkpoints every copy (a clean stop).
     pub fn close(&self) {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        for (g, s) in open.iter() {
-            if let Err(e) = s.close() {
+        for (g, c) in open.iter() {
+            if let Err(e) = c.store.close() {
                 tracing::warn!(group = g, "cannot close the standby copy: {e}");
             }
         }

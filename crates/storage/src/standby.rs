@@ -24,6 +24,16 @@ pub enum StandbyError {
     /// the next it expects, a chunk outside a copy): the primary sends a new copy.
     #[error("the standby needs a new copy: {0}")]
     NeedCopy(String),
+    /// The records start past the next one it expects: a batch sent after one
+    /// that has not arrived yet (the primary sends several before their answers).
+    /// Ask again once the copy has moved on.
+    #[error("records from {first} came before {next}")]
+    Ahead {
+        /// The first record of the batch.
+        first: u64,
+        /// The next record the copy expects.
+        next: u64,
+    },
     /// Its disk failed.
     #[error("standby copy: {0}")]
     Io(#[from] io::Error),
@@ -140,9 +150,10 @@ impl StandbyStore {
     }
 
     /// Replays `records` (shipped records back to back, in order) of generation
-    /// `epoch`: one the copy already has is skipped, the next one applied, a later
-    /// one refused (one is missing). Returns the number of the last record the copy
-    /// holds.
+    /// `epoch`: one the copy already has is skipped, the next one applied; a batch
+    /// that starts past the next one is refused as ahead (an earlier batch is on its
+    /// way), a gap inside a batch as needing a copy. Returns the number of the last
+    /// record the copy holds.
     pub fn records(&self, epoch: u64, mut records: &[u8]) -> Result<u64, StandbyError> {
         let mut st = self.lock();
         if st.epoch != epoch {
@@ -154,13 +165,22 @@ impl StandbyStore {
         let Some((file, next)) = st.following.as_mut() else {
             return Err(StandbyError::NeedCopy("no whole copy to replay on".into()));
         };
+        let mut first = true;
         while !records.is_empty() {
             let (seq, len) = crate::redo::shipped_head(records)?;
             let (one, rest) = records.split_at(len);
             records = rest;
             if seq < *next {
+                first = false;
                 continue;
             }
+            if seq > *next && first {
+                return Err(StandbyError::Ahead {
+                    first: seq,
+                    next: *next,
+                });
+            }
+            first = false;
             if seq > *next {
                 return Err(StandbyError::NeedCopy(format!(
                     "record {seq} came, {} expected",

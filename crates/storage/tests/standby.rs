@@ -162,11 +162,22 @@ fn a_copy_taken_under_commits_plus_their_records_opens_as_the_primary() {
         standby.records(epoch + 1, &records),
         Err(StandbyError::NeedCopy(_))
     ));
+    // A batch sent after one that has not arrived: ahead, applied once its turn
+    // comes (the primary sends several before their answers).
     let (first_rec, _) = split_first(&records);
     assert!(matches!(
         standby.records(epoch, &records[first_rec..]),
+        Err(StandbyError::Ahead { .. })
+    ));
+    // A gap inside a batch: the first record applies, then a new copy is needed.
+    let (second_len, _) = split_first(&records[first_rec..]);
+    let mut gap = records[..first_rec].to_vec();
+    gap.extend_from_slice(&records[first_rec + second_len..]);
+    assert!(matches!(
+        standby.records(epoch, &gap),
         Err(StandbyError::NeedCopy(_))
     ));
+    assert_eq!(standby.holds(epoch), Some(first));
     let last = standby.records(epoch, &records).unwrap();
     assert_eq!(last, first - 1 + n as u64);
     // Sent again (a resend after a lost answer): skipped.

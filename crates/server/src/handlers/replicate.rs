@@ -1,14 +1,19 @@
 //! `Replicate`: the primary of a metadata group ships a step of its store's copy to
 //! this standby (`crate::standby`, `crate::replicate`).
 
+use std::sync::Arc;
+
 use pvfs_proto::{req, Changed, Errno, ReplicateStep, Response};
 use pvfs_storage::StandbyError;
 
+use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::op::{Access, Answer, Cx, Handler};
+use crate::standby::GroupCopy;
 
-/// Applies the step to this server's copy of the group's store, on a blocking
-/// thread (it writes and syncs files).
+/// Applies the step to this server's copy of the group's store. Records come in
+/// batches sent before the previous ones were answered: one that arrives before
+/// its predecessor waits for it.
 impl Handler for req::Replicate {
     fn access(&self) -> Access<'_> {
         Access::Peer
@@ -21,7 +26,7 @@ impl Handler for req::Replicate {
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         let ctx = cx.ctx.clone();
         let group = self.group as usize;
-        let store = ctx
+        let copy = ctx
             .standbys
             .get(&ctx.config, group)
             .map_err(|e| OpError::internal(Errno::EIO, format!("standby copy: {e}")))?
@@ -35,42 +40,89 @@ impl Handler for req::Replicate {
                 )
             })?;
         let epoch = self.epoch;
-        let step = self.step;
-        // Records written without a sync (`metadata_sync` an interval) are a write
-        // into the page cache, cheaper than two thread hand-offs: a change waits for
-        // this answer (`crate::inline`).
-        if let ReplicateStep::Records { records } = &step {
-            let unsynced = !matches!(
-                ctx.config.defaults.metadata_sync,
-                pvfs_config::MetadataSync::Commit
-            );
-            if unsynced && ctx.inline.allows(records.len()) {
-                let through = ctx
-                    .inline
-                    .run(|| store.records(epoch, records))
-                    .map_err(standby_error)?;
-                return Ok(Response::Replicated { through }.into());
+        let through = match self.step {
+            ReplicateStep::Records { records } => {
+                replay(&ctx, &copy, epoch, Arc::new(records)).await?
             }
-        }
-        let through = tokio::task::spawn_blocking(move || match step {
-            ReplicateStep::Begin { len } => store.begin(epoch, len).map(|()| 0),
-            ReplicateStep::Chunk { offset, data } => store.chunk(epoch, offset, &data).map(|()| 0),
-            ReplicateStep::End { next } => store
-                .end(epoch, next)
-                .map(|()| store.holds(epoch).unwrap_or(0)),
-            ReplicateStep::Records { records } => store.records(epoch, &records),
-        })
-        .await
-        .map_err(|e| OpError::internal(Errno::EIO, format!("standby copy task: {e}")))?
-        .map_err(standby_error)?;
+            step => {
+                let store = copy.store.clone();
+                blocking(move || match step {
+                    ReplicateStep::Begin { len } => store.begin(epoch, len).map(|()| 0),
+                    ReplicateStep::Chunk { offset, data } => {
+                        store.chunk(epoch, offset, &data).map(|()| 0)
+                    }
+                    ReplicateStep::End { next } => store
+                        .end(epoch, next)
+                        .map(|()| store.holds(epoch).unwrap_or(0)),
+                    ReplicateStep::Records { records } => store.records(epoch, &records),
+                })
+                .await?
+            }
+        };
+        copy.moved.notify_waiters();
         Ok(Response::Replicated { through }.into())
     }
+}
+
+/// Replays a batch of records, once the batches before it are in (up to half a
+/// request timeout; then the primary starts over with a copy). Records written
+/// without a sync (`metadata_sync` an interval) are a write into the page cache,
+/// cheaper than two thread hand-offs, and a change waits for this answer: small
+/// batches are replayed here (`crate::inline`).
+async fn replay(
+    ctx: &Arc<Ctx>,
+    copy: &GroupCopy,
+    epoch: u64,
+    records: Arc<Vec<u8>>,
+) -> OpResult<u64> {
+    let unsynced = !matches!(
+        ctx.config.defaults.metadata_sync,
+        pvfs_config::MetadataSync::Commit
+    );
+    let deadline = tokio::time::Instant::now() + ctx.config.timeouts.request / 2;
+    loop {
+        let moved = copy.moved.notified();
+        tokio::pin!(moved);
+        moved.as_mut().enable();
+        let result = if unsynced && ctx.inline.allows(records.len()) {
+            ctx.inline.run(|| copy.store.records(epoch, &records))
+        } else {
+            let (store, records) = (copy.store.clone(), records.clone());
+            match tokio::task::spawn_blocking(move || store.records(epoch, &records)).await {
+                Ok(r) => r,
+                Err(e) => return Err(task_error(e)),
+            }
+        };
+        match result {
+            Err(StandbyError::Ahead { .. }) if tokio::time::Instant::now() < deadline => {
+                let _ = tokio::time::timeout_at(deadline, moved).await;
+            }
+            other => return other.map_err(standby_error),
+        }
+    }
+}
+
+/// Runs a step that writes or syncs files on a blocking thread.
+async fn blocking(
+    step: impl FnOnce() -> Result<u64, StandbyError> + Send + 'static,
+) -> OpResult<u64> {
+    tokio::task::spawn_blocking(step)
+        .await
+        .map_err(task_error)?
+        .map_err(standby_error)
+}
+
+fn task_error(e: tokio::task::JoinError) -> OpError {
+    OpError::internal(Errno::EIO, format!("standby copy task: {e}"))
 }
 
 /// A standby's refusal as the primary sees it: ESTALE (a new copy) or the disk's errno.
 fn standby_error(e: StandbyError) -> OpError {
     match e {
         StandbyError::NeedCopy(why) => OpError::changed(why),
+        StandbyError::Ahead { first, next } => {
+            OpError::changed(format!("records from {first} came, {next} never did"))
+        }
         StandbyError::Io(e) => OpError::internal(Errno::from_io(&e), format!("standby copy: {e}")),
     }
 }
