@@ -21,6 +21,25 @@ fn state_of(cluster: &Cluster, name: &str) -> Option<String> {
     map_state(&cluster.run_cli(&["status", "--json"]).json_any(), name)
 }
 
+/// Waits until `standby` is up in the map and `primary` has given it `copies` whole
+/// copies in all (its log tells).
+fn up_with_copies(cluster: &Cluster, standby: &str, primary: &str, copies: usize) {
+    let index = cluster.index(standby);
+    poll(
+        &format!("{standby} up with copy {copies} of {primary}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || {
+            let made = cluster
+                .log(primary)
+                .matches(&format!(
+                    "metadata standby has a whole copy standby={index}"
+                ))
+                .count();
+            (state_of(cluster, standby).as_deref() == Some("up") && made >= copies).then_some(())
+        },
+    );
+}
+
 #[test]
 fn every_acknowledged_change_is_on_the_standby_when_every_server_dies() {
     let cluster = Cluster::builder()
@@ -54,15 +73,14 @@ fn every_acknowledged_change_is_on_the_standby_when_every_server_dies() {
     // the map calls it down, then is answered without it, with no error.
     let (primary, standby) = (&config.servers[0].name, &config.servers[1].name);
     assert_eq!(config.meta_group(0), vec![0, 1]);
-    let on_s0: Vec<String> = (0..)
+    let on_s0 = (0..)
         .map(|i| format!("w{i}"))
-        .filter(|n| config.entry_server(root, shards, n) == 0)
-        .take(2)
-        .collect();
+        .find(|n| config.entry_server(root, shards, n) == 0)
+        .unwrap();
     cluster.kill(standby, libc::SIGSTOP);
     let waited = tc.run(Duration::from_secs(60), async |c| {
         let t = std::time::Instant::now();
-        c.mkdir(&format!("/{}", on_s0[0]), 0o755).await.unwrap();
+        c.mkdir(&format!("/{}", on_s0), 0o755).await.unwrap();
         t.elapsed()
     });
     assert!(
@@ -72,45 +90,17 @@ fn every_acknowledged_change_is_on_the_standby_when_every_server_dies() {
     assert_eq!(state_of(&cluster, standby).as_deref(), Some("down"));
     // Back, it gets a new copy, and is up once it has it.
     cluster.kill(standby, libc::SIGCONT);
-    poll(
-        "the standby up again with a new copy",
-        scaled(Duration::from_secs(30)),
-        || {
-            (state_of(&cluster, standby).as_deref() == Some("up")
-                && cluster
-                    .log(primary)
-                    .matches("metadata standby has a whole copy standby=1")
-                    .count()
-                    >= 2)
-                .then_some(())
-        },
-    );
-
+    up_with_copies(&cluster, standby, primary, 2);
     // Killed and restarted, it has lost its place in the records (they live in its
     // memory): it gets a third copy.
     cluster.kill(standby, libc::SIGKILL);
     cluster.restart(standby);
-    poll(
-        "the restarted standby up again with a new copy",
-        scaled(Duration::from_secs(30)),
-        || {
-            (state_of(&cluster, standby).as_deref() == Some("up")
-                && cluster
-                    .log(primary)
-                    .matches("metadata standby has a whole copy standby=1")
-                    .count()
-                    >= 3)
-                .then_some(())
-        },
-    );
+    up_with_copies(&cluster, standby, primary, 3);
 
     let made: Vec<(String, Attr)> = tc.run(Duration::from_secs(120), async |c| {
         let mut made = Vec::new();
         // Made while the standby was stopped: on its new copy.
-        made.push((
-            on_s0[0].clone(),
-            c.stat(&format!("/{}", on_s0[0])).await.unwrap(),
-        ));
+        made.push((on_s0.clone(), c.stat(&format!("/{}", on_s0)).await.unwrap()));
         for i in 0..120u32 {
             let name = format!("n{i}");
             let path = format!("/{name}");

@@ -86,8 +86,8 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
     // Metadata: every group this server stands by for whose primary serves has
     // given it a whole copy (the primary sends one to a recovering standby).
     for &g in ctx.standbys.groups() {
-        let primary = map.chain(&ctx.config.meta_group(g)).first().copied();
-        if primary.is_some_and(|p| p as usize != ctx.me) && !ctx.standbys.following(g) {
+        let serving = map.state(g as u32).is_some_and(ServerState::serving);
+        if serving && !ctx.standbys.following(g) {
             return Err(OpError::busy(
                 Errno::EAGAIN,
                 format!(

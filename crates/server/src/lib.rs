@@ -363,13 +363,7 @@ pub async fn serve(
     let renewals = tokio::spawn(ctx.lease.clone().renew_loop());
     let missed_flush = tokio::spawn(background::flush_missed(ctx.clone()));
     let catch_up = tokio::spawn(catchup::run(ctx.clone()));
-    let shipping: Vec<_> = ctx
-        .shipping
-        .iter()
-        .flat_map(|s| {
-            (0..ctx.config.meta_group(ctx.me).len() - 1).map(|k| tokio::spawn(s.clone().run(k)))
-        })
-        .collect();
+    let shipping = ctx.shipping.as_ref().map(replicate::Shipping::spawn);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -437,7 +431,7 @@ pub async fn serve(
     renewals.abort();
     missed_flush.abort();
     catch_up.abort();
-    for task in shipping {
+    for task in shipping.iter().flatten() {
         task.abort();
     }
     if let Err(e) = ctx.missed.flush() {

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use pvfs_proto::map::ClusterMap;
+use pvfs_proto::map::{ClusterMap, ServerState};
 use pvfs_proto::{ReplicateStep, Request, Response};
 use pvfs_storage::{LogShipper, RecordTap, ReplicatedFuture, Replicator, StorageError};
 use tokio::sync::Notify;
@@ -71,8 +71,8 @@ pub struct Shipping {
     members: Vec<u32>,
     lease: Arc<Lease>,
     peers: Arc<Peers>,
-    /// How long a mutation waits for its standbys before it fails (EIO; the client
-    /// retries and finds its recorded answer).
+    /// How long a mutation waits for its standbys before it is answered without
+    /// the ones that did not confirm it, and how long one step may take.
     patience: Duration,
     state: Mutex<State>,
     /// Woken when a record is written, a standby confirms, or the log changes.
@@ -124,12 +124,19 @@ impl Shipping {
     /// Whether standby `server` is in the group under `map` (up, recovering or
     /// draining): a mutation waits for it.
     fn kept(map: &ClusterMap, server: u32) -> bool {
-        map.chain(&[server]).contains(&server)
+        map.state(server).is_some_and(ServerState::serving)
+    }
+
+    /// Starts one shipping task per standby; they run until aborted.
+    pub fn spawn(self: &Arc<Self>) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..self.members.len() - 1)
+            .map(|slot| tokio::spawn(self.clone().run(slot)))
+            .collect()
     }
 
     /// Ships to the standby at `slot` of the group until the task is dropped:
     /// copies when it needs a copy, then sends the records as they come.
-    pub async fn run(self: Arc<Self>, slot: usize) {
+    async fn run(self: Arc<Self>, slot: usize) {
         let server = self.members[slot + 1];
         loop {
             if !self.ships_to(server) {

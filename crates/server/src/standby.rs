@@ -21,11 +21,12 @@ pub struct GroupCopy {
 
 /// The standby copies of one server, by group.
 pub struct Standbys {
-    /// Where the copies live: `<storage>/groups`.
-    dir: PathBuf,
     sync: SyncPolicy,
     /// The groups this server is a standby of (indices of their primaries).
     groups: Vec<usize>,
+    /// Where each group's copy lives, `<storage>/groups/<primary's name>`, in the
+    /// order of `groups`.
+    dirs: Vec<PathBuf>,
     open: Mutex<HashMap<usize, Arc<GroupCopy>>>,
 }
 
@@ -33,14 +34,18 @@ impl Standbys {
     /// The standby copies server `me` of `config` keeps (none without metadata
     /// copies), synced as `sync` says.
     pub fn new(config: &Config, me: usize, sync: SyncPolicy) -> Standbys {
-        let groups = config
+        let groups: Vec<usize> = config
             .meta_servers()
             .into_iter()
             .filter(|&g| g != me && config.meta_group(g).contains(&(me as u32)))
             .collect();
+        let dir = config.servers[me].storage.join("groups");
         Standbys {
-            dir: config.servers[me].storage.join("groups"),
             sync,
+            dirs: groups
+                .iter()
+                .map(|&g| dir.join(&config.servers[g].name))
+                .collect(),
             groups,
             open: Mutex::new(HashMap::new()),
         }
@@ -53,19 +58,16 @@ impl Standbys {
 
     /// The copy of group `group`, opened on first use; None if this server is not
     /// one of its standbys.
-    pub fn get(&self, config: &Config, group: usize) -> std::io::Result<Option<Arc<GroupCopy>>> {
-        if !self.groups.contains(&group) {
+    pub fn get(&self, group: usize) -> std::io::Result<Option<Arc<GroupCopy>>> {
+        let Some(k) = self.groups.iter().position(|&g| g == group) else {
             return Ok(None);
-        }
+        };
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = open.get(&group) {
             return Ok(Some(s.clone()));
         }
         let copy = Arc::new(GroupCopy {
-            store: Arc::new(StandbyStore::open(
-                &self.dir.join(&config.servers[group].name),
-                self.sync,
-            )?),
+            store: Arc::new(StandbyStore::open(&self.dirs[k], self.sync)?),
             moved: tokio::sync::Notify::new(),
         });
         open.insert(group, copy.clone());

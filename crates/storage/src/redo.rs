@@ -226,12 +226,18 @@ impl fmt::Debug for TapSlot {
 }
 
 impl Log {
-    /// The changes the database file does not have yet, in order.
-    fn overlay(&self) -> impl Iterator<Item = &Op> {
+    /// The changes of the records written so far that the database file does not
+    /// have yet, in order.
+    fn committed(&self) -> impl Iterator<Item = &Op> {
         self.unapplied
             .iter()
             .chain(self.logged.iter().flat_map(|(_, _, ops)| ops.iter()))
-            .chain(self.pending.iter())
+    }
+
+    /// The changes the database file does not have yet, in order (a commit under
+    /// way's last).
+    fn overlay(&self) -> impl Iterator<Item = &Op> {
+        self.committed().chain(self.pending.iter())
     }
 }
 
@@ -803,11 +809,7 @@ impl<D: Disk> Ship for Core<D> {
 
     fn read_committed(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let log = self.lock();
-        let committed = log
-            .unapplied
-            .iter()
-            .chain(log.logged.iter().flat_map(|(_, _, ops)| ops.iter()));
-        self.read_over(committed, offset, out)?;
+        self.read_over(log.committed(), offset, out)?;
         // Past the committed length: zeros, whatever a commit under way wrote there.
         let cut = log.synced_len.saturating_sub(offset).min(out.len() as u64) as usize;
         out[cut..].fill(0);

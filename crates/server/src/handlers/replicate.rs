@@ -28,7 +28,7 @@ impl Handler for req::Replicate {
         let group = self.group as usize;
         let copy = ctx
             .standbys
-            .get(&ctx.config, group)
+            .get(group)
             .map_err(|e| OpError::internal(Errno::EIO, format!("standby copy: {e}")))?
             .ok_or_else(|| {
                 OpError::not_here(
@@ -40,21 +40,21 @@ impl Handler for req::Replicate {
                 )
             })?;
         let epoch = self.epoch;
+        let store = copy.store.clone();
         let through = match self.step {
             ReplicateStep::Records { records } => {
                 replay(&ctx, &copy, epoch, Arc::new(records)).await?
             }
-            step => {
-                let store = copy.store.clone();
-                blocking(move || match step {
-                    ReplicateStep::Begin { len } => store.begin(epoch, len).map(|()| 0),
-                    ReplicateStep::Chunk { offset, data } => {
-                        store.chunk(epoch, offset, &data).map(|()| 0)
-                    }
-                    ReplicateStep::End { next } => store
-                        .end(epoch, next)
-                        .map(|()| store.holds(epoch).unwrap_or(0)),
-                    ReplicateStep::Records { records } => store.records(epoch, &records),
+            ReplicateStep::Begin { len } => {
+                blocking(move || store.begin(epoch, len).map(|()| 0)).await?
+            }
+            ReplicateStep::Chunk { offset, data } => {
+                blocking(move || store.chunk(epoch, offset, &data).map(|()| 0)).await?
+            }
+            ReplicateStep::End { next } => {
+                blocking(move || {
+                    store.end(epoch, next)?;
+                    Ok(store.holds(epoch).unwrap_or(0))
                 })
                 .await?
             }
