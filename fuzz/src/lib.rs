@@ -159,6 +159,7 @@ pub fn server_policy() -> ServerPolicy {
     ServerPolicy {
         fsid: FSID,
         server: SERVER.into(),
+        groups: Arc::default(),
         keys: fs_key(),
         munge: Err("no MUNGE in the fuzzer".into()),
         root_squash: true,

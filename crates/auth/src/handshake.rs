@@ -145,6 +145,10 @@ pub struct ServerPolicy {
     pub fsid: u64,
     /// Its configured name.
     pub server: String,
+    /// The other servers whose names it answers to now: the metadata groups it took
+    /// over as their standby (`docs/replication.md`, "Failover"). Changed while the
+    /// server runs.
+    pub groups: Arc<std::sync::RwLock<Vec<String>>>,
     /// The file system's key(s).
     pub keys: Arc<KeyRing>,
     /// libmunge, or why MUNGE credentials cannot be checked here.
@@ -164,6 +168,9 @@ pub struct ServerSession {
     pub identity: Identity,
     /// What the client called itself.
     pub client: String,
+    /// The server the client asked for: this one's name, or one of
+    /// [`ServerPolicy::groups`].
+    pub server: String,
 }
 
 fn header(len: usize) -> [u8; HEADER_LEN] {
@@ -468,7 +475,13 @@ where
             ),
         ));
     }
-    if hello.fsid != policy.fsid || hello.server != policy.server {
+    let serves = hello.server == policy.server
+        || policy
+            .groups
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&hello.server);
+    if hello.fsid != policy.fsid || !serves {
         return Err(reject(
             Errno::ESTALE,
             format!(
@@ -541,7 +554,7 @@ where
     };
     let mut challenge = Challenge {
         fsid: policy.fsid,
-        server: policy.server.clone(),
+        server: hello.server.clone(),
         nonce: nonce()?,
         key_id,
         proof: Vec::new(),
@@ -591,6 +604,7 @@ where
             macs: session(&key, &d, false),
             identity,
             client: hello.client,
+            server: hello.server,
         },
         admitted,
     ))
@@ -604,6 +618,7 @@ mod tests {
         ServerPolicy {
             fsid: 42,
             server: "s0".into(),
+            groups: Arc::new(std::sync::RwLock::new(vec!["s3".into()])),
             keys: Arc::new(keys.clone()),
             munge: Err("not in this test".into()),
             root_squash: true,
@@ -645,6 +660,14 @@ mod tests {
         let mut s = s.unwrap();
         assert!(c.welcome.trusted);
         assert_eq!(s.identity, Identity::Trusted);
+        assert_eq!(s.server, "s0");
+        // A group it took over opens by that group's name (and says so).
+        let (gc, gs) = run(&ring, ClientProof::Key(Arc::new(ring.clone())), 42, "s3").await;
+        gc.unwrap();
+        assert_eq!(gs.unwrap().server, "s3");
+        // Any other name is refused.
+        let (oc, os) = run(&ring, ClientProof::Key(Arc::new(ring.clone())), 42, "s2").await;
+        assert!(oc.is_err() && os.is_err());
         let h = [3u8; HEADER_LEN];
         let tag = c.macs.send.seal(&h, b"req");
         s.macs.recv.open(&h, b"req", &tag).unwrap();

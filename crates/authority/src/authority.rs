@@ -167,15 +167,16 @@ impl Authority {
                 Command::Down { .. } | Command::Lost { .. } | Command::Renew { .. } => {
                     Reply::Rejected(format!("{cmd:?} is proposed by the authority itself"))
                 }
-                Command::CaughtUp { .. } | Command::Drain { .. } | Command::Retire { .. } => {
-                    match self.write(cmd).await {
-                        Ok(r) => Reply::Proposed {
-                            applied: r.data.applied,
-                            map: r.data.map,
-                        },
-                        Err(reply) => reply,
-                    }
-                }
+                Command::CaughtUp { .. }
+                | Command::Drain { .. }
+                | Command::Retire { .. }
+                | Command::Lead { .. } => match self.write(cmd).await {
+                    Ok(r) => Reply::Proposed {
+                        applied: r.data.applied,
+                        map: r.data.map,
+                    },
+                    Err(reply) => reply,
+                },
             },
         }
     }

@@ -26,12 +26,17 @@ pub struct ServerEntry {
     pub incarnation: u64,
     /// The raft log index of its last applied `Renew` (decides the `Down` race, see [`Command::Down`]).
     pub renewed: u64,
+    /// The server whose copy of this server's metadata group serves it (its
+    /// primary), when that is not this server itself: set by [`Command::Lead`].
+    #[serde(default)]
+    pub led_by: Option<NodeId>,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Map {
-    /// Bumped by one by every change of any server's state, never otherwise.
+    /// Bumped by one by every change of any server's state or of a group's primary,
+    /// never otherwise.
     pub version: u64,
     /// Indexed by the server's position in the configuration.
     pub servers: Vec<ServerEntry>,
@@ -84,6 +89,17 @@ pub enum Command {
         /// The server.
         server: NodeId,
     },
+    /// A standby takes over a metadata group whose primary is no longer serving:
+    /// applies only while the group's primary (the group's own server unless a
+    /// `Lead` moved it) is not serving and `server` is, so a group has one primary
+    /// per map version and the old one's lease lapsed first (`Down` comes only after
+    /// it did).
+    Lead {
+        /// The group: the index of the metadata server whose group it is.
+        group: NodeId,
+        /// The standby that takes it.
+        server: NodeId,
+    },
 }
 
 impl Command {
@@ -95,7 +111,8 @@ impl Command {
             | Command::Lost { server }
             | Command::CaughtUp { server, .. }
             | Command::Drain { server }
-            | Command::Retire { server } => server,
+            | Command::Retire { server }
+            | Command::Lead { server, .. } => server,
         }
     }
 }
@@ -122,6 +139,7 @@ impl Map {
             joined: 0,
             incarnation: 0,
             renewed: 0,
+            led_by: None,
         };
         Map {
             version: 0,
@@ -143,7 +161,8 @@ impl Map {
         Ok(map)
     }
 
-    /// Checks the invariants every map the authority made holds: no entry from the future.
+    /// Checks the invariants every map the authority made holds: no entry from the
+    /// future, and a group led by another server names one that exists.
     pub fn check(&self) -> Result<(), Error> {
         for (i, s) in self.servers.iter().enumerate() {
             if s.since > self.version || s.joined > self.version {
@@ -151,6 +170,13 @@ impl Map {
                     "server {i} since {} joined {} is past the map's version {}",
                     s.since, s.joined, self.version
                 )));
+            }
+            if let Some(l) = s.led_by {
+                if l == i as NodeId || l >= self.servers.len() as NodeId {
+                    return Err(Error::Decode(format!(
+                        "server {i}'s group is led by {l}, not another server of the map"
+                    )));
+                }
             }
         }
         Ok(())
@@ -234,7 +260,34 @@ impl Map {
                 }
                 _ => Applied::Unchanged,
             },
+            Command::Lead { group, server } => {
+                let Some(g) = usize::try_from(group)
+                    .ok()
+                    .filter(|&g| g < self.servers.len())
+                else {
+                    return Applied::Unchanged;
+                };
+                let primary = self.primary(g);
+                let primary_serves = self.servers[primary].state.serving();
+                if primary_serves || primary == i || !self.servers[i].state.serving() {
+                    return Applied::Unchanged;
+                }
+                self.version += 1;
+                self.servers[g].led_by = (i != g).then_some(server);
+                Applied::Changed
+            }
         }
+    }
+
+    /// The server whose copy of metadata group `g` is its primary: `g` itself unless
+    /// a [`Command::Lead`] moved the group.
+    pub fn primary(&self, g: usize) -> usize {
+        self.servers
+            .get(g)
+            .and_then(|e| e.led_by)
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|&l| l < self.servers.len())
+            .unwrap_or(g)
     }
 
     /// The state part of `Renew` on server `i`.

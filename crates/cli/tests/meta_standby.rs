@@ -12,14 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{map_state, poll, scaled, Cluster, TestClient};
+use common::{four_with_two_copies, poll, scaled, state_of, Cluster, TestClient};
 use pvfs_proto::{Attr, SetAttr, Timespec};
 use pvfs_storage::{Identity, MetaStore};
-
-/// Server `name`'s state in the cluster map.
-fn state_of(cluster: &Cluster, name: &str) -> Option<String> {
-    map_state(&cluster.run_cli(&["status", "--json"]).json_any(), name)
-}
 
 /// Waits until `standby` is up in the map and `primary` has given it `copies` whole
 /// copies in all (its log tells).
@@ -42,29 +37,10 @@ fn up_with_copies(cluster: &Cluster, standby: &str, primary: &str, copies: usize
 
 #[test]
 fn every_acknowledged_change_is_on_the_standby_when_every_server_dies() {
-    let cluster = Cluster::builder()
-        .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
-        .set("lease", r#""1s""#)
-        .start();
+    let cluster = four_with_two_copies();
     let config = cluster.config().clone();
     let metas = config.meta_servers();
     assert_eq!(metas.len(), 4);
-    poll(
-        "every server up, every metadata standby with a whole copy",
-        scaled(Duration::from_secs(30)),
-        || {
-            cluster
-                .names()
-                .iter()
-                .all(|n| {
-                    state_of(&cluster, n).as_deref() == Some("up")
-                        && cluster.log(n).contains("metadata standby has a whole copy")
-                })
-                .then_some(())
-        },
-    );
     let tc = TestClient::new(config.clone());
     let root = config.root_handle();
     let shards = metas.len() as u32;

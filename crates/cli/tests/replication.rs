@@ -20,7 +20,7 @@ mod mount;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use common::{assert_bytes_eq, map_state, poll, scaled, Cluster, Rng, TestClient};
+use common::{assert_bytes_eq, poll, scaled, state_of, Cluster, Rng, TestClient};
 use pvfs_client::LayoutSpec;
 
 /// The file systems' lease.
@@ -34,11 +34,6 @@ fn cluster() -> Cluster {
         .genconfig_arg("2")
         .set("lease", r#""1s""#)
         .start()
-}
-
-/// Server `name`'s state in the cluster map.
-fn state_of(cluster: &Cluster, name: &str) -> Option<String> {
-    map_state(&cluster.run_cli(&["status", "--json"]).json_any(), name)
 }
 
 /// Waits until every server is up in the map.

@@ -72,6 +72,40 @@ impl Pool {
 }
 
 impl Pool {
+    /// Runs `call`, sent under map version `seen`; after half a lease without an
+    /// answer, asks the map again every [`WATCH_EVERY`] and gives up on the call
+    /// with the error `gone` makes of the first newer map it finds it in (`None`:
+    /// the call may still be answered, keep waiting).
+    pub(crate) async fn watch_map<T>(
+        &self,
+        creds: &Creds,
+        seen: u64,
+        call: impl std::future::Future<Output = Result<T>>,
+        gone: impl Fn(&ClusterMap) -> Option<Error>,
+    ) -> Result<T> {
+        tokio::pin!(call);
+        let quiet = self.config().replication.lease / 2;
+        tokio::select! {
+            r = &mut call => return r,
+            () = tokio::time::sleep(quiet) => {}
+        }
+        loop {
+            tokio::select! {
+                r = &mut call => return r,
+                () = tokio::time::sleep(WATCH_EVERY) => {
+                    let Ok(now) = self.cluster_map(creds, Some(seen)).await else {
+                        continue;
+                    };
+                    if now.version > seen {
+                        if let Some(e) = gone(&now) {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// After a request to `server` failed with `e`: Ok once the cluster map calls
     /// the server down (or lost, or retired), within the failover wait, for
     /// requests every server answers for its own part that have nothing to do on a
@@ -106,14 +140,14 @@ impl Pool {
 /// over: the authority marks a silent server down within a lease (plus an election,
 /// when it led the authority: `docs/replication.md`, "The 5 s pause"), so two leases
 /// and the request timeout cover it with room to spare.
-fn failover_wait(pool: &Pool) -> Duration {
+pub(crate) fn failover_wait(pool: &Pool) -> Duration {
     let c = pool.config();
     c.replication.lease * 2 + c.timeouts.request + Duration::from_secs(2)
 }
 
 /// Whether a request to a copy that failed so may succeed under a newer map or on
 /// another copy.
-fn worth_another_copy(e: &Error) -> bool {
+pub(crate) fn worth_another_copy(e: &Error) -> bool {
     matches!(
         e.kind,
         ErrorKind::Map | ErrorKind::Unreachable | ErrorKind::Busy
@@ -128,7 +162,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// Pause between two tries of a request whose copy failed, while the map has not
 /// changed yet.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Where the tries of one request to datafile `df` go: toward the copy `pick`
 /// names under the newest map, again under a newer map while copies fail over,
@@ -227,10 +261,9 @@ impl<'a> Route<'a> {
     }
 
     /// Runs `call`, a try sent to `server`, giving up on it with a map error once
-    /// the server has left the copies this route may use: after half a lease
-    /// without an answer, the map is asked again every [`WATCH_EVERY`]. A copy that
-    /// stopped answering (`SIGSTOP`, a cut network) then holds the request up only
-    /// until the authority replaced it, not for the whole request timeout.
+    /// the server has left the copies this route may use ([`Pool::watch_map`]). A
+    /// copy that stopped answering (`SIGSTOP`, a cut network) then holds the request
+    /// up only until the authority replaced it, not for the whole request timeout.
     pub(crate) async fn watch<T>(
         &self,
         server: usize,
@@ -239,38 +272,26 @@ impl<'a> Route<'a> {
         let Some(map) = &self.map else {
             return call.await;
         };
-        tokio::pin!(call);
-        let quiet = self.pool.config().replication.lease / 2;
-        tokio::select! {
-            r = &mut call => return r,
-            () = tokio::time::sleep(quiet) => {}
-        }
-        loop {
-            tokio::select! {
-                r = &mut call => return r,
-                () = tokio::time::sleep(WATCH_EVERY) => {
-                    let Ok(now) = self.pool.cluster_map(self.creds, Some(map.version)).await else {
-                        continue;
-                    };
-                    let usable = match self.pick {
-                        Pick::Head => now.chain(&self.servers),
-                        Pick::Read { .. } => now.readable(&self.servers),
-                    };
-                    if now.version > map.version && !usable.contains(&(server as u32)) {
-                        return Err(Error::of_kind(
-                            ErrorKind::Map,
-                            Errno::EAGAIN,
-                            format!(
-                                "{} left the copies of datafile {:#x} under cluster map version {} while it did not answer",
-                                self.pool.name(server),
-                                self.df.handle,
-                                now.version
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
+        self.pool
+            .watch_map(self.creds, map.version, call, |now| {
+                let usable = match self.pick {
+                    Pick::Head => now.chain(&self.servers),
+                    Pick::Read { .. } => now.readable(&self.servers),
+                };
+                (!usable.contains(&(server as u32))).then(|| {
+                    Error::of_kind(
+                        ErrorKind::Map,
+                        Errno::EAGAIN,
+                        format!(
+                            "{} left the copies of datafile {:#x} under cluster map version {} while it did not answer",
+                            self.pool.name(server),
+                            self.df.handle,
+                            now.version
+                        ),
+                    )
+                })
+            })
+            .await
     }
 
     /// Whether to try again after `e`: for a datafile with copies, when another copy

@@ -142,7 +142,8 @@ async fn write_to(
     let n = cursor.take((WRITE_CHUNK as u64).min(remaining), &mut pieces);
     remaining -= n;
     let mut call = pool
-        .start(
+        .start_in(
+            pvfs_proto::Scope::Server,
             server,
             "Write",
             &body,

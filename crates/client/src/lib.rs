@@ -14,6 +14,7 @@ mod caps;
 mod copies;
 mod degraded;
 mod error;
+mod failover;
 pub mod feed;
 mod file;
 mod fsck;

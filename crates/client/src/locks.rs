@@ -31,7 +31,7 @@ use pvfs_proto::locks::{
     self as range, LockConflict, LockOwner, LockType, Segment, LOCK_POSIX, LOCK_RECLAIM, LOCK_WAIT,
     TO_EOF,
 };
-use pvfs_proto::{encode, Creds, Errno, Handle, Request, RequestBody, Response};
+use pvfs_proto::{encode, Creds, Errno, ErrorKind, Handle, Request, RequestBody, Response, Scope};
 
 use crate::error::{Error, Result};
 use crate::pool::unexpected;
@@ -751,10 +751,11 @@ impl Client {
                 }
                 Err(e) if e.errno == Errno::EINTR && cancelled => return Err(interrupted_error()),
                 Err(e)
-                    if matches!(
+                    if (matches!(
                         e.errno,
                         Errno::EIO | Errno::EHOSTDOWN | Errno::ECONNRESET | Errno::ECONNREFUSED
-                    ) && answered.elapsed() + RETRY_PAUSE < timeout =>
+                    ) || e.kind == ErrorKind::Map)
+                        && answered.elapsed() + RETRY_PAUSE < timeout =>
                 {
                     tracing::debug!(
                         server = self.inner.pool.name(server),
@@ -762,6 +763,10 @@ impl Client {
                         "again after: {e}"
                     );
                     tokio::time::sleep(RETRY_PAUSE).await;
+                    if self.inner.pool.groups_move {
+                        // The lock's metadata group may have moved: route by a new map.
+                        let _ = self.inner.pool.cluster_map(&self.creds, Some(0)).await;
+                    }
                 }
                 other => return other,
             }
@@ -779,7 +784,9 @@ impl Client {
         interrupted: &mut (dyn FnMut() -> bool + Send),
     ) -> Result<Response> {
         let pool = &self.inner.pool;
-        let mut call = pool.start(server, op, body, &[], true).await?;
+        let mut call = pool
+            .start_in(Scope::Group, server, op, body, &[], true)
+            .await?;
         let timeout = self.config().timeouts.request;
         let recv = call.recv_within(timeout);
         tokio::pin!(recv);

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use pvfs_auth::{ClientProof, KeyRing, Munge};
 use pvfs_config::Config;
-use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, RetryKey};
+use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, Scope};
 use pvfs_transport::{connect_mux, BufPool, Call, Frame, MuxConn, Target, Transport};
 
 use crate::error::{Error, Result};
@@ -30,6 +30,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 struct Slot {
     conn: tokio::sync::Mutex<Option<Arc<MuxConn>>>,
+    /// The server the connection goes to: the slot's own, or (a slot of a metadata
+    /// group's requests) the standby serving the group now.
+    at: Mutex<usize>,
     down_until: Mutex<Option<(Instant, String)>>,
     /// When the connection was last used.
     used: Mutex<Instant>,
@@ -142,12 +145,18 @@ pub(crate) struct Pool {
     tls: Option<std::result::Result<pvfs_transport::tls::TlsClient, String>>,
     name: String,
     slots: Vec<Slot>,
+    /// Per server, the connection for its metadata group's requests while another
+    /// server serves the group (`crate::failover`).
+    group_slots: Vec<Slot>,
+    /// Whether metadata groups have standbys that may take them over: their
+    /// requests are routed by the cluster map.
+    pub(crate) groups_move: bool,
     bufs: BufPool,
     pub stats: Stats,
     /// This client's id in retry keys (random per client).
     client_id: u64,
     /// The next retry-key sequence number.
-    next_seq: AtomicU64,
+    pub(crate) next_seq: AtomicU64,
     /// The newest cluster map this client fetched: requests to datafiles with
     /// copies are routed by it (`crate::copies`).
     pub(crate) maps: Mutex<Option<Arc<pvfs_proto::map::ClusterMap>>>,
@@ -176,16 +185,13 @@ impl Pool {
                 "{}#{client_id:016x}",
                 pvfs_transport::session::client_name()
             ),
-            slots: config
-                .servers
-                .iter()
-                .map(|_| Slot {
-                    conn: tokio::sync::Mutex::new(None),
-                    down_until: Mutex::new(None),
-                    used: Mutex::new(Instant::now()),
-                    silent_since: Mutex::new(None),
-                })
-                .collect(),
+            slots: (0..config.servers.len()).map(Slot::new).collect(),
+            group_slots: (0..config.servers.len()).map(Slot::new).collect(),
+            groups_move: !config.replication.authority.is_empty()
+                && config
+                    .meta_servers()
+                    .into_iter()
+                    .any(|g| config.meta_group(g).len() > 1),
             bufs: BufPool::new(CHUNK, 16),
             stats: Stats {
                 per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -208,9 +214,29 @@ impl Pool {
         self.config.servers.get(server).map_or("?", |s| &s.name)
     }
 
-    async fn conn(&self, server: usize) -> Result<Arc<MuxConn>> {
-        let (Some(slot), Some(sc)) = (self.slots.get(server), self.config.servers.get(server))
-        else {
+    /// The server a request of `scope` to `server` goes to now: a group's request
+    /// to the server serving the group under the cached map.
+    fn route(&self, server: usize, scope: Scope) -> usize {
+        if scope == Scope::Server || !self.groups_move {
+            return server;
+        }
+        let map = self.maps.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        map.and_then(|m| m.primary(server as u32))
+            .map_or(server, |p| p as usize)
+    }
+
+    async fn conn(&self, server: usize, scope: Scope) -> Result<Arc<MuxConn>> {
+        let at = self.route(server, scope);
+        let slots = if at == server {
+            &self.slots
+        } else {
+            &self.group_slots
+        };
+        let (Some(slot), Some(sc), Some(via)) = (
+            slots.get(server),
+            self.config.servers.get(server),
+            self.config.servers.get(at),
+        ) else {
             return Err(Error::new(
                 Errno::EIO,
                 format!(
@@ -221,6 +247,19 @@ impl Pool {
             ));
         };
         let mut guard = slot.conn.lock().await;
+        {
+            // A group that moved to another server: the old connection goes.
+            let mut slot_at = slot.at.lock().unwrap_or_else(|e| e.into_inner());
+            if *slot_at != at {
+                if let Some(c) = guard.take() {
+                    c.shutdown("the metadata group moved");
+                }
+                *slot_at = at;
+                if let Ok(mut down) = slot.down_until.lock() {
+                    *down = None;
+                }
+            }
+        }
         // A connection unused for half the servers' idle timeout is replaced before the
         // server closes it, so no request races that close.
         let now = Instant::now();
@@ -257,7 +296,7 @@ impl Pool {
             Some(Err(why)) => return Err(Error::new(Errno::EKEYREJECTED, why.clone())),
         };
         let target = Target {
-            addr: &sc.address,
+            addr: &via.address,
             server: &sc.name,
             fsid: self.config.fsid,
             via: &*self.transport,
@@ -292,6 +331,16 @@ impl Pool {
                              use a pvfs mount, or set up MUNGE (docs/security.md)"
                         ),
                     )),
+                    // A standby the map names the group's primary may not have
+                    // taken the group over yet: a map error, waited out.
+                    (_, Errno::ESTALE) if at != server => Err(Error::of_kind(
+                        pvfs_proto::ErrorKind::Map,
+                        Errno::EAGAIN,
+                        format!(
+                            "{} does not serve {}'s metadata yet: {e}",
+                            via.name, sc.name
+                        ),
+                    )),
                     _ => Err(Error::new(e.errno(), e.to_string())),
                 }
             }
@@ -304,16 +353,19 @@ impl Pool {
         }
     }
 
-    /// Starts a request on `server`: its first frame carries `body` and `data`.
-    pub async fn start(
+    /// Starts a request of `scope` on `server`: its first frame carries `body` and
+    /// `data`. A metadata group's request goes to the server serving the group under
+    /// the cached map.
+    pub async fn start_in(
         &self,
+        scope: Scope,
         server: usize,
         op: &'static str,
         body: &[u8],
         data: &[&[u8]],
         end: bool,
     ) -> Result<Call> {
-        let conn = self.conn(server).await?;
+        let conn = self.conn(server, scope).await?;
         self.stats.count(server, op);
         conn.call(body, data, end)
             .await
@@ -322,7 +374,7 @@ impl Pool {
 
     /// Starts a request whose answer's data the caller reads into its own memory.
     pub async fn start_direct(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Call> {
-        let conn = self.conn(server).await?;
+        let conn = self.conn(server, Scope::Server).await?;
         self.stats.count(server, op);
         conn.call_direct(body)
             .await
@@ -347,12 +399,13 @@ impl Pool {
     /// that must happen once with a retry key (the server records its reply in the
     /// same commit, so a retry is answered, never redone).
     pub async fn rpc(&self, server: usize, creds: &Creds, request: Request) -> Result<Response> {
+        if self.groups_move && request.scope() == Scope::Group {
+            // Boxed: it asks the map through `rpc` itself.
+            return Box::pin(self.group_rpc(server, creds, request)).await;
+        }
         let op = request.op_name();
         let effect = request.effect();
-        let retry = (effect == Effect::Once).then(|| RetryKey {
-            client: self.client_id,
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
-        });
+        let retry = (effect == Effect::Once).then(|| self.next_retry_key());
         let body = encode(&RequestBody {
             creds: creds.clone(),
             request,
@@ -363,7 +416,7 @@ impl Pool {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.rpc_once(server, op, &body).await {
+            match self.rpc_once(server, Scope::Server, op, &body).await {
                 Err(e) if effect == Effect::None && attempt == 1 && e.errno == Errno::EIO => {
                     tracing::debug!(server = self.name(server), op, "retrying after: {e}");
                 }
@@ -385,8 +438,15 @@ impl Pool {
         }
     }
 
-    async fn rpc_once(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Response> {
-        let mut call = self.start(server, op, body, &[], true).await?;
+    /// One send of `body` and its answer (an error answer becomes `Err`).
+    pub(crate) async fn rpc_once(
+        &self,
+        server: usize,
+        scope: Scope,
+        op: &'static str,
+        body: &[u8],
+    ) -> Result<Response> {
+        let mut call = self.start_in(scope, server, op, body, &[], true).await?;
         // An fsync may first write back much data: it has its own deadline class.
         let timeout = if op == "Fsync" || op == "Sync" {
             self.config.timeouts.sync
@@ -451,6 +511,19 @@ impl Pool {
                 Errno::EPROTO,
                 format!("server {}: undecodable answer: {e}", self.name(server)),
             )),
+        }
+    }
+}
+
+impl Slot {
+    /// An empty slot for server `server`'s connection.
+    fn new(server: usize) -> Slot {
+        Slot {
+            conn: tokio::sync::Mutex::new(None),
+            at: Mutex::new(server),
+            down_until: Mutex::new(None),
+            used: Mutex::new(Instant::now()),
+            silent_since: Mutex::new(None),
         }
     }
 }

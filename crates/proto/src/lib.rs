@@ -45,7 +45,7 @@ pub use layout::{Datafile, Layout, LayoutSpec, Piece, Stripe};
 pub use locks::{LockConflict, LockKey, LockOwner, LockType};
 pub use message::{
     req, Changed, CreateWhat, Effect, Flow, LinkDrop, Op, Remains, ReplicateStep, Request,
-    RequestBody, Response, RetryKey, UnlinkWant,
+    RequestBody, Response, RetryKey, Scope, UnlinkWant,
 };
 pub use regions::{Extent, Regions};
 pub use types::{

@@ -95,11 +95,16 @@ pub struct MapServer {
     /// The map version at which it last came back (0: it never left); orders replica
     /// sets, so a server that comes back joins at their end.
     pub joined: u64,
+    /// The server whose copy of this server's metadata group is its primary, when
+    /// a standby took it over (`docs/replication.md`, "Failover"); `None`: the
+    /// server itself.
+    pub led_by: Option<u32>,
 }
 wire_struct!(MapServer {
     state: ServerState,
     since: u64,
     joined: u64,
+    led_by: Option<u32>,
 });
 
 /// The map: one entry per server of the configuration, in its order.
@@ -213,6 +218,14 @@ impl ClusterMap {
         first(ServerState::Up).or_else(|| first(ServerState::Draining))
     }
 
+    /// The server whose copy of metadata group `g` (server `g`'s metadata) serves it
+    /// now: `g` itself unless a standby took the group over; `None` while that server
+    /// does not serve (the group waits for a standby to take it, or for it to return).
+    pub fn primary(&self, g: u32) -> Option<u32> {
+        let p = self.servers.get(g as usize)?.led_by.unwrap_or(g);
+        self.state(p).is_some_and(ServerState::serving).then_some(p)
+    }
+
     /// Server `s`'s state, if the map has it.
     pub fn state(&self, s: u32) -> Option<ServerState> {
         self.servers.get(s as usize).map(|e| e.state)
@@ -245,6 +258,7 @@ mod tests {
                     state,
                     since: i as u64,
                     joined: 3,
+                    led_by: (i == 1).then_some(4),
                 })
                 .collect(),
         };
@@ -278,9 +292,31 @@ mod tests {
                     state,
                     since: 0,
                     joined,
+                    led_by: None,
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_group_is_served_by_its_server_or_the_standby_that_took_it() {
+        let mut m = map_of(&[
+            (ServerState::Up, 0),
+            (ServerState::Down, 0),
+            (ServerState::Recovering, 5),
+        ]);
+        assert_eq!(m.primary(0), Some(0));
+        assert_eq!(m.primary(1), None, "its primary is down, nobody took it");
+        assert_eq!(
+            m.primary(2),
+            Some(2),
+            "a recovering server leads its own group"
+        );
+        m.servers[1].led_by = Some(2);
+        assert_eq!(m.primary(1), Some(2));
+        m.servers[2].state = ServerState::Down;
+        assert_eq!(m.primary(1), None);
+        assert_eq!(m.primary(7), None, "no such group");
     }
 
     #[test]

@@ -63,7 +63,7 @@ macro_rules! wire_enum {
 
 /// Defines [`Request`] from one table: per operation its tag, its fields, what it does
 /// to the state of the file system (its [`Effect`]) and how its bytes travel (its
-/// [`Flow`]). For each operation it makes a struct of the same name in [`req`] with
+/// [`Flow`]) and what of a server it is about (its [`Scope`]). For each operation it makes a struct of the same name in [`req`] with
 /// the fields, an [`Op`] impl declaring the facts, and the variant of [`Request`]
 /// wrapping the struct; the [`Wire`] form is a u16 tag followed by the fields in
 /// order. An entry without its effect or flow does not compile.
@@ -72,7 +72,7 @@ macro_rules! requests {
         $(#[$meta:meta])*
         pub enum Request : $what:literal {
             $( $(#[$vmeta:meta])* $tag:literal => $var:ident { $($field:ident : $ty:ty),* $(,)? }
-               effect $effect:ident, flow $flow:ident ),* $(,)?
+               effect $effect:ident, flow $flow:ident, scope $scope:ident ),* $(,)?
         }
     ) => {
         /// One struct per operation, holding its fields (what they mean: the variant
@@ -91,6 +91,7 @@ macro_rules! requests {
                     const TAG: u16 = $tag;
                     const EFFECT: super::Effect = super::Effect::$effect;
                     const FLOW: super::Flow = super::Flow::$flow;
+                    const SCOPE: super::Scope = super::Scope::$scope;
                 }
 
                 impl From<$var> for super::Request {
@@ -128,6 +129,11 @@ macro_rules! requests {
             /// How the operation's bytes travel ([`Flow`]).
             pub fn flow(&self) -> Flow {
                 match self { $( Request::$var(_) => Flow::$flow, )* }
+            }
+
+            /// What of a server the operation is about ([`Scope`]).
+            pub fn scope(&self) -> Scope {
+                match self { $( Request::$var(_) => Scope::$scope, )* }
             }
         }
 
@@ -180,6 +186,19 @@ pub enum Flow {
     DataOut,
 }
 
+/// What of a server an operation is about, which decides where it goes when a
+/// metadata group has failed over (`docs/replication.md`, "Failover").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A metadata group (the server's names, objects, locks, holds and change feed):
+    /// sent to the group's primary, which may be a standby that took it over, and
+    /// refused by a server that is not the group's primary now.
+    Group,
+    /// The server itself (its datafiles, its part of the authority, its copies of
+    /// other groups, its liveness): always sent to the server itself.
+    Server,
+}
+
 /// The facts every operation declares once, in the table of [`Request`]: the
 /// operation struct in [`req`] implements it.
 pub trait Op: Into<Request> {
@@ -191,6 +210,8 @@ pub trait Op: Into<Request> {
     const EFFECT: Effect;
     /// How its bytes travel.
     const FLOW: Flow;
+    /// What of a server it is about.
+    const SCOPE: Scope;
 }
 
 /// What kind of object `Create` makes.
@@ -404,31 +425,31 @@ requests! {
     /// operations go to the data server holding the datafile.
     pub enum Request: "request" {
         /// Liveness and identity.
-        1 => Ping {} effect None, flow Reply,
+        1 => Ping {} effect None, flow Reply, scope Server,
         /// Space and object counts of this server's storage.
-        2 => StatFs {} effect None, flow Reply,
+        2 => StatFs {} effect None, flow Reply, scope Server,
         /// Looks a name up in the shard of `dir` this server holds (the caller needs
         /// search permission on `dir`). `want`: the rights ([`rights`]) the caller
         /// asks on the object found; the answer's capabilities grant those of them it
         /// may have.
-        10 => Lookup { dir: Handle, name: String, want: u32 } effect None, flow Reply,
+        10 => Lookup { dir: Handle, name: String, want: u32 } effect None, flow Reply, scope Group,
         /// Attributes of one object; with `want`, capabilities too (a caller that
         /// does not hold the key shows `proof`: a VISIT capability from the lookup of
         /// its name, or one it holds on the object already, expired or not).
-        11 => GetAttr { handle: Handle, want: u32, proof: Option<Capability> } effect None, flow Reply,
+        11 => GetAttr { handle: Handle, want: u32, proof: Option<Capability> } effect None, flow Reply, scope Group,
         /// Attributes of many objects on this server (readdirplus phase 1).
-        12 => ListAttr { handles: Vec<Handle> } effect None, flow Reply,
+        12 => ListAttr { handles: Vec<Handle> } effect None, flow Reply, scope Group,
         /// Changes mode, owner, group or times.
-        13 => SetAttr { handle: Handle, set: crate::types::SetAttr } effect Once, flow Reply,
+        13 => SetAttr { handle: Handle, set: crate::types::SetAttr } effect Once, flow Reply, scope Group,
         /// Creates an object and its entry `name` in `parent` atomically. `umask`
         /// applies to `mode` unless `parent` has a default ACL (which then decides).
         /// `hold`: for a file the caller opens as it creates it, the generation of
         /// its hold (as `Hold`; 0: none), registered before the name is visible.
-        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat, hold: u64 } effect Once, flow Reply,
+        14 => Create { parent: Handle, name: String, mode: u32, umask: u32, uid: u32, gid: u32, what: CreateWhat, hold: u64 } effect Once, flow Reply, scope Group,
         /// Removes entry `name` of `dir`; `fate` says what the object loses (in the
         /// same commit when it lives here, otherwise this server asks its owner).
         /// `expect` guards against a concurrent change of the entry.
-        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop } effect Once, flow Reply,
+        15 => Unlink { dir: Handle, name: String, expect: Option<Handle>, want: UnlinkWant, fate: LinkDrop } effect Once, flow Reply, scope Group,
         /// Adds entry `name` -> `handle`; with `replace`, the existing entry must name
         /// that handle and is replaced (its object losing a link as `fate` says),
         /// otherwise the name must be free. With `counted` (a file moved by a rename),
@@ -437,110 +458,110 @@ requests! {
         /// a crash between the steps leaves a counted hard link, never a name whose
         /// link is missing. `ticket`: MOVE on `handle` (from the lookup of the name it
         /// is moved from).
-        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, counted: bool, ticket: Option<Capability> } effect Once, flow Reply,
+        16 => LinkEntry { dir: Handle, name: String, handle: Handle, kind: ObjKind, replace: Option<Handle>, fate: LinkDrop, counted: bool, ticket: Option<Capability> } effect Once, flow Reply, scope Group,
         /// Moves an entry when both names are in shards on this server (one commit);
         /// a replaced object loses a link as `fate` says.
-        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop } effect Once, flow Reply,
+        17 => Rename { src_dir: Handle, src_name: String, dst_dir: Handle, dst_name: String, expect_src: Handle, replace: Option<Handle>, fate: LinkDrop } effect Once, flow Reply, scope Group,
         /// One page of the entries of `dir` this server holds, after name `after`. A
         /// metadata server holds at most one shard of a directory, so the server lists
         /// every entry of `dir` it has and does not read `shard`: the client fills in
         /// the shard it expects there, for logs and packet captures.
-        18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 } effect None, flow Reply,
+        18 => ReadDir { dir: Handle, shard: u32, after: Option<String>, max: u32 } effect None, flow Reply, scope Group,
         /// Seals (refuses new entries if empty) or unseals this server's shard of `dir`.
         /// `ticket`: REMOVE on `dir` (from the lookup of its name).
-        19 => SealDir { dir: Handle, seal: bool, ticket: Option<Capability> } effect Once, flow Reply,
+        19 => SealDir { dir: Handle, seal: bool, ticket: Option<Capability> } effect Once, flow Reply, scope Group,
         /// Records a directory's new parent after a rename. `ticket`: MOVE on `dir`.
-        20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> } effect Once, flow Reply,
+        20 => SetParent { dir: Handle, parent: Handle, ticket: Option<Capability> } effect Once, flow Reply, scope Group,
         /// Sets or clears a directory's default layout.
-        21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> } effect Once, flow Reply,
+        21 => SetDirLayout { dir: Handle, layout: Option<LayoutSpec> } effect Once, flow Reply, scope Group,
         /// Deletes an object that has no link left (kept by an unlink for a file
         /// still open; EBUSY while it has a name). `ticket`: REMOVE on it (from the
         /// unlink that removed its last name).
-        22 => RemoveObject { handle: Handle, ticket: Option<Capability> } effect Once, flow Reply,
+        22 => RemoveObject { handle: Handle, ticket: Option<Capability> } effect Once, flow Reply, scope Group,
         /// Forget cached attributes of these objects: their owner changed who may use
         /// them (servers cache the attributes of directories they hold shards of).
-        23 => Forget { handles: Vec<Handle> } effect Idempotent, flow Reply,
+        23 => Forget { handles: Vec<Handle> } effect Idempotent, flow Reply, scope Group,
         /// Hard link: adds entry `name` -> `handle` to `dir` (the name must be free),
         /// `handle` gaining a link first at its owner (the server holding the name
         /// asks it). The caller needs write and search permission on `dir`, and to own
         /// the object or be allowed to read and write it (Linux's protected hard
         /// links); one without the key shows `proof`: a VISIT capability from the
         /// lookup of a name of the object.
-        24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> } effect Once, flow Reply,
+        24 => Link { dir: Handle, name: String, handle: Handle, proof: Option<Capability> } effect Once, flow Reply, scope Group,
         /// One more link on a local object, for a new name the sender is about to put
         /// in place (servers only: the server holding the new name sends it, with the
         /// caller's credentials). With `moving` (a rename's new name, whose MOVE ticket
         /// the sender checked), the caller need not be allowed to hard-link the object.
-        25 => AddLink { handle: Handle, moving: bool } effect Once, flow Reply,
+        25 => AddLink { handle: Handle, moving: bool } effect Once, flow Reply, scope Group,
         /// One link less on a local object whose name the sender removed; at zero
         /// links it is deleted, unless `keep` (servers only).
-        26 => DropLink { handle: Handle, keep: bool } effect Once, flow Reply,
+        26 => DropLink { handle: Handle, keep: bool } effect Once, flow Reply, scope Group,
         /// Sets an object's link count to `links` if it is `expect` (fsck's repair; at
         /// zero the object is deleted).
-        27 => SetLinks { handle: Handle, links: u32, expect: u32 } effect Once, flow Reply,
+        27 => SetLinks { handle: Handle, links: u32, expect: u32 } effect Once, flow Reply, scope Group,
         /// What this server's shards of `dirs` add to their attributes (change time,
         /// subdirectories), in request order: for a directory's exact times and link
         /// count (its owner merges its own shard into the attributes it answers).
-        28 => DirStats { dirs: Vec<Handle> } effect None, flow Reply,
+        28 => DirStats { dirs: Vec<Handle> } effect None, flow Reply, scope Group,
         /// Widens regular file `handle`'s layout to at least `width` datafiles (never
         /// narrows it), before a client writes, extends or preallocates bytes past
         /// its width; answered with the file's attributes (their layout shows the
         /// width now). `cap`: WRITE on the file (from its open).
-        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply,
+        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply, scope Server,
         /// Reserves `count` datafile handles on this data server (precreate pool).
-        30 => Precreate { count: u32 } effect Once, flow Reply,
+        30 => Precreate { count: u32 } effect Once, flow Reply, scope Server,
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
         /// data follows in this frame and further Data frames, in stream order. `cap`:
         /// WRITE on the datafile. `copies`: for a datafile with more than one copy,
         /// where they are; the head of their chain writes and forwards it along the
         /// chain, and answers once the tail has it.
-        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow DataIn,
+        31 => Write { handle: Handle, stripe: Stripe, index: u32, regions: Regions, sync: bool, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow DataIn, scope Server,
         /// Reads the bytes of `regions` held by datafile `index`; streamed back. `cap`:
         /// READ on the datafile. `copies`: as `Write`'s; any copy that is up serves.
-        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability>, copies: crate::map::Copies } effect None, flow DataOut,
+        32 => Read { handle: Handle, stripe: Stripe, index: u32, regions: Regions, cap: Option<Capability>, copies: crate::map::Copies } effect None, flow DataOut, scope Server,
         /// Local sizes and modification times of datafiles. `map`: the sender's map
         /// version when some of them have more than one copy (only a copy that is up
         /// answers).
-        33 => GetSizes { handles: Vec<Handle>, map: Option<u64> } effect None, flow Reply,
+        33 => GetSizes { handles: Vec<Handle>, map: Option<u64> } effect None, flow Reply, scope Server,
         /// Sets datafile `index` to its share of a file of `size` bytes. `cap`: WRITE
         /// on the datafile.
-        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply,
+        34 => Truncate { handle: Handle, stripe: Stripe, index: u32, size: u64, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply, scope Server,
         /// Deletes datafiles (after their file was removed). `tickets`: REMOVE on
         /// each (from the removal of the file).
-        35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> } effect Idempotent, flow Reply,
+        35 => RemoveDatafiles { handles: Vec<Handle>, tickets: Vec<Capability> } effect Idempotent, flow Reply, scope Server,
         /// Makes datafiles durable. `verifier`: the data server's write verifier the
         /// caller saw when it wrote them (0: none); a data server whose verifier is
         /// another now lost power since those writes, and may have lost what was not
         /// synced: it answers EIO instead of a durability it cannot give.
-        36 => Fsync { handles: Vec<Handle>, verifier: u64 } effect None, flow Reply,
+        36 => Fsync { handles: Vec<Handle>, verifier: u64 } effect None, flow Reply, scope Server,
         /// Makes every change this server acknowledged before it stable on disk: its
         /// metadata redo log synced and, with `data`, every datafile's written bytes
         /// (a `syncfs` of its storage). Sent by a client's fsync (metadata only, to
         /// every metadata server) and syncfs (to every server). Changes nothing.
-        38 => Sync { data: bool } effect None, flow Reply,
+        38 => Sync { data: bool } effect None, flow Reply, scope Server,
         /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
         /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
         /// ([`falloc`]). `cap`: WRITE on the datafile.
-        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply,
+        37 => Fallocate { handle: Handle, stripe: Stripe, index: u32, offset: u64, len: u64, mode: u32, cap: Option<Capability>, copies: crate::map::Copies } effect Idempotent, flow Reply, scope Server,
         /// The value of an extended attribute (ENODATA if absent).
-        40 => GetXattr { handle: Handle, name: String } effect None, flow Reply,
+        40 => GetXattr { handle: Handle, name: String } effect None, flow Reply, scope Group,
         /// Sets an extended attribute; `flags` as setxattr(2): XATTR_CREATE (1) fails
         /// with EEXIST if it exists, XATTR_REPLACE (2) with ENODATA if it does not.
-        41 => SetXattr { handle: Handle, name: String, value: Vec<u8>, flags: u32 } effect Once, flow Reply,
+        41 => SetXattr { handle: Handle, name: String, value: Vec<u8>, flags: u32 } effect Once, flow Reply, scope Group,
         /// The names of an object's extended attributes.
-        42 => ListXattr { handle: Handle } effect None, flow Reply,
+        42 => ListXattr { handle: Handle } effect None, flow Reply, scope Group,
         /// Removes an extended attribute (ENODATA if absent).
-        43 => RemoveXattr { handle: Handle, name: String } effect Once, flow Reply,
+        43 => RemoveXattr { handle: Handle, name: String } effect Once, flow Reply, scope Group,
         /// A page of every object on this metadata server, handles after `after` (fsck).
-        50 => ScanObjects { after: Option<Handle>, max: u32 } effect None, flow Reply,
+        50 => ScanObjects { after: Option<Handle>, max: u32 } effect None, flow Reply, scope Group,
         /// A page of every directory entry on this server, after (dir, name) (fsck).
-        51 => ScanEntries { after: Option<(Handle, String)>, max: u32 } effect None, flow Reply,
+        51 => ScanEntries { after: Option<(Handle, String)>, max: u32 } effect None, flow Reply, scope Group,
         /// A page of the datafiles present on this data server, after `after` (fsck).
-        52 => ScanDatafiles { after: Option<Handle>, max: u32 } effect None, flow Reply,
+        52 => ScanDatafiles { after: Option<Handle>, max: u32 } effect None, flow Reply, scope Server,
         /// Every sealed directory shard on this server (fsck).
-        53 => ScanSeals {} effect None, flow Reply,
+        53 => ScanSeals {} effect None, flow Reply, scope Group,
         /// Creates missing datafiles, empty (fsck's repair of lost ones).
-        54 => CreateDatafiles { handles: Vec<Handle> } effect Idempotent, flow Reply,
+        54 => CreateDatafiles { handles: Vec<Handle> } effect Idempotent, flow Reply, scope Server,
         /// Takes, upgrades or downgrades a byte-range lock on an object of this
         /// metadata server (`end` inclusive, `TO_EOF` to the end of the file).
         /// `flags`: `LOCK_WAIT` (answer `Locked` once granted, or `LockWaiting`
@@ -551,33 +572,33 @@ requests! {
         /// programs take; not with `LOCK_POSIX`). The caller needs read permission for a read lock and write
         /// permission for a write lock; `proof`: a capability on the object (one
         /// granting the right counts even if the mode no longer does).
-        60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> } effect Idempotent, flow Reply,
+        60 => Lock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, pid: u32, flags: u32, proof: Option<Capability> } effect Idempotent, flow Reply, scope Group,
         /// Releases what the owner holds on `start ..= end` of the object (splitting
         /// locks that reach beyond it); `flags`: `LOCK_APPEND` for an appender's lock.
-        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64, flags: u32 } effect Idempotent, flow Reply,
+        61 => Unlock { handle: Handle, owner: LockOwner, start: u64, end: u64, flags: u32 } effect Idempotent, flow Reply, scope Group,
         /// The first lock of another owner that keeps `owner` from taking `typ` on
         /// the range (F_GETLK). The caller needs read or write permission.
-        62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> } effect None, flow Reply,
+        62 => TestLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64, proof: Option<Capability> } effect None, flow Reply, scope Group,
         /// Withdraws the owner's waiting `Lock` of exactly this type and range: a
         /// request waiting for it is answered EINTR.
-        63 => CancelLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64 } effect Idempotent, flow Reply,
+        63 => CancelLock { handle: Handle, owner: LockOwner, typ: LockType, start: u64, end: u64 } effect Idempotent, flow Reply, scope Group,
         /// Keeps the lease of `client` (the caller's own) on this server; with
         /// `release`, drops every lock and wait of the client here instead.
-        64 => RenewLease { client: u64, release: bool } effect Idempotent, flow Reply,
+        64 => RenewLease { client: u64, release: bool } effect Idempotent, flow Reply, scope Group,
         /// To the coordinating metadata server: `waiter` (a POSIX lock owner) waits,
         /// at `server` for object `handle`, for locks of `blockers` (none: it no
         /// longer waits there). EDEADLK if that closes a cycle of waits.
-        65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle } effect Idempotent, flow Reply,
+        65 => WaitFor { waiter: LockKey, blockers: Vec<LockKey>, server: u32, handle: Handle } effect Idempotent, flow Reply, scope Group,
         /// A page of the datafiles this data server created and did not remove that
         /// are missing from its disk (lost, not holes), after `after` (fsck).
-        55 => ScanLost { after: Option<Handle>, max: u32 } effect None, flow Reply,
+        55 => ScanLost { after: Option<Handle>, max: u32 } effect None, flow Reply, scope Server,
         /// The changes this server made since position `since` of its change feed
         /// `epoch` that other clients caused (for the caches of a mount): answered
         /// at once when there are some, otherwise when one comes or after `wait_ms`
         /// (the server waits at most a third of its request timeout). Epoch 0 asks
         /// where the feed stands now. Key-holding nodes only: it names entries of
         /// every directory.
-        66 => Changes { epoch: u64, since: u64, wait_ms: u32 } effect None, flow Reply,
+        66 => Changes { epoch: u64, since: u64, wait_ms: u32 } effect None, flow Reply, scope Group,
         /// The caller's client has object `handle` of this metadata server open: the
         /// object outlives its last name until the client lets go (`Unhold`), ends
         /// cleanly, or its lease ends. `gen`: from a counter of the client's, so a
@@ -585,33 +606,33 @@ requests! {
         /// gone, EISDIR for a directory. A caller without the key shows `proof`: a
         /// capability on the object. Answered with the client's lease and the
         /// file's attributes.
-        67 => Hold { handle: Handle, gen: u64, proof: Option<Capability> } effect Idempotent, flow Reply,
+        67 => Hold { handle: Handle, gen: u64, proof: Option<Capability> } effect Idempotent, flow Reply, scope Group,
         /// The caller's client closed these objects (`handles[i]` held with a
         /// generation below `gens[i]`): an object left without a name and without a
         /// hold is deleted.
-        68 => Unhold { handles: Vec<Handle>, gens: Vec<u64> } effect Idempotent, flow Reply,
+        68 => Unhold { handles: Vec<Handle>, gens: Vec<u64> } effect Idempotent, flow Reply, scope Group,
         /// A page of the objects of this metadata server that clients hold open,
         /// after `after` (fsck: an object without a name that is held is a file
         /// unlinked while open, not an orphan).
-        69 => ScanHeld { after: Option<Handle>, max: u32 } effect None, flow Reply,
+        69 => ScanHeld { after: Option<Handle>, max: u32 } effect None, flow Reply, scope Group,
         /// A message of the authority (`docs/replication.md`): raft's between its
         /// members, and a server's lease renewal or proposal to them. The body is the
         /// authority's own encoding (servers only).
-        70 => Authority { body: Vec<u8> } effect Idempotent, flow Reply,
+        70 => Authority { body: Vec<u8> } effect Idempotent, flow Reply, scope Server,
         /// The newest cluster map this server knows (EOPNOTSUPP when the file system
         /// has no authority).
-        71 => GetMap {} effect None, flow Reply,
+        71 => GetMap {} effect None, flow Reply, scope Server,
         /// From a server catching up (`server`, recovering under map version `map`):
         /// first drops the records it copied (`done`), then answers up to `max`
         /// records of what it missed of datafiles this server holds a copy of
         /// (`docs/replication.md`, "Self-healing"). Servers only.
-        72 => Missed { server: u32, map: u64, done: Vec<crate::map::MissedDone>, max: u32 } effect Idempotent, flow Reply,
+        72 => Missed { server: u32, map: u64, done: Vec<crate::map::MissedDone>, max: u32 } effect Idempotent, flow Reply, scope Server,
         /// From the primary of metadata group `group` (the metadata of server
         /// `group`) to one of its standbys: a step of its copy of the group's store,
         /// of the primary's log generation `epoch` (`docs/replication.md`,
         /// "Metadata: a primary and standbys"). ESTALE: the standby needs a new
         /// copy. Servers only.
-        73 => Replicate { group: u32, epoch: u64, step: ReplicateStep } effect Idempotent, flow Reply,
+        73 => Replicate { group: u32, epoch: u64, step: ReplicateStep } effect Idempotent, flow Reply, scope Server,
     }
 }
 

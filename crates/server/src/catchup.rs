@@ -83,11 +83,12 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
             "the cluster map changed while catching up",
         ));
     }
-    // Metadata: every group this server stands by for whose primary serves has
-    // given it a whole copy (the primary sends one to a recovering standby).
+    // Metadata: every group this server stands by for whose primary serves (its
+    // own group too, when another server took it over) has given it a whole copy
+    // (the primary sends one to a recovering standby).
     for &g in ctx.standbys.groups() {
-        let serving = map.state(g as u32).is_some_and(ServerState::serving);
-        if serving && !ctx.standbys.following(g) {
+        let led_by_another = map.primary(g as u32).is_some_and(|p| p != ctx.me as u32);
+        if led_by_another && !ctx.standbys.following(g) {
             return Err(OpError::busy(
                 Errno::EAGAIN,
                 format!(

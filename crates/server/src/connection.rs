@@ -35,6 +35,7 @@ pub const STREAM_QUEUE: usize = 4;
 /// Serves one connection until the peer closes it, it breaks, or `stop` fires.
 pub async fn serve(
     ctx: Arc<Ctx>,
+    promoted: Arc<crate::promote::Promoted>,
     conn: Conn,
     mut stop: tokio::sync::watch::Receiver<bool>,
     (handshake_slot, admitted): (OwnedSemaphorePermit, Admitted),
@@ -109,6 +110,7 @@ pub async fn serve(
         origin: crate::feed::origin_of(&opened.client),
         closed: std::sync::atomic::AtomicBool::new(false),
         client: opened.client,
+        server: opened.server,
     });
     tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");
     let writer = Arc::new(FrameWriter::new(w, fd, Some(opened.macs.send)));
@@ -226,7 +228,9 @@ pub async fn serve(
                     header.request_id,
                     ctx.config.timeouts.request,
                 );
-                let ctx = ctx.clone();
+                // A group's request is served by the context of the group the
+                // connection was opened for (`crate::promote`).
+                let ctx = promoted.serving(&ctx, &session.server, &body.request);
                 let session = session.clone();
                 let guard = Inflight::enter(&ctx);
                 tokio::spawn(async move {

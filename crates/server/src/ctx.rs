@@ -101,6 +101,8 @@ pub struct Ctx {
     /// The shipping of this server's metadata store to its standbys, when its group
     /// has some (`crate::replicate`).
     pub shipping: Option<Arc<crate::replicate::Shipping>>,
+    /// Whether this server may answer for its metadata group now (`crate::fence`).
+    pub fence: Arc<crate::fence::Fence>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pvfs_proto::{Effect, Errno, Request, RequestBody, Response};
+use pvfs_proto::{Effect, Errno, Request, RequestBody, Response, Scope};
 use pvfs_transport::TransportError;
 use tokio::sync::mpsc;
 
@@ -140,6 +140,19 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
             return Err(e);
         }
     };
+    // A group's request is answered only by the group's primary, holding a lease
+    // (`crate::promote::Fence`); a connection opened for a group no longer served
+    // here finds its fence closed too.
+    let fenced = H::SCOPE == Scope::Group;
+    if fenced {
+        if session.server != ctx.info.name {
+            return Err(crate::chain::map_error(format!(
+                "{} does not serve the metadata of {} now",
+                ctx.info.name, session.server
+            )));
+        }
+        ctx.fence.check(&ctx.lease)?;
+    }
     let deadline = tokio::time::Instant::now() + ctx.config.timeouts.request;
     let key = (H::EFFECT == Effect::Once)
         .then(|| retry.map(|k| per_user(k, &caller)))
@@ -175,6 +188,12 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         Some(answer) => Box::pin(request.replayed(cx, answer)).await,
         None => Box::pin(request.run(cx)).await,
     };
+    if result.is_ok() && fenced && H::EFFECT != Effect::None {
+        // The lease may have lapsed while the change waited for its standbys: one
+        // that a new primary may lack is not acknowledged (the client retries there,
+        // under the same key).
+        ctx.fence.check(&ctx.lease)?;
+    }
     if result.is_ok() {
         if let Some(upto) = ctx.feed.record(caller.origin, changes) {
             if H::AWAITS_CACHES {

@@ -54,6 +54,15 @@ struct Held {
     map: Option<Map>,
 }
 
+impl Held {
+    /// Keeps `map` if it is not older than the one held.
+    fn note(&mut self, map: Map) {
+        if self.map.as_ref().is_none_or(|m| m.version <= map.version) {
+            self.map = Some(map);
+        }
+    }
+}
+
 /// The authority member (if this server is one), the renewals, the newest map.
 pub struct Lease {
     member: Option<Authority>,
@@ -199,9 +208,7 @@ impl Lease {
                 Ok((until, map)) => {
                     let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
                     held.until = Some(until.max(held.until.unwrap_or(until)));
-                    if held.map.as_ref().is_none_or(|m| m.version <= map.version) {
-                        held.map = Some(map);
-                    }
+                    held.note(map);
                 }
                 Err(e) => {
                     if let Some(dropped) = self.log_limit.allow("lease renewal") {
@@ -244,6 +251,28 @@ impl Lease {
         })
     }
 
+    /// Asks the authority to make this server the primary of metadata group `g`,
+    /// whose primary does not serve (`crate::promote`); whether the map it answered
+    /// makes it so (another standby may have been first).
+    pub async fn propose_lead(&self, g: usize) -> OpResult<bool> {
+        let Some(renewer) = &self.renewer else {
+            return Ok(false);
+        };
+        let lead = pvfs_authority::Command::Lead {
+            group: g as NodeId,
+            server: self.me,
+        };
+        let map = renewer.propose(lead).await.map_err(|e| {
+            OpError::busy(Errno::EAGAIN, format!("the authority did not answer: {e}"))
+        })?;
+        let leads = map.primary(g) as NodeId == self.me;
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note(map);
+        Ok(leads)
+    }
+
     /// Stops the authority member cleanly.
     pub async fn shutdown(&self) {
         if let Some(a) = &self.member {
@@ -264,6 +293,7 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 state: s.state,
                 since: s.since,
                 joined: s.joined,
+                led_by: s.led_by.and_then(|l| u32::try_from(l).ok()),
             })
             .collect(),
     }

@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod error;
 pub mod exec;
 pub mod feed;
+pub mod fence;
 pub mod handlers;
 pub mod health;
 pub mod holds;
@@ -37,6 +38,7 @@ pub mod orphans;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
+pub mod promote;
 pub mod random;
 pub mod ratelimit;
 pub mod replicate;
@@ -229,6 +231,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
     let policy = pvfs_auth::ServerPolicy {
         fsid: config.fsid,
         server: sc.name.clone(),
+        groups: Arc::default(),
         keys: keys.clone(),
         munge,
         root_squash: config.security.root_squash,
@@ -264,13 +267,22 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         })?;
     let standbys = standby::Standbys::new(&config, me, sync);
     let lease = Arc::new(lease);
-    // A metadata server with standbys ships every commit to them before answering.
+    // A metadata server with standbys ships every commit to them before answering,
+    // while the map names it its group's primary.
     let group = config.meta_group(me);
-    let shipping = (sc.roles.contains(pvfs_proto::Roles::META) && group.len() > 1).then(|| {
+    let replicated = sc.roles.contains(pvfs_proto::Roles::META) && group.len() > 1;
+    let fence = Arc::new(fence::Fence::new(
+        &sc.name,
+        replicated && lease.configured(),
+        false,
+    ));
+    let shipping = replicated.then(|| {
         replicate::Shipping::new(
+            me as u32,
             group,
             lease.clone(),
             peers.clone(),
+            fence.clone(),
             config.timeouts.request / 2,
         )
     });
@@ -323,6 +335,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         admissions: Arc::default(),
         standbys,
         shipping,
+        fence,
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -364,6 +377,13 @@ pub async fn serve(
     let missed_flush = tokio::spawn(background::flush_missed(ctx.clone()));
     let catch_up = tokio::spawn(catchup::run(ctx.clone()));
     let shipping = ctx.shipping.as_ref().map(replicate::Shipping::spawn);
+    // The metadata groups this server takes over as a standby, and the names its
+    // handshake then answers to.
+    let promoted = Arc::new(promote::Promoted::new(
+        ctx.policy.groups.clone(),
+        promote::Promoted::superseded_in(&sc.storage),
+    ));
+    let failover = tokio::spawn(promote::run(ctx.clone(), promoted.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Set when the metadata store failed beyond healing: the server stops with it.
@@ -379,6 +399,7 @@ pub async fn serve(
                         (Ok(handshake), Some(admitted)) => {
                             tokio::spawn(connection::serve(
                                 ctx.clone(),
+                                promoted.clone(),
                                 conn,
                                 stop_rx.clone(),
                                 (handshake, admitted),
@@ -431,9 +452,11 @@ pub async fn serve(
     renewals.abort();
     missed_flush.abort();
     catch_up.abort();
+    failover.abort();
     for task in shipping.iter().flatten() {
         task.abort();
     }
+    promoted.close().await;
     if let Err(e) = ctx.missed.flush() {
         tracing::warn!("cannot write the records of missed ranges: {e}");
     }

@@ -55,15 +55,16 @@ impl LocalServer {
         let writer = Arc::new(FrameWriter::new(Box::new(theirs), None, None));
         let reply = Reply::new(writer, 1, ctx.config.timeouts.request);
         Ok(LocalServer {
-            ctx,
             session: Session {
                 identity: pvfs_auth::Identity::Trusted,
                 peer: "in-process".into(),
                 client: "in-process".into(),
+                server: ctx.info.name.clone(),
                 origin: 0,
                 closed: std::sync::atomic::AtomicBool::new(false),
             },
             reply,
+            ctx,
             _sink: sink,
         })
     }

@@ -6,7 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pvfs_config::Config;
-use pvfs_proto::{decode, encode, Creds, Effect, Errno, Request, RequestBody, Response, RetryKey};
+use pvfs_proto::map::ClusterMap;
+use pvfs_proto::{
+    decode, encode, Creds, Effect, Errno, ErrorKind, Request, RequestBody, Response, RetryKey,
+    Scope,
+};
 use pvfs_transport::{connect_mux, BufPool, MuxConn, Target};
 use tokio::sync::Mutex;
 
@@ -20,6 +24,12 @@ type Used = (Arc<MuxConn>, tokio::time::Instant);
 pub struct Peers {
     config: Config,
     conns: Vec<Mutex<Option<Used>>>,
+    /// Per server, the connection to the standby serving its metadata group when
+    /// one took it over, and which server that is.
+    group_conns: Vec<Mutex<Option<(usize, Used)>>>,
+    /// Per server, the server serving its metadata group when not itself (from the
+    /// newest map: [`Peers::route`]).
+    routes: std::sync::RwLock<Vec<Option<usize>>>,
     pool: BufPool,
     proof: pvfs_auth::ClientProof,
     tls: Option<pvfs_transport::tls::TlsClient>,
@@ -48,6 +58,8 @@ impl Peers {
             transport,
             config: config.clone(),
             conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
+            group_conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
+            routes: std::sync::RwLock::new(vec![None; config.servers.len()]),
             pool,
             proof: pvfs_auth::ClientProof::Key(keys),
             tls,
@@ -57,8 +69,56 @@ impl Peers {
         }
     }
 
+    /// Routes the metadata groups' calls as `map` says (`crate::promote`).
+    pub fn route(&self, map: &ClusterMap) {
+        let routes: Vec<Option<usize>> = (0..self.conns.len())
+            .map(|g| {
+                map.servers
+                    .get(g)
+                    .and_then(|s| s.led_by)
+                    .map(|l| l as usize)
+                    .filter(|&l| l != g && l < self.conns.len())
+            })
+            .collect();
+        *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes;
+    }
+
+    /// The connection for a request of `scope` to server `idx`: a group's request
+    /// goes to the server serving the group now.
+    async fn conn_for(&self, idx: usize, scope: Scope) -> OpResult<Arc<MuxConn>> {
+        let via = match scope {
+            Scope::Server => None,
+            Scope::Group => self
+                .routes
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(idx)
+                .copied()
+                .flatten(),
+        };
+        let Some(via) = via else {
+            return self.conn(idx).await;
+        };
+        let mut slot = self.group_conns[idx].lock().await;
+        let mut used = slot.take().filter(|(at, _)| *at == via).map(|(_, u)| u);
+        let c = self.reuse_or_dial(&mut used, idx, via).await?;
+        *slot = used.map(|u| (via, u));
+        Ok(c)
+    }
+
     async fn conn(&self, idx: usize) -> OpResult<Arc<MuxConn>> {
         let mut slot = self.conns[idx].lock().await;
+        self.reuse_or_dial(&mut slot, idx, idx).await
+    }
+
+    /// The connection in `slot` if it is still good, else a new one to the server
+    /// at `via` naming server `idx` (itself, or the group `via` serves).
+    async fn reuse_or_dial(
+        &self,
+        slot: &mut Option<Used>,
+        idx: usize,
+        via: usize,
+    ) -> OpResult<Arc<MuxConn>> {
         let now = tokio::time::Instant::now();
         if let Some((c, used)) = slot.as_mut() {
             // Replaced when unused for half the idle timeout, before the other server
@@ -74,7 +134,7 @@ impl Peers {
         }
         let server = &self.config.servers[idx];
         let target = Target {
-            addr: &server.address,
+            addr: &self.config.servers[via].address,
             server: &server.name,
             fsid: self.config.fsid,
             via: &*self.transport,
@@ -119,6 +179,7 @@ impl Peers {
         retry: Option<RetryKey>,
     ) -> OpResult<Response> {
         let effect = request.effect();
+        let scope = request.scope();
         let retry = match effect {
             Effect::Once => retry.or_else(|| {
                 Some(RetryKey {
@@ -136,10 +197,13 @@ impl Peers {
         });
         let deadline = tokio::time::Instant::now() + self.config.timeouts.request;
         loop {
-            match self.call_once(idx, &body).await {
+            match self.call_once(idx, scope, &body).await {
+                // A group moving to another server (its primary fenced, the map
+                // changing) is waited out like a broken connection.
                 Err(e)
-                    if effect != Effect::None
+                    if (effect != Effect::None
                         && matches!(e.errno, Errno::EIO | Errno::EHOSTDOWN)
+                        || scope == Scope::Group && e.kind == ErrorKind::Map)
                         && tokio::time::Instant::now() + RETRY_PAUSE < deadline =>
                 {
                     tracing::debug!(peer = %self.config.servers[idx].name, "retrying after: {e}");
@@ -159,8 +223,9 @@ impl Peers {
         request: Request,
         deadline: std::time::Duration,
     ) -> OpResult<Response> {
+        let scope = request.scope();
         let body = self.server_body(idx, request)?;
-        tokio::time::timeout(deadline, self.call_once(idx, &body))
+        tokio::time::timeout(deadline, self.call_once(idx, scope, &body))
             .await
             .unwrap_or_else(|_| {
                 Err(OpError::busy(
@@ -211,8 +276,8 @@ impl Peers {
     }
 
     /// One attempt of a call.
-    async fn call_once(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
-        let conn = self.conn(idx).await?;
+    async fn call_once(&self, idx: usize, scope: Scope, body: &[u8]) -> OpResult<Response> {
+        let conn = self.conn_for(idx, scope).await?;
         let mut call = conn.call(body, &[], true).await?;
         let frame = call.recv().await?;
         self.response(idx, &frame.body)

@@ -67,6 +67,9 @@ struct State {
 /// The shipping of this server's metadata store to its standbys.
 pub struct Shipping {
     group: u32,
+    /// Whether this server leads the group: only its primary ships it (a server
+    /// back from down whose group another took over ships nothing).
+    fence: Arc<crate::fence::Fence>,
     /// The group's servers, this one first.
     members: Vec<u32>,
     lease: Arc<Lease>,
@@ -82,16 +85,20 @@ pub struct Shipping {
 }
 
 impl Shipping {
-    /// The shipping of group `group` (this server, `members[0]`) to `members[1..]`.
+    /// The shipping of metadata group `group` from this server (`members[0]`) to
+    /// `members[1..]`, while `fence` says this server leads the group.
     pub fn new(
+        group: u32,
         members: Vec<u32>,
         lease: Arc<Lease>,
         peers: Arc<Peers>,
+        fence: Arc<crate::fence::Fence>,
         patience: Duration,
     ) -> Arc<Shipping> {
         assert!(members.len() > 1, "a group with standbys");
         Arc::new(Shipping {
-            group: members[0],
+            group,
+            fence,
             members: members.clone(),
             lease,
             peers,
@@ -318,10 +325,12 @@ impl Shipping {
         }
     }
 
-    /// Whether this server ships to standby `server` now: it holds a lease and the
-    /// map keeps the standby in the group.
+    /// Whether this server ships to standby `server` now: it leads the group, holds
+    /// a lease and the map keeps the standby in the group.
     fn ships_to(&self, server: u32) -> bool {
-        self.lease.valid() && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
+        self.fence.leads()
+            && self.lease.valid()
+            && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
     }
 
     /// Standby `slot` holds every record through `through` of log generation

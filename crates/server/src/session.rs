@@ -19,6 +19,9 @@ pub struct Session {
     pub peer: String,
     /// What the client called itself, for logs.
     pub client: String,
+    /// The server the client asked for in the handshake: this one, or a metadata
+    /// group it took over (`crate::promote`).
+    pub server: String,
     /// The client instance's id, from its name (0 if it gave none): the changes it
     /// causes are not fed back to it (`crate::feed`).
     pub origin: u64,
@@ -120,6 +123,7 @@ mod tests {
                 squashed,
             },
             peer: "test".into(),
+            server: "s0".into(),
             client: "test".into(),
             origin: 0,
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -162,6 +166,7 @@ mod tests {
             identity: Identity::Trusted,
             peer: "t".into(),
             client: "t".into(),
+            server: "s0".into(),
             origin: 0,
             closed: std::sync::atomic::AtomicBool::new(false),
         };

@@ -3,7 +3,7 @@
 //! [`StandbyStore`] per group, in `<storage>/groups/<primary's name>/`, fed by the
 //! group's primary (`Replicate`, `crate::handlers::replicate`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -28,16 +28,23 @@ pub struct Standbys {
     /// order of `groups`.
     dirs: Vec<PathBuf>,
     open: Mutex<HashMap<usize, Arc<GroupCopy>>>,
+    /// The groups whose copy this server serves as their primary now
+    /// (`crate::promote`): not a standby's copy while they are.
+    taken: Mutex<HashSet<usize>>,
 }
 
 impl Standbys {
     /// The standby copies server `me` of `config` keeps (none without metadata
-    /// copies), synced as `sync` says.
+    /// copies), synced as `sync` says: of the groups it stands by for, and of its
+    /// own (kept while another server leads it, after a failover).
     pub fn new(config: &Config, me: usize, sync: SyncPolicy) -> Standbys {
         let groups: Vec<usize> = config
             .meta_servers()
             .into_iter()
-            .filter(|&g| g != me && config.meta_group(g).contains(&(me as u32)))
+            .filter(|&g| {
+                let group = config.meta_group(g);
+                group.len() > 1 && group.contains(&(me as u32))
+            })
             .collect();
         let dir = config.servers[me].storage.join("groups");
         Standbys {
@@ -48,7 +55,57 @@ impl Standbys {
                 .collect(),
             groups,
             open: Mutex::new(HashMap::new()),
+            taken: Mutex::default(),
         }
+    }
+
+    /// No copies (the context of a group taken over keeps none).
+    pub fn none(sync: SyncPolicy) -> Standbys {
+        Standbys {
+            sync,
+            groups: Vec::new(),
+            dirs: Vec::new(),
+            open: Mutex::new(HashMap::new()),
+            taken: Mutex::default(),
+        }
+    }
+
+    /// How the copies sync their logs (the server's `[defaults] metadata_sync`).
+    pub fn sync(&self) -> SyncPolicy {
+        self.sync
+    }
+
+    /// Where the copy of `group` lives, if this server keeps one.
+    pub fn dir(&self, group: usize) -> Option<PathBuf> {
+        let k = self.groups.iter().position(|&g| g == group)?;
+        Some(self.dirs[k].clone())
+    }
+
+    /// Closes the copy of `group` for good: it is about to be served as the group's
+    /// store; `get` refuses it until [`Standbys::give_back`].
+    pub fn take(&self, group: usize) {
+        let copy = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            self.taken
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(group);
+            open.remove(&group)
+        };
+        // Closed for good: a step already on its way to it is refused.
+        if let Some(c) = copy {
+            if let Err(e) = c.store.close() {
+                tracing::warn!(group, "cannot close the standby copy: {e}");
+            }
+        }
+    }
+
+    /// `group`'s copy is a standby's again (no longer served here).
+    pub fn give_back(&self, group: usize) {
+        self.taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&group);
     }
 
     /// The groups this server is a standby of.
@@ -63,6 +120,15 @@ impl Standbys {
             return Ok(None);
         };
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the lock of the open copies, as `take` marks it.
+        if self
+            .taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&group)
+        {
+            return Ok(None);
+        }
         if let Some(s) = open.get(&group) {
             return Ok(Some(s.clone()));
         }

@@ -56,6 +56,9 @@ struct State {
     /// A whole copy following the primary's records, and the number of the next
     /// record it expects.
     following: Option<(LoggedFile<OsDisk>, u64)>,
+    /// Closed: the copy is not a standby's any more (it is being opened as the
+    /// group's store); everything sent to it is refused.
+    closed: bool,
 }
 
 impl StandbyStore {
@@ -84,6 +87,9 @@ impl StandbyStore {
     /// `len` bytes long; what the copy followed before is dropped.
     pub fn begin(&self, epoch: u64, len: u64) -> Result<(), StandbyError> {
         let mut st = self.lock();
+        if st.closed {
+            return Err(StandbyError::NeedCopy("the copy is closed".into()));
+        }
         st.following = None;
         st.epoch = epoch;
         let file = OpenOptions::new()
@@ -215,6 +221,7 @@ impl StandbyStore {
         let mut st = self.lock();
         st.copying = None;
         st.epoch = 0;
+        st.closed = true;
         if let Some((file, _)) = st.following.take() {
             file.close()?;
         }

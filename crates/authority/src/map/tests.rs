@@ -22,6 +22,7 @@ fn with(state: State) -> Map {
         joined: 3,
         incarnation: 7,
         renewed: 40,
+        led_by: None,
     };
     m
 }
@@ -62,7 +63,8 @@ fn new_map_is_all_up_at_version_zero() {
                 since: 0,
                 joined: 0,
                 incarnation: 0,
-                renewed: 0
+                renewed: 0,
+                led_by: None,
             }
         );
     }
@@ -490,4 +492,112 @@ fn a_caught_up_from_before_a_later_fall_is_void() {
     assert!(second > first);
     assert_eq!(m.apply(&caught_up(second), 7), Applied::Changed);
     assert_eq!(m.servers[0].state, State::Up);
+}
+
+#[test]
+fn lead_moves_a_group_only_away_from_a_primary_that_does_not_serve() {
+    // Server 1's group, taken by server 2: only while 1 does not serve and 2 does.
+    for state in ALL {
+        let (a, m) = run(
+            state,
+            Command::Lead {
+                group: 1,
+                server: 2,
+            },
+        );
+        if state.serving() {
+            assert_eq!(a, Applied::Unchanged, "{state:?}");
+            assert_untouched(&m, state);
+        } else {
+            assert_eq!(a, Applied::Changed, "{state:?}");
+            assert_eq!(m.version, 11);
+            assert_eq!(m.servers[1].led_by, Some(2));
+            assert_eq!(m.primary(1), 2);
+            assert_eq!(m.servers[1].state, state, "the state stays");
+        }
+    }
+    // A taker that does not serve never leads.
+    let mut m = with(State::Down);
+    m.servers[2].state = State::Down;
+    assert_eq!(
+        m.apply(
+            &Command::Lead {
+                group: 1,
+                server: 2
+            },
+            50
+        ),
+        Applied::Unchanged
+    );
+    // Once moved, the group follows its new primary: server 1 back (serving) cannot
+    // take it back while 2 serves, and a third server takes it only when 2 stops.
+    let (_, mut m) = run(
+        State::Down,
+        Command::Lead {
+            group: 1,
+            server: 2,
+        },
+    );
+    m.servers[1].state = State::Recovering;
+    assert_eq!(
+        m.apply(
+            &Command::Lead {
+                group: 1,
+                server: 1
+            },
+            51
+        ),
+        Applied::Unchanged
+    );
+    assert_eq!(
+        m.apply(
+            &Command::Lead {
+                group: 1,
+                server: 0
+            },
+            52
+        ),
+        Applied::Unchanged
+    );
+    m.servers[2].state = State::Down;
+    assert_eq!(
+        m.apply(
+            &Command::Lead {
+                group: 1,
+                server: 1
+            },
+            53
+        ),
+        Applied::Changed
+    );
+    assert_eq!(m.servers[1].led_by, None, "back home: led by itself");
+    assert_eq!(m.primary(1), 1);
+    // Unknown groups or servers change nothing.
+    for cmd in [
+        Command::Lead {
+            group: 9,
+            server: 2,
+        },
+        Command::Lead {
+            group: 1,
+            server: 9,
+        },
+    ] {
+        let (a, m) = run(State::Down, cmd);
+        assert_eq!(a, Applied::Unchanged);
+        assert_untouched(&m, State::Down);
+    }
+}
+
+#[test]
+fn decode_refuses_a_group_led_by_itself_or_nobody() {
+    for bad in [1, 3] {
+        let mut m = with(State::Down);
+        m.servers[1].led_by = Some(bad);
+        assert!(Map::decode(&m.encode()).is_err(), "led by {bad}");
+    }
+    // Maps written before groups could move have no `led_by`: led by themselves.
+    let old = br#"{"version":1,"servers":[{"state":"Up","since":0,"joined":0,"incarnation":0,"renewed":0}]}"#;
+    let m = Map::decode(old).expect("an older map");
+    assert_eq!(m.primary(0), 0);
 }

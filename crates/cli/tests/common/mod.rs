@@ -1736,7 +1736,48 @@ pub fn signal_of(st: &ExitStatus) -> Option<i32> {
     st.signal()
 }
 
-/// Server `name`'s state in the cluster map of `v` (a `pvfs status --json`).
+/// Server `name`'s state in the cluster map, as `pvfs status` shows it.
+#[allow(dead_code)]
+pub fn state_of(cluster: &Cluster, name: &str) -> Option<String> {
+    map_state(&cluster.run_cli(&["status", "--json"]).json_any(), name)
+}
+
+/// Four servers made by `pvfs genconfig --replicas 2` with a 1 s lease, once every
+/// one is up and has given its metadata standby a whole copy.
+#[allow(dead_code)]
+pub fn four_with_two_copies() -> Cluster {
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        .set("lease", r#""1s""#)
+        .start();
+    all_up_with_standby_copies(&cluster);
+    cluster
+}
+
+/// Waits until every server is up in the cluster map and, with metadata standbys,
+/// has given its standby a whole copy of its metadata (its log tells).
+#[allow(dead_code)]
+pub fn all_up_with_standby_copies(cluster: &Cluster) {
+    poll(
+        "every server up, every metadata standby with a whole copy",
+        scaled(Duration::from_secs(30)),
+        || {
+            cluster
+                .names()
+                .iter()
+                .all(|n| {
+                    state_of(cluster, n).as_deref() == Some("up")
+                        && cluster.log(n).contains("metadata standby has a whole copy")
+                })
+                .then_some(())
+        },
+    );
+}
+
+/// A server's state in the JSON of `pvfs status --json`.
+#[allow(dead_code)]
 pub fn map_state(v: &serde_json::Value, name: &str) -> Option<String> {
     v["servers"]
         .as_array()?

@@ -1,0 +1,155 @@
+//! Failover of metadata (`docs/replication.md`, "Failover") on four real server
+//! processes made by `pvfs genconfig --replicas 2`: a metadata primary killed
+//! (`kill -9`) while a client creates names in a loop costs that client a pause, never
+//! an error; its standby serves its names, each acknowledged one exactly once. The
+//! killed server, restarted, finds its group led by the standby, follows it as a
+//! standby itself, and takes the group back when the standby is killed in turn.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{four_with_two_copies, poll, scaled, state_of, Cluster, TestClient};
+
+/// Creates `/{prefix}{i}` for i = 0, 1, … until `stop`, each once (a create that
+/// fails is the test's failure); the names made and the longest call.
+fn create_until(
+    config: pvfs_config::Config,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<String>, Duration)> {
+    std::thread::spawn(move || {
+        let tc = TestClient::new(config);
+        tc.run(Duration::from_secs(300), async |c| {
+            let mut made = Vec::new();
+            let mut longest = Duration::ZERO;
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) || i < 20 {
+                let name = format!("{prefix}{i}");
+                let t = Instant::now();
+                c.mkdir(&format!("/{name}"), 0o755)
+                    .await
+                    .unwrap_or_else(|e| panic!("mkdir /{name}: {e}"));
+                longest = longest.max(t.elapsed());
+                made.push(name);
+                i += 1;
+            }
+            (made, longest)
+        })
+    })
+}
+
+/// Checks that every name in `names` is there, as a directory, once.
+fn all_there(tc: &TestClient, names: &[String]) {
+    tc.run(Duration::from_secs(120), async |c| {
+        for name in names {
+            let a = c
+                .stat(&format!("/{name}"))
+                .await
+                .unwrap_or_else(|e| panic!("/{name} acknowledged, then: {e}"));
+            assert!(a.is_dir(), "/{name}");
+        }
+        let listed = c.readdir("/").await.unwrap();
+        for name in names {
+            let n = listed.iter().filter(|e| &e.name == name).count();
+            assert_eq!(n, 1, "/{name} listed {n} times");
+        }
+    });
+}
+
+/// What `taker`'s log says of the metadata groups it took over.
+const TOOK_OVER: &str = "serving a metadata group from this server's copy, as its primary";
+
+/// Sends `signal` to `victim` (`SIGKILL`, `SIGSTOP`) while a client creates names
+/// `/{prefix}N` in a loop, and lets it go on until `taker` serves a metadata group
+/// it took over; the names acknowledged and the longest create.
+fn fail_while_creating(
+    cluster: &Cluster,
+    (victim, signal): (&str, i32),
+    taker: &str,
+    prefix: &'static str,
+) -> (Vec<String>, Duration) {
+    let before = cluster.log(taker).matches(TOOK_OVER).count();
+    let stop = Arc::new(AtomicBool::new(false));
+    let creating = create_until(cluster.config().clone(), prefix, stop.clone());
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    cluster.kill(victim, signal);
+    poll(
+        &format!("{taker} serving {victim}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(taker).matches(TOOK_OVER).count() > before).then_some(()),
+    );
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    stop.store(true, Ordering::Relaxed);
+    creating.join().unwrap()
+}
+
+#[test]
+fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
+    let cluster = four_with_two_copies();
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let root = config.root_handle();
+    let shards = config.meta_servers().len() as u32;
+
+    // s0 dies while a client creates names; about a quarter of them are s0's.
+    let (made, longest) = fail_while_creating(&cluster, (&s0, libc::SIGKILL), &s1, "a");
+    let on_s0 = made
+        .iter()
+        .filter(|n| config.entry_server(root, shards, n) == 0)
+        .count();
+    assert!(on_s0 > 0, "no name of {} landed on {s0}", made.len());
+    eprintln!(
+        "{} names created, {on_s0} on {s0}; the longest create took {longest:?}",
+        made.len()
+    );
+    let tc = TestClient::new(config.clone());
+    all_there(&tc, &made);
+
+    // s0 back: its group stays with s1; s0 follows it as a standby, and is up once
+    // it holds a whole copy of its own group from s1.
+    cluster.restart(&s0);
+    poll(
+        &format!("{s0} up again, with a copy of its own metadata from {s1}"),
+        scaled(Duration::from_secs(60)),
+        || {
+            (state_of(&cluster, &s0).as_deref() == Some("up")
+                && cluster.log(&s0).contains("its own store is superseded"))
+            .then_some(())
+        },
+    );
+    assert!(cluster.storage(&s0).join("superseded").exists());
+
+    // s1 dies in turn: s0 takes its group back, from the copy it followed.
+    let (more, _) = fail_while_creating(&cluster, (&s1, libc::SIGKILL), &s0, "b");
+    let mut all: Vec<String> = made.into_iter().chain(more).collect();
+    all_there(&tc, &all);
+
+    // s0, serving its group again, stops (`SIGSTOP`) with s1 back: s1 takes the group
+    // over; s0, continued, finds its lease lapsed and the group moved, and serves
+    // none of it from its copy, which is now behind.
+    cluster.restart(&s1);
+    poll(
+        &format!("{s1} up again with a copy of the metadata {s0} serves"),
+        scaled(Duration::from_secs(60)),
+        || (state_of(&cluster, &s1).as_deref() == Some("up")).then_some(()),
+    );
+    let (more, _) = fail_while_creating(&cluster, (&s0, libc::SIGSTOP), &s1, "c");
+    cluster.kill(&s0, libc::SIGCONT);
+    all.extend(more);
+    all_there(&tc, &all);
+    // Not even a client that still routes by an old map reads from s0: its fence
+    // refuses, and the retry goes where the new map says.
+    tc.run(Duration::from_secs(60), async |c| {
+        c.mkdir("/after", 0o755).await.unwrap();
+    });
+    all.push("after".into());
+    all_there(&TestClient::new(config.clone()), &all);
+}

@@ -1,0 +1,459 @@
+//! Failover of metadata groups (`docs/replication.md`, "Failover"): when a group's
+//! primary stops serving, a standby whose copy followed it to the end asks the
+//! authority to lead the group (`Lead`), opens its copy as a metadata store and
+//! serves the group under the group's own name; clients and servers route the
+//! group's requests (`pvfs_proto::Scope::Group`) to whichever server the map names.
+//!
+//! Fencing: a server answers a group's requests only while it holds a lease and its
+//! map names it the group's primary ([`Fence`]). The authority moves a group only
+//! away from a primary that is down (its lease lapsed first), so two servers never
+//! answer for one group at once; a primary that comes back finds its group led by
+//! another, marks its own store superseded and follows the new primary as a standby.
+//!
+//! Files: `<storage>/superseded` (this server's own store no longer holds its group:
+//! a standby took it over; written before it could be served again) and
+//! `groups/<name>/primary` (this copy became the group's primary store: it is opened
+//! as a metadata store at every start while the map names this server, and is never
+//! again overwritten as a standby copy unless the map moves the group away).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use pvfs_proto::map::ClusterMap;
+use pvfs_proto::{Errno, Roles};
+use pvfs_storage::{Identity, LockMark, MetaStore};
+
+use crate::ctx::{Ctx, Inflight};
+use crate::error::{OpError, OpResult};
+use crate::fence::Fence;
+
+/// How often the map is looked at for groups to take over, give up or route anew.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// The file saying a server's own store no longer holds its group.
+const SUPERSEDED: &str = "superseded";
+/// The file saying a standby copy became its group's primary store.
+const PRIMARY: &str = "primary";
+
+/// A group this server took over, and the tasks that run beside its requests.
+struct Taken {
+    ctx: Arc<Ctx>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The metadata groups this server serves as a standby that took them over.
+#[derive(Default)]
+pub struct Promoted {
+    /// The names the handshake accepts besides the server's own (shared with
+    /// `ServerPolicy::groups`).
+    names: Arc<RwLock<Vec<String>>>,
+    taken: Mutex<HashMap<usize, Taken>>,
+    /// Whether this server's own store is superseded (read at start, set by [`run`]).
+    superseded: AtomicBool,
+    /// The map version of the last `Lead` proposed per group (one try per map).
+    proposed: Mutex<HashMap<usize, u64>>,
+}
+
+impl Promoted {
+    /// Nothing taken over; `superseded`: this server's own store no longer holds
+    /// its group. `names` is the handshake's list of other names.
+    pub fn new(names: Arc<RwLock<Vec<String>>>, superseded: bool) -> Promoted {
+        Promoted {
+            names,
+            superseded: AtomicBool::new(superseded),
+            ..Promoted::default()
+        }
+    }
+
+    /// Whether `storage`, a server's storage directory, holds a superseded store.
+    pub fn superseded_in(storage: &Path) -> bool {
+        storage.join(SUPERSEDED).exists()
+    }
+
+    /// Whether this server's own store no longer holds its group.
+    pub fn superseded(&self) -> bool {
+        self.superseded.load(Ordering::Acquire)
+    }
+
+    fn taken(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Taken>> {
+        self.taken.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The context serving group `name`, if this server took it over.
+    pub fn by_name(&self, name: &str) -> Option<Arc<Ctx>> {
+        self.taken()
+            .values()
+            .find(|t| t.ctx.info.name == name)
+            .map(|t| t.ctx.clone())
+    }
+
+    /// The context that serves `request` arriving on a connection opened for
+    /// server `name`: for a group's request on a connection opened for a group this
+    /// server took over, that group's; otherwise the host's own (a group not served
+    /// here any more is refused by dispatch).
+    pub fn serving(&self, host: &Arc<Ctx>, name: &str, request: &pvfs_proto::Request) -> Arc<Ctx> {
+        if request.scope() == pvfs_proto::Scope::Group {
+            if let Some(group) = self.by_name(name) {
+                return group;
+            }
+        }
+        host.clone()
+    }
+
+    /// Whether this server took group `g` over.
+    pub fn holds(&self, g: usize) -> bool {
+        self.taken().contains_key(&g)
+    }
+
+    /// The names the handshake accepts: the groups taken over, and `coming`, the
+    /// groups the map names this server the primary of that are not taken over yet
+    /// (their clients, routed here by the map already, get in and are told to wait
+    /// by a map error rather than refused at the door).
+    fn set_names(&self, coming: &[String]) {
+        let names: Vec<String> = self
+            .taken()
+            .values()
+            .map(|t| t.ctx.info.name.clone())
+            .chain(coming.iter().cloned())
+            .collect();
+        *self.names.write().unwrap_or_else(|e| e.into_inner()) = names;
+    }
+
+    /// Stops serving every group taken over (a clean stop): their requests drain,
+    /// their stores commit and close.
+    pub async fn close(&self) {
+        let taken: Vec<Taken> = self.taken().drain().map(|(_, t)| t).collect();
+        self.set_names(&[]);
+        for t in taken {
+            stop(t).await;
+        }
+    }
+}
+
+/// Stops serving a group taken over.
+async fn stop(t: Taken) {
+    for task in &t.tasks {
+        task.abort();
+    }
+    t.ctx.feed.close();
+    let drain = t.ctx.config.timeouts.request;
+    let _ = tokio::time::timeout(drain, t.ctx.inflight.wait_idle()).await;
+    t.ctx.meta.close().await;
+}
+
+/// Looks at the map every [`LOOK_EVERY`] until the task is dropped: routes the
+/// servers' calls by it, fences this server's own group, takes over the groups it
+/// should lead and gives up those it should not.
+pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
+    if !host.lease.configured() {
+        return;
+    }
+    let mut tick = tokio::time::interval(LOOK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Ok(map) = host.lease.map() else {
+            continue;
+        };
+        host.peers.route(&map);
+        if let Err(e) = look(&host, &promoted, &map).await {
+            if let Some(dropped) = host.log_limit.allow("failover") {
+                tracing::warn!(dropped, "metadata failover: {e}");
+            }
+        }
+    }
+}
+
+/// One look at `map`.
+async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResult<()> {
+    let me = host.me;
+    if host.fence.replicated() {
+        let elsewhere = map.servers.get(me).is_some_and(|s| s.led_by.is_some());
+        if elsewhere && !promoted.superseded() {
+            // Written before anything could serve the group from this store again.
+            let storage = host.config.servers[me].storage.clone();
+            host.blocking(move || write_marker(&storage, SUPERSEDED))
+                .await?;
+            promoted.superseded.store(true, Ordering::Release);
+            tracing::warn!(
+                "this server's metadata is served by another server since it was down: \
+                 its own store is superseded, it follows that server as a standby"
+            );
+        }
+        host.fence
+            .set_leads(!promoted.superseded() && map.primary(me as u32) == Some(me as u32));
+    }
+    let mut failed = Vec::new();
+    for &g in host.standbys.groups() {
+        if g == me && !promoted.superseded() {
+            continue;
+        }
+        let leads = map.primary(g as u32) == Some(me as u32);
+        let held = promoted.holds(g);
+        if leads && !held {
+            let name = host.config.servers[g].name.clone();
+            promoted.set_names(std::slice::from_ref(&name));
+            if let Err(e) = take_over(host, promoted, g).await {
+                // Still named here (the map says so): its clients wait.
+                failed.push(e);
+            }
+        } else if !leads && held {
+            give_up(host, promoted, g).await?;
+        } else if !leads && map.primary(g as u32).is_none() {
+            propose(host, promoted, map, g).await;
+        }
+        if let Some(t) = promoted.taken().get(&g) {
+            t.ctx.fence.set_leads(leads);
+        }
+    }
+    let coming: Vec<String> = host
+        .standbys
+        .groups()
+        .iter()
+        .filter(|&&g| map.primary(g as u32) == Some(me as u32) && !promoted.holds(g))
+        .filter(|&&g| g != me || promoted.superseded())
+        .map(|&g| host.config.servers[g].name.clone())
+        .collect();
+    promoted.set_names(&coming);
+    failed.into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Asks the authority to let this server lead group `g`, whose primary does not
+/// serve: only with a copy that followed the primary to its end, and once per map.
+async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize) {
+    if !host.lease.valid() || !host.standbys.following(g) {
+        return;
+    }
+    {
+        let mut proposed = promoted.proposed.lock().unwrap_or_else(|e| e.into_inner());
+        if proposed.get(&g) == Some(&map.version) {
+            return;
+        }
+        proposed.insert(g, map.version);
+    }
+    let name = &host.config.servers[g].name;
+    match host.lease.propose_lead(g).await {
+        Ok(true) => {
+            tracing::warn!(group = %name, "took over the metadata of a server that is down")
+        }
+        Ok(false) => {}
+        Err(e) => tracing::info!(group = %name, "could not take over the metadata: {e}"),
+    }
+}
+
+/// Serves group `g` from this server's copy: the copy, closed as a standby's, opens
+/// as the group's store.
+async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<()> {
+    let dir = host
+        .standbys
+        .dir(g)
+        .ok_or_else(|| OpError::internal(Errno::EINVAL, format!("not a standby of group {g}")))?;
+    let fresh = !dir.join(PRIMARY).exists();
+    if fresh && !host.standbys.following(g) {
+        return Err(OpError::busy(
+            Errno::EAGAIN,
+            format!(
+                "the map names this server the primary of the metadata of {}, but its copy \
+                 does not follow the last primary's: it waits for that server",
+                host.config.servers[g].name
+            ),
+        ));
+    }
+    host.standbys.take(g);
+    let started = std::time::Instant::now();
+    let ctx = open_group(host, g, dir, fresh).await?;
+    let shipping = ctx.shipping.clone();
+    let mut tasks = vec![
+        tokio::spawn(crate::once::expire_loop(
+            ctx.meta.clone(),
+            crate::once::keep(&ctx.config),
+        )),
+        tokio::spawn(ctx.precreate.clone().fill_at_start()),
+        tokio::spawn(crate::background::supervise_store(ctx.clone())),
+        tokio::spawn(crate::background::expire_locks(ctx.clone())),
+        tokio::spawn(crate::background::sweep_kept(ctx.clone())),
+    ];
+    if let Some(s) = &shipping {
+        ctx.meta.replicate_with(s.clone());
+        tasks.extend(s.spawn());
+    }
+    ctx.fence.set_leads(true);
+    promoted.taken().insert(g, Taken { ctx, tasks });
+    promoted.set_names(&[]);
+    tracing::warn!(
+        group = %host.config.servers[g].name,
+        seconds = started.elapsed().as_secs_f64(),
+        "serving a metadata group from this server's copy, as its primary"
+    );
+    Ok(())
+}
+
+/// Stops serving group `g` (the map moved it away): its copy becomes a standby's
+/// again, which its new primary overwrites with a new copy.
+async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<()> {
+    let Some(t) = promoted.taken().remove(&g) else {
+        return Ok(());
+    };
+    promoted.set_names(&[]);
+    t.ctx.fence.set_leads(false);
+    stop(t).await;
+    if let Some(dir) = host.standbys.dir(g) {
+        host.blocking(move || {
+            remove_marker(&dir, PRIMARY)?;
+            Ok(())
+        })
+        .await?;
+    }
+    host.standbys.give_back(g);
+    tracing::warn!(group = %host.config.servers[g].name, "no longer the primary of this metadata");
+    Ok(())
+}
+
+/// Opens the copy in `dir` as group `g`'s store and makes the context serving it,
+/// sharing what the host has for the whole process (peers, lease, buffers,
+/// connection limits, keys). `fresh`: the copy was a standby's until now.
+async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpResult<Arc<Ctx>> {
+    let config = host.config.clone();
+    let sc = config.servers[g].clone();
+    let id = Identity {
+        fsid: config.fsid,
+        server: sc.name.clone(),
+    };
+    let range = (sc.handles.first, sc.handles.last);
+    let cache = usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX);
+    let sync = host.standbys.sync();
+    let (meta, mark) = host
+        .blocking(move || {
+            if fresh {
+                write_marker(&dir, PRIMARY)?;
+            }
+            let meta = MetaStore::open_with_sync(&dir, &id, range, cache, sync)?;
+            let mut mark = LockMark::open(&dir)?;
+            if fresh {
+                // The last primary's clients may hold locks and open files it knew
+                // of only in memory: they reclaim them in a grace period here.
+                mark.set(true)?;
+            }
+            Ok((meta, mark))
+        })
+        .await?;
+    if fresh {
+        // The group's own server, back as a data server, goes on allocating its
+        // datafiles' handles from its own store's counter, which stopped where this
+        // copy's did at most: new objects here take the upper half of what is left.
+        let (_, last) = range;
+        meta.write_with(move |t| {
+            let next = t.alloc_handles(1)?;
+            let skip = last.saturating_sub(next) / 2;
+            if skip > 0 {
+                t.alloc_handles(skip)?;
+            }
+            OpResult::Ok(())
+        })
+        .await?;
+    }
+    let members: Vec<u32> = std::iter::once(host.me as u32)
+        .chain(
+            config
+                .meta_group(g)
+                .into_iter()
+                .filter(|&s| s != host.me as u32),
+        )
+        .collect();
+    let fence = Arc::new(Fence::new(&sc.name, true, false));
+    let shipping = (members.len() > 1).then(|| {
+        crate::replicate::Shipping::new(
+            g as u32,
+            members,
+            host.lease.clone(),
+            host.peers.clone(),
+            fence.clone(),
+            config.timeouts.request / 2,
+        )
+    });
+    let locks =
+        crate::locks::LockTable::new(config.locks.lease, config.timeouts.request, Some(mark));
+    let mut policy = host.policy.clone();
+    policy.server = sc.name.clone();
+    policy.groups = Arc::default();
+    Ok(Arc::new(Ctx {
+        info: pvfs_proto::message::ServerInfo {
+            name: sc.name.clone(),
+            roles: Roles::META,
+            fsid: config.fsid,
+            version: pvfs_proto::VERSION.to_string(),
+        },
+        me: g,
+        precreate: crate::precreate::Precreator::new(&config, g, meta.clone(), host.peers.clone()),
+        meta,
+        data: host.data.clone(),
+        inline: crate::inline::InlineIo::default(),
+        pool: host.pool.clone(),
+        peers: host.peers.clone(),
+        policy,
+        tls: None,
+        caps: host.caps.clone(),
+        attr_cache: crate::attr_cache::AttrCache::default(),
+        log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
+        next_base: AtomicU64::new(host.next_base.load(Ordering::Relaxed)),
+        inflight: Inflight::default(),
+        faults: crate::ctx::Faults::default(),
+        budget: host.budget.clone(),
+        connections: host.connections.clone(),
+        max_connections: host.max_connections,
+        handshakes: host.handshakes.clone(),
+        addresses: crate::limits::AddressLimits::new(0, 0),
+        health: crate::health::Health::default(),
+        holds: Arc::new(crate::holds::Holds::new(locks.grace_end())),
+        locks,
+        wait_graph: crate::waitfor::WaitGraph::new(config.timeouts.request.saturating_mul(3)),
+        feed: crate::feed::ChangeFeed::new(),
+        retries: crate::once::Retries::default(),
+        seals: Arc::new(crate::seals::Seals::new(config.timeouts.request)),
+        exec: host.exec,
+        lease: host.lease.clone(),
+        chain_locks: host.chain_locks.clone(),
+        missed: host.missed.clone(),
+        admissions: host.admissions.clone(),
+        standbys: crate::standby::Standbys::none(sync),
+        shipping,
+        fence,
+        config,
+    }))
+}
+
+/// Writes marker file `name` in `dir`, durably (the file and its directory entry).
+fn write_marker(dir: &Path, name: &str) -> OpResult<()> {
+    let io = |e: std::io::Error| {
+        OpError::internal(
+            Errno::EIO,
+            format!("cannot write {}: {e}", dir.join(name).display()),
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let f = std::fs::File::create(dir.join(name)).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
+}
+
+/// Removes marker file `name` from `dir`, durably.
+fn remove_marker(dir: &Path, name: &str) -> OpResult<()> {
+    let io = |e: std::io::Error| {
+        OpError::internal(
+            Errno::EIO,
+            format!("cannot remove {}: {e}", dir.join(name).display()),
+        )
+    };
+    match std::fs::remove_file(dir.join(name)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    }
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
+}
