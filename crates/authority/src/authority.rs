@@ -170,6 +170,7 @@ impl Authority {
                 Command::CaughtUp { .. }
                 | Command::Drain { .. }
                 | Command::Retire { .. }
+                | Command::Evict { .. }
                 | Command::Lead { .. } => match self.write(cmd).await {
                     Ok(r) => Reply::Proposed {
                         applied: r.data.applied,

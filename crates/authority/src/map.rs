@@ -30,6 +30,10 @@ pub struct ServerEntry {
     /// primary), when that is not this server itself: set by [`Command::Lead`].
     #[serde(default)]
     pub led_by: Option<NodeId>,
+    /// Its renewals are refused until it is down: a metadata primary could not get
+    /// its standby copy to confirm changes (set by [`Command::Evict`]).
+    #[serde(default)]
+    pub evicted: bool,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
@@ -89,6 +93,14 @@ pub enum Command {
         /// The server.
         server: NodeId,
     },
+    /// A metadata primary's standby on `server` does not confirm its changes while it
+    /// renews its lease: its renewals are refused from now on, so it is down within
+    /// a lease like a silent server (and comes back recovering, with new copies), and
+    /// a copy that lacks acknowledged changes never takes a group over.
+    Evict {
+        /// The server.
+        server: NodeId,
+    },
     /// A standby takes over a metadata group whose primary is no longer serving:
     /// applies only while the group's primary (the group's own server unless a
     /// `Lead` moved it) is not serving and `server` is, so a group has one primary
@@ -112,6 +124,7 @@ impl Command {
             | Command::CaughtUp { server, .. }
             | Command::Drain { server }
             | Command::Retire { server }
+            | Command::Evict { server }
             | Command::Lead { server, .. } => server,
         }
     }
@@ -140,6 +153,7 @@ impl Map {
             incarnation: 0,
             renewed: 0,
             led_by: None,
+            evicted: false,
         };
         Map {
             version: 0,
@@ -217,8 +231,12 @@ impl Map {
         let entry = &self.servers[i];
         match *cmd {
             Command::Renew { incarnation, .. } => {
-                self.servers[i].renewed = log_index;
-                self.renew(i, incarnation)
+                let applied = self.renew(i, incarnation);
+                // Only a granted renewal holds a `Down` off (a refused one gave no lease).
+                if applied == Applied::Granted {
+                    self.servers[i].renewed = log_index;
+                }
+                applied
             }
             Command::Down {
                 unless_renewed_after,
@@ -260,6 +278,15 @@ impl Map {
                 }
                 _ => Applied::Unchanged,
             },
+            Command::Evict { .. } => {
+                if entry.state.serving() && !entry.evicted {
+                    self.version += 1;
+                    self.servers[i].evicted = true;
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                }
+            }
             Command::Lead { group, server } => {
                 let Some(g) = usize::try_from(group)
                     .ok()
@@ -295,6 +322,8 @@ impl Map {
         let entry = &mut self.servers[i];
         match entry.state {
             State::Retired => Applied::Refused,
+            // Until its lease has run out and it is down (`Evict`).
+            State::Up | State::Recovering | State::Draining if entry.evicted => Applied::Refused,
             State::Down | State::Lost => {
                 // Back: it missed changes, so it catches up before it is up again.
                 entry.incarnation = incarnation;
@@ -343,6 +372,8 @@ impl Map {
         let entry = &mut self.servers[i];
         entry.state = state;
         entry.since = self.version;
+        // An eviction lasts until the server stops serving.
+        entry.evicted &= state.serving();
     }
 }
 

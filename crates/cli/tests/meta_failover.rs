@@ -153,3 +153,119 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
     all.push("after".into());
     all_there(&TestClient::new(config.clone()), &all);
 }
+
+#[test]
+fn a_lock_held_through_a_killed_metadata_primary_is_reclaimed_on_its_standby() {
+    use pvfs_client::{LockKind, LockRequest};
+    use pvfs_proto::locks::LockType;
+
+    let cluster = four_with_two_copies();
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    let holder = TestClient::new(config.clone());
+    let other = TestClient::new(config.clone());
+    // A file whose object (and so its locks) lives on s0.
+    let handle = holder.run(Duration::from_secs(60), async |c| {
+        for i in 0.. {
+            let f = c
+                .create(&format!("/l{i}"), 0o644, Default::default(), true)
+                .await
+                .unwrap();
+            if config.owner_of(f.handle()) == Some(0) {
+                return f.handle();
+            }
+        }
+        unreachable!()
+    });
+    let lock = |owner: u64, start: u64| LockRequest {
+        handle,
+        owner,
+        kind: LockKind::Posix,
+        typ: LockType::Write,
+        start,
+        end: start + 99,
+        pid: owner as u32,
+        wait: false,
+    };
+    holder.run(Duration::from_secs(60), async |c| {
+        c.lock(&lock(1, 0), &mut || false).await.unwrap();
+    });
+    let taken = |at: u64| {
+        other.run(Duration::from_secs(60), async |c| {
+            c.lock(&lock(2, at), &mut || false).await.map(|_| ())
+        })
+    };
+    assert_eq!(taken(50).unwrap_err().errno, pvfs_proto::Errno::EAGAIN);
+
+    let before = cluster.log(&s1).matches(TOOK_OVER).count();
+    cluster.kill(&s0, libc::SIGKILL);
+    poll(
+        &format!("{s1} serving {s0}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(&s1).matches(TOOK_OVER).count() > before).then_some(()),
+    );
+    // Past the new primary's grace period (a lease): the holder renewed its lease
+    // there meanwhile and reclaimed its lock, so it is still in the way…
+    std::thread::sleep(scaled(Duration::from_secs(3)));
+    let refused = taken(50).expect_err("a lock held through the failover was given away");
+    assert_eq!(refused.errno, pvfs_proto::Errno::EAGAIN, "{refused}");
+    // …of that range only: the group is served, and the range next to it is free.
+    taken(200).unwrap();
+    // Released by its holder, the range is free for the other.
+    holder.run(Duration::from_secs(60), async |c| {
+        c.unlock(handle, 1, 0, 99).await.unwrap();
+    });
+    taken(50).unwrap();
+}
+
+#[test]
+fn a_standby_that_confirms_nothing_while_it_renews_its_lease_is_evicted() {
+    // s1 renews its lease like any server but drops its answers to the metadata
+    // shipped to it (it applies them, then the connection breaks): s0's changes
+    // never reach a confirmed standby.
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        .set("lease", r#""1s""#)
+        .request_timeout("4s")
+        .server_env_of("s1", "PVFS_FAULTS", "drop-reply:Replicate:1000000000")
+        .start();
+    let config = cluster.config().clone();
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let root = config.root_handle();
+    let shards = config.meta_servers().len() as u32;
+    let on_s0: Vec<String> = (0..)
+        .map(|i| format!("e{i}"))
+        .filter(|n| config.entry_server(root, shards, n) == 0)
+        .take(3)
+        .collect();
+    let tc = TestClient::new(config.clone());
+    for name in &on_s0 {
+        // Answered, after the patience (half the request timeout) and the eviction:
+        // never hung, and never answered while s1 still counted as holding it.
+        let took = tc.run(Duration::from_secs(60), async |c| {
+            let t = Instant::now();
+            c.mkdir(&format!("/{name}"), 0o755).await.unwrap();
+            t.elapsed()
+        });
+        eprintln!("/{name} took {took:?}");
+    }
+    let log = cluster.log("s0");
+    assert!(
+        log.contains("a metadata standby did not confirm a change") && log.contains("evicted"),
+        "s0 never evicted its silent standby:\n{log}"
+    );
+    // The eviction made the map call s1 down although its process ran throughout,
+    // and s1 came back recovering (it can never follow s0, so it stays so).
+    let s1 = cluster.log("s1");
+    assert!(
+        s1.contains("lease renewal failed"),
+        "s1's renewals were never refused:\n{s1}"
+    );
+    assert_ne!(state_of(&cluster, "s1").as_deref(), Some("up"));
+    all_there(&tc, &on_s0);
+}

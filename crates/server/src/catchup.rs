@@ -83,6 +83,9 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
             "the cluster map changed while catching up",
         ));
     }
+    if let Some((_, since)) = ctx.lease.recovering() {
+        ctx.standbys.rejoined(since);
+    }
     // Metadata: every group this server stands by for whose primary serves (its
     // own group too, when another server took it over) has given it a whole copy
     // (the primary sends one to a recovering standby).

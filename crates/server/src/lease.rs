@@ -255,22 +255,38 @@ impl Lease {
     /// whose primary does not serve (`crate::promote`); whether the map it answered
     /// makes it so (another standby may have been first).
     pub async fn propose_lead(&self, g: usize) -> OpResult<bool> {
-        let Some(renewer) = &self.renewer else {
-            return Ok(false);
-        };
         let lead = pvfs_authority::Command::Lead {
             group: g as NodeId,
             server: self.me,
         };
-        let map = renewer.propose(lead).await.map_err(|e| {
+        Ok(self
+            .propose(lead)
+            .await?
+            .is_some_and(|map| map.primary(g) as NodeId == self.me))
+    }
+
+    /// Asks the authority to stop renewing the lease of `server`, a standby that
+    /// does not confirm this server's changes (`crate::replicate`).
+    pub async fn propose_evict(&self, server: u32) -> OpResult<()> {
+        let evict = pvfs_authority::Command::Evict {
+            server: NodeId::from(server),
+        };
+        self.propose(evict).await.map(drop)
+    }
+
+    /// Proposes `cmd` to the authority; the map after it (None without one).
+    async fn propose(&self, cmd: pvfs_authority::Command) -> OpResult<Option<Map>> {
+        let Some(renewer) = &self.renewer else {
+            return Ok(None);
+        };
+        let map = renewer.propose(cmd).await.map_err(|e| {
             OpError::busy(Errno::EAGAIN, format!("the authority did not answer: {e}"))
         })?;
-        let leads = map.primary(g) as NodeId == self.me;
         self.held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .note(map);
-        Ok(leads)
+            .note(map.clone());
+        Ok(Some(map))
     }
 
     /// Stops the authority member cleanly.

@@ -283,7 +283,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             lease.clone(),
             peers.clone(),
             fence.clone(),
-            config.timeouts.request / 2,
+            (config.timeouts.request / 2, config.replication.lease),
         )
     });
     // The mark covers open files' holds too: after a start that may have forgotten

@@ -169,6 +169,9 @@ pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
 /// One look at `map`.
 async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResult<()> {
     let me = host.me;
+    if let Some((_, since)) = host.lease.recovering() {
+        host.standbys.rejoined(since);
+    }
     if host.fence.replicated() {
         let elsewhere = map.servers.get(me).is_some_and(|s| s.led_by.is_some());
         if elsewhere && !promoted.superseded() {
@@ -221,9 +224,13 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
 }
 
 /// Asks the authority to let this server lead group `g`, whose primary does not
-/// serve: only with a copy that followed the primary to its end, and once per map.
+/// serve: only while this server is up, with a copy that followed the primary to
+/// its end, and once per map.
 async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize) {
-    if !host.lease.valid() || !host.standbys.following(g) {
+    // Only an `up` server: one recovering has not shown yet that its copies are
+    // current (they follow again only from a new copy).
+    let up = map.state(host.me as u32) == Some(pvfs_proto::map::ServerState::Up);
+    if !up || !host.lease.valid() || !host.standbys.following(g) {
         return;
     }
     {
@@ -370,7 +377,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             host.lease.clone(),
             host.peers.clone(),
             fence.clone(),
-            config.timeouts.request / 2,
+            (config.timeouts.request / 2, config.replication.lease),
         )
     });
     let locks =

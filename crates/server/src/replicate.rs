@@ -82,6 +82,10 @@ pub struct Shipping {
     changed: Notify,
     /// Rate limit of the warnings about standbys left behind.
     log_limit: crate::ratelimit::LogLimit,
+    /// When each standby was last evicted for not confirming a change.
+    evictions: Mutex<std::collections::HashMap<u32, tokio::time::Instant>>,
+    /// The authority's lease: an evicted standby is down within one.
+    lease_time: Duration,
 }
 
 impl Shipping {
@@ -93,7 +97,7 @@ impl Shipping {
         lease: Arc<Lease>,
         peers: Arc<Peers>,
         fence: Arc<crate::fence::Fence>,
-        patience: Duration,
+        (patience, lease_time): (Duration, Duration),
     ) -> Arc<Shipping> {
         assert!(members.len() > 1, "a group with standbys");
         Arc::new(Shipping {
@@ -119,6 +123,8 @@ impl Shipping {
             }),
             changed: Notify::new(),
             log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
+            evictions: Mutex::default(),
+            lease_time,
         })
     }
 }
@@ -371,6 +377,48 @@ impl Shipping {
         })
     }
 
+    /// Asks the authority to evict the standbys the map keeps that do not hold
+    /// record `seq` after the patience (each at most once per patience).
+    async fn evict_behind(&self, seq: u64) {
+        // Only the group's primary, holding a lease, may say its standby lags.
+        if !self.fence.leads() || !self.lease.valid() {
+            return;
+        }
+        let Ok(map) = self.lease.map() else {
+            return;
+        };
+        let behind: Vec<u32> = {
+            let st = self.lock();
+            st.followers
+                .iter()
+                .filter(|f| Self::kept(&map, f.server))
+                .filter(|f| !matches!(f.phase, Phase::Following { held } if held >= seq))
+                .map(|f| f.server)
+                .collect()
+        };
+        for server in behind {
+            {
+                let mut last = self.evictions.lock().unwrap_or_else(|e| e.into_inner());
+                let now = tokio::time::Instant::now();
+                if last
+                    .get(&server)
+                    .is_some_and(|&at| now < at + self.patience)
+                {
+                    continue;
+                }
+                last.insert(server, now);
+            }
+            match self.lease.propose_evict(server).await {
+                Ok(()) => tracing::warn!(
+                    standby = server,
+                    "a metadata standby did not confirm a change in {:?}: evicted, it gets a new copy when back",
+                    self.patience
+                ),
+                Err(e) => tracing::warn!(standby = server, "could not evict a metadata standby that did not confirm a change: {e}"),
+            }
+        }
+    }
+
     /// Tells of the standbys that do not hold record `seq` after the patience: the
     /// change is answered without them. They keep the records they lack queued (a
     /// copy under way goes on), so they catch up once they answer again; only one
@@ -450,19 +498,36 @@ impl Replicator for Shipping {
     fn replicated(self: Arc<Self>, seq: u64) -> ReplicatedFuture {
         let me = self;
         Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + me.patience;
+            let start = tokio::time::Instant::now();
+            // Past the patience, the standbys that lack the change are evicted: the
+            // map calls them down within a lease, and the change is then answered
+            // without them (they get a new copy when back). A copy that misses an
+            // acknowledged change is never left in the group to take it over.
+            let evict_at = start + me.patience;
+            let give_up_at = evict_at + me.lease_time * 2;
+            let mut evicted = false;
             loop {
                 let notified = me.changed.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if me.holds_everywhere(seq) {
+                // A server that does not lead its group (back from down, its group
+                // taken over) ships nothing and waits for no one: its store is not
+                // the group's, and the group's requests are refused by its fence.
+                if !me.fence.leads() || me.holds_everywhere(seq) {
                     return;
                 }
-                if tokio::time::Instant::now() >= deadline {
+                let now = tokio::time::Instant::now();
+                if now >= give_up_at {
                     // The change is committed here: answering it as failed would
-                    // make callers undo what stays done.
+                    // make callers undo what stays done (and a primary that lost its
+                    // lease meanwhile is refused the answer by its fence).
                     me.left_behind(seq);
                     return;
+                }
+                if now >= evict_at && !evicted {
+                    evicted = true;
+                    me.evict_behind(seq).await;
+                    continue;
                 }
                 let _ = tokio::time::timeout(LOOK_EVERY, notified).await;
             }

@@ -31,6 +31,9 @@ pub struct Standbys {
     /// The groups whose copy this server serves as their primary now
     /// (`crate::promote`): not a standby's copy while they are.
     taken: Mutex<HashSet<usize>>,
+    /// The map version of the stay as recovering whose start [`Standbys::rejoined`]
+    /// has seen (0: none).
+    rejoined: std::sync::atomic::AtomicU64,
 }
 
 impl Standbys {
@@ -56,6 +59,7 @@ impl Standbys {
             groups,
             open: Mutex::new(HashMap::new()),
             taken: Mutex::default(),
+            rejoined: Default::default(),
         }
     }
 
@@ -67,6 +71,30 @@ impl Standbys {
             dirs: Vec::new(),
             open: Mutex::new(HashMap::new()),
             taken: Mutex::default(),
+            rejoined: Default::default(),
+        }
+    }
+
+    /// This server is recovering since map version `since` (back from down): records
+    /// may have gone by while it was away, so every copy stops following until its
+    /// primary sends a new one; once per stay as recovering. Until then neither
+    /// catch-up nor a takeover counts the copies as current.
+    pub fn rejoined(&self, since: u64) {
+        use std::sync::atomic::Ordering;
+        if self.rejoined.swap(since, Ordering::AcqRel) == since {
+            return;
+        }
+        let open: Vec<(usize, Arc<GroupCopy>)> = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(g, c)| (*g, c.clone()))
+            .collect();
+        for (g, c) in open {
+            if let Err(e) = c.store.unfollow() {
+                tracing::warn!(group = g, "cannot stop following: {e}");
+            }
         }
     }
 

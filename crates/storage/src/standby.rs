@@ -214,6 +214,20 @@ impl StandbyStore {
         self.lock().following.is_some()
     }
 
+    /// Stops following the primary's records until a new copy comes (the standby's
+    /// server was away: records may have gone by without it). The copy stays as it
+    /// is, checkpointed.
+    pub fn unfollow(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        st.copying = None;
+        st.epoch = 0;
+        if let Some((file, _)) = st.following.take() {
+            use redb::StorageBackend;
+            file.close()?;
+        }
+        Ok(())
+    }
+
     /// Stops following: the copy's log is checkpointed into its file, which then
     /// opens as a metadata store by itself.
     pub fn close(&self) -> io::Result<()> {

@@ -23,6 +23,7 @@ fn with(state: State) -> Map {
         incarnation: 7,
         renewed: 40,
         led_by: None,
+        evicted: false,
     };
     m
 }
@@ -65,6 +66,7 @@ fn new_map_is_all_up_at_version_zero() {
                 incarnation: 0,
                 renewed: 0,
                 led_by: None,
+                evicted: false,
             }
         );
     }
@@ -600,4 +602,50 @@ fn decode_refuses_a_group_led_by_itself_or_nobody() {
     let old = br#"{"version":1,"servers":[{"state":"Up","since":0,"joined":0,"incarnation":0,"renewed":0}]}"#;
     let m = Map::decode(old).expect("an older map");
     assert_eq!(m.primary(0), 0);
+}
+
+#[test]
+fn an_evicted_server_gets_no_lease_until_it_is_down_and_comes_back_recovering() {
+    for state in ALL {
+        let (a, m) = run(state, Command::Evict { server: 1 });
+        if !state.serving() {
+            assert_eq!(a, Applied::Unchanged, "{state:?}");
+            assert_untouched(&m, state);
+            continue;
+        }
+        assert_eq!(a, Applied::Changed, "{state:?}");
+        assert_eq!((m.version, m.servers[1].evicted), (11, true));
+        assert_eq!(
+            m.servers[1].state, state,
+            "the state stays until the lease ends"
+        );
+        // Its renewals are refused, whatever its incarnation; evicting again changes
+        // nothing.
+        let mut m = m;
+        for inc in [7, 8] {
+            let renew = Command::Renew {
+                server: 1,
+                incarnation: inc,
+            };
+            assert_eq!(m.apply(&renew, 51), Applied::Refused);
+        }
+        assert_eq!(
+            m.apply(&Command::Evict { server: 1 }, 52),
+            Applied::Unchanged
+        );
+        // Down once its lease ran out (no renewal since 40); then a renewal brings
+        // it back recovering, with a lease.
+        let down = Command::Down {
+            server: 1,
+            unless_renewed_after: 40,
+        };
+        assert_eq!(m.apply(&down, 53), Applied::Changed);
+        assert!(!m.servers[1].evicted);
+        let renew = Command::Renew {
+            server: 1,
+            incarnation: 7,
+        };
+        assert_eq!(m.apply(&renew, 54), Applied::Granted);
+        assert_eq!(m.servers[1].state, State::Recovering);
+    }
 }

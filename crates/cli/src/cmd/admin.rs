@@ -234,6 +234,19 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     serde_json::json!({"map_state": map_state, "map_since": e.since}),
                 );
             }
+            // A metadata group a standby took over (docs/replication.md, "Failover").
+            let served_by = in_map
+                .and_then(|e| e.led_by)
+                .and_then(|l| servers.get(l as usize))
+                .map(|s| s.name.clone());
+            let detail = match &served_by {
+                Some(by) => {
+                    v = merge(v, serde_json::json!({"metadata_served_by": by}));
+                    let sep = if detail.is_empty() { "" } else { "; " };
+                    format!("{detail}{sep}metadata served by {by}")
+                }
+                None => detail,
+            };
             if let Some(rtt) = rtt {
                 v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
             }

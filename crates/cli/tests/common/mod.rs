@@ -982,15 +982,24 @@ pub struct Builder {
     settings: Vec<(String, String)>,
     /// `[security] munge_socket`.
     munge_socket: Option<PathBuf>,
-    /// Environment variables of every server process.
-    server_env: Vec<(String, String)>,
+    /// Environment variables of the server processes (of one server when named).
+    server_env: Vec<(Option<String>, String, String)>,
 }
 
 impl Builder {
     /// Sets environment variable `key` of every server process (a test seam such as
     /// `PVFS_FAULTS`), without touching the test process's own environment.
     pub fn server_env(mut self, key: &str, value: &str) -> Self {
-        self.server_env.push((key.to_string(), value.to_string()));
+        self.server_env
+            .push((None, key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets environment variable `key` of server `name`'s process only.
+    #[allow(dead_code)]
+    pub fn server_env_of(mut self, name: &str, key: &str, value: &str) -> Self {
+        self.server_env
+            .push((Some(name.to_string()), key.to_string(), value.to_string()));
         self
     }
 
@@ -1157,8 +1166,8 @@ pub struct Cluster {
     watchdog: Option<Watchdog>,
     /// A directory every user may read, for [`Cluster::user_config`].
     user_dir: Mutex<Option<tempfile::TempDir>>,
-    /// Environment variables of every server process ([`Builder::server_env`]).
-    server_env: Vec<(String, String)>,
+    /// Environment variables of the server processes ([`Builder::server_env`]).
+    server_env: Vec<(Option<String>, String, String)>,
 }
 
 impl Cluster {
@@ -1312,7 +1321,12 @@ impl Cluster {
         let mut cmd = Command::new(pvfs_bin());
         cmd.args(["server", "--config", self.config_str(), "--name", name])
             .env_remove("PVFS_CONFIG")
-            .envs(self.server_env.iter().map(|(k, v)| (k, v)))
+            .envs(
+                self.server_env
+                    .iter()
+                    .filter(|(who, _, _)| who.as_deref().is_none_or(|w| w == name))
+                    .map(|(_, k, v)| (k, v)),
+            )
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2);
