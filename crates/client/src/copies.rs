@@ -60,11 +60,39 @@ impl Pool {
         }
         let others = (0..self.config().servers.len()).filter(|i| !r.authority.contains(i));
         let mut last = Error::new(Errno::EHOSTDOWN, "no server answered");
-        for i in r.authority.iter().copied().chain(others) {
-            match self.rpc(i, creds, Request::GetMap(req::GetMap {})).await {
-                Ok(Response::Map { map }) => return Ok(map),
-                Ok(other) => last = unexpected("GetMap", &other),
-                Err(e) => last = e,
+        // A live server answers at once: one that is stopped (`SIGSTOP`) or cut off
+        // must not hold the question up for a whole request timeout while the map
+        // it would tell is the one that replaces it.
+        let per_server = (r.lease / 2).max(Duration::from_millis(250));
+        // The server that answered last is asked first: one that stopped answering
+        // costs one deadline, not one per question.
+        let last_source = self.map_source.load(std::sync::atomic::Ordering::Relaxed);
+        let order: Vec<usize> = std::iter::once(last_source)
+            .filter(|&i| i < self.config().servers.len())
+            .chain(
+                r.authority
+                    .iter()
+                    .copied()
+                    .chain(others)
+                    .filter(|&i| i != last_source),
+            )
+            .collect();
+        for i in order {
+            let asked = self.rpc(i, creds, Request::GetMap(req::GetMap {}));
+            match tokio::time::timeout(per_server, asked).await {
+                Ok(Ok(Response::Map { map })) => {
+                    self.map_source
+                        .store(i, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(map);
+                }
+                Ok(Ok(other)) => last = unexpected("GetMap", &other),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = Error::new(
+                        Errno::ETIMEDOUT,
+                        format!("{} did not tell its cluster map in time", self.name(i)),
+                    )
+                }
             }
         }
         Err(last)
@@ -158,7 +186,7 @@ pub(crate) fn worth_another_copy(e: &Error) -> bool {
 }
 
 /// How often a request unanswered for half a lease asks the map again.
-const WATCH_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// Pause between two tries of a request whose copy failed, while the map has not
 /// changed yet.

@@ -12,7 +12,7 @@ use pvfs_proto::map::ClusterMap;
 use pvfs_proto::{encode, Creds, Effect, Errno, ErrorKind, Request, RequestBody, Response, Scope};
 use tokio::time::Instant;
 
-use crate::copies::{failover_wait, worth_another_copy, RETRY_PAUSE};
+use crate::copies::{failover_wait, worth_another_copy, RETRY_PAUSE, WATCH_EVERY};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -69,9 +69,12 @@ impl Pool {
     }
 
     /// Sends `body` to the primary of `group` under `map` and waits for its answer,
-    /// giving up on it (a map error) once a newer map names another primary
-    /// ([`Pool::watch_map`]): a primary that stopped answering holds the request up
-    /// only until the authority let a standby take its place.
+    /// for at most the request timeout; after half a lease without one, asks the map
+    /// again every [`WATCH_EVERY`] and gives up on it (a map error) once a newer map
+    /// names another primary: a primary that stopped answering holds the request up
+    /// only until the authority let a standby take its place. One timer at a time
+    /// (the wait for the answer is cut into pieces), as a request without the watch
+    /// has: a second timer per request costs every metadata request (`docs/benchmarks.md`).
     async fn watched(
         &self,
         group: usize,
@@ -81,21 +84,36 @@ impl Pool {
         body: &[u8],
     ) -> Result<Response> {
         let primary = map.primary(group as u32);
-        let call = self.rpc_once(group, Scope::Group, op, body);
-        self.watch_map(creds, map.version, call, |now| {
-            (now.primary(group as u32) != primary).then(|| {
-                Error::of_kind(
-                    ErrorKind::Map,
-                    Errno::EAGAIN,
-                    format!(
-                        "the metadata of {} moved under cluster map version {} while its server did not answer",
-                        self.name(group),
-                        now.version
-                    ),
-                )
-            })
-        })
-        .await
+        let mut call = self
+            .start_in(Scope::Group, group, op, body, &[], true)
+            .await?;
+        let limit = self.config().timeouts.request;
+        let started = Instant::now();
+        let mut wait = (self.config().replication.lease / 2).min(limit);
+        loop {
+            let frame = call.recv_within(wait).await;
+            let timed_out = matches!(&frame, Err(e) if e.errno() == Errno::ETIMEDOUT);
+            let left = limit.saturating_sub(started.elapsed());
+            if !timed_out || left.is_zero() {
+                self.answered(group, &frame);
+                let frame = frame.map_err(|e| Error::transport(self.name(group), e))?;
+                return self.response(group, &frame);
+            }
+            if let Ok(now) = self.cluster_map(creds, Some(map.version)).await {
+                if now.version > map.version && now.primary(group as u32) != primary {
+                    return Err(Error::of_kind(
+                        ErrorKind::Map,
+                        Errno::EAGAIN,
+                        format!(
+                            "the metadata of {} moved under cluster map version {} while its server did not answer",
+                            self.name(group),
+                            now.version
+                        ),
+                    ));
+                }
+            }
+            wait = WATCH_EVERY.min(limit.saturating_sub(started.elapsed()));
+        }
     }
 
     /// A new retry key of this client.

@@ -4,7 +4,7 @@
 //! retried by every call. Counts every request sent, per server and per operation.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -160,6 +160,8 @@ pub(crate) struct Pool {
     /// The newest cluster map this client fetched: requests to datafiles with
     /// copies are routed by it (`crate::copies`).
     pub(crate) maps: Mutex<Option<Arc<pvfs_proto::map::ClusterMap>>>,
+    /// The server that last told this client the cluster map (`usize::MAX`: none).
+    pub(crate) map_source: AtomicUsize,
 }
 
 impl Pool {
@@ -200,6 +202,7 @@ impl Pool {
             client_id,
             next_seq: AtomicU64::new(1),
             maps: Mutex::new(None),
+            map_source: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -454,17 +457,27 @@ impl Pool {
             self.config.timeouts.request
         };
         let frame = call.recv_within(timeout).await;
+        self.answered(server, &frame);
+        let frame = frame.map_err(|e| Error::transport(self.name(server), e))?;
+        self.response(server, &frame)
+    }
+
+    /// Notes how `server` answered a request: a timeout makes it silent (requests
+    /// that may be left out skip it), an answer clears that.
+    pub(crate) fn answered(
+        &self,
+        server: usize,
+        frame: &std::result::Result<Frame, pvfs_transport::TransportError>,
+    ) {
         if let Some(slot) = self.slots.get(server) {
             if let Ok(mut silent) = slot.silent_since.lock() {
-                *silent = match &frame {
+                *silent = match frame {
                     Ok(_) => None,
                     Err(e) if e.errno() == Errno::ETIMEDOUT => Some(Instant::now()),
                     Err(_) => *silent,
                 };
             }
         }
-        let frame = frame.map_err(|e| Error::transport(self.name(server), e))?;
-        self.response(server, &frame)
     }
 
     /// [`Pool::rpc`] for a request whose answer may be left out (it only refines

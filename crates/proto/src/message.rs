@@ -509,7 +509,7 @@ requests! {
         /// width now). `cap`: WRITE on the file (from its open).
         29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply, scope Server,
         /// Reserves `count` datafile handles on this data server (precreate pool).
-        30 => Precreate { count: u32 } effect Once, flow Reply, scope Server,
+        30 => Precreate { count: u32 } effect Once, flow Reply, scope Group,
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the
         /// data follows in this frame and further Data frames, in stream order. `cap`:
         /// WRITE on the datafile. `copies`: for a datafile with more than one copy,

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use pvfs_proto::map::ClusterMap;
-use pvfs_proto::{Errno, Roles};
+use pvfs_proto::Errno;
 use pvfs_storage::{Identity, LockMark, MetaStore};
 
 use crate::ctx::{Ctx, Inflight};
@@ -54,6 +54,8 @@ pub struct Promoted {
     superseded: AtomicBool,
     /// The map version of the last `Lead` proposed per group (one try per map).
     proposed: Mutex<HashMap<usize, u64>>,
+    /// How many groups are taken over now.
+    count: std::sync::atomic::AtomicUsize,
 }
 
 impl Promoted {
@@ -94,7 +96,8 @@ impl Promoted {
     /// server took over, that group's; otherwise the host's own (a group not served
     /// here any more is refused by dispatch).
     pub fn serving(&self, host: &Arc<Ctx>, name: &str, request: &pvfs_proto::Request) -> Arc<Ctx> {
-        if request.scope() == pvfs_proto::Scope::Group {
+        // The common case, nothing taken over, costs one load.
+        if self.count.load(Ordering::Acquire) > 0 && request.scope() == pvfs_proto::Scope::Group {
             if let Some(group) = self.by_name(name) {
                 return group;
             }
@@ -112,12 +115,15 @@ impl Promoted {
     /// (their clients, routed here by the map already, get in and are told to wait
     /// by a map error rather than refused at the door).
     fn set_names(&self, coming: &[String]) {
-        let names: Vec<String> = self
-            .taken()
-            .values()
-            .map(|t| t.ctx.info.name.clone())
-            .chain(coming.iter().cloned())
-            .collect();
+        let names: Vec<String> = {
+            let taken = self.taken();
+            self.count.store(taken.len(), Ordering::Release);
+            taken
+                .values()
+                .map(|t| t.ctx.info.name.clone())
+                .chain(coming.iter().cloned())
+                .collect()
+        };
         *self.names.write().unwrap_or_else(|e| e.into_inner()) = names;
     }
 
@@ -346,21 +352,6 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             Ok((meta, mark))
         })
         .await?;
-    if fresh {
-        // The group's own server, back as a data server, goes on allocating its
-        // datafiles' handles from its own store's counter, which stopped where this
-        // copy's did at most: new objects here take the upper half of what is left.
-        let (_, last) = range;
-        meta.write_with(move |t| {
-            let next = t.alloc_handles(1)?;
-            let skip = last.saturating_sub(next) / 2;
-            if skip > 0 {
-                t.alloc_handles(skip)?;
-            }
-            OpResult::Ok(())
-        })
-        .await?;
-    }
     let members: Vec<u32> = std::iter::once(host.me as u32)
         .chain(
             config
@@ -386,9 +377,12 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
     policy.server = sc.name.clone();
     policy.groups = Arc::default();
     Ok(Arc::new(Ctx {
+        // The group's server's roles: data requests never come here (they are the
+        // server's own, `Scope::Server`), but the handle counter of its range does
+        // (`Precreate`, `Scope::Group`): one counter per range, wherever it is served.
         info: pvfs_proto::message::ServerInfo {
             name: sc.name.clone(),
-            roles: Roles::META,
+            roles: sc.roles,
             fsid: config.fsid,
             version: pvfs_proto::VERSION.to_string(),
         },
