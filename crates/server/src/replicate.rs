@@ -84,6 +84,8 @@ pub struct Shipping {
     log_limit: crate::ratelimit::LogLimit,
     /// When each standby was last evicted for not confirming a change.
     evictions: Mutex<std::collections::HashMap<u32, tokio::time::Instant>>,
+    /// When each standby last answered a step.
+    stepped: Mutex<std::collections::HashMap<u32, tokio::time::Instant>>,
     /// The authority's lease: an evicted standby is down within one.
     lease_time: Duration,
 }
@@ -124,6 +126,7 @@ impl Shipping {
             changed: Notify::new(),
             log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
             evictions: Mutex::default(),
+            stepped: Mutex::default(),
             lease_time,
         })
     }
@@ -195,7 +198,13 @@ impl Shipping {
             .call_within(server as usize, request, self.patience)
             .await?
         {
-            Response::Replicated { through } => Ok(through),
+            Response::Replicated { through } => {
+                self.stepped
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(server, tokio::time::Instant::now());
+                Ok(through)
+            }
             other => Err(OpError::internal(
                 pvfs_proto::Errno::EPROTO,
                 format!("answer {} to Replicate", other.op_name()),
@@ -378,24 +387,42 @@ impl Shipping {
     }
 
     /// Asks the authority to evict the standbys the map keeps that do not hold
-    /// record `seq` after the patience (each at most once per patience).
-    async fn evict_behind(&self, seq: u64) {
+    /// record `seq` after the patience (each at most once per patience), but for a
+    /// copy under way that moves on; whether there was any to evict.
+    async fn evict_behind(&self, seq: u64) -> bool {
         // Only the group's primary, holding a lease, may say its standby lags.
         if !self.fence.leads() || !self.lease.valid() {
-            return;
+            return false;
         }
         let Ok(map) = self.lease.map() else {
-            return;
+            return false;
+        };
+        // A copy under way that moves on (its last step answered within the
+        // patience) is left to finish: its standby does not follow until it is whole
+        // (so it cannot take the group over), and a large store takes longer than
+        // one change may wait.
+        let moving = |server: u32| {
+            let stepped = self.stepped.lock().unwrap_or_else(|e| e.into_inner());
+            stepped
+                .get(&server)
+                .is_some_and(|&at| at.elapsed() < self.patience)
         };
         let behind: Vec<u32> = {
             let st = self.lock();
             st.followers
                 .iter()
                 .filter(|f| Self::kept(&map, f.server))
-                .filter(|f| !matches!(f.phase, Phase::Following { held } if held >= seq))
+                .filter(|f| match f.phase {
+                    Phase::Following { held } => held < seq,
+                    Phase::Copying { .. } => !moving(f.server),
+                    Phase::NeedCopy => true,
+                })
                 .map(|f| f.server)
                 .collect()
         };
+        if behind.is_empty() {
+            return false;
+        }
         for server in behind {
             {
                 let mut last = self.evictions.lock().unwrap_or_else(|e| e.into_inner());
@@ -417,6 +444,7 @@ impl Shipping {
                 Err(e) => tracing::warn!(standby = server, "could not evict a metadata standby that did not confirm a change: {e}"),
             }
         }
+        true
     }
 
     /// Tells of the standbys that do not hold record `seq` after the patience: the
@@ -526,7 +554,11 @@ impl Replicator for Shipping {
                 }
                 if now >= evict_at && !evicted {
                     evicted = true;
-                    me.evict_behind(seq).await;
+                    if !me.evict_behind(seq).await {
+                        // Only copies under way lack it: answered without them.
+                        me.left_behind(seq);
+                        return;
+                    }
                     continue;
                 }
                 let _ = tokio::time::timeout(LOOK_EVERY, notified).await;
