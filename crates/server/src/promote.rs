@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use pvfs_proto::map::ClusterMap;
 use pvfs_proto::Errno;
-use pvfs_storage::{Identity, LockMark, MetaStore};
+use pvfs_storage::{GroupMarker, Identity, LockMark, MetaStore};
 
 use crate::ctx::{Ctx, Inflight};
 use crate::error::{OpError, OpResult};
@@ -32,10 +32,6 @@ use crate::fence::Fence;
 
 /// How often the map is looked at for groups to take over, give up or route anew.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
-/// The file saying a server's own store no longer holds its group.
-const SUPERSEDED: &str = "superseded";
-/// The file saying a standby copy became its group's primary store.
-const PRIMARY: &str = "primary";
 
 /// A group this server took over, and the tasks that run beside its requests.
 struct Taken {
@@ -71,7 +67,7 @@ impl Promoted {
 
     /// Whether `storage`, a server's storage directory, holds a superseded store.
     pub fn superseded_in(storage: &Path) -> bool {
-        storage.join(SUPERSEDED).exists()
+        GroupMarker::Superseded.is_set(storage)
     }
 
     /// Whether this server's own store no longer holds its group.
@@ -183,7 +179,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
         if elsewhere && !promoted.superseded() {
             // Written before anything could serve the group from this store again.
             let storage = host.config.servers[me].storage.clone();
-            host.blocking(move || write_marker(&storage, SUPERSEDED))
+            host.blocking(move || Ok(GroupMarker::Superseded.set(&storage)?))
                 .await?;
             promoted.superseded.store(true, Ordering::Release);
             tracing::warn!(
@@ -249,7 +245,7 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
     let name = &host.config.servers[g].name;
     match host.lease.propose_lead(g).await {
         Ok(true) => {
-            tracing::warn!(group = %name, "took over the metadata of a server that is down")
+            tracing::warn!(group = %name, "took over a metadata group whose primary is down")
         }
         Ok(false) => {}
         Err(e) => tracing::info!(group = %name, "could not take over the metadata: {e}"),
@@ -263,7 +259,7 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<(
         .standbys
         .dir(g)
         .ok_or_else(|| OpError::internal(Errno::EINVAL, format!("not a standby of group {g}")))?;
-    let fresh = !dir.join(PRIMARY).exists();
+    let fresh = !GroupMarker::Primary.is_set(&dir);
     if fresh && !host.standbys.following(g) {
         return Err(OpError::busy(
             Errno::EAGAIN,
@@ -314,7 +310,7 @@ async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<()>
     stop(t).await;
     if let Some(dir) = host.standbys.dir(g) {
         host.blocking(move || {
-            remove_marker(&dir, PRIMARY)?;
+            GroupMarker::Primary.clear(&dir)?;
             Ok(())
         })
         .await?;
@@ -340,7 +336,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
     let (meta, mark) = host
         .blocking(move || {
             if fresh {
-                write_marker(&dir, PRIMARY)?;
+                GroupMarker::Primary.set(&dir)?;
             }
             let meta = MetaStore::open_with_sync(&dir, &id, range, cache, sync)?;
             let mut mark = LockMark::open(&dir)?;
@@ -423,38 +419,4 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         fence,
         config,
     }))
-}
-
-/// Writes marker file `name` in `dir`, durably (the file and its directory entry).
-fn write_marker(dir: &Path, name: &str) -> OpResult<()> {
-    let io = |e: std::io::Error| {
-        OpError::internal(
-            Errno::EIO,
-            format!("cannot write {}: {e}", dir.join(name).display()),
-        )
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let f = std::fs::File::create(dir.join(name)).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)
-}
-
-/// Removes marker file `name` from `dir`, durably.
-fn remove_marker(dir: &Path, name: &str) -> OpResult<()> {
-    let io = |e: std::io::Error| {
-        OpError::internal(
-            Errno::EIO,
-            format!("cannot remove {}: {e}", dir.join(name).display()),
-        )
-    };
-    match std::fs::remove_file(dir.join(name)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io(e)),
-    }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)
 }

@@ -24,6 +24,7 @@ mod error;
 pub mod fault;
 mod gate;
 mod lockmark;
+mod marker;
 mod meta;
 pub mod redo;
 pub mod sim;
@@ -36,6 +37,7 @@ pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
 pub use error::{MetaError, MutationError, StorageError};
 pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};
+pub use marker::GroupMarker;
 pub use meta::{
     Identity, MetaStore, OpenDisks, ReadView, ReplicatedFuture, Replicator, StoreFailure,
     StoreHealth, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
