@@ -134,6 +134,52 @@ impl Pool {
         }
     }
 
+    /// Sends `request` to `server` and answers it, or None once the cluster map
+    /// calls the server down (or lost, or retired) within the failover wait: for
+    /// requests every server answers for its own part that have nothing to do on a
+    /// dead one ([`Pool::down_in_map`]). The map is watched while the request is out,
+    /// so a server cut off the network (which neither answers nor refuses) holds the
+    /// caller up no longer than the map takes to call it down.
+    pub(crate) async fn rpc_unless_down(
+        &self,
+        server: usize,
+        creds: &Creds,
+        request: Request,
+    ) -> Result<Option<Response>> {
+        let map = if self.config().replication.authority.is_empty() {
+            None
+        } else {
+            self.cluster_map(creds, None).await.ok()
+        };
+        if map.as_ref().is_some_and(|m| gone(m.state(server as u32))) {
+            return Ok(None);
+        }
+        let call = self.rpc(server, creds, request);
+        let r = match map {
+            Some(map) => {
+                self.watch_map(creds, map.version, call, |now| {
+                    gone(now.state(server as u32)).then(|| {
+                        Error::of_kind(
+                            ErrorKind::Map,
+                            Errno::EAGAIN,
+                            format!(
+                                "{} is down under cluster map version {} and did not answer",
+                                self.name(server),
+                                now.version
+                            ),
+                        )
+                    })
+                })
+                .await
+            }
+            None => call.await,
+        };
+        match r {
+            Ok(answer) => Ok(Some(answer)),
+            Err(e) => self.down_in_map(creds, server, e).await.map(|()| None),
+        }
+    }
+
     /// After a request to `server` failed with `e`: Ok once the cluster map calls
     /// the server down (or lost, or retired), within the failover wait, for
     /// requests every server answers for its own part that have nothing to do on a
@@ -149,10 +195,7 @@ impl Pool {
         loop {
             if let Ok(map) = self.cluster_map(creds, Some(seen)).await {
                 seen = map.version;
-                if matches!(
-                    map.state(server as u32),
-                    Some(ServerState::Down | ServerState::Lost | ServerState::Retired)
-                ) {
+                if gone(map.state(server as u32)) {
                     return Ok(());
                 }
             }
@@ -162,6 +205,15 @@ impl Pool {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
+}
+
+/// Whether a server in `state` has left the file system for now (down, lost or
+/// retired): it acknowledged nothing since, and answers nothing.
+fn gone(state: Option<ServerState>) -> bool {
+    matches!(
+        state,
+        Some(ServerState::Down | ServerState::Lost | ServerState::Retired)
+    )
 }
 
 /// How long a request to a datafile with copies keeps trying while its chain fails

@@ -722,23 +722,35 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
     if !data && pool.config().defaults.metadata_sync == pvfs_config::MetadataSync::Commit {
         return Ok(());
     }
-    let servers = if data {
-        (0..pool.config().servers.len()).collect()
-    } else {
-        pool.config().meta_servers()
+    // With standbys a group's store is where the map says (its primary, under the
+    // group's name), not necessarily on its own server: each group is asked there,
+    // and with `data` every server is asked too, for its datafiles.
+    let groups = pool.groups_move.then(|| pool.config().meta_servers());
+    let servers = match (&groups, data) {
+        (_, true) => (0..pool.config().servers.len()).collect(),
+        (Some(_), false) => Vec::new(),
+        (None, false) => pool.config().meta_servers(),
     };
-    try_join_all(servers.into_iter().map(|server| async move {
+    let groups = try_join_all(groups.unwrap_or_default().into_iter().map(|g| async move {
         match pool
-            .rpc(server, creds, Request::Sync(req::Sync { data }))
-            .await
+            .group_rpc(g, creds, Request::Sync(req::Sync { data: false }))
+            .await?
         {
-            Ok(Response::Done {}) => Ok(()),
-            Ok(other) => Err(unexpected("Sync", &other)),
-            // A server the authority calls down has nothing new to sync.
-            Err(e) => pool.down_in_map(creds, server, e).await,
+            Response::Done {} => Ok(()),
+            other => Err(unexpected("Sync", &other)),
         }
-    }))
-    .await?;
+    }));
+    let servers = try_join_all(servers.into_iter().map(|server| async move {
+        // A server the authority calls down has nothing new to sync.
+        match pool
+            .rpc_unless_down(server, creds, Request::Sync(req::Sync { data }))
+            .await?
+        {
+            Some(Response::Done {}) | None => Ok(()),
+            Some(other) => Err(unexpected("Sync", &other)),
+        }
+    }));
+    futures::future::try_join(groups, servers).await?;
     Ok(())
 }
 

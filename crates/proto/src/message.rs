@@ -507,7 +507,7 @@ requests! {
         /// narrows it), before a client writes, extends or preallocates bytes past
         /// its width; answered with the file's attributes (their layout shows the
         /// width now). `cap`: WRITE on the file (from its open).
-        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply, scope Server,
+        29 => Widen { handle: Handle, width: u32, cap: Option<Capability> } effect Idempotent, flow Reply, scope Group,
         /// Reserves `count` datafile handles on this data server (precreate pool).
         30 => Precreate { count: u32 } effect Once, flow Reply, scope Group,
         /// Writes the bytes of `regions` held by datafile `index` of a `stripe`; the

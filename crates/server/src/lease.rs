@@ -52,6 +52,9 @@ struct Held {
     until: Option<Instant>,
     /// The newest map a renewal brought.
     map: Option<Map>,
+    /// The newest version of the maps that came with the renewals making `until`:
+    /// what the lease holds under ([`Lease::valid_under`]).
+    granted: u64,
 }
 
 impl Held {
@@ -152,6 +155,18 @@ impl Lease {
         held.until.is_some_and(|until| Instant::now() < until)
     }
 
+    /// Whether this server holds a valid lease now that was granted with a map no
+    /// newer than `version`: a decision drawn from map `version` (who leads a
+    /// group) may be acted on under this lease. A renewal after a partition brings a
+    /// newer map, and nothing drawn from the old one counts until it is looked at.
+    pub fn valid_under(&self, version: u64) -> bool {
+        if !self.configured() {
+            return true;
+        }
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.granted <= version && held.until.is_some_and(|until| Instant::now() < until)
+    }
+
     /// The newest map known here, in its wire form: the member's own (applied from
     /// the authority's log), else the one the last renewal brought.
     pub fn map(&self) -> OpResult<ClusterMap> {
@@ -208,6 +223,7 @@ impl Lease {
                 Ok((until, map)) => {
                     let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
                     held.until = Some(until.max(held.until.unwrap_or(until)));
+                    held.granted = held.granted.max(map.version);
                     held.note(map);
                 }
                 Err(e) => {
@@ -312,5 +328,36 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 led_by: s.led_by.and_then(|l| u32::try_from(l).ok()),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+impl Lease {
+    /// A lease of a file system with an authority that nobody answers, held for
+    /// `left` from now as granted with map `version` (for the fence's tests).
+    pub(crate) fn held_for_test(left: Duration, version: u64) -> Lease {
+        struct Nobody;
+        impl Wire for Nobody {
+            fn call(
+                &self,
+                _to: NodeId,
+                _body: Vec<u8>,
+                _deadline: Duration,
+            ) -> std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<Vec<u8>, WireError>> + Send>,
+            > {
+                Box::pin(async { Err(WireError::Unreachable("nobody".into())) })
+            }
+        }
+        let params = Params {
+            lease: Duration::from_secs(2),
+            rebuild_after: Duration::from_secs(600),
+        };
+        let mut lease = Lease::none();
+        lease.renewer = Some(Renewer::new(0, 1, vec![0], Arc::new(Nobody), params));
+        let held = lease.held.get_mut().unwrap_or_else(|e| e.into_inner());
+        held.until = Some(Instant::now() + left);
+        held.granted = version;
+        lease
     }
 }

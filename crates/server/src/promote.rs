@@ -88,12 +88,14 @@ impl Promoted {
     }
 
     /// The context that serves `request` arriving on a connection opened for
-    /// server `name`: for a group's request on a connection opened for a group this
-    /// server took over, that group's; otherwise the host's own (a group not served
-    /// here any more is refused by dispatch).
+    /// server `name`: for a group's request (and a `Sync` of metadata alone, which
+    /// syncs the group's store) on a connection opened for a group this server took
+    /// over, that group's; otherwise the host's own (a group not served here any
+    /// more is refused by dispatch). A server's own requests (data, copies) stay
+    /// with the host even when the group it took back bears its own name.
     pub fn serving(&self, host: &Arc<Ctx>, name: &str, request: &pvfs_proto::Request) -> Arc<Ctx> {
         // The common case, nothing taken over, costs one load.
-        if self.count.load(Ordering::Acquire) > 0 && request.scope() == pvfs_proto::Scope::Group {
+        if self.count.load(Ordering::Acquire) > 0 && of_group(request) {
             if let Some(group) = self.by_name(name) {
                 return group;
             }
@@ -168,6 +170,14 @@ pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
     }
 }
 
+/// Whether `request` is for a metadata group rather than for the server it reaches.
+fn of_group(request: &pvfs_proto::Request) -> bool {
+    match request {
+        pvfs_proto::Request::Sync(s) => !s.data,
+        r => r.scope() == pvfs_proto::Scope::Group,
+    }
+}
+
 /// One look at `map`.
 async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResult<()> {
     let me = host.me;
@@ -187,8 +197,10 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
                  its own store is superseded, it follows that server as a standby"
             );
         }
-        host.fence
-            .set_leads(!promoted.superseded() && map.primary(me as u32) == Some(me as u32));
+        host.fence.set_leads(
+            !promoted.superseded() && map.primary(me as u32) == Some(me as u32),
+            map.version,
+        );
     }
     let mut failed = Vec::new();
     for &g in host.standbys.groups() {
@@ -200,17 +212,17 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
         if leads && !held {
             let name = host.config.servers[g].name.clone();
             promoted.set_names(std::slice::from_ref(&name));
-            if let Err(e) = take_over(host, promoted, g).await {
+            if let Err(e) = take_over(host, promoted, g, map.version).await {
                 // Still named here (the map says so): its clients wait.
                 failed.push(e);
             }
         } else if !leads && held {
-            give_up(host, promoted, g).await?;
+            give_up(host, promoted, g, map.version).await?;
         } else if !leads && map.primary(g as u32).is_none() {
             propose(host, promoted, map, g).await;
         }
         if let Some(t) = promoted.taken().get(&g) {
-            t.ctx.fence.set_leads(leads);
+            t.ctx.fence.set_leads(leads, map.version);
         }
     }
     let coming: Vec<String> = host
@@ -252,9 +264,9 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
     }
 }
 
-/// Serves group `g` from this server's copy: the copy, closed as a standby's, opens
+/// Serves group `g` from this server's copy (map `version` names it the primary): the copy, closed as a standby's, opens
 /// as the group's store.
-async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<()> {
+async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64) -> OpResult<()> {
     let dir = host
         .standbys
         .dir(g)
@@ -288,7 +300,7 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<(
         ctx.meta.replicate_with(s.clone());
         tasks.extend(s.spawn());
     }
-    ctx.fence.set_leads(true);
+    ctx.fence.set_leads(true, version);
     promoted.taken().insert(g, Taken { ctx, tasks });
     promoted.set_names(&[]);
     tracing::warn!(
@@ -299,14 +311,14 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<(
     Ok(())
 }
 
-/// Stops serving group `g` (the map moved it away): its copy becomes a standby's
+/// Stops serving group `g` (map `version` moved it away): its copy becomes a standby's
 /// again, which its new primary overwrites with a new copy.
-async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize) -> OpResult<()> {
+async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64) -> OpResult<()> {
     let Some(t) = promoted.taken().remove(&g) else {
         return Ok(());
     };
     promoted.set_names(&[]);
-    t.ctx.fence.set_leads(false);
+    t.ctx.fence.set_leads(false, version);
     stop(t).await;
     if let Some(dir) = host.standbys.dir(g) {
         host.blocking(move || {

@@ -343,9 +343,7 @@ impl Shipping {
     /// Whether this server ships to standby `server` now: it leads the group, holds
     /// a lease and the map keeps the standby in the group.
     fn ships_to(&self, server: u32) -> bool {
-        self.fence.leads()
-            && self.lease.valid()
-            && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
+        self.fence.holds(&self.lease) && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
     }
 
     /// Standby `slot` holds every record through `through` of log generation
@@ -391,7 +389,7 @@ impl Shipping {
     /// copy under way that moves on; whether there was any to evict.
     async fn evict_behind(&self, seq: u64) -> bool {
         // Only the group's primary, holding a lease, may say its standby lags.
-        if !self.fence.leads() || !self.lease.valid() {
+        if !self.fence.holds(&self.lease) {
             return false;
         }
         let Ok(map) = self.lease.map() else {

@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 use pvfs_client::Client;
 use pvfs_config::Config;
 
+pub mod hosts;
+
 /// The `pvfs` binary under test.
 pub fn pvfs_bin() -> &'static str {
     env!("CARGO_BIN_EXE_pvfs")
@@ -984,9 +986,21 @@ pub struct Builder {
     munge_socket: Option<PathBuf>,
     /// Environment variables of the server processes (of one server when named).
     server_env: Vec<(Option<String>, String, String)>,
+    /// Each server on a host of its own ([`hosts::Hosts`]).
+    on_hosts: bool,
 }
 
 impl Builder {
+    /// Puts each server on a host of its own, a network namespace linked to the
+    /// clients' host by a bridge, so a test can cut it off ([`Cluster::hosts`]). The
+    /// calling thread moves into the clients' host (see [`hosts::Hosts::enter_clients`]);
+    /// check [`hosts::unavailable`] first.
+    #[allow(dead_code)]
+    pub fn on_hosts(mut self) -> Self {
+        self.on_hosts = true;
+        self
+    }
+
     /// Sets environment variable `key` of every server process (a test seam such as
     /// `PVFS_FAULTS`), without touching the test process's own environment.
     pub fn server_env(mut self, key: &str, value: &str) -> Self {
@@ -1084,6 +1098,32 @@ impl Builder {
             args.extend(["--munge-socket", &munge_socket]);
         }
         run_pvfs(&args, &[], &["PVFS_CONFIG"]).ok();
+        let hosts = self.on_hosts.then(|| {
+            let h = hosts::Hosts::new(self.servers);
+            h.enter_clients();
+            // Server i listens on its own host's address.
+            let text = std::fs::read_to_string(&config_path).unwrap();
+            let mut i = 0;
+            let mut out = String::new();
+            for line in text.lines() {
+                match line.strip_prefix("address = \"127.0.0.1:") {
+                    Some(rest) => {
+                        out.push_str(&format!(
+                            "address = \"{}:{rest}\n",
+                            hosts::Hosts::server_ip(i)
+                        ));
+                        i += 1;
+                    }
+                    None => {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+            }
+            assert_eq!(i, self.servers, "not every server address was moved");
+            std::fs::write(&config_path, out).unwrap();
+            h
+        });
         let mut settings = self.settings.clone();
         if let Some(r) = &self.request_timeout {
             settings.push(("request".into(), format!("\"{r}\"")));
@@ -1130,6 +1170,7 @@ impl Builder {
             watchdog: Some(watchdog),
             user_dir: Mutex::new(None),
             server_env: self.server_env,
+            hosts,
         }
     }
 
@@ -1168,6 +1209,9 @@ pub struct Cluster {
     user_dir: Mutex<Option<tempfile::TempDir>>,
     /// Environment variables of the server processes ([`Builder::server_env`]).
     server_env: Vec<(Option<String>, String, String)>,
+    /// The servers' hosts, when each has its own ([`Builder::on_hosts`]); dropped
+    /// after the servers.
+    hosts: Option<hosts::Hosts>,
 }
 
 impl Cluster {
@@ -1181,6 +1225,7 @@ impl Cluster {
             settings: Vec::new(),
             munge_socket: None,
             server_env: Vec::new(),
+            on_hosts: false,
         }
     }
 
@@ -1191,6 +1236,14 @@ impl Cluster {
 
     pub fn dir(&self) -> &Path {
         &self.dir_path
+    }
+
+    /// The servers' hosts ([`Builder::on_hosts`]).
+    #[allow(dead_code)]
+    pub fn hosts(&self) -> &hosts::Hosts {
+        self.hosts
+            .as_ref()
+            .expect("the cluster was not built on_hosts")
     }
 
     pub fn config_path(&self) -> &Path {
@@ -1331,6 +1384,9 @@ impl Cluster {
             .stdout(log)
             .stderr(log2);
         die_with_parent(&mut cmd);
+        if let Some(h) = &self.hosts {
+            h.on_server(self.index(name), &mut cmd);
+        }
         let child = cmd.spawn().expect("cannot start a pvfs server");
         self.children
             .lock()

@@ -1,0 +1,150 @@
+//! A network partition (`docs/replication.md`, "Failover"): four real server
+//! processes made by `pvfs genconfig --replicas 2`, each on a host of its own (a
+//! network namespace linked to the clients' host by a bridge). A server cut off the
+//! network while a client creates and writes files is neither killed nor frozen: it
+//! runs on, its lease lapses, it stops answering, and its standby takes its metadata
+//! over while the data chains go on without it. The client sees a pause, never an
+//! error; linked again, the server finds its group moved, follows it, and is up; every
+//! acknowledged file reads back byte for byte.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::hosts;
+use common::{all_up_with_standby_copies, assert_bytes_eq, poll, scaled, state_of, Cluster};
+use common::{Rng, TestClient};
+use pvfs_proto::LayoutSpec;
+
+/// What a server's log says of a metadata group it took over.
+const TOOK_OVER: &str = "serving a metadata group from this server's copy, as its primary";
+
+/// The bytes of file `/p{i}`: a quarter MiB, so it spans every server's datafile.
+fn content(i: u64) -> Vec<u8> {
+    Rng::new(1000 + i).bytes(256 << 10)
+}
+
+/// Creates and writes `/p{i}` for i = 0, 1, … until `stop` (any failure is the test's);
+/// the files made and the longest file.
+fn write_until(
+    config: pvfs_config::Config,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, Duration)> {
+    std::thread::spawn(move || {
+        let tc = TestClient::new(config);
+        tc.run(Duration::from_secs(300), async |c| {
+            let mut longest = Duration::ZERO;
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) || i < 20 {
+                let t = Instant::now();
+                let path = format!("/p{i}");
+                let f = c
+                    .create(&path, 0o644, LayoutSpec::default(), true)
+                    .await
+                    .unwrap_or_else(|e| panic!("create {path}: {e}"));
+                let data = content(i);
+                f.write_at(0, &data)
+                    .await
+                    .unwrap_or_else(|e| panic!("write {path}: {e}"));
+                f.fsync()
+                    .await
+                    .unwrap_or_else(|e| panic!("fsync {path}: {e}"));
+                longest = longest.max(t.elapsed());
+                i += 1;
+            }
+            (i, longest)
+        })
+    })
+}
+
+#[test]
+fn a_server_cut_off_the_network_costs_a_pause_never_an_error_nor_a_byte() {
+    if let Some(why) = hosts::unavailable() {
+        common::skip("partition", why);
+        return;
+    }
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        .set("lease", r#""1s""#)
+        .on_hosts()
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+
+    // s0 (a metadata primary, a member of the authority, a link of data chains) is
+    // cut off while a client writes files.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = write_until(config.clone(), stop.clone());
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    let before = cluster.log(&s1).matches(TOOK_OVER).count();
+    let cut_at = Instant::now();
+    cluster.hosts().cut(0);
+    poll(
+        &format!("{s1} serving {s0}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(&s1).matches(TOOK_OVER).count() > before).then_some(()),
+    );
+    eprintln!(
+        "{s1} took {s0}'s metadata over {:?} after the cut",
+        cut_at.elapsed()
+    );
+    assert_eq!(state_of(&cluster, &s0).as_deref(), Some("down"));
+    // Cut off, s0 is still running: a partition, not a crash.
+    std::thread::sleep(scaled(Duration::from_secs(1)));
+    assert!(
+        cluster.is_running(&s0),
+        "{s0} died cut off:\n{}",
+        cluster.log_tail(&s0)
+    );
+
+    // Linked again, s0 finds its group led by s1, follows it, and is up.
+    cluster.hosts().heal(0);
+    poll(
+        &format!("{s0} up again, following its group on {s1}"),
+        scaled(Duration::from_secs(60)),
+        || {
+            (state_of(&cluster, &s0).as_deref() == Some("up")
+                && cluster.log(&s0).contains("its own store is superseded"))
+            .then_some(())
+        },
+    );
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    stop.store(true, Ordering::Relaxed);
+    let (made, longest) = writing.join().unwrap();
+    eprintln!("{made} files written; the longest took {longest:?}");
+
+    // Every acknowledged file is there once, byte for byte.
+    let tc = TestClient::new(config.clone());
+    tc.run(Duration::from_secs(120), async |c| {
+        for i in 0..made {
+            let path = format!("/p{i}");
+            let f = c
+                .open(&path)
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let want = content(i);
+            let mut back = vec![0u8; want.len() + 1];
+            let n = f.read_at(0, &mut back).await.unwrap();
+            assert_bytes_eq(&back[..n], &want, &path);
+        }
+        let listed = c.readdir("/").await.unwrap();
+        assert_eq!(
+            listed.iter().filter(|e| e.name.starts_with('p')).count() as u64,
+            made,
+            "files listed"
+        );
+    });
+    let report = cluster.run_cli(&["fsck", "--json"]).json();
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
+    cluster.assert_all_running();
+}
