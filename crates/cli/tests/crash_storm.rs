@@ -19,11 +19,20 @@
 //! the last snapshot (every acknowledged byte), with every file's link count its number
 //! of names.
 //!
+//! The failover storm runs the same on a file system with two copies of everything
+//! (`genconfig --replicas 2`, a 1 s lease, each server on a host of its own): one
+//! server at a time is killed (`kill -9`), stopped (`SIGSTOP`) or cut off the network,
+//! and mended (started again, continued, linked again) after 0-2 more operations of
+//! the client that had it done, each fault only once every server is up again. There
+//! no operation may fail at all: refusals the model calls for are answers, but an
+//! indeterminate outcome or a failed fsync fails the test.
+//!
 //! `PVFS_CRASH_SEED` (decimal, or hex with 0x) replays a run; `PVFS_CRASH_ROUNDS`
 //! (default 6) and `PVFS_CRASH_STEPS` (steps per round, default 8) make it a soak;
 //! `PVFS_CRASH_CLIENTS` (default 4, 2..=8) sets the clients; `PVFS_CRASH_TRACE=1` prints
 //! every operation and kill as it happens. A value that does not parse or is out of
-//! range fails the test.
+//! range fails the test. The failover storm's knobs are the same, named
+//! `PVFS_FAILOVER_*` (3 rounds by default).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -68,14 +77,37 @@ struct Planned {
     fsync: bool,
 }
 
-/// A kill: client `client`, once `after` of its operations of the step are done, kills
-/// `server` with SIGKILL, and restarts it once `restart_after` are done.
+/// What befalls a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL; mended by starting it again.
+    Kill,
+    /// SIGSTOP; mended by SIGCONT.
+    Stop,
+    /// Cut off the network (its host's link down); mended by linking it again.
+    Cut,
+}
+
+/// A fault: client `client`, once `after` of its operations of the step are done, has
+/// `how` befall `server`, and mends it once `restart_after` are done.
 #[derive(Clone, Debug)]
 struct Kill {
     client: usize,
     after: usize,
     server: usize,
     restart_after: usize,
+    how: Fault,
+}
+
+/// Which storm: servers crash on a file system of one copy (operations racing a
+/// crash may fail), or fail over on one of two copies (nothing may fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `kill -9` of up to two servers at a time, one copy of everything.
+    Crash,
+    /// `kill -9`, `SIGSTOP` or a partition of one server at a time, each server on
+    /// a host of its own, two copies of everything, a 1 s lease.
+    Failover,
 }
 
 /// One step: each client's operations (run at the same time as the others'), and
@@ -93,7 +125,14 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(seed: u64, steps: usize, clients: usize, servers: usize, shards: u32) -> Plan {
+    fn new(
+        mode: Mode,
+        seed: u64,
+        steps: usize,
+        clients: usize,
+        servers: usize,
+        shards: u32,
+    ) -> Plan {
         let mut rng = Rng::new(seed);
         let mut names: Vec<String> = FILES.iter().map(|s| s.to_string()).collect();
         names.push(SUB.to_string());
@@ -214,11 +253,12 @@ impl Plan {
                 ops.push(list);
             }
             // Kills at operation boundaries: most steps one, some two (of different
-            // servers, by different clients), some none.
+            // servers, by different clients), some none. With two copies, one fault
+            // at a time, of any kind.
             let mut kills: Vec<Kill> = Vec::new();
-            let n_kills = match rng.range(0, 100) {
-                0..50 => 0,
-                50..90 => 1,
+            let n_kills = match (mode, rng.range(0, 100)) {
+                (_, 0..50) => 0,
+                (Mode::Failover, _) | (Mode::Crash, 50..90) => 1,
                 _ => 2,
             };
             for _ in 0..n_kills {
@@ -233,11 +273,18 @@ impl Plan {
                 let len = ops[client].len();
                 let after = rng.range(0, len as u64 + 1) as usize;
                 let restart_after = (after + rng.range(0, 3) as usize).min(len);
+                let how = match mode {
+                    Mode::Crash => Fault::Kill,
+                    Mode::Failover => {
+                        [Fault::Kill, Fault::Stop, Fault::Cut][rng.range(0, 3) as usize]
+                    }
+                };
                 kills.push(Kill {
                     client,
                     after,
                     server,
                     restart_after,
+                    how,
                 });
             }
             plan.push(StepPlan { ops, kills });
@@ -324,10 +371,11 @@ struct ServerEvent {
 
 /// What a client asks of the thread that started the servers.
 enum Control {
-    /// SIGKILL server `.0` (and wait for it to die).
-    Kill(usize),
-    /// Start server `.0` again (and wait until it answers).
-    Restart(usize),
+    /// Fault `.1` befalls server `.0` (a killed one is waited for until it died).
+    Kill(usize, Fault),
+    /// Mend fault `.1` of server `.0` (a killed one is started again and waited
+    /// for until it answers).
+    Restart(usize, Fault),
 }
 
 /// Counts kept while running.
@@ -395,10 +443,10 @@ impl Worker {
             for k in kills.iter().filter(|k| k.client == self.id) {
                 if k.after == done {
                     self.event(sh, k.server, true);
-                    ask(Control::Kill(k.server));
+                    ask(Control::Kill(k.server, k.how));
                 }
                 if k.restart_after == done {
-                    ask(Control::Restart(k.server));
+                    ask(Control::Restart(k.server, k.how));
                     self.event(sh, k.server, false);
                 }
             }
@@ -807,13 +855,47 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         "PVFS_CRASH_ROUND_SECS is gone: the storm is scheduled in steps, not seconds \
          (PVFS_CRASH_STEPS)"
     );
-    let seed = common::knob("PVFS_CRASH_SEED", 0x5eed_c0deu64, |_| true);
-    let rounds = common::knob("PVFS_CRASH_ROUNDS", 6usize, |&r| (1..=100_000).contains(&r));
-    let per_round = common::knob("PVFS_CRASH_STEPS", 8usize, |&s| (1..=10_000).contains(&s));
-    let clients = common::knob("PVFS_CRASH_CLIENTS", 4usize, |&c| (2..=8).contains(&c));
-    let trace = common::knob("PVFS_CRASH_TRACE", 0u8, |&t| t <= 1) == 1;
+    storm(Mode::Crash);
+}
 
-    let cluster = Cluster::builder()
+/// With two copies of everything, servers killed, stopped and cut off one at a time
+/// (each mended, and every server up again, before the next): the history is
+/// linearizable and no operation fails at all (refusals the model calls for are not
+/// failures). `PVFS_FAILOVER_SEED`, `_ROUNDS` (default 3), `_STEPS`, `_CLIENTS` and
+/// `_TRACE` as the crash storm's knobs.
+#[test]
+fn operations_stay_linearizable_and_never_fail_while_servers_fail_over() {
+    if let Some(why) = common::hosts::unavailable() {
+        common::skip("failover storm", why);
+        return;
+    }
+    storm(Mode::Failover);
+}
+
+/// Runs a storm of `mode` (see the module's documentation) with the seed and sizes
+/// of its knobs, and checks it.
+fn storm(mode: Mode) {
+    let knob = match mode {
+        Mode::Crash => "PVFS_CRASH",
+        Mode::Failover => "PVFS_FAILOVER",
+    };
+    let default_rounds = match mode {
+        Mode::Crash => 6,
+        Mode::Failover => 3,
+    };
+    let seed = common::knob(&format!("{knob}_SEED"), 0x5eed_c0deu64, |_| true);
+    let rounds = common::knob(&format!("{knob}_ROUNDS"), default_rounds, |&r| {
+        (1..=100_000).contains(&r)
+    });
+    let per_round = common::knob(&format!("{knob}_STEPS"), 8usize, |&s| {
+        (1..=10_000).contains(&s)
+    });
+    let clients = common::knob(&format!("{knob}_CLIENTS"), 4usize, |&c| {
+        (2..=8).contains(&c)
+    });
+    let trace = common::knob(&format!("{knob}_TRACE"), 0u8, |&t| t <= 1) == 1;
+
+    let mut builder = Cluster::builder()
         .request_timeout(&format!(
             "{}ms",
             common::scaled(Duration::from_secs(2)).as_millis()
@@ -821,10 +903,21 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         .connect_timeout(&format!(
             "{}ms",
             common::scaled(Duration::from_secs(1)).as_millis()
-        ))
-        .start();
+        ));
+    if mode == Mode::Failover {
+        builder = builder
+            .genconfig_arg("--replicas")
+            .genconfig_arg("2")
+            .set("lease", r#""1s""#)
+            .on_hosts();
+    }
+    let cluster = builder.start();
+    if mode == Mode::Failover {
+        common::all_up_with_standby_copies(&cluster);
+    }
     let config = cluster.config().clone();
     let plan = Plan::new(
+        mode,
         seed,
         rounds * per_round,
         clients,
@@ -834,8 +927,8 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     let u = &plan.universe;
     let replay = Replay(format!(
         "seed {seed} ({seed:#x}): {} steps, {} operations, {} kills; replay with \
-         PVFS_CRASH_SEED={seed} PVFS_CRASH_ROUNDS={rounds} PVFS_CRASH_STEPS={per_round} \
-         PVFS_CRASH_CLIENTS={clients} cargo test -p pvfs --test crash_storm",
+         {knob}_SEED={seed} {knob}_ROUNDS={rounds} {knob}_STEPS={per_round} \
+         {knob}_CLIENTS={clients} cargo test -p pvfs --test crash_storm",
         plan.steps.len(),
         plan.ops(),
         plan.kills()
@@ -871,7 +964,7 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     let started = Instant::now();
     for round in 0..rounds {
         for step in &plan.steps[round * per_round..(round + 1) * per_round] {
-            history.extend(run_step(&cluster, &workers, &shared, step));
+            history.extend(run_step(&cluster, &workers, &shared, step, mode));
         }
         cluster.assert_all_running();
         let unexpected = std::mem::take(&mut shared.counts.lock().unwrap().unexpected);
@@ -971,6 +1064,36 @@ fn operations_stay_linearizable_while_servers_are_killed() {
         found.len(),
         kinds.join(", ")
     );
+    if mode == Mode::Failover {
+        // Two copies: no operation may fail, whatever befell a server meanwhile.
+        let failed: Vec<String> = storm_ops
+            .iter()
+            .filter(|o| o.indeterminate())
+            .map(|o| format!("client {}: {} ({})", o.client, o.describe(u), o.note))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{} operations failed with two copies:\n{}",
+            failed.len(),
+            failed.join("\n")
+        );
+        assert_eq!(counts.fsyncs.1, 0, "fsyncs failed with two copies");
+        let of_kind = |how: Fault| {
+            plan.steps
+                .iter()
+                .flat_map(|s| &s.kills)
+                .filter(|k| k.how == how)
+                .count()
+        };
+        let kinds = [Fault::Kill, Fault::Stop, Fault::Cut].map(|how| (how, of_kind(how)));
+        eprintln!("failover storm: faults by kind {kinds:?}");
+        // A schedule of the default length has every kind of fault.
+        if plan.steps.len() >= 24 {
+            for (how, n) in kinds {
+                assert!(n > 0, "the schedule has no {how:?} fault");
+            }
+        }
+    }
     assert_eq!(kills.len(), plan.kills(), "kills done");
     assert_eq!(restarts, plan.kills(), "restarts done");
     assert_eq!(storm_ops.len(), plan.ops(), "operations run");
@@ -1004,6 +1127,22 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     drop(replay);
 }
 
+/// Waits until every server is up in the cluster map (back, and caught up).
+fn all_up(cluster: &Cluster) {
+    common::poll(
+        "every server up",
+        common::scaled(Duration::from_secs(60)),
+        || {
+            let status = cluster.run_cli(&["status", "--json"]).json_any();
+            cluster
+                .names()
+                .iter()
+                .all(|n| common::map_state(&status, n).as_deref() == Some("up"))
+                .then_some(())
+        },
+    );
+}
+
 /// Runs one step: the clients' operations at the same time, each client on a thread
 /// of its own; returns what they did. Servers are killed and restarted by this thread,
 /// at the clients' asking: a server dies with the thread that started it
@@ -1013,6 +1152,7 @@ fn run_step(
     workers: &[Worker],
     shared: &Shared<'_>,
     step: &StepPlan,
+    mode: Mode,
 ) -> Vec<Op> {
     let seen_events = shared.events.lock().unwrap().len();
     let (control, requests) = std::sync::mpsc::channel::<(Control, Sender<()>)>();
@@ -1029,10 +1169,23 @@ fn run_step(
         let names = cluster.names();
         while let Ok((what, done)) = requests.recv() {
             match what {
-                Control::Kill(i) => {
-                    cluster.kill(&names[i], libc::SIGKILL);
+                Control::Kill(i, how) => {
+                    // Two copies survive one fault, once the last is mended: every
+                    // server up again, holding what it missed.
+                    if mode == Mode::Failover {
+                        all_up(cluster);
+                    }
+                    match how {
+                        Fault::Kill => drop(cluster.kill(&names[i], libc::SIGKILL)),
+                        Fault::Stop => drop(cluster.kill(&names[i], libc::SIGSTOP)),
+                        Fault::Cut => cluster.hosts().cut(i),
+                    }
                 }
-                Control::Restart(i) => cluster.restart(&names[i]),
+                Control::Restart(i, how) => match how {
+                    Fault::Kill => cluster.restart(&names[i]),
+                    Fault::Stop => drop(cluster.kill(&names[i], libc::SIGCONT)),
+                    Fault::Cut => cluster.hosts().heal(i),
+                },
             }
             let _ = done.send(());
         }

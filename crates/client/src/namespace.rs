@@ -1134,7 +1134,8 @@ impl Client {
                     _ => None,
                 };
                 if let (Some(how), RenameMode::Replace) = (changed, mode) {
-                    return Err(Error::new(
+                    return Err(Error::of_kind(
+                        ErrorKind::Changed,
                         Errno::ESTALE,
                         format!("{to} or {from} {how} while {from} was renamed: {e}"),
                     ));
