@@ -1012,6 +1012,11 @@ fn storm(mode: Mode) {
     };
     checker_rejects_a_spoiled_copy(u, &history, late, budget, trace);
     let found = fsck_repairs_and_changes_nothing(&checker, u, &history, &last_snap);
+    if trace {
+        for p in &found {
+            eprintln!("fsck found: {p:?}");
+        }
+    }
 
     // What was counted.
     let counts = shared.counts.lock().unwrap();

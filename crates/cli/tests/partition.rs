@@ -1,11 +1,11 @@
 //! A network partition (`docs/replication.md`, "Failover"): four real server
 //! processes made by `pvfs genconfig --replicas 2`, each on a host of its own (a
 //! network namespace linked to the clients' host by a bridge). A server cut off the
-//! network while a client creates and writes files is neither killed nor frozen: it
-//! runs on, its lease lapses, it stops answering, and its standby takes its metadata
-//! over while the data chains go on without it. The client sees a pause, never an
-//! error; linked again, the server finds its group moved, follows it, and is up; every
-//! acknowledged file reads back byte for byte.
+//! network while a client creates, writes and removes files is neither killed nor
+//! frozen: it runs on, its lease lapses, it stops answering, and its standby takes its
+//! metadata over while the data chains go on without it. The client sees a pause,
+//! never an error; linked again, the server finds its group moved, follows it, and is
+//! up; every acknowledged file reads back byte for byte, and every removed one is gone.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -27,8 +27,13 @@ fn content(i: u64) -> Vec<u8> {
     Rng::new(1000 + i).bytes(256 << 10)
 }
 
-/// Creates and writes `/p{i}` for i = 0, 1, … until `stop` (any failure is the test's);
-/// the files made and the longest file.
+/// Whether file `/p{i}` is removed once written (its datafiles with it).
+fn removed(i: u64) -> bool {
+    i % 4 == 3
+}
+
+/// Creates, writes and fsyncs `/p{i}` for i = 0, 1, … until `stop`, and removes every
+/// fourth (any failure is the test's); the files made and the longest file.
 fn write_until(
     config: pvfs_config::Config,
     stop: Arc<AtomicBool>,
@@ -52,6 +57,11 @@ fn write_until(
                 f.fsync()
                     .await
                     .unwrap_or_else(|e| panic!("fsync {path}: {e}"));
+                if removed(i) {
+                    c.unlink(&path)
+                        .await
+                        .unwrap_or_else(|e| panic!("unlink {path}: {e}"));
+                }
                 longest = longest.max(t.elapsed());
                 i += 1;
             }
@@ -128,6 +138,10 @@ fn a_server_cut_off_the_network_costs_a_pause_never_an_error_nor_a_byte() {
     tc.run(Duration::from_secs(120), async |c| {
         for i in 0..made {
             let path = format!("/p{i}");
+            if removed(i) {
+                assert!(c.stat(&path).await.is_err(), "{path} is back");
+                continue;
+            }
             let f = c
                 .open(&path)
                 .await
@@ -140,11 +154,19 @@ fn a_server_cut_off_the_network_costs_a_pause_never_an_error_nor_a_byte() {
         let listed = c.readdir("/").await.unwrap();
         assert_eq!(
             listed.iter().filter(|e| e.name.starts_with('p')).count() as u64,
-            made,
+            (0..made).filter(|&i| !removed(i)).count() as u64,
             "files listed"
         );
     });
+    // A removal while s0 was cut off left s0's copies of the datafiles behind, which
+    // fsck finds (and only those: every other copy went).
     let report = cluster.run_cli(&["fsck", "--json"]).json();
-    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
+    for p in report["problems"].as_array().unwrap() {
+        let what = p["what"].as_str().unwrap_or_default();
+        assert!(
+            p["kind"] == "OrphanDatafile" && what.ends_with(&format!("on {s0} belongs to no file")),
+            "{report}"
+        );
+    }
     cluster.assert_all_running();
 }

@@ -755,8 +755,8 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
 }
 
 /// Deletes the datafiles of a removed file, one request per data server, with the
-/// REMOVE `tickets` the removal granted. Failures leave orphans for fsck; the removal
-/// itself already happened.
+/// REMOVE `tickets` the removal granted. Failures, and copies on servers that are
+/// down, leave orphans for fsck; the removal itself already happened.
 pub(crate) async fn remove_datafiles(
     pool: &Pool,
     creds: &Creds,
@@ -784,7 +784,10 @@ pub(crate) async fn remove_datafiles(
                     .filter(|t| handles.contains(&t.handle))
                     .cloned()
                     .collect();
-                pool.rpc(
+                // A copy on a server the map calls down is left (the map is
+                // watched, so a server cut off holds the removal up no longer than
+                // it takes the map to say so).
+                pool.rpc_unless_down(
                     server,
                     creds,
                     Request::RemoveDatafiles(req::RemoveDatafiles { handles, tickets }),
@@ -794,11 +797,16 @@ pub(crate) async fn remove_datafiles(
         }))
         .await;
     for (server, r) in results {
-        if let Err(e) = r {
-            tracing::warn!(
+        match r {
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::warn!(
+                server = pool.name(server),
+                "datafiles left behind on a server that is down (fsck removes them)"
+            ),
+            Err(e) => tracing::warn!(
                 server = pool.name(server),
                 "datafiles left behind (fsck removes them): {e}"
-            );
+            ),
         }
     }
 }
