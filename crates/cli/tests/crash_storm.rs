@@ -25,7 +25,8 @@
 //! and mended (started again, continued, linked again) after 0-2 more operations of
 //! the client that had it done, each fault only once every server is up again. There
 //! no operation may fail at all: refusals the model calls for are answers, but an
-//! indeterminate outcome or a failed fsync fails the test.
+//! indeterminate outcome or a failed fsync fails the test. A second failover storm has
+//! three copies of everything and up to two servers faulted at once.
 //!
 //! `PVFS_CRASH_SEED` (decimal, or hex with 0x) replays a run; `PVFS_CRASH_ROUNDS`
 //! (default 6) and `PVFS_CRASH_STEPS` (steps per round, default 8) make it a soak;
@@ -105,9 +106,20 @@ struct Kill {
 enum Mode {
     /// `kill -9` of up to two servers at a time, one copy of everything.
     Crash,
-    /// `kill -9`, `SIGSTOP` or a partition of one server at a time, each server on
-    /// a host of its own, two copies of everything, a 1 s lease.
-    Failover,
+    /// `kill -9`, `SIGSTOP` or a partition of one server at a time with two copies
+    /// of everything (of up to two at a time with three), each server on a host of
+    /// its own, a 1 s lease.
+    Failover { copies: u8 },
+}
+
+impl Mode {
+    /// How many servers may be faulted at once without a failure.
+    fn faults_at_once(self) -> usize {
+        match self {
+            Mode::Crash => 2,
+            Mode::Failover { copies } => usize::from(copies).saturating_sub(1),
+        }
+    }
 }
 
 /// One step: each client's operations (run at the same time as the others'), and
@@ -256,11 +268,17 @@ impl Plan {
             // servers, by different clients), some none. With two copies, one fault
             // at a time, of any kind.
             let mut kills: Vec<Kill> = Vec::new();
-            let n_kills = match (mode, rng.range(0, 100)) {
-                (_, 0..50) => 0,
-                (Mode::Failover, _) | (Mode::Crash, 50..90) => 1,
-                _ => 2,
+            // With three copies, two faults in three steps of ten.
+            let two = match mode {
+                Mode::Failover { copies: 3.. } => 70,
+                _ => 90,
             };
+            let n_kills = match rng.range(0, 100) {
+                0..50 => 0,
+                r if r < two => 1,
+                _ => 2,
+            }
+            .min(mode.faults_at_once());
             for _ in 0..n_kills {
                 let client = rng.range(0, clients as u64) as usize;
                 let server = rng.range(0, servers as u64) as usize;
@@ -275,7 +293,7 @@ impl Plan {
                 let restart_after = (after + rng.range(0, 3) as usize).min(len);
                 let how = match mode {
                     Mode::Crash => Fault::Kill,
-                    Mode::Failover => {
+                    Mode::Failover { .. } => {
                         [Fault::Kill, Fault::Stop, Fault::Cut][rng.range(0, 3) as usize]
                     }
                 };
@@ -389,6 +407,10 @@ struct Counts {
     fsyncs: (usize, usize),
     /// Errors that fail the test (an errno the storm never expects).
     unexpected: Vec<String>,
+    /// The most servers faulted at once.
+    most_at_once: usize,
+    /// Faults skipped: another server was faulted and not every other one up.
+    skipped: usize,
 }
 
 /// One client: its own runtime and `Client` (its own connections and identity).
@@ -429,7 +451,7 @@ impl Worker {
         sh: &Shared<'_>,
         ops: &[Planned],
         kills: &[Kill],
-        control: &Sender<(Control, Sender<()>)>,
+        control: &Sender<(Control, Sender<bool>)>,
     ) -> Vec<Op> {
         let mut out = Vec::with_capacity(ops.len());
         let ask = |what: Control| {
@@ -437,15 +459,20 @@ impl Worker {
             control
                 .send((what, tx))
                 .expect("the server control thread is gone");
-            rx.recv().expect("the server control thread failed");
+            rx.recv().expect("the server control thread failed")
         };
+        // The faults of this client that were done (not skipped), by server.
+        let mut faulted = Vec::new();
         for done in 0..=ops.len() {
             for k in kills.iter().filter(|k| k.client == self.id) {
                 if k.after == done {
-                    self.event(sh, k.server, true);
-                    ask(Control::Kill(k.server, k.how));
+                    let at = now(sh.origin);
+                    if ask(Control::Kill(k.server, k.how)) {
+                        self.event_at(sh, k.server, true, at);
+                        faulted.push(k.server);
+                    }
                 }
-                if k.restart_after == done {
+                if k.restart_after == done && faulted.contains(&k.server) {
                     ask(Control::Restart(k.server, k.how));
                     self.event(sh, k.server, false);
                 }
@@ -467,7 +494,11 @@ impl Worker {
     }
 
     fn event(&self, sh: &Shared<'_>, server: usize, killed: bool) {
-        let at = now(sh.origin);
+        self.event_at(sh, server, killed, now(sh.origin));
+    }
+
+    /// Records that server `server` was faulted (`killed`) or mended at `at`.
+    fn event_at(&self, sh: &Shared<'_>, server: usize, killed: bool, at: Nanos) {
         if sh.trace {
             eprintln!(
                 "  [{:9.3} ms] client {}: {} server {server}",
@@ -869,7 +900,18 @@ fn operations_stay_linearizable_and_never_fail_while_servers_fail_over() {
         common::skip("failover storm", why);
         return;
     }
-    storm(Mode::Failover);
+    storm(Mode::Failover { copies: 2 });
+}
+
+/// The failover storm with three copies of everything and up to two servers faulted
+/// at once (`PVFS_FAILOVER3_*` knobs, as the failover storm's).
+#[test]
+fn operations_stay_linearizable_and_never_fail_with_two_servers_faulted_of_three_copies() {
+    if let Some(why) = common::hosts::unavailable() {
+        common::skip("failover storm, three copies", why);
+        return;
+    }
+    storm(Mode::Failover { copies: 3 });
 }
 
 /// Runs a storm of `mode` (see the module's documentation) with the seed and sizes
@@ -877,11 +919,12 @@ fn operations_stay_linearizable_and_never_fail_while_servers_fail_over() {
 fn storm(mode: Mode) {
     let knob = match mode {
         Mode::Crash => "PVFS_CRASH",
-        Mode::Failover => "PVFS_FAILOVER",
+        Mode::Failover { copies: 2 } => "PVFS_FAILOVER",
+        Mode::Failover { .. } => "PVFS_FAILOVER3",
     };
     let default_rounds = match mode {
         Mode::Crash => 6,
-        Mode::Failover => 3,
+        Mode::Failover { .. } => 3,
     };
     let seed = common::knob(&format!("{knob}_SEED"), 0x5eed_c0deu64, |_| true);
     let rounds = common::knob(&format!("{knob}_ROUNDS"), default_rounds, |&r| {
@@ -904,15 +947,15 @@ fn storm(mode: Mode) {
             "{}ms",
             common::scaled(Duration::from_secs(1)).as_millis()
         ));
-    if mode == Mode::Failover {
+    if let Mode::Failover { copies } = mode {
         builder = builder
             .genconfig_arg("--replicas")
-            .genconfig_arg("2")
+            .genconfig_arg(&copies.to_string())
             .set("lease", r#""1s""#)
             .on_hosts();
     }
     let cluster = builder.start();
-    if mode == Mode::Failover {
+    if matches!(mode, Mode::Failover { .. }) {
         common::all_up_with_standby_copies(&cluster);
     }
     let config = cluster.config().clone();
@@ -974,6 +1017,11 @@ fn storm(mode: Mode) {
             unexpected.join("\n")
         );
 
+        // With copies, a server mended in the last step may still be catching up:
+        // the round ends once every one is up (as it must be for fsck at the end).
+        if matches!(mode, Mode::Failover { .. }) {
+            all_up(&cluster, &[]);
+        }
         // The round's last observation: everything, with nothing else running.
         let start = now(shared.origin);
         let snap = checker.run(Duration::from_secs(120), async |c| snapshot(&c, u).await);
@@ -1069,7 +1117,7 @@ fn storm(mode: Mode) {
         found.len(),
         kinds.join(", ")
     );
-    if mode == Mode::Failover {
+    if matches!(mode, Mode::Failover { .. }) {
         // Two copies: no operation may fail, whatever befell a server meanwhile.
         let failed: Vec<String> = storm_ops
             .iter()
@@ -1091,16 +1139,28 @@ fn storm(mode: Mode) {
                 .count()
         };
         let kinds = [Fault::Kill, Fault::Stop, Fault::Cut].map(|how| (how, of_kind(how)));
-        eprintln!("failover storm: faults by kind {kinds:?}");
+        eprintln!(
+            "failover storm: faults by kind {kinds:?} ({} skipped), at most {} at once",
+            counts.skipped, counts.most_at_once
+        );
         // A schedule of the default length has every kind of fault.
         if plan.steps.len() >= 24 {
             for (how, n) in kinds {
                 assert!(n > 0, "the schedule has no {how:?} fault");
             }
+            assert_eq!(
+                counts.most_at_once,
+                mode.faults_at_once(),
+                "as many servers faulted at once as the copies survive"
+            );
         }
     }
-    assert_eq!(kills.len(), plan.kills(), "kills done");
-    assert_eq!(restarts, plan.kills(), "restarts done");
+    assert_eq!(
+        kills.len() + counts.skipped,
+        plan.kills(),
+        "faults done and skipped"
+    );
+    assert_eq!(restarts, kills.len(), "faults mended");
     assert_eq!(storm_ops.len(), plan.ops(), "operations run");
     assert!(
         verdict.ops >= plan.ops() / 2,
@@ -1132,20 +1192,25 @@ fn storm(mode: Mode) {
     drop(replay);
 }
 
-/// Waits until every server is up in the cluster map (back, and caught up).
-fn all_up(cluster: &Cluster) {
+/// Waits until every server but those in `faulted` is up in the cluster map (back,
+/// and caught up).
+fn all_up(cluster: &Cluster, faulted: &[usize]) {
     common::poll(
-        "every server up",
+        "every server not faulted up",
         common::scaled(Duration::from_secs(60)),
-        || {
-            let status = cluster.run_cli(&["status", "--json"]).json_any();
-            cluster
-                .names()
-                .iter()
-                .all(|n| common::map_state(&status, n).as_deref() == Some("up"))
-                .then_some(())
-        },
+        || up_but(cluster, faulted).then_some(()),
     );
+}
+
+/// Whether every server but those in `faulted` is up in the cluster map now.
+fn up_but(cluster: &Cluster, faulted: &[usize]) -> bool {
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    cluster
+        .names()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !faulted.contains(i))
+        .all(|(_, n)| common::map_state(&status, n).as_deref() == Some("up"))
 }
 
 /// Runs one step: the clients' operations at the same time, each client on a thread
@@ -1160,7 +1225,7 @@ fn run_step(
     mode: Mode,
 ) -> Vec<Op> {
     let seen_events = shared.events.lock().unwrap().len();
-    let (control, requests) = std::sync::mpsc::channel::<(Control, Sender<()>)>();
+    let (control, requests) = std::sync::mpsc::channel::<(Control, Sender<bool>)>();
     let done: Vec<Vec<Op>> = std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter()
@@ -1172,27 +1237,51 @@ fn run_step(
             .collect();
         drop(control);
         let names = cluster.names();
+        // The servers faulted now.
+        let mut faulted: Vec<usize> = Vec::new();
         while let Ok((what, done)) = requests.recv() {
+            let mut did = true;
             match what {
                 Control::Kill(i, how) => {
-                    // Two copies survive one fault, once the last is mended: every
-                    // server up again, holding what it missed.
-                    if mode == Mode::Failover {
-                        all_up(cluster);
+                    // Copies survive as many faults at once as they are less one,
+                    // once the others are mended: every other server up again,
+                    // holding what it missed. With nothing faulted that is waited
+                    // for; with a server faulted it may never come (one back from a
+                    // fault may wait for the faulted one to catch up, and this thread
+                    // mends it only after this), so the fault is then skipped unless
+                    // every other server is up already.
+                    if matches!(mode, Mode::Failover { .. }) {
+                        if faulted.is_empty() {
+                            all_up(cluster, &faulted);
+                        } else {
+                            did = up_but(cluster, &faulted);
+                        }
                     }
+                    if !did {
+                        shared.counts.lock().unwrap().skipped += 1;
+                        let _ = done.send(false);
+                        continue;
+                    }
+                    faulted.push(i);
+                    let mut counts = shared.counts.lock().unwrap();
+                    counts.most_at_once = counts.most_at_once.max(faulted.len());
+                    drop(counts);
                     match how {
                         Fault::Kill => drop(cluster.kill(&names[i], libc::SIGKILL)),
                         Fault::Stop => drop(cluster.kill(&names[i], libc::SIGSTOP)),
                         Fault::Cut => cluster.hosts().cut(i),
                     }
                 }
-                Control::Restart(i, how) => match how {
-                    Fault::Kill => cluster.restart(&names[i]),
-                    Fault::Stop => drop(cluster.kill(&names[i], libc::SIGCONT)),
-                    Fault::Cut => cluster.hosts().heal(i),
-                },
+                Control::Restart(i, how) => {
+                    faulted.retain(|&f| f != i);
+                    match how {
+                        Fault::Kill => cluster.restart(&names[i]),
+                        Fault::Stop => drop(cluster.kill(&names[i], libc::SIGCONT)),
+                        Fault::Cut => cluster.hosts().heal(i),
+                    }
+                }
             }
-            let _ = done.send(());
+            let _ = done.send(did);
         }
         handles
             .into_iter()
