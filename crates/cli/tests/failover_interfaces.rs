@@ -60,26 +60,22 @@ fn mpi_content(i: usize) -> Vec<u8> {
 
 /// The programs, built once into `dir`.
 fn build(dir: &Path) -> (PathBuf, PathBuf) {
-    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../capi/include");
     let so = artifact("libpvfs.so");
     let libdir = so.parent().unwrap();
     let capi = dir.join("loop");
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror"])
-        .arg(format!("-I{}", tests.join("../../capi/include").display()))
-        .arg(tests.join("failover/loop.c"))
-        .arg("-o")
-        .arg(&capi)
-        .arg(format!("-L{}", libdir.display()))
-        .args(["-lpvfs", "-lpthread"])
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .output()
-        .expect("cannot run cc");
-    assert!(
-        out.status.success(),
-        "cc failover/loop.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let flags = [
+        "-O2".to_string(),
+        "-Wall".to_string(),
+        "-Werror".to_string(),
+        format!("-I{}", include.display()),
+        format!("-L{}", libdir.display()),
+        "-lpvfs".to_string(),
+        "-lpthread".to_string(),
+        format!("-Wl,-rpath,{}", libdir.display()),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    common::compile_c("failover/loop.c", &capi, &flags);
     (capi, common::mpicc(dir, "failover_loop"))
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use pvfs_proto::layout::Datafile;
 use pvfs_proto::map::{ClusterMap, Copies, ServerState};
-use pvfs_proto::{req, Creds, Errno, ErrorKind, Request, Response};
+use pvfs_proto::{req, Creds, Errno, ErrorKind, Request, Response, Scope};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -139,13 +139,18 @@ impl Pool {
     /// requests every server answers for its own part that have nothing to do on a
     /// dead one ([`Pool::down_in_map`]). The map is watched while the request is out,
     /// so a server cut off the network (which neither answers nor refuses) holds the
-    /// caller up no longer than the map takes to call it down.
+    /// caller up no longer than the map takes to call it down. A request that goes to
+    /// a metadata group wherever it is served ([`Pool::rpc`]) is simply sent: a
+    /// group is never down while a copy of it serves.
     pub(crate) async fn rpc_unless_down(
         &self,
         server: usize,
         creds: &Creds,
         request: Request,
     ) -> Result<Option<Response>> {
+        if self.groups_move && request.scope() == Scope::Group {
+            return self.rpc(server, creds, request).await.map(Some);
+        }
         let map = if self.config().replication.authority.is_empty() {
             None
         } else {

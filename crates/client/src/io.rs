@@ -722,25 +722,18 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
     if !data && pool.config().defaults.metadata_sync == pvfs_config::MetadataSync::Commit {
         return Ok(());
     }
-    // With standbys a group's store is where the map says (its primary, under the
-    // group's name), not necessarily on its own server: each group is asked there,
-    // and with `data` every server is asked too, for its datafiles.
-    let groups = pool.groups_move.then(|| pool.config().meta_servers());
-    let servers = match (&groups, data) {
-        (_, true) => (0..pool.config().servers.len()).collect(),
-        (Some(_), false) => Vec::new(),
-        (None, false) => pool.config().meta_servers(),
-    };
-    let groups = try_join_all(groups.unwrap_or_default().into_iter().map(|g| async move {
-        match pool
-            .group_rpc(g, creds, Request::Sync(req::Sync { data: false }))
-            .await?
-        {
-            Response::Done {} => Ok(()),
-            other => Err(unexpected("Sync", &other)),
-        }
-    }));
-    let servers = try_join_all(servers.into_iter().map(|server| async move {
+    // With `data`, every server itself (its datafiles and its own store). Each
+    // metadata group's store too, unless those cover them: a `Sync` of metadata
+    // alone goes where its group is served (with standbys, the primary the map
+    // names, which may hold other groups than its own).
+    let mut asks: Vec<(usize, bool)> = Vec::new();
+    if data {
+        asks.extend((0..pool.config().servers.len()).map(|s| (s, true)));
+    }
+    if !data || pool.groups_move {
+        asks.extend(pool.config().meta_servers().into_iter().map(|g| (g, false)));
+    }
+    try_join_all(asks.into_iter().map(|(server, data)| async move {
         // A server the authority calls down has nothing new to sync.
         match pool
             .rpc_unless_down(server, creds, Request::Sync(req::Sync { data }))
@@ -749,8 +742,8 @@ pub(crate) async fn sync_servers(pool: &Pool, creds: &Creds, data: bool) -> Resu
             Some(Response::Done {}) | None => Ok(()),
             Some(other) => Err(unexpected("Sync", &other)),
         }
-    }));
-    futures::future::try_join(groups, servers).await?;
+    }))
+    .await?;
     Ok(())
 }
 

@@ -131,8 +131,9 @@ macro_rules! requests {
                 match self { $( Request::$var(_) => Flow::$flow, )* }
             }
 
-            /// What of a server the operation is about ([`Scope`]).
-            pub fn scope(&self) -> Scope {
+            /// What of a server the operation's kind is about, as the kind declares it
+            /// ([`Scope`]); [`Self::scope`] is what this request is about.
+            pub fn kind_scope(&self) -> Scope {
                 match self { $( Request::$var(_) => Scope::$scope, )* }
             }
         }
@@ -197,6 +198,18 @@ pub enum Scope {
     /// The server itself (its datafiles, its part of the authority, its copies of
     /// other groups, its liveness): always sent to the server itself.
     Server,
+}
+
+impl Request {
+    /// What of a server this request is about ([`Scope`]), so where it goes once
+    /// metadata groups fail over: its kind's, but a `Sync` of metadata alone is about
+    /// a group's store and goes where the group is served.
+    pub fn scope(&self) -> Scope {
+        match self {
+            Request::Sync(s) if !s.data => Scope::Group,
+            r => r.kind_scope(),
+        }
+    }
 }
 
 /// The facts every operation declares once, in the table of [`Request`]: the
@@ -537,7 +550,9 @@ requests! {
         /// Makes every change this server acknowledged before it stable on disk: its
         /// metadata redo log synced and, with `data`, every datafile's written bytes
         /// (a `syncfs` of its storage). Sent by a client's fsync (metadata only, to
-        /// every metadata server) and syncfs (to every server). Changes nothing.
+        /// every metadata group) and syncfs (to every server). Changes nothing.
+        /// Without `data` it is about a metadata group's store, wherever the group is
+        /// served ([`Request::scope`]); with `data`, about the server itself.
         38 => Sync { data: bool } effect None, flow Reply, scope Server,
         /// fallocate(2) on datafile `index`'s share of the file bytes `offset ..
         /// offset + len` (a contiguous run of the datafile), with fallocate's `mode`
@@ -1041,6 +1056,22 @@ mod tests {
     use super::*;
     use crate::codec::{decode, encode};
     use crate::regions::Extent;
+
+    #[test]
+    fn a_sync_of_metadata_alone_is_about_a_group_one_with_data_about_the_server() {
+        let meta = Request::Sync(req::Sync { data: false });
+        let all = Request::Sync(req::Sync { data: true });
+        assert_eq!(meta.kind_scope(), Scope::Server);
+        assert_eq!(meta.scope(), Scope::Group);
+        assert_eq!(all.scope(), Scope::Server);
+        // Every other request is what its kind declares.
+        let widen = Request::Widen(req::Widen {
+            handle: 1,
+            width: 2,
+            cap: None,
+        });
+        assert_eq!(widen.scope(), widen.kind_scope());
+    }
 
     #[test]
     fn requests_round_trip() {

@@ -95,7 +95,7 @@ impl Promoted {
     /// with the host even when the group it took back bears its own name.
     pub fn serving(&self, host: &Arc<Ctx>, name: &str, request: &pvfs_proto::Request) -> Arc<Ctx> {
         // The common case, nothing taken over, costs one load.
-        if self.count.load(Ordering::Acquire) > 0 && of_group(request) {
+        if self.count.load(Ordering::Acquire) > 0 && request.scope() == pvfs_proto::Scope::Group {
             if let Some(group) = self.by_name(name) {
                 return group;
             }
@@ -167,14 +167,6 @@ pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
                 tracing::warn!(dropped, "metadata failover: {e}");
             }
         }
-    }
-}
-
-/// Whether `request` is for a metadata group rather than for the server it reaches.
-fn of_group(request: &pvfs_proto::Request) -> bool {
-    match request {
-        pvfs_proto::Request::Sync(s) => !s.data,
-        r => r.scope() == pvfs_proto::Scope::Group,
     }
 }
 

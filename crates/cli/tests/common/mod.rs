@@ -646,11 +646,12 @@ pub fn compile_c(src: &str, exe: &Path, flags: &[&str]) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join(src);
+    // Flags after the source, so libraries named there link what it needs.
     let out = Command::new("cc")
-        .args(flags)
         .arg("-o")
         .arg(exe)
         .arg(&src)
+        .args(flags)
         .output()
         .expect("cannot run cc");
     assert!(
