@@ -142,10 +142,12 @@ impl Authority {
             Request::Renew {
                 server,
                 incarnation,
+                storage,
             } => {
                 let cmd = Command::Renew {
                     server,
                     incarnation,
+                    storage,
                 };
                 match self.write(cmd).await {
                     Ok(r) => match r.data.applied {

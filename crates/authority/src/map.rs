@@ -34,6 +34,19 @@ pub struct ServerEntry {
     /// its standby copy to confirm changes (set by [`Command::Evict`]).
     #[serde(default)]
     pub evicted: bool,
+    /// The id of its storage directory, from its renewals (0: not known yet): a
+    /// renewal with another id comes from a replaced directory (a new disk).
+    #[serde(default)]
+    pub storage: u64,
+    /// Its storage directory was replaced and it has not caught up since: it leads
+    /// no metadata group (its stores hold nothing of them).
+    #[serde(default)]
+    pub fresh: bool,
+    /// It copies every datafile it holds a copy of before it is up, not only the
+    /// ranges recorded as missed (its storage was replaced, or a server holding
+    /// records of what it missed lost them with its own).
+    #[serde(default)]
+    pub refill: bool,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
@@ -55,6 +68,9 @@ pub enum Command {
         server: NodeId,
         /// Its process's incarnation (a restart is a new one).
         incarnation: u64,
+        /// The id of its storage directory (a new disk is a new one; 0: not sent).
+        #[serde(default)]
+        storage: u64,
     },
     /// The leader saw the server's lease lapse. Applies only if no `Renew` of the server
     /// was applied after log index `unless_renewed_after`: a renewal committed between
@@ -154,6 +170,9 @@ impl Map {
             renewed: 0,
             led_by: None,
             evicted: false,
+            storage: 0,
+            fresh: false,
+            refill: false,
         };
         Map {
             version: 0,
@@ -183,6 +202,12 @@ impl Map {
                 return Err(Error::Decode(format!(
                     "server {i} since {} joined {} is past the map's version {}",
                     s.since, s.joined, self.version
+                )));
+            }
+            if (s.fresh || s.refill) && matches!(s.state, State::Up | State::Draining) {
+                return Err(Error::Decode(format!(
+                    "server {i} is {} with copies still to refill",
+                    s.state.name()
                 )));
             }
             if let Some(l) = s.led_by {
@@ -230,8 +255,12 @@ impl Map {
         };
         let entry = &self.servers[i];
         match *cmd {
-            Command::Renew { incarnation, .. } => {
-                let applied = self.renew(i, incarnation);
+            Command::Renew {
+                incarnation,
+                storage,
+                ..
+            } => {
+                let applied = self.renew(i, incarnation, storage);
                 // Only a granted renewal holds a `Down` off (a refused one gave no lease).
                 if applied == Applied::Granted {
                     self.servers[i].renewed = log_index;
@@ -265,6 +294,9 @@ impl Map {
                     && (recovering_since == 0 || entry.since == recovering_since)
                 {
                     self.enter(i, State::Up);
+                    let entry = &mut self.servers[i];
+                    entry.fresh = false;
+                    entry.refill = false;
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -295,7 +327,9 @@ impl Map {
                     return Applied::Unchanged;
                 };
                 let primary = self.primary(g);
-                let primary_serves = self.servers[primary].state.serving();
+                let p = &self.servers[primary];
+                // A primary whose storage was replaced holds nothing of the group.
+                let primary_serves = p.state.serving() && !p.fresh;
                 if primary_serves || primary == i || !self.servers[i].state.serving() {
                     return Applied::Unchanged;
                 }
@@ -318,7 +352,35 @@ impl Map {
     }
 
     /// The state part of `Renew` on server `i`.
-    fn renew(&mut self, i: usize, incarnation: u64) -> Applied {
+    fn renew(&mut self, i: usize, incarnation: u64, storage: u64) -> Applied {
+        let entry = &mut self.servers[i];
+        let replaced = storage != 0 && entry.storage != 0 && entry.storage != storage;
+        if entry.state != State::Retired && storage != 0 {
+            entry.storage = storage;
+        }
+        if replaced && entry.state != State::Retired && !(entry.evicted && entry.state.serving()) {
+            // A new disk: nothing it held is there. It comes back recovering, leads no
+            // group until a standby took each over and it caught up, and copies every
+            // datafile it holds a copy of. The records it kept of what others missed
+            // went with its disk: each server not in every chain now copies whole too.
+            entry.incarnation = incarnation;
+            let was = entry.state;
+            if was != State::Recovering {
+                self.rejoin(i);
+            } else {
+                // Still recovering: a new map all the same (its `fresh` changed).
+                self.version += 1;
+                self.servers[i].since = self.version;
+            }
+            self.servers[i].fresh = true;
+            self.servers[i].refill = true;
+            for (j, e) in self.servers.iter_mut().enumerate() {
+                if j != i && matches!(e.state, State::Down | State::Lost | State::Recovering) {
+                    e.refill = true;
+                }
+            }
+            return Applied::Granted;
+        }
         let entry = &mut self.servers[i];
         match entry.state {
             State::Retired => Applied::Refused,

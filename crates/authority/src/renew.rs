@@ -25,6 +25,8 @@ const NO_GUESS: u64 = u64::MAX;
 pub struct Renewer {
     me: NodeId,
     incarnation: u64,
+    /// The id of the server's storage directory (0: none sent).
+    storage: u64,
     members: Vec<NodeId>,
     wire: Arc<dyn Wire>,
     params: Params,
@@ -33,11 +35,13 @@ pub struct Renewer {
 }
 
 impl Renewer {
-    /// A renewer for server `me` in incarnation `incarnation`, asking `members` (the
-    /// authority's node ids) through `wire`.
+    /// A renewer for server `me` in incarnation `incarnation`, whose storage
+    /// directory has id `storage`, asking `members` (the authority's node ids)
+    /// through `wire`.
     pub fn new(
         me: NodeId,
         incarnation: u64,
+        storage: u64,
         members: Vec<NodeId>,
         wire: Arc<dyn Wire>,
         params: Params,
@@ -47,6 +51,7 @@ impl Renewer {
         Renewer {
             me,
             incarnation,
+            storage,
             members,
             wire,
             params,
@@ -64,6 +69,7 @@ impl Renewer {
         let req = Request::Renew {
             server: self.me,
             incarnation: self.incarnation,
+            storage: self.storage,
         };
         match self.through_leader(&req, sent + budget).await? {
             Some(Reply::Granted { map }) => {

@@ -57,6 +57,8 @@ pub(crate) enum Request {
         server: NodeId,
         /// Its incarnation.
         incarnation: u64,
+        /// The id of its storage directory.
+        storage: u64,
     },
     /// A server proposes a command about itself (answered by the leader only).
     Propose(Command),

@@ -99,12 +99,21 @@ pub struct MapServer {
     /// a standby took it over (`docs/replication.md`, "Failover"); `None`: the
     /// server itself.
     pub led_by: Option<u32>,
+    /// Its storage directory was replaced (a new disk) and it has not caught up
+    /// since: its stores hold none of what it held, so it leads no metadata group.
+    pub fresh: bool,
+    /// It copies every datafile it holds a copy of before it is up again, not only
+    /// the ranges recorded as missed: its storage was replaced, or a server holding
+    /// records of what it missed lost them with its own.
+    pub refill: bool,
 }
 wire_struct!(MapServer {
     state: ServerState,
     since: u64,
     joined: u64,
     led_by: Option<u32>,
+    fresh: bool,
+    refill: bool,
 });
 
 /// The map: one entry per server of the configuration, in its order.
@@ -220,10 +229,12 @@ impl ClusterMap {
 
     /// The server whose copy of metadata group `g` (server `g`'s metadata) serves it
     /// now: `g` itself unless a standby took the group over; `None` while that server
-    /// does not serve (the group waits for a standby to take it, or for it to return).
+    /// does not serve, or serves with a replaced storage directory that holds nothing
+    /// of the group (the group waits for a standby to take it, or for it to return).
     pub fn primary(&self, g: u32) -> Option<u32> {
         let p = self.servers.get(g as usize)?.led_by.unwrap_or(g);
-        self.state(p).is_some_and(ServerState::serving).then_some(p)
+        let e = self.servers.get(p as usize)?;
+        (e.state.serving() && !e.fresh).then_some(p)
     }
 
     /// Server `s`'s state, if the map has it.
@@ -259,6 +270,8 @@ mod tests {
                     since: i as u64,
                     joined: 3,
                     led_by: (i == 1).then_some(4),
+                    fresh: i == 2,
+                    refill: i >= 2,
                 })
                 .collect(),
         };
@@ -293,6 +306,8 @@ mod tests {
                     since: 0,
                     joined,
                     led_by: None,
+                    fresh: false,
+                    refill: false,
                 })
                 .collect(),
         }
@@ -314,6 +329,14 @@ mod tests {
         );
         m.servers[1].led_by = Some(2);
         assert_eq!(m.primary(1), Some(2));
+        m.servers[2].fresh = true;
+        assert_eq!(
+            m.primary(2),
+            None,
+            "a replaced disk holds nothing of its group"
+        );
+        assert_eq!(m.primary(1), None, "nor of a group it took over");
+        m.servers[2].fresh = false;
         m.servers[2].state = ServerState::Down;
         assert_eq!(m.primary(1), None);
         assert_eq!(m.primary(7), None, "no such group");

@@ -83,14 +83,28 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
             "the cluster map changed while catching up",
         ));
     }
-    if let Some((_, since)) = ctx.lease.recovering() {
-        ctx.standbys.rejoined(since);
+    let Some(stay) = ctx.lease.recovering_as() else {
+        return Err(chain::map_error("this server is not recovering"));
+    };
+    ctx.standbys.rejoined(stay.since);
+    let me = ctx.me as u32;
+    if stay.fresh
+        && ctx.config.meta_group(ctx.me).len() > 1
+        && map.primary(me).is_none_or(|p| p == me)
+    {
+        // Its own store, on the new disk, holds nothing of its group: a standby
+        // takes the group over (`crate::promote`), and this server follows it.
+        return Err(OpError::busy(
+            Errno::EAGAIN,
+            "this server's storage directory was replaced: waiting for a standby to take \
+             its metadata over",
+        ));
     }
     // Metadata: every group this server stands by for whose primary serves (its
     // own group too, when another server took it over) has given it a whole copy
     // (the primary sends one to a recovering standby).
     for &g in ctx.standbys.groups() {
-        let led_by_another = map.primary(g as u32).is_some_and(|p| p != ctx.me as u32);
+        let led_by_another = map.primary(g as u32).is_some_and(|p| p != me);
         if led_by_another && !ctx.standbys.following(g) {
             return Err(OpError::busy(
                 Errno::EAGAIN,
@@ -117,6 +131,8 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
                 copied.bytes += from.bytes;
             }
             Some(ServerState::Lost | ServerState::Retired) => {}
+            // Copying every datafile whole, it needs no record of what it missed.
+            _ if stay.refill => {}
             state => {
                 return Err(OpError::busy(
                     Errno::EAGAIN,
@@ -128,6 +144,29 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
                 ))
             }
         }
+    }
+    if stay.refill {
+        let started = std::time::Instant::now();
+        let done = crate::refill::refill(ctx, &map, version).await?;
+        if stay.fresh && ctx.config.meta_group(ctx.me).len() <= 1 {
+            crate::refill::raise_handles(ctx, done.highest).await?;
+        }
+        tracing::info!(
+            datafiles = done.datafiles,
+            bytes = done.bytes,
+            without_another_copy = done.alone,
+            removed_meanwhile = done.removed,
+            seconds = started.elapsed().as_secs_f64(),
+            "refilled every datafile this server holds a copy of"
+        );
+        if done.alone > 0 {
+            tracing::warn!(
+                datafiles = done.alone,
+                "datafiles with no other copy were lost with this server's storage"
+            );
+        }
+        copied.datafiles += done.datafiles;
+        copied.bytes += done.bytes;
     }
     Ok(copied)
 }
@@ -192,42 +231,63 @@ async fn pull_record(
             ),
         ));
     }
-    let readable = map.readable(&rec.copies);
-    let source = if readable.contains(&(recorder as u32)) {
-        recorder
-    } else {
-        match readable.iter().find(|&&c| c != me) {
-            Some(&c) => c as usize,
-            None => {
-                return Err(OpError::busy(
-                    Errno::EAGAIN,
-                    format!(
-                        "no copy of datafile {:#x} is up to copy what this server missed from",
-                        rec.handle
-                    ),
-                ))
-            }
-        }
-    };
+    let source = source(map, &rec.copies, me, Some(recorder as u32)).ok_or_else(|| {
+        OpError::busy(
+            Errno::EAGAIN,
+            format!(
+                "no copy of datafile {:#x} is up to copy what this server missed from",
+                rec.handle
+            ),
+        )
+    })?;
+    copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
+}
+
+/// The copy of `copies` to copy from: `prefer` when it may serve reads under `map`,
+/// else the first other copy that may; None when no copy but `me`'s is readable.
+pub(crate) fn source(
+    map: &pvfs_proto::map::ClusterMap,
+    copies: &[u32],
+    me: u32,
+    prefer: Option<u32>,
+) -> Option<usize> {
+    let readable = map.readable(copies);
+    prefer
+        .filter(|p| readable.contains(p))
+        .or_else(|| readable.iter().copied().find(|&c| c != me))
+        .map(|c| c as usize)
+}
+
+/// Makes this server's copy of datafile `handle` (whose copies are on `copies`) hold
+/// what `source`'s holds in `ranges` (`start, end` pairs; an end of `u64::MAX`
+/// reaches the end of the source's copy, whose size this copy takes), a step at a
+/// time under the datafile's lock here, paced by `[replication]
+/// rebuild_bandwidth`; the bytes copied.
+pub(crate) async fn copy_ranges(
+    ctx: &Arc<Ctx>,
+    source: usize,
+    handle: Handle,
+    copies: &[u32],
+    version: u64,
+    ranges: &[u64],
+) -> OpResult<u64> {
     let copies = Copies {
-        servers: rec.copies.clone(),
+        servers: copies.to_vec(),
         map: version,
         hop: 1,
     };
     let limit = ctx.config.timeouts.request;
     let mut bytes = 0;
-    for pair in rec.ranges.chunks_exact(2) {
+    for pair in ranges.chunks_exact(2) {
         let (start, end) = (pair[0], pair[1]);
         let mut at = start;
         while at < end {
             let step_end = end.min(at.saturating_add(STEP));
-            let _held = ctx.chain_locks.lock(rec.handle, 0, u64::MAX, limit).await?;
-            let (size, data) =
-                read_from(ctx, source, rec.handle, &copies, at, step_end - at).await?;
+            let held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
+            let (size, data) = read_from(ctx, source, handle, &copies, at, step_end - at).await?;
             let got = data.len() as u64;
             bytes += got;
             let store = ctx.data.clone();
-            let handle = rec.handle;
             ctx.blocking(move || {
                 if !data.is_empty() {
                     store.write_at(handle, at, &data)?;
@@ -240,6 +300,8 @@ async fn pull_record(
                 Ok(())
             })
             .await?;
+            drop(held);
+            ctx.copy_pace.spent(got).await;
             if at + got >= size {
                 break;
             }

@@ -91,6 +91,9 @@ pub struct Ctx {
     pub lease: Arc<crate::lease::Lease>,
     /// The datafile ranges this server passes down chains of copies (`crate::chain`).
     pub chain_locks: Arc<crate::chain::RangeLocks>,
+    /// The pace of this server's catch-up and refill copies (`[replication]
+    /// rebuild_bandwidth`).
+    pub copy_pace: Arc<crate::pace::Pace>,
     /// The ranges other copies missed while their servers were down (`crate::missed`).
     pub missed: Arc<crate::missed::MissedLog>,
     /// Changes of datafiles with copies running, by map version (`crate::missed`).

@@ -76,6 +76,9 @@ pub struct Lease {
     /// This server's index, and the random number of this start of it.
     me: NodeId,
     incarnation: u64,
+    /// The id of this server's storage directory (`pvfs_storage::disk_id`; 0
+    /// without an authority).
+    disk: u64,
 }
 
 impl Lease {
@@ -89,6 +92,7 @@ impl Lease {
             log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
             me: 0,
             incarnation: 0,
+            disk: 0,
         }
     }
 
@@ -124,11 +128,15 @@ impl Lease {
             None
         };
         let incarnation = crate::random::random_u64() | 1;
+        let storage = &config.servers[me].storage;
+        let disk = pvfs_storage::disk_id(storage, crate::random::random_u64() | 1)
+            .map_err(|e| format!("cannot read the id of {}: {e}", storage.display()))?;
         Ok(Lease {
             member,
             renewer: Some(Renewer::new(
                 me as NodeId,
                 incarnation,
+                disk,
                 members,
                 wire,
                 params,
@@ -138,6 +146,7 @@ impl Lease {
             log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
             me: me as NodeId,
             incarnation,
+            disk,
         })
     }
 
@@ -240,31 +249,49 @@ impl Lease {
     /// reads (`crate::catchup`).
     /// Also the version since which it has been recovering.
     pub fn recovering(&self) -> Option<(u64, u64)> {
+        self.recovering_as().map(|r| (r.version, r.since))
+    }
+
+    /// Whether this server may hand out handles of its own store: always without an
+    /// authority; with one, once the newest map known here holds this storage
+    /// directory's id and does not call it a replaced one still to refill (a new
+    /// disk's store starts its handles over, `crate::refill::raise_handles`).
+    pub fn disk_current(&self) -> bool {
+        if !self.configured() {
+            return true;
+        }
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.map
+            .as_ref()
+            .and_then(|m| m.server(self.me))
+            .is_some_and(|e| e.storage == self.disk && !e.fresh)
+    }
+
+    /// [`Lease::recovering`], with what this server has to do before it is up.
+    pub fn recovering_as(&self) -> Option<Recovering> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let map = held.map.as_ref()?;
         map.server(self.me)
             .filter(|e| e.state == State::Recovering && e.incarnation == self.incarnation)
-            .map(|e| (map.version, e.since))
+            .map(|e| Recovering {
+                version: map.version,
+                since: e.since,
+                fresh: e.fresh,
+                refill: e.refill,
+            })
     }
 
     /// Tells the authority this server caught up with what it missed while it was
     /// away, in the stay as recovering that began at map version `since` (void if
     /// it has gone down and come back since).
     pub async fn report_caught_up(&self, since: u64) -> OpResult<()> {
-        let Some(renewer) = &self.renewer else {
-            return Ok(());
-        };
         let caught_up = pvfs_authority::Command::CaughtUp {
             server: self.me,
             incarnation: self.incarnation,
             recovering_since: since,
         };
-        renewer.propose(caught_up).await.map(drop).map_err(|e| {
-            OpError::busy(
-                Errno::EAGAIN,
-                format!("could not report being caught up: {e}"),
-            )
-        })
+        // The map it answers is kept: this server knows at once it is up.
+        self.propose(caught_up).await.map(drop)
     }
 
     /// Asks the authority to make this server the primary of metadata group `g`,
@@ -313,6 +340,19 @@ impl Lease {
     }
 }
 
+/// A stay of this server as recovering, as the newest map known here says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovering {
+    /// The map's version.
+    pub version: u64,
+    /// The version since which the server has been recovering.
+    pub since: u64,
+    /// Its storage directory was replaced: it leads no group until it is up.
+    pub fresh: bool,
+    /// It copies every datafile it holds a copy of, not only recorded ranges.
+    pub refill: bool,
+}
+
 /// The authority's map as the wire carries it to clients.
 fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
     ClusterMap {
@@ -326,6 +366,8 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 since: s.since,
                 joined: s.joined,
                 led_by: s.led_by.and_then(|l| u32::try_from(l).ok()),
+                fresh: s.fresh,
+                refill: s.refill,
             })
             .collect(),
     }
@@ -354,7 +396,7 @@ impl Lease {
             rebuild_after: Duration::from_secs(600),
         };
         let mut lease = Lease::none();
-        lease.renewer = Some(Renewer::new(0, 1, vec![0], Arc::new(Nobody), params));
+        lease.renewer = Some(Renewer::new(0, 1, 0, vec![0], Arc::new(Nobody), params));
         let held = lease.held.get_mut().unwrap_or_else(|e| e.into_inner());
         held.until = Some(Instant::now() + left);
         held.granted = version;

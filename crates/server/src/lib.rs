@@ -35,12 +35,14 @@ pub mod missed;
 pub mod once;
 pub mod op;
 pub mod orphans;
+pub mod pace;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
 pub mod promote;
 pub mod random;
 pub mod ratelimit;
+pub mod refill;
 pub mod replicate;
 pub mod reply;
 pub mod seals;
@@ -331,6 +333,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         exec: setup.exec,
         lease,
         chain_locks: Arc::default(),
+        copy_pace: Arc::new(pace::Pace::new(config.replication.rebuild_bandwidth)),
         missed: Arc::new(missed),
         admissions: Arc::default(),
         standbys,

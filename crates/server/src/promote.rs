@@ -416,6 +416,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         exec: host.exec,
         lease: host.lease.clone(),
         chain_locks: host.chain_locks.clone(),
+        copy_pace: host.copy_pace.clone(),
         missed: host.missed.clone(),
         admissions: host.admissions.clone(),
         standbys: crate::standby::Standbys::none(sync),

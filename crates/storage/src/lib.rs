@@ -20,6 +20,7 @@
 
 mod born;
 mod data;
+mod disk_id;
 mod error;
 pub mod fault;
 mod gate;
@@ -34,6 +35,7 @@ mod txn;
 
 pub use born::{BORN_FILE, BORN_VERSION};
 pub use data::{DataBackend, FileData, FsSpace, FD_CACHE_SIZE};
+pub use disk_id::{disk_id, DISK_ID_FILE};
 pub use error::{MetaError, MutationError, StorageError};
 pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};

@@ -805,6 +805,15 @@ impl<'a> MetaTxn<'a> {
         self.put(Tab::Seals, &object_key(dir), sealed.then(|| vec![1]));
     }
 
+    /// The handle [`MetaTxn::alloc_handles`] would return first (0: the range is
+    /// exhausted).
+    pub fn next_handle(&self) -> Result<Handle, MetaError> {
+        let raw = self
+            .get(Tab::Super, SB_NEXT)?
+            .ok_or_else(|| StorageError::corrupt("superblock: no next_handle"))?;
+        Ok(le_u64(&raw, "superblock next_handle")?)
+    }
+
     /// Allocates `n` consecutive new handles from this server's range and returns the
     /// first; ENOSPC when the range is exhausted. Handles are never reused.
     pub fn alloc_handles(&mut self, n: u64) -> Result<Handle, MetaError> {

@@ -24,6 +24,9 @@ fn with(state: State) -> Map {
         renewed: 40,
         led_by: None,
         evicted: false,
+        storage: 0,
+        fresh: false,
+        refill: false,
     };
     m
 }
@@ -67,6 +70,9 @@ fn new_map_is_all_up_at_version_zero() {
                 renewed: 0,
                 led_by: None,
                 evicted: false,
+                storage: 0,
+                fresh: false,
+                refill: false,
             }
         );
     }
@@ -101,6 +107,7 @@ fn renew_same_incarnation_grants_without_change() {
             Command::Renew {
                 server: 1,
                 incarnation: 7,
+                storage: 0,
             },
         );
         assert_eq!(a, Applied::Granted, "{state:?}");
@@ -116,6 +123,7 @@ fn renew_first_sight_records_the_incarnation() {
         &Command::Renew {
             server: 1,
             incarnation: 99,
+            storage: 0,
         },
         3,
     );
@@ -135,6 +143,7 @@ fn renew_after_restart_of_up_or_draining_is_recovering() {
             Command::Renew {
                 server: 1,
                 incarnation: 8,
+                storage: 0,
             },
         );
         assert_eq!(a, Applied::Granted, "{state:?}");
@@ -152,6 +161,7 @@ fn renew_after_restart_while_recovering_stays_recovering_as_the_new_process() {
         Command::Renew {
             server: 1,
             incarnation: 8,
+            storage: 0,
         },
     );
     assert_eq!(a, Applied::Granted);
@@ -184,6 +194,7 @@ fn renew_of_down_or_lost_is_recovering_whatever_the_incarnation() {
                 Command::Renew {
                     server: 1,
                     incarnation,
+                    storage: 0,
                 },
             );
             assert_eq!(a, Applied::Granted, "{state:?}");
@@ -202,6 +213,7 @@ fn renew_of_retired_or_unknown_is_refused() {
         Command::Renew {
             server: 1,
             incarnation: 7,
+            storage: 0,
         },
     );
     assert_eq!(a, Applied::Refused);
@@ -211,6 +223,7 @@ fn renew_of_retired_or_unknown_is_refused() {
         Command::Renew {
             server: 3,
             incarnation: 7,
+            storage: 0,
         },
     );
     assert_eq!(a, Applied::Refused);
@@ -220,6 +233,7 @@ fn renew_of_retired_or_unknown_is_refused() {
         Command::Renew {
             server: u64::MAX,
             incarnation: 7,
+            storage: 0,
         },
     );
     assert_eq!(a, Applied::Refused);
@@ -257,6 +271,7 @@ fn renew_committed_between_decision_and_down_wins() {
             &Command::Renew {
                 server: 1,
                 incarnation: 7,
+                storage: 0,
             },
             45
         ),
@@ -381,6 +396,7 @@ fn a_server_lives_a_whole_life() {
     let renew = |incarnation| Command::Renew {
         server: 0,
         incarnation,
+        storage: 0,
     };
     assert_eq!(m.apply(&renew(5), 1), Applied::Granted);
     let down = Command::Down {
@@ -426,6 +442,8 @@ fn versions_only_grow_and_move_exactly_with_states() {
             0 => Command::Renew {
                 server,
                 incarnation: 1 + next(3),
+                // Mostly the first disk; now and then a second one, or none sent.
+                storage: [1, 1, 1, 1, 2, 0][next(6) as usize],
             },
             1 => Command::Down {
                 server,
@@ -442,7 +460,13 @@ fn versions_only_grow_and_move_exactly_with_states() {
         };
         let before = m.clone();
         let a = m.apply(&cmd, index);
-        let states = |m: &Map| m.servers.iter().map(|s| s.state).collect::<Vec<_>>();
+        // A replaced disk while recovering changes `fresh`, not the state.
+        let states = |m: &Map| {
+            m.servers
+                .iter()
+                .map(|s| (s.state, s.fresh, s.since))
+                .collect::<Vec<_>>()
+        };
         let changed = states(&before) != states(&m);
         assert!(m.version >= before.version);
         assert_eq!(m.version, before.version + u64::from(changed), "{cmd:?}");
@@ -467,6 +491,7 @@ fn a_caught_up_from_before_a_later_fall_is_void() {
     let renew = Command::Renew {
         server: 0,
         incarnation: 5,
+        storage: 0,
     };
     let down = |after| Command::Down {
         server: 0,
@@ -626,6 +651,7 @@ fn an_evicted_server_gets_no_lease_until_it_is_down_and_comes_back_recovering() 
             let renew = Command::Renew {
                 server: 1,
                 incarnation: inc,
+                storage: 0,
             };
             assert_eq!(m.apply(&renew, 51), Applied::Refused);
         }
@@ -644,8 +670,101 @@ fn an_evicted_server_gets_no_lease_until_it_is_down_and_comes_back_recovering() 
         let renew = Command::Renew {
             server: 1,
             incarnation: 7,
+            storage: 0,
         };
         assert_eq!(m.apply(&renew, 54), Applied::Granted);
         assert_eq!(m.servers[1].state, State::Recovering);
     }
+}
+
+#[test]
+fn a_renewal_from_a_replaced_disk_comes_back_fresh_and_everyone_out_refills() {
+    let renew = |server, incarnation, storage| Command::Renew {
+        server,
+        incarnation,
+        storage,
+    };
+    for state in [State::Up, State::Draining, State::Down, State::Lost] {
+        let mut m = Map::new(4);
+        for s in 0..4 {
+            assert_eq!(m.apply(&renew(s, 5, 100 + s), 1), Applied::Granted);
+        }
+        assert_eq!(m.version, 0, "first sight of each disk changes nothing");
+        assert!(m.servers.iter().all(|e| !e.fresh && !e.refill));
+        m.servers[1].state = state;
+        // Server 3 is down: the records others keep of what it missed matter.
+        m.servers[3].state = State::Down;
+        // The same disk after a restart: an ordinary rejoin, nothing to refill.
+        let mut same = m.clone();
+        same.apply(&renew(1, 6, 101), 2);
+        assert!(
+            !same.servers[1].fresh && !same.servers[1].refill,
+            "{state:?}"
+        );
+        // A new disk: recovering, fresh, refilling; server 3, out of its chains,
+        // refills too (the new disk lost its records of what 3 missed); server 0,
+        // up, in every chain, does not.
+        assert_eq!(m.apply(&renew(1, 6, 999), 2), Applied::Granted);
+        let e = &m.servers[1];
+        assert_eq!(
+            (e.state, e.fresh, e.refill),
+            (State::Recovering, true, true)
+        );
+        assert_eq!((e.storage, e.incarnation, e.joined), (999, 6, m.version));
+        assert!(m.servers[3].refill && !m.servers[3].fresh);
+        assert!(!m.servers[0].refill && !m.servers[2].refill);
+        // Caught up: up, nothing left to refill.
+        let cmd = Command::CaughtUp {
+            server: 1,
+            incarnation: 6,
+            recovering_since: m.servers[1].since,
+        };
+        assert_eq!(m.apply(&cmd, 3), Applied::Changed);
+        let e = &m.servers[1];
+        assert_eq!((e.state, e.fresh, e.refill), (State::Up, false, false));
+    }
+    // Replaced while still recovering: a new map, so a `CaughtUp` sent before is void.
+    let mut m = Map::new(2);
+    m.apply(&renew(1, 5, 100), 1);
+    m.version = 3;
+    m.servers[1].state = State::Recovering;
+    m.servers[1].since = 3;
+    let since = m.servers[1].since;
+    assert_eq!(m.apply(&renew(1, 6, 200), 2), Applied::Granted);
+    assert_eq!(m.version, 4);
+    assert!(m.servers[1].fresh && m.servers[1].since != since);
+    let late = Command::CaughtUp {
+        server: 1,
+        incarnation: 6,
+        recovering_since: since,
+    };
+    assert_eq!(m.apply(&late, 3), Applied::Unchanged);
+    // A retired server stays retired, whatever disk it brings.
+    let mut m = Map::new(2);
+    m.apply(&renew(1, 5, 100), 1);
+    m.servers[1].state = State::Retired;
+    assert_eq!(m.apply(&renew(1, 6, 200), 2), Applied::Refused);
+    assert!(!m.servers[1].fresh);
+}
+
+#[test]
+fn a_group_leaves_a_primary_whose_disk_was_replaced() {
+    let mut m = Map::new(3);
+    let renew = |server, storage| Command::Renew {
+        server,
+        incarnation: 5 + storage,
+        storage,
+    };
+    m.apply(&renew(1, 100), 1);
+    let lead = Command::Lead {
+        group: 1,
+        server: 2,
+    };
+    // Serving with its own disk: the group stays.
+    assert_eq!(m.apply(&lead, 2), Applied::Unchanged);
+    // Serving, but from a new disk that holds nothing of the group: it moves.
+    m.apply(&renew(1, 200), 3);
+    assert!(m.servers[1].state.serving() && m.servers[1].fresh);
+    assert_eq!(m.apply(&lead, 4), Applied::Changed);
+    assert_eq!(m.primary(1), 2);
 }

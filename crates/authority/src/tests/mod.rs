@@ -188,6 +188,7 @@ impl Cluster {
         Renewer::new(
             server,
             incarnation,
+            0,
             self.members.clone(),
             self.net.wire(server),
             self.params,

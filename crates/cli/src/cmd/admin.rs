@@ -239,7 +239,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 .and_then(|e| e.led_by)
                 .and_then(|l| servers.get(l as usize))
                 .map(|s| s.name.clone());
-            let detail = match &served_by {
+            let mut detail = match &served_by {
                 Some(by) => {
                     v = merge(v, serde_json::json!({"metadata_served_by": by}));
                     let sep = if detail.is_empty() { "" } else { "; " };
@@ -247,6 +247,21 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 }
                 None => detail,
             };
+            // A replaced disk, or a server that copies every datafile it holds a
+            // copy of before it is up (docs/replication.md, "Self-healing").
+            if let Some(e) = in_map.filter(|e| e.fresh || e.refill) {
+                v = merge(
+                    v,
+                    serde_json::json!({"new_disk": e.fresh, "refilling": e.refill}),
+                );
+                let what = if e.fresh {
+                    "new disk, refilling every copy"
+                } else {
+                    "refilling every copy"
+                };
+                let sep = if detail.is_empty() { "" } else { "; " };
+                detail = format!("{detail}{sep}{what}");
+            }
             if let Some(rtt) = rtt {
                 v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
             }

@@ -2,9 +2,9 @@
 //! The datafiles themselves appear on first write (creating them here would cost four
 //! file creations per file created, on the create path's CPU).
 
-use pvfs_proto::{req, Changed, Response};
+use pvfs_proto::{req, Changed, Errno, Response};
 
-use crate::error::OpResult;
+use crate::error::{OpError, OpResult};
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::precreate::check_count;
 
@@ -23,6 +23,14 @@ impl Handler for req::Precreate {
         let (ctx, count) = (cx.ctx, self.count);
         ctx.require_data()?;
         check_count(count)?;
+        if !ctx.lease.disk_current() {
+            // A new disk's store starts its handles over: none goes out before the
+            // map has seen this disk and it was refilled (`crate::refill`).
+            return Err(OpError::busy(
+                Errno::EAGAIN,
+                "this server's storage directory is new to the map, or still being refilled",
+            ));
+        }
         let answer = cx
             .once
             .commit(&ctx.meta, move |t| {

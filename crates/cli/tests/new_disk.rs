@@ -1,0 +1,360 @@
+//! A replaced disk (`docs/replication.md`, "Self-healing"): four real server
+//! processes made by `pvfs genconfig --replicas 2`. A server is killed, its storage
+//! directory emptied (a new disk), and it is started again while a client writes
+//! and reads. It must serve nothing from the empty disk (a standby takes its
+//! metadata over, its copies serve no read, it hands out no handle twice) until it
+//! has refilled every copy it holds from the others. Then the server that shared
+//! its copies is killed, so that its copies alone serve them: every byte must be
+//! there.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{all_up_with_standby_copies, assert_bytes_eq, poll, scaled, state_of, Cluster};
+use common::{Rng, TestClient};
+use pvfs_proto::codec::{decode, encode};
+use pvfs_proto::{Creds, LayoutSpec, Request, RequestBody, Response, RetryKey};
+
+/// What a server's log says once it refilled its copies.
+const REFILLED: &str = "refilled every datafile this server holds a copy of";
+
+/// What a server's log says of a metadata group it took over.
+const TOOK_OVER: &str = "serving a metadata group from this server's copy, as its primary";
+
+/// The bytes of file `{prefix}{i}`: 192 KiB, so it spans every server's datafile.
+fn content(prefix: &str, i: u64) -> Vec<u8> {
+    let seed = prefix
+        .bytes()
+        .fold(i, |a, b| a.wrapping_mul(31).wrapping_add(u64::from(b)));
+    Rng::new(seed).bytes(192 << 10)
+}
+
+/// Creates, writes and fsyncs `{prefix}{i}` for i in `range`; the servers of the
+/// copies of every datafile made.
+async fn write_files(
+    c: &pvfs_client::Client,
+    prefix: &str,
+    range: std::ops::Range<u64>,
+) -> Vec<Vec<u32>> {
+    let mut copies = Vec::new();
+    for i in range {
+        let path = format!("{prefix}{i}");
+        let f = c
+            .create(&path, 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+        f.write_at(0, &content(prefix, i))
+            .await
+            .unwrap_or_else(|e| panic!("write {path}: {e}"));
+        f.fsync()
+            .await
+            .unwrap_or_else(|e| panic!("fsync {path}: {e}"));
+        copies.extend(f.layout().datafiles.iter().map(|d| d.replicas().collect()));
+    }
+    copies
+}
+
+/// Reads `{prefix}{i}` back for i in `range`, byte for byte.
+async fn check_files(c: &pvfs_client::Client, prefix: &str, range: std::ops::Range<u64>) {
+    for i in range {
+        let path = format!("{prefix}{i}");
+        let f = c
+            .open(&path)
+            .await
+            .unwrap_or_else(|e| panic!("open {path}: {e}"));
+        let want = content(prefix, i);
+        let mut back = vec![0u8; want.len() + 1];
+        let n = f
+            .read_at(0, &mut back)
+            .await
+            .unwrap_or_else(|e| panic!("read {path}: {e}"));
+        assert_bytes_eq(&back[..n], &want, &path);
+    }
+}
+
+/// Kills server `name`, empties its storage directory (a new disk) and starts it
+/// again, at once or (`down_first`) once the map calls it down.
+fn replace_disk(cluster: &Cluster, name: &str, down_first: bool) {
+    cluster.kill(name, libc::SIGKILL);
+    let dir = cluster.storage(name);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    if down_first {
+        wait_state(cluster, name, "down");
+    }
+    cluster.restart(name);
+}
+
+/// Waits until the map calls server `name` `state`.
+fn wait_state(cluster: &Cluster, name: &str, state: &str) {
+    poll(
+        &format!("{name} {state}"),
+        scaled(Duration::from_secs(30)),
+        || (state_of(cluster, name).as_deref() == Some(state)).then_some(()),
+    );
+}
+
+/// Waits until server `name` is up and has refilled its copies; the datafiles its
+/// log says it refilled.
+fn wait_refilled(cluster: &Cluster, name: &str) -> u64 {
+    poll(
+        &format!("{name} up again, its copies refilled"),
+        scaled(Duration::from_secs(90)),
+        || {
+            (state_of(cluster, name).as_deref() == Some("up")
+                && cluster.log(name).contains(REFILLED))
+            .then_some(())
+        },
+    );
+    let log = cluster.log(name);
+    let line = log.lines().find(|l| l.contains(REFILLED)).unwrap();
+    let field = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("datafiles="))
+        .unwrap_or_else(|| panic!("no datafiles= in {line:?}"));
+    field.parse().unwrap()
+}
+
+/// Runs `pvfs fsck --json` and asserts it found nothing.
+fn assert_fsck_clean(cluster: &Cluster) {
+    let fsck = cluster.run_cli(&["fsck", "--json"]);
+    let report = fsck.json_any();
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    assert!(fsck.status.success());
+}
+
+#[test]
+fn a_new_disk_serves_nothing_until_refilled_then_holds_every_byte() {
+    new_disk_under_load(false);
+}
+
+#[test]
+fn a_new_disk_on_a_server_down_for_a_while_is_refilled_too() {
+    new_disk_under_load(true);
+}
+
+/// The first two tests: s0 gets a new disk under load, back at once or once down.
+fn new_disk_under_load(down_first: bool) {
+    let cluster = common::four_with_two_copies();
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let tc = TestClient::new(config.clone());
+    let mut copies = tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/a", 0..24).await
+    });
+    let on_s0 = copies.iter().filter(|c| c.contains(&0)).count() as u64;
+    assert!(on_s0 > 0);
+
+    // s0 (a metadata primary, a link of data chains) gets a new disk while a client
+    // reads the files it held copies of and writes new ones: no error.
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let (config, stop) = (config.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let tc = TestClient::new(config);
+            tc.run(Duration::from_secs(300), async |c| {
+                let mut made = 0;
+                let mut copies = Vec::new();
+                while !stop.load(Ordering::Relaxed) || made < 8 {
+                    copies.extend(write_files(&c, "/b", made..made + 1).await);
+                    check_files(&c, "/a", made % 24..made % 24 + 1).await;
+                    made += 1;
+                }
+                (made, copies)
+            })
+        })
+    };
+    let took_over_before = cluster.log(&s1).matches(TOOK_OVER).count();
+    replace_disk(&cluster, &s0, down_first);
+    let refilled = wait_refilled(&cluster, &s0);
+    stop.store(true, Ordering::Relaxed);
+    let (made, more) = busy.join().unwrap();
+    copies.extend(more);
+    eprintln!("{s0} refilled {refilled} datafiles; {made} files written meanwhile");
+    assert!(
+        refilled >= on_s0,
+        "{s0} refilled {refilled} datafiles, but held copies of {on_s0} before"
+    );
+    // Its standby took its metadata over rather than let the empty store serve.
+    assert!(
+        cluster.log(&s1).matches(TOOK_OVER).count() > took_over_before,
+        "{s1} did not take {s0}'s metadata over:\n{}",
+        cluster.log_tail(&s1)
+    );
+    assert!(cluster.log(&s0).contains("its own store is superseded"));
+
+    // s1 goes: whatever had copies on s0 and s1 is served by s0's copies alone, and
+    // s0's metadata by its copy (a whole one, from s1, since the new disk).
+    let alone = copies
+        .iter()
+        .filter(|c| c.contains(&0) && c.contains(&1))
+        .count();
+    assert!(alone > 0, "no datafile has its copies on {s0} and {s1}");
+    cluster.kill(&s1, libc::SIGKILL);
+    tc.run(Duration::from_secs(120), async |c| {
+        check_files(&c, "/a", 0..24).await;
+        check_files(&c, "/b", 0..made).await;
+    });
+    cluster.restart(&s1);
+    all_up_with_standby_copies(&cluster);
+    assert_fsck_clean(&cluster);
+    cluster.assert_all_running();
+}
+
+/// Reserves one datafile handle of data server `server` as a metadata server would
+/// (`Precreate`, with the file system's key); the handle, or the error.
+async fn reserve_handle(config: &pvfs_config::Config, server: usize, seq: u64) -> Response {
+    let mux = common::raw_mux(config, server).await;
+    let body = encode(&RequestBody {
+        creds: Creds::default(),
+        request: Request::Precreate(pvfs_proto::req::Precreate { count: 1 }),
+        retry: Some(RetryKey {
+            client: 0x5eed_d15c,
+            seq,
+        }),
+        origin: 0,
+    });
+    let mut call = mux.call(&body, &[], true).await.unwrap();
+    decode(&call.recv().await.unwrap().body).unwrap()
+}
+
+#[test]
+fn a_data_server_with_a_new_disk_hands_out_no_handle_twice() {
+    // Two metadata servers; s3 holds data only, and reserves datafile handles from
+    // its own store, which a new disk starts over.
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--meta-servers")
+        .genconfig_arg("2")
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        .set("lease", r#""1s""#)
+        .start();
+    let config = cluster.config().clone();
+    poll(
+        "every server up, both metadata servers with a whole copy at their standby",
+        scaled(Duration::from_secs(30)),
+        || {
+            let up = cluster
+                .names()
+                .iter()
+                .all(|n| state_of(&cluster, n).as_deref() == Some("up"));
+            let copied = config.meta_servers().iter().all(|&m| {
+                cluster
+                    .log(&config.servers[m].name)
+                    .contains("metadata standby has a whole copy")
+            });
+            (up && copied).then_some(())
+        },
+    );
+    let s3 = config.servers[3].name.clone();
+    assert!(config.meta_group(3).is_empty());
+    let tc = TestClient::new(config.clone());
+    tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/a", 0..24).await;
+    });
+    // The handles s3 handed out so far: below the next one it reserves.
+    let before = match tc.block_on(reserve_handle(&config, 3, 1)) {
+        Response::Handles { first, .. } => first,
+        other => panic!("Precreate on {s3}: {other:?}"),
+    };
+    replace_disk(&cluster, &s3, false);
+    wait_refilled(&cluster, &s3);
+    let after = match tc.block_on(reserve_handle(&config, 3, 2)) {
+        Response::Handles { first, .. } => first,
+        other => panic!("Precreate on {s3} after its new disk: {other:?}"),
+    };
+    assert!(
+        after > before,
+        "{s3}'s new disk handed out {after:#x}, not past {before:#x}, which it had handed out before"
+    );
+    // Files made since, and those from before, are whole; fsck finds nothing.
+    tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/c", 0..24).await;
+        check_files(&c, "/a", 0..24).await;
+        check_files(&c, "/c", 0..24).await;
+    });
+    assert_fsck_clean(&cluster);
+    cluster.assert_all_running();
+}
+
+#[test]
+fn a_server_whose_records_went_with_new_disks_refills_whole() {
+    // Five servers, three copies: s2 is down while files are written, and the two
+    // servers that recorded what it missed of the files whose copies are on s2, s3
+    // and s4 get new disks one after the other, each refilled from the other. The
+    // bytes s2 missed are on them, but no record of its absence is: back, s2 must
+    // copy whole, or it would serve what it held before. (s3 and s4 are not members
+    // of the authority, s0, s1 and s2, so killing them keeps its majority.)
+    let cluster = Cluster::builder()
+        .servers(5)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("3")
+        .set("lease", r#""1s""#)
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let name = |i: usize| config.servers[i].name.clone();
+    let tc = TestClient::new(config.clone());
+    // Every file is written twice: once with s2 up, then again with s2 down, so
+    // s2's stale copy differs from the file everywhere.
+    let n = 12;
+    let set = [2u32, 3, 4];
+    tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/old-", 0..n).await;
+    });
+    cluster.kill(&name(2), libc::SIGKILL);
+    wait_state(&cluster, &name(2), "down");
+    let copies = tc.run(Duration::from_secs(120), async |c| {
+        for i in 0..n {
+            let (from, to) = (format!("/old-{i}"), format!("/f{i}"));
+            let f = c.open(&from).await.unwrap();
+            f.write_at(0, &content("/f", i)).await.unwrap();
+            f.fsync().await.unwrap();
+            c.rename(&from, &to).await.unwrap();
+        }
+        let mut copies = Vec::new();
+        for i in 0..n {
+            let f = c.open(&format!("/f{i}")).await.unwrap();
+            copies.extend(f.layout().datafiles.iter().map(|d| {
+                let mut r: Vec<u32> = d.replicas().collect();
+                r.sort_unstable();
+                r
+            }));
+        }
+        copies
+    });
+    let on_234 = copies.iter().filter(|c| **c == set).count();
+    assert!(on_234 > 0, "no datafile has its copies on s2, s3 and s4");
+    for i in [3, 4] {
+        replace_disk(&cluster, &name(i), false);
+        wait_refilled(&cluster, &name(i));
+    }
+    cluster.restart(&name(2));
+    wait_state(&cluster, &name(2), "up");
+    // s3 and s4 go: the files whose copies are on s2, s3 and s4 are served by s2's
+    // copies alone.
+    cluster.kill(&name(3), libc::SIGKILL);
+    cluster.kill(&name(4), libc::SIGKILL);
+    tc.run(Duration::from_secs(120), async |c| {
+        check_files(&c, "/f", 0..n).await;
+    });
+    assert!(
+        cluster.log(&name(2)).contains(REFILLED),
+        "{} did not refill its copies",
+        name(2)
+    );
+    cluster.restart(&name(3));
+    cluster.restart(&name(4));
+    all_up_with_standby_copies(&cluster);
+    assert_fsck_clean(&cluster);
+    cluster.assert_all_running();
+}

@@ -1,0 +1,212 @@
+//! Refilling (`docs/replication.md`, "Self-healing"): a server whose storage
+//! directory was replaced (a new disk) holds none of its copies, and a server whose
+//! absence was recorded on that disk cannot learn what it missed. The map marks
+//! both `refill`; before such a server is up again, it copies every datafile it
+//! holds a copy of, whole, from a copy that is up.
+//!
+//! Which datafiles: the layouts of every file, read a page at a time from every
+//! metadata group (`ScanObjects`, routed to whichever server serves the group).
+//! Each datafile listing this server is copied under its lock here, as catch-up
+//! copies a range (`crate::catchup::copy_ranges`), so writes arriving meanwhile
+//! (this server is at the tail of its chains) land after the bytes copied.
+//!
+//! A file removed while its page was being copied could leave a copy behind: its
+//! datafiles' removal may reach this server before the copy does. So once a page is
+//! copied, its range of objects is read again, and the copies of every file gone
+//! from it are removed here (the removal of a file's name and object comes before
+//! that of its datafiles, so a file still listed then has its removal still to come,
+//! and it reaches the copy made).
+//!
+//! A server that leads no replicated metadata group (a data server alone) hands out
+//! datafile handles from its own store, which a new disk starts over: its next
+//! handle is moved past every handle of its range that a layout holds, and past
+//! [`POOL_GAP`] more, which no metadata server's pool of its handles can reach.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use pvfs_proto::attr::ObjDetail;
+use pvfs_proto::map::ClusterMap;
+use pvfs_proto::{req, Errno, Handle, Request, Response};
+
+use crate::catchup::{copy_ranges, source};
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+
+/// Objects asked for at once.
+const PAGE: u32 = 256;
+
+/// How far past the highest handle a layout holds a data server's next handle
+/// moves after its disk was replaced: more than every metadata server's pools of
+/// its handles together (each refilled in batches of `crate::precreate::BATCH`
+/// below `crate::precreate::LOW_WATER`, at most `crate::precreate::MAX_COUNT` at
+/// once), by orders of magnitude.
+pub const POOL_GAP: u64 = 1 << 32;
+
+/// What a refill did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refilled {
+    /// Datafiles copied.
+    pub datafiles: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Datafiles with no other copy (one copy, or every other copy lost): lost
+    /// with the disk.
+    pub alone: u64,
+    /// Copies removed again because their file was removed meanwhile.
+    pub removed: u64,
+    /// The highest datafile handle of this server's range in any layout.
+    pub highest: Option<Handle>,
+}
+
+/// Copies every datafile this server holds a copy of, whole, from a copy that is
+/// up under map `version`.
+pub async fn refill(ctx: &Arc<Ctx>, map: &ClusterMap, version: u64) -> OpResult<Refilled> {
+    let mut done = Refilled::default();
+    for g in ctx.config.meta_servers() {
+        let mut after = None;
+        loop {
+            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
+            let Some(last) = attrs.last().map(|a| a.handle) else {
+                break;
+            };
+            let mut copied: Vec<(Handle, Vec<Handle>)> = Vec::new();
+            for attr in &attrs {
+                if let Some(handles) = refill_file(ctx, map, version, attr, &mut done).await? {
+                    copied.push((attr.handle, handles));
+                }
+            }
+            if !copied.is_empty() {
+                let still = objects_through(ctx, g, after, last).await?;
+                for (file, handles) in copied {
+                    if !still.contains(&file) {
+                        let store = ctx.data.clone();
+                        done.removed += handles.len() as u64;
+                        ctx.blocking(move || {
+                            handles.iter().try_for_each(|&h| Ok(store.remove(h)?))
+                        })
+                        .await?;
+                    }
+                }
+            }
+            if !more {
+                break;
+            }
+            after = Some(last);
+        }
+    }
+    Ok(done)
+}
+
+/// Copies this server's copies of the datafiles of `attr` (when it is a file); the
+/// handles copied, if any.
+async fn refill_file(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    version: u64,
+    attr: &pvfs_proto::Attr,
+    done: &mut Refilled,
+) -> OpResult<Option<Vec<Handle>>> {
+    let ObjDetail::File { layout } = &attr.detail else {
+        return Ok(None);
+    };
+    let me = ctx.me as u32;
+    let range = ctx.config.servers[ctx.me].handles;
+    let mut copied = Vec::new();
+    for df in &layout.datafiles {
+        if (range.first..=range.last).contains(&df.handle) {
+            done.highest = done.highest.max(Some(df.handle));
+        }
+        let copies: Vec<u32> = df.replicas().collect();
+        if !copies.contains(&me) {
+            continue;
+        }
+        let Some(from) = source(map, &copies, me, None) else {
+            if copies.len() == 1 || copies.iter().all(|&c| c == me || lost(map, c)) {
+                done.alone += 1;
+                continue;
+            }
+            return Err(OpError::busy(
+                Errno::EAGAIN,
+                format!(
+                    "no copy of datafile {:#x} is up to refill this server's from",
+                    df.handle
+                ),
+            ));
+        };
+        done.bytes += copy_ranges(ctx, from, df.handle, &copies, version, &[0, u64::MAX]).await?;
+        done.datafiles += 1;
+        copied.push(df.handle);
+    }
+    Ok((!copied.is_empty()).then_some(copied))
+}
+
+/// Whether server `s` is gone for good under `map` (lost or retired).
+fn lost(map: &ClusterMap, s: u32) -> bool {
+    use pvfs_proto::map::ServerState;
+    matches!(map.state(s), Some(ServerState::Lost | ServerState::Retired))
+}
+
+/// A page of metadata group `g`'s objects after `after`, and whether more follow.
+async fn scan(
+    ctx: &Arc<Ctx>,
+    g: usize,
+    after: Option<Handle>,
+    max: u32,
+) -> OpResult<(Vec<pvfs_proto::Attr>, bool)> {
+    match ctx
+        .peers
+        .call(g, Request::ScanObjects(req::ScanObjects { after, max }))
+        .await?
+    {
+        Response::Objects { attrs, more } => Ok((attrs, more)),
+        other => Err(OpError::internal(
+            Errno::EPROTO,
+            format!("ScanObjects answered with {}", other.op_name()),
+        )),
+    }
+}
+
+/// The handles of group `g`'s objects after `after` up to `last`, as they are now.
+async fn objects_through(
+    ctx: &Arc<Ctx>,
+    g: usize,
+    mut after: Option<Handle>,
+    last: Handle,
+) -> OpResult<HashSet<Handle>> {
+    let mut out = HashSet::new();
+    loop {
+        let (attrs, more) = scan(ctx, g, after, PAGE).await?;
+        for a in &attrs {
+            if a.handle > last {
+                return Ok(out);
+            }
+            out.insert(a.handle);
+        }
+        match attrs.last() {
+            Some(a) if more => after = Some(a.handle),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Moves this server's next datafile handle past `highest` (the highest of its
+/// range any layout holds) and [`POOL_GAP`] more: its store started over on the
+/// new disk, and must not hand out a handle in use.
+pub async fn raise_handles(ctx: &Arc<Ctx>, highest: Option<Handle>) -> OpResult<()> {
+    let range = ctx.config.servers[ctx.me].handles;
+    let floor = highest
+        .unwrap_or(range.first)
+        .saturating_add(POOL_GAP)
+        .min(range.last);
+    ctx.meta
+        .write(move |t| {
+            let next = t.next_handle()?;
+            if next != 0 && next < floor {
+                t.alloc_handles(floor - next)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
