@@ -16,6 +16,7 @@ pub mod caps;
 pub mod catchup;
 pub mod chain;
 pub mod connection;
+pub mod copy;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;

@@ -7,7 +7,7 @@
 //! Which datafiles: the layouts of every file, read a page at a time from every
 //! metadata group (`ScanObjects`, routed to whichever server serves the group).
 //! Each datafile listing this server is copied under its lock here, as catch-up
-//! copies a range (`crate::catchup::copy_ranges`), so writes arriving meanwhile
+//! copies a range (`crate::copy::copy_ranges`), so writes arriving meanwhile
 //! (this server is at the tail of its chains) land after the bytes copied.
 //!
 //! A file removed while its page was being copied could leave a copy behind: its
@@ -29,7 +29,7 @@ use pvfs_proto::attr::ObjDetail;
 use pvfs_proto::map::ClusterMap;
 use pvfs_proto::{req, Errno, Handle, Request, Response};
 
-use crate::catchup::{copy_ranges, source};
+use crate::copy::{copy_ranges, source};
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 
