@@ -5,6 +5,7 @@ use crate::lease::{self, Leases};
 use crate::map::{Applied, Command, Map};
 use crate::network::Network;
 use crate::raft::{self, TypeConfig};
+use crate::rejoin::{self, Standing, StandingCell};
 use crate::store::{self, LogStore, Machine};
 use crate::wire::{Reply, Request, Wire};
 use crate::{Error, NodeId, Params};
@@ -13,7 +14,7 @@ use openraft::raft::ClientWriteResponse;
 use openraft::Raft;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -38,10 +39,23 @@ struct Inner {
     checker: Mutex<Option<JoinHandle<()>>>,
     /// Completes once the store file is closed (raft's tasks hold it until they end).
     closed: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+    /// The authority's members, from the configuration.
+    members: BTreeSet<NodeId>,
+    /// What part this member takes in raft (`crate::rejoin`).
+    standing: StandingCell,
+    /// The members this one, leading, took back after their logs were lost.
+    taken_back: Mutex<BTreeSet<NodeId>>,
+    /// The task deciding this member's part, when it started with an empty store.
+    rejoin: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Authority {
-    /// Starts this member: `members` are the authority's node ids (from the configuration, the same on every member), `servers` the number of servers in the map. The first start of a member with the lowest id in `members` and an empty store initializes the cluster with `members` as voters (idempotent if already initialized — others wait to be contacted).
+    /// Starts this member: `members` are the authority's node ids (from the
+    /// configuration, the same on every member), `servers` the number of servers in
+    /// the map, `disk` the id of the server's storage directory (0: none). A member
+    /// with an empty store asks the others what they hold before it takes part
+    /// (`crate::rejoin`): the lowest member forms a new authority with `members` as
+    /// voters, and a member whose log went with an old disk waits to be taken back.
     pub async fn start(
         me: NodeId,
         members: Vec<NodeId>,
@@ -49,6 +63,7 @@ impl Authority {
         dir: &Path,
         wire: Arc<dyn Wire>,
         params: Params,
+        disk: u64,
     ) -> Result<Authority, Error> {
         params.check()?;
         let voters: BTreeSet<NodeId> = members.iter().copied().collect();
@@ -93,7 +108,9 @@ impl Authority {
             .map_err(|e| Error::Raft(e.to_string()))?;
         // Only the lowest member forms the cluster, so two members never initialize with
         // different logs; the others start empty and are brought in by its first leader.
-        if !initialized && voters.first() == Some(&me) {
+        // With others to ask, an empty store first asks them (`crate::rejoin`).
+        let alone = voters.len() == 1;
+        if !initialized && alone {
             match raft.initialize(voters.clone()).await {
                 Ok(()) => tracing::info!(me, ?voters, "authority: initialized"),
                 // Someone else's vote or entries arrived meanwhile: formed already.
@@ -109,7 +126,7 @@ impl Authority {
             map.clone(),
             params,
         ));
-        Ok(Authority {
+        let authority = Authority {
             inner: Arc::new(Inner {
                 me,
                 raft,
@@ -118,8 +135,53 @@ impl Authority {
                 params,
                 checker: Mutex::new(Some(checker)),
                 closed: tokio::sync::Mutex::new(Some(closed)),
+                members: voters.clone(),
+                standing: StandingCell::new(if initialized || alone {
+                    Standing::Voting
+                } else {
+                    Standing::Silent
+                }),
+                taken_back: Mutex::new(BTreeSet::new()),
+                rejoin: Mutex::new(None),
             }),
-        })
+        };
+        if authority.standing().get() == Standing::Silent {
+            let task = tokio::spawn(rejoin::run(authority.clone(), voters, disk, wire, params));
+            *authority
+                .inner
+                .rejoin
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(task);
+        }
+        Ok(authority)
+    }
+
+    /// This member's raft.
+    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
+        &self.inner.raft
+    }
+
+    /// The authority's members.
+    pub(crate) fn members(&self) -> BTreeSet<NodeId> {
+        self.inner.members.clone()
+    }
+
+    /// What part this member takes in raft.
+    pub(crate) fn standing(&self) -> &StandingCell {
+        &self.inner.standing
+    }
+
+    /// The members this one took back (`Authority::readmit`).
+    pub(crate) fn taken_back(&self) -> MutexGuard<'_, BTreeSet<NodeId>> {
+        self.inner
+            .taken_back
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease and rebuild times.
+    pub(crate) fn params(&self) -> Params {
+        self.inner.params
     }
 
     /// Answers a message another member (or a renewing server, through `Wire`) sent: the server calls this for every incoming authority frame.
@@ -135,9 +197,20 @@ impl Authority {
     async fn answer(&self, req: Request) -> Reply {
         let raft = &self.inner.raft;
         match req {
+            // A member that may have forgotten what it voted and acknowledged takes
+            // no part; a learner takes entries and grants no vote (`crate::rejoin`).
+            Request::Append(_) | Request::Snapshot(_)
+                if self.standing().get() == Standing::Silent =>
+            {
+                Reply::Failed("this member takes no part yet: its log is being restored".into())
+            }
+            Request::Vote(_) if self.standing().get() != Standing::Voting => {
+                Reply::Failed("this member grants no vote yet: its log is being restored".into())
+            }
             Request::Append(rpc) => Reply::Append(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Reply::Vote(raft.vote(rpc).await),
             Request::Snapshot(rpc) => Reply::Snapshot(raft.install_snapshot(rpc).await),
+            Request::Rejoin { member } => self.readmit(member).await,
             Request::GetMap => Reply::Map(self.map()),
             Request::Renew {
                 server,
@@ -217,6 +290,16 @@ impl Authority {
 
     /// Stops raft (clean shutdown).
     pub async fn shutdown(&self) {
+        let rejoin = self
+            .inner
+            .rejoin
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(r) = rejoin {
+            r.abort();
+            let _ = r.await;
+        }
         let checker = self
             .inner
             .checker
@@ -239,11 +322,5 @@ impl Authority {
                 tracing::warn!("authority: the raft store is still open after shutdown");
             }
         }
-    }
-
-    /// The raft handle (tests look at its metrics).
-    #[cfg(test)]
-    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
-        &self.inner.raft
     }
 }

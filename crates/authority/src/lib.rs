@@ -15,6 +15,7 @@ mod lease;
 mod map;
 mod network;
 mod raft;
+mod rejoin;
 mod renew;
 mod store;
 mod wire;

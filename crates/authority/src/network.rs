@@ -73,7 +73,15 @@ impl Peer {
                     timeout: ttl,
                 }),
             })?;
-        Reply::decode(&answer).map_err(|e| RPCError::Network(NetworkError::new(&e)))
+        match Reply::decode(&answer).map_err(|e| RPCError::Network(NetworkError::new(&e)))? {
+            // A member that takes no part now (its log went with its storage, and it
+            // is not back yet: `crate::rejoin`) is as good as unreachable: back off.
+            Reply::Failed(why) => {
+                let e = std::io::Error::other(format!("member {} failed: {why}", self.to));
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+            reply => Ok(reply),
+        }
     }
 
     /// The error for an answer of the wrong kind.

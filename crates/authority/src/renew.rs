@@ -98,6 +98,19 @@ impl Renewer {
         }
     }
 
+    /// Asks the leader to take this member back after its log went with its storage
+    /// (`crate::rejoin`): `Learning` or `Rejoined`.
+    pub(crate) async fn rejoin(&self) -> Result<Reply, Error> {
+        let budget = self.params.lease * 4;
+        let req = Request::Rejoin { member: self.me };
+        match self.through_leader(&req, Instant::now() + budget).await? {
+            Some(r @ (Reply::Learning | Reply::Rejoined)) => Ok(r),
+            Some(Reply::Rejected(why)) => Err(Error::Rejected(why)),
+            Some(other) => Err(Error::Decode(format!("a rejoin answered {other:?}"))),
+            None => Err(Error::NoAnswer(budget)),
+        }
+    }
+
     /// Asks any member for its newest map.
     pub async fn fetch_map(&self) -> Result<Map, Error> {
         let budget = self.params.lease / 2;

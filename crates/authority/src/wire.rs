@@ -64,6 +64,12 @@ pub(crate) enum Request {
     Propose(Command),
     /// Asks for the member's newest map.
     GetMap,
+    /// A member whose log went with its storage asks the leader to take it back
+    /// (`crate::rejoin`; answered by the leader only).
+    Rejoin {
+        /// The member.
+        member: NodeId,
+    },
 }
 
 /// The answer to a [`Request`].
@@ -101,6 +107,10 @@ pub(crate) enum Reply {
     },
     /// The request may not be made (a command only the leader proposes).
     Rejected(String),
+    /// To [`Request::Rejoin`]: the member is a learner now, catching up; ask again.
+    Learning,
+    /// To [`Request::Rejoin`]: the member holds the leader's log and votes again.
+    Rejoined,
     /// The member could not answer (shut down, raft failed, a malformed frame, no commit in time).
     Failed(String),
 }

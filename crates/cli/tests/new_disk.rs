@@ -129,32 +129,36 @@ fn assert_fsck_clean(cluster: &Cluster) {
 
 #[test]
 fn a_new_disk_serves_nothing_until_refilled_then_holds_every_byte() {
-    new_disk_under_load(false);
+    new_disk_under_load(0, false);
 }
 
 #[test]
 fn a_new_disk_on_a_server_down_for_a_while_is_refilled_too() {
-    new_disk_under_load(true);
+    new_disk_under_load(1, true);
 }
 
-/// The first two tests: s0 gets a new disk under load, back at once or once down.
-fn new_disk_under_load(down_first: bool) {
+/// The first two tests: server `v` (a member of the authority, a metadata primary,
+/// a link of data chains) gets a new disk under load, back at once or once down.
+fn new_disk_under_load(v: usize, down_first: bool) {
     let cluster = common::four_with_two_copies();
     let config = cluster.config().clone();
-    let (s0, s1) = (
-        config.servers[0].name.clone(),
-        config.servers[1].name.clone(),
+    // Its partner: its metadata standby, the next copy of its chains.
+    let w = v + 1;
+    let (sv, sw) = (
+        config.servers[v].name.clone(),
+        config.servers[w].name.clone(),
     );
-    assert_eq!(config.meta_group(0), vec![0, 1]);
+    assert_eq!(config.meta_group(v), vec![v as u32, w as u32]);
+    assert!(config.replication.authority.contains(&v));
     let tc = TestClient::new(config.clone());
     let mut copies = tc.run(Duration::from_secs(120), async |c| {
         write_files(&c, "/a", 0..24).await
     });
-    let on_s0 = copies.iter().filter(|c| c.contains(&0)).count() as u64;
-    assert!(on_s0 > 0);
+    let on_v = copies.iter().filter(|c| c.contains(&(v as u32))).count() as u64;
+    assert!(on_v > 0);
 
-    // s0 (a metadata primary, a link of data chains) gets a new disk while a client
-    // reads the files it held copies of and writes new ones: no error.
+    // It gets a new disk while a client reads the files it held copies of and
+    // writes new ones: no error.
     let stop = Arc::new(AtomicBool::new(false));
     let busy = {
         let (config, stop) = (config.clone(), stop.clone());
@@ -172,41 +176,60 @@ fn new_disk_under_load(down_first: bool) {
             })
         })
     };
-    let took_over_before = cluster.log(&s1).matches(TOOK_OVER).count();
-    replace_disk(&cluster, &s0, down_first);
-    let refilled = wait_refilled(&cluster, &s0);
+    let took_over_before = cluster.log(&sw).matches(TOOK_OVER).count();
+    replace_disk(&cluster, &sv, down_first);
+    let refilled = wait_refilled(&cluster, &sv);
     stop.store(true, Ordering::Relaxed);
     let (made, more) = busy.join().unwrap();
     copies.extend(more);
-    eprintln!("{s0} refilled {refilled} datafiles; {made} files written meanwhile");
+    eprintln!("{sv} refilled {refilled} datafiles; {made} files written meanwhile");
     assert!(
-        refilled >= on_s0,
-        "{s0} refilled {refilled} datafiles, but held copies of {on_s0} before"
+        refilled >= on_v,
+        "{sv} refilled {refilled} datafiles, but held copies of {on_v} before"
     );
     // Its standby took its metadata over rather than let the empty store serve.
     assert!(
-        cluster.log(&s1).matches(TOOK_OVER).count() > took_over_before,
-        "{s1} did not take {s0}'s metadata over:\n{}",
-        cluster.log_tail(&s1)
+        cluster.log(&sw).matches(TOOK_OVER).count() > took_over_before,
+        "{sw} did not take {sv}'s metadata over:\n{}",
+        cluster.log_tail(&sw)
     );
-    assert!(cluster.log(&s0).contains("its own store is superseded"));
+    assert!(cluster.log(&sv).contains("its own store is superseded"));
+    // Its authority log went with the disk: it must vote again before its partner,
+    // also a member, goes, or the authority would lose its majority.
+    poll(
+        &format!("{sv} voting in the authority again"),
+        scaled(Duration::from_secs(30)),
+        || cluster.log(&sv).contains("votes again").then_some(()),
+    );
 
-    // s1 goes: whatever had copies on s0 and s1 is served by s0's copies alone, and
-    // s0's metadata by its copy (a whole one, from s1, since the new disk).
+    // Its partner goes: whatever had copies on both is served by the new disk's
+    // copies alone, and its metadata by its copy (a whole one, since the new disk).
     let alone = copies
         .iter()
-        .filter(|c| c.contains(&0) && c.contains(&1))
+        .filter(|c| c.contains(&(v as u32)) && c.contains(&(w as u32)))
         .count();
-    assert!(alone > 0, "no datafile has its copies on {s0} and {s1}");
-    cluster.kill(&s1, libc::SIGKILL);
+    assert!(alone > 0, "no datafile has its copies on {sv} and {sw}");
+    cluster.kill(&sw, libc::SIGKILL);
     tc.run(Duration::from_secs(120), async |c| {
         check_files(&c, "/a", 0..24).await;
         check_files(&c, "/b", 0..made).await;
     });
-    cluster.restart(&s1);
+    cluster.restart(&sw);
     all_up_with_standby_copies(&cluster);
     assert_fsck_clean(&cluster);
     cluster.assert_all_running();
+    for n in cluster.names() {
+        assert!(
+            !cluster.log(&n).contains("panicked"),
+            "{n}:\n{}",
+            cluster.log(&n)
+        );
+    }
+    // Its authority log went with the disk: it was taken back as a learner and
+    // votes again.
+    let log = cluster.log(&sv);
+    assert!(log.contains("this member's log went with its storage"));
+    assert!(log.contains("votes again"));
 }
 
 /// Reserves one datafile handle of data server `server` as a metadata server would

@@ -109,6 +109,9 @@ impl Lease {
             rebuild_after: r.rebuild_after,
         };
         let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
+        let storage = &config.servers[me].storage;
+        let disk = pvfs_storage::disk_id(storage, crate::random::random_u64() | 1)
+            .map_err(|e| format!("cannot read the id of {}: {e}", storage.display()))?;
         let member = if r.authority.contains(&me) {
             let dir = config.servers[me].storage.join("authority");
             std::fs::create_dir_all(&dir)
@@ -120,6 +123,7 @@ impl Lease {
                 &dir,
                 wire.clone(),
                 params,
+                disk,
             )
             .await
             .map_err(|e| format!("cannot start the authority in {}: {e}", dir.display()))?;
@@ -128,9 +132,6 @@ impl Lease {
             None
         };
         let incarnation = crate::random::random_u64() | 1;
-        let storage = &config.servers[me].storage;
-        let disk = pvfs_storage::disk_id(storage, crate::random::random_u64() | 1)
-            .map_err(|e| format!("cannot read the id of {}: {e}", storage.display()))?;
         Ok(Lease {
             member,
             renewer: Some(Renewer::new(

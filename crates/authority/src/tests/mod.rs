@@ -135,11 +135,36 @@ impl Cluster {
                 &self.dirs[i],
                 self.net.wire(m),
                 self.params,
+                0,
             )
             .await
             .unwrap();
             self.net.nodes.lock().unwrap().insert(m, a);
         }
+    }
+
+    /// Member `n` loses its disk: shut down, its directory emptied, started again on
+    /// a storage directory with id `disk`.
+    pub(crate) async fn replace_disk(&self, n: NodeId, disk: u64) {
+        let i = self.members.iter().position(|&m| m == n).unwrap();
+        let a = self.net.nodes.lock().unwrap().remove(&n);
+        if let Some(a) = a {
+            a.shutdown().await;
+        }
+        std::fs::remove_dir_all(&self.dirs[i]).unwrap();
+        std::fs::create_dir_all(&self.dirs[i]).unwrap();
+        let a = Authority::start(
+            n,
+            self.members.clone(),
+            self.servers,
+            &self.dirs[i],
+            self.net.wire(n),
+            self.params,
+            disk,
+        )
+        .await
+        .unwrap();
+        self.net.nodes.lock().unwrap().insert(n, a);
     }
 
     /// Shuts every member down and forgets them.
@@ -185,10 +210,15 @@ impl Cluster {
 
     /// A renewer for server `server`, sending from it.
     pub(crate) fn renewer(&self, server: NodeId, incarnation: u64) -> Renewer {
+        self.renewer_on(server, incarnation, 0)
+    }
+
+    /// A renewer for server `server` on the storage directory with id `disk`.
+    pub(crate) fn renewer_on(&self, server: NodeId, incarnation: u64, disk: u64) -> Renewer {
         Renewer::new(
             server,
             incarnation,
-            0,
+            disk,
             self.members.clone(),
             self.net.wire(server),
             self.params,

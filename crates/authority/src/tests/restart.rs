@@ -143,3 +143,63 @@ async fn a_member_behind_the_purged_log_catches_up_from_a_snapshot() {
     assert!(installed.index >= purged, "{m:?}");
     c.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_whose_log_went_with_its_disk_votes_only_once_taken_back() {
+    logs();
+    let c = Cluster::start(&[0, 1, 2], 3, PARAMS).await;
+    c.leader(ELECT).await;
+    for s in 0..3 {
+        c.renewer_on(s, 100 + s, 500 + s).renew().await.unwrap();
+    }
+    // Member 0, the lowest (the one that forms a new authority), gets a new disk.
+    c.replace_disk(0, 999).await;
+    // Its own map is empty: it did not form an authority of its own. It grants no
+    // vote: it may have voted in this term before, and forgot.
+    assert_eq!(c.node(0).map().version, 0);
+    let ask = crate::wire::Request::Vote(openraft::raft::VoteRequest::new(
+        openraft::Vote::new(1000, 1),
+        None,
+    ));
+    let answer = c.node(0).handle(&ask.encode().unwrap()).await;
+    assert!(
+        matches!(
+            crate::wire::Reply::decode(&answer),
+            Ok(crate::wire::Reply::Failed(_))
+        ),
+        "a member that forgot its log answered a vote"
+    );
+    // It is taken back: a learner, then a voter once it holds the leader's log.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        let l = c.leader(ELECT).await;
+        let m = metrics(&c, l);
+        let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+        if voters == [0, 1, 2] && c.node(l).taken_back().contains(&0) {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "member 0 not taken back: {m:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(leader, 0, "a member that forgot its log led");
+    assert_eq!(c.node(0).standing().get(), crate::rejoin::Standing::Voting);
+    let want = c.node(leader).map();
+    c.wait_map(0, Duration::from_secs(10), "the leader's map", |m| {
+        *m == want
+    })
+    .await;
+    assert_eq!(want.servers[0].storage, 500, "the old disk, as renewed");
+    // With member 0 voting again, the authority goes on without another member.
+    let other = *[1, 2].iter().find(|&&m| m != leader).unwrap();
+    c.net.cut(leader);
+    let next = c.leader(ELECT).await;
+    assert_ne!(next, leader);
+    let (_, map) = c
+        .renewer_on(other, 100 + other, 500 + other)
+        .renew()
+        .await
+        .unwrap();
+    assert_eq!(map.servers[other as usize].storage, 500 + other);
+    c.net.heal(leader);
+    c.stop_all().await;
+}
