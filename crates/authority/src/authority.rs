@@ -14,7 +14,7 @@ use openraft::raft::ClientWriteResponse;
 use openraft::Raft;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -42,7 +42,7 @@ struct Inner {
     /// The authority's members, from the configuration.
     members: BTreeSet<NodeId>,
     /// What part this member takes in raft (`crate::rejoin`).
-    standing: StandingCell,
+    standing: Arc<StandingCell>,
     /// The members this one, leading, took back after their logs were lost.
     taken_back: Mutex<BTreeSet<NodeId>>,
     /// The task deciding this member's part, when it started with an empty store.
@@ -136,17 +136,25 @@ impl Authority {
                 checker: Mutex::new(Some(checker)),
                 closed: tokio::sync::Mutex::new(Some(closed)),
                 members: voters.clone(),
-                standing: StandingCell::new(if initialized || alone {
+                standing: Arc::new(StandingCell::new(if initialized || alone {
                     Standing::Voting
                 } else {
                     Standing::Silent
-                }),
+                })),
                 taken_back: Mutex::new(BTreeSet::new()),
                 rejoin: Mutex::new(None),
             }),
         };
         if authority.standing().get() == Standing::Silent {
-            let task = tokio::spawn(rejoin::run(authority.clone(), voters, disk, wire, params));
+            let task = tokio::spawn(rejoin::run(rejoin::Empty {
+                me,
+                raft: authority.inner.raft.clone(),
+                standing: authority.inner.standing.clone(),
+                members: voters,
+                disk,
+                wire,
+                params,
+            }));
             *authority
                 .inner
                 .rejoin
@@ -157,13 +165,9 @@ impl Authority {
     }
 
     /// This member's raft.
+    #[cfg(test)]
     pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
         &self.inner.raft
-    }
-
-    /// The authority's members.
-    pub(crate) fn members(&self) -> BTreeSet<NodeId> {
-        self.inner.members.clone()
     }
 
     /// What part this member takes in raft.
@@ -171,17 +175,13 @@ impl Authority {
         &self.inner.standing
     }
 
-    /// The members this one took back (`Authority::readmit`).
-    pub(crate) fn taken_back(&self) -> MutexGuard<'_, BTreeSet<NodeId>> {
+    /// The members this one took back (`rejoin::Leader::readmit`).
+    #[cfg(test)]
+    pub(crate) fn taken_back(&self) -> std::sync::MutexGuard<'_, BTreeSet<NodeId>> {
         self.inner
             .taken_back
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The lease and rebuild times.
-    pub(crate) fn params(&self) -> Params {
-        self.inner.params
     }
 
     /// Answers a message another member (or a renewing server, through `Wire`) sent: the server calls this for every incoming authority frame.
@@ -210,7 +210,16 @@ impl Authority {
             Request::Append(rpc) => Reply::Append(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Reply::Vote(raft.vote(rpc).await),
             Request::Snapshot(rpc) => Reply::Snapshot(raft.install_snapshot(rpc).await),
-            Request::Rejoin { member } => self.readmit(member).await,
+            Request::Rejoin { member } => {
+                let leader = rejoin::Leader {
+                    me: self.inner.me,
+                    raft,
+                    members: &self.inner.members,
+                    taken_back: &self.inner.taken_back,
+                    params: self.inner.params,
+                };
+                leader.readmit(member).await
+            }
             Request::GetMap => Reply::Map(self.map()),
             Request::Renew {
                 server,

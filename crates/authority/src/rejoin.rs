@@ -22,9 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::RaftError;
+use openraft::Raft;
 
-use crate::authority::Authority;
 use crate::map::Map;
+use crate::raft::TypeConfig;
 use crate::renew::Renewer;
 use crate::wire::{Reply, Request, Wire};
 use crate::{NodeId, Params};
@@ -62,7 +63,7 @@ impl StandingCell {
         }
     }
 
-    fn set(&self, s: Standing) {
+    pub(crate) fn set(&self, s: Standing) {
         self.0.store(s as u8, Ordering::Release);
     }
 }
@@ -72,65 +73,71 @@ fn formed(map: &Map) -> bool {
     map.version > 0 || map.servers.iter().any(|s| s.incarnation != 0)
 }
 
-/// Decides the part of member `me`, started with an empty store on the storage
-/// directory with id `disk`, and, when its log went with an old disk, asks the
-/// leader until it votes again.
-pub(crate) async fn run(
-    authority: Authority,
-    members: BTreeSet<NodeId>,
-    disk: u64,
-    wire: Arc<dyn Wire>,
-    params: Params,
-) {
-    let me = authority.id();
-    let Some(forgot) = decide(&authority, &members, disk, &wire, params).await else {
+/// What a member that started with an empty store decides its part with.
+pub(crate) struct Empty {
+    /// This member.
+    pub me: NodeId,
+    /// Its raft.
+    pub raft: Raft<TypeConfig>,
+    /// Its part, which its answers follow.
+    pub standing: Arc<StandingCell>,
+    /// The authority's members.
+    pub members: BTreeSet<NodeId>,
+    /// The id of its storage directory.
+    pub disk: u64,
+    /// How to reach the others.
+    pub wire: Arc<dyn Wire>,
+    /// The lease and rebuild times.
+    pub params: Params,
+}
+
+/// Decides the part of a member that started with an empty store, and, when its log
+/// went with an old disk, asks the leader until it votes again.
+pub(crate) async fn run(e: Empty) {
+    let Some(forgot) = decide(&e).await else {
         return;
     };
+    let (me, standing) = (e.me, &e.standing);
     tracing::warn!(
         me,
         renewed_with_disk = forgot,
         "authority: this member's log went with its storage; it takes no part until the \
          leader takes it back"
     );
-    let renewer = Renewer::new(me, 0, 0, members.iter().copied().collect(), wire, params);
+    let members = e.members.iter().copied().collect();
+    let renewer = Renewer::new(me, 0, 0, members, e.wire.clone(), e.params);
     loop {
         match renewer.rejoin().await {
             Ok(Reply::Learning) => {
-                if authority.standing().get() != Standing::Learning {
+                if standing.get() != Standing::Learning {
                     tracing::info!(me, "authority: a learner, taking the leader's log");
                 }
-                authority.standing().set(Standing::Learning);
+                standing.set(Standing::Learning);
             }
             Ok(Reply::Rejoined) => {
-                authority.standing().set(Standing::Voting);
+                standing.set(Standing::Voting);
                 tracing::info!(me, "authority: holds the leader's log, votes again");
                 return;
             }
             Ok(other) => tracing::debug!(me, ?other, "authority: rejoin answered"),
-            Err(e) => tracing::debug!(me, %e, "authority: rejoin not answered"),
+            Err(err) => tracing::debug!(me, %err, "authority: rejoin not answered"),
         }
-        tokio::time::sleep(params.lease / 2).await;
+        tokio::time::sleep(e.params.lease / 2).await;
     }
 }
 
 /// Asks the other members until it knows: None when this member may vote (the
 /// lowest forms a new authority first), else the id of the disk the server renewed
 /// with before this one.
-async fn decide(
-    authority: &Authority,
-    members: &BTreeSet<NodeId>,
-    disk: u64,
-    wire: &Arc<dyn Wire>,
-    params: Params,
-) -> Option<u64> {
-    let me = authority.id();
+async fn decide(e: &Empty) -> Option<u64> {
+    let me = e.me;
     let Ok(body) = Request::GetMap.encode() else {
         return None;
     };
     loop {
         let mut empty = 1; // this member's own
-        for &m in members.iter().filter(|&&m| m != me) {
-            let Ok(bytes) = wire.call(m, body.clone(), params.lease / 4).await else {
+        for &m in e.members.iter().filter(|&&m| m != me) {
+            let Ok(bytes) = e.wire.call(m, body.clone(), e.params.lease / 4).await else {
                 continue;
             };
             let Ok(Reply::Map(map)) = Reply::decode(&bytes) else {
@@ -140,58 +147,76 @@ async fn decide(
                 empty += 1;
                 continue;
             }
-            let before = map.server(me).map_or(0, |e| e.storage);
-            if before != 0 && before != disk {
+            let before = map.server(me).map_or(0, |s| s.storage);
+            if before != 0 && before != e.disk {
                 return Some(before);
             }
             // Formed while this member was away from the start: nothing forgotten.
-            authority.standing().set(Standing::Voting);
+            e.standing.set(Standing::Voting);
             return None;
         }
-        if empty * 2 > members.len() {
-            if members.first() == Some(&me) {
-                match authority.raft().initialize(members.clone()).await {
-                    Ok(()) => tracing::info!(me, ?members, "authority: initialized"),
-                    Err(RaftError::APIError(e)) => {
-                        tracing::info!(me, %e, "authority: already formed")
+        if empty * 2 > e.members.len() {
+            if e.members.first() == Some(&me) {
+                match e.raft.initialize(e.members.clone()).await {
+                    Ok(()) => tracing::info!(me, members = ?e.members, "authority: initialized"),
+                    Err(RaftError::APIError(err)) => {
+                        tracing::info!(me, %err, "authority: already formed")
                     }
-                    Err(e) => tracing::error!(me, %e, "authority: cannot initialize"),
+                    Err(err) => tracing::error!(me, %err, "authority: cannot initialize"),
                 }
             }
-            authority.standing().set(Standing::Voting);
+            e.standing.set(Standing::Voting);
             return None;
         }
         tokio::time::sleep(ASK_EVERY).await;
     }
 }
 
-impl Authority {
+/// What a leader takes a member back with.
+pub(crate) struct Leader<'a> {
+    /// The leading member.
+    pub me: NodeId,
+    /// Its raft.
+    pub raft: &'a Raft<TypeConfig>,
+    /// The authority's members.
+    pub members: &'a BTreeSet<NodeId>,
+    /// The members this one took back.
+    pub taken_back: &'a std::sync::Mutex<BTreeSet<NodeId>>,
+    /// The lease and rebuild times.
+    pub params: Params,
+}
+
+impl Leader<'_> {
+    fn taken_back(&self) -> std::sync::MutexGuard<'_, BTreeSet<NodeId>> {
+        self.taken_back
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The leader's answer to member `member`'s `Rejoin`: a voter is made a learner
     /// (committed by the others; this member remembers it took `member` back, so a
     /// repeated ask after that is answered again); a learner whose log reached the
     /// leader's is made a voter again.
     pub(crate) async fn readmit(&self, member: NodeId) -> Reply {
-        let raft = self.raft();
-        let metrics = raft.metrics().borrow().clone();
-        if metrics.current_leader != Some(self.id()) {
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.current_leader != Some(self.me) {
             return Reply::NotLeader {
                 hint: metrics.current_leader,
             };
         }
-        let members = self.members();
-        if !members.contains(&member) || member == self.id() {
+        if !self.members.contains(&member) || member == self.me {
             return Reply::Rejected(format!("{member} is not another member"));
         }
         let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
-        let taken_back = self.taken_back().contains(&member);
-        let patience = self.params().lease * 4;
+        let patience = self.params.lease * 4;
         if voters.contains(&member) {
-            if taken_back {
+            if self.taken_back().contains(&member) {
                 return Reply::Rejoined;
             }
             let without: BTreeSet<NodeId> =
                 voters.iter().copied().filter(|&v| v != member).collect();
-            return match tokio::time::timeout(patience, raft.change_membership(without, true)).await
+            return match tokio::time::timeout(patience, self.raft.change_membership(without, true))
+                .await
             {
                 Ok(Ok(_)) => {
                     tracing::info!(
@@ -200,7 +225,7 @@ impl Authority {
                     );
                     Reply::Learning
                 }
-                Ok(Err(e)) => Reply::Failed(e.to_string()),
+                Ok(Err(err)) => Reply::Failed(err.to_string()),
                 Err(_) => Reply::Failed("the change of members was not committed in time".into()),
             };
         }
@@ -209,17 +234,21 @@ impl Authority {
             .as_ref()
             .and_then(|r| r.get(&member).copied().flatten())
             .map(|l| l.index);
-        let last = metrics.last_log_index;
-        if matched.is_none() || matched < last {
+        if matched.is_none() || matched < metrics.last_log_index {
             return Reply::Learning;
         }
-        match tokio::time::timeout(patience, raft.change_membership(members, true)).await {
+        match tokio::time::timeout(
+            patience,
+            self.raft.change_membership(self.members.clone(), true),
+        )
+        .await
+        {
             Ok(Ok(_)) => {
                 self.taken_back().insert(member);
                 tracing::info!(member, "authority: a member holds the log again and votes");
                 Reply::Rejoined
             }
-            Ok(Err(e)) => Reply::Failed(e.to_string()),
+            Ok(Err(err)) => Reply::Failed(err.to_string()),
             Err(_) => Reply::Failed("the change of members was not committed in time".into()),
         }
     }
