@@ -21,9 +21,10 @@
 //!
 //! The failover storm runs the same on a file system with two copies of everything
 //! (`genconfig --replicas 2`, a 1 s lease, each server on a host of its own): one
-//! server at a time is killed (`kill -9`), stopped (`SIGSTOP`) or cut off the network,
-//! and mended (started again, continued, linked again) after 0-2 more operations of
-//! the client that had it done, each fault only once every server is up again. There
+//! server at a time is killed (`kill -9`), stopped (`SIGSTOP`), cut off the network,
+//! or killed and given a new (empty) storage directory, and mended (started again,
+//! continued, linked again) after 0-2 more operations of the client that had it done,
+//! each fault only once every server is up again. There
 //! no operation may fail at all: refusals the model calls for are answers, but an
 //! indeterminate outcome or a failed fsync fails the test. A second failover storm has
 //! three copies of everything and up to two servers faulted at once.
@@ -87,7 +88,27 @@ enum Fault {
     Stop,
     /// Cut off the network (its host's link down); mended by linking it again.
     Cut,
+    /// SIGKILL and its storage directory emptied (a new disk); mended by starting
+    /// it again, on the empty directory, and waiting until a member of the
+    /// authority votes again (`docs/replication.md`, "A member with a new disk").
+    Wipe,
 }
+
+impl Fault {
+    /// The faults a storm of `mode` draws from: a new disk with two copies (one
+    /// fault at a time: with three, a second fault on another member of the
+    /// authority before the first votes again would stop the map).
+    fn kinds(mode: Mode) -> &'static [Fault] {
+        match mode {
+            Mode::Crash => &[Fault::Kill],
+            Mode::Failover { copies: 2 } => &[Fault::Kill, Fault::Stop, Fault::Cut, Fault::Wipe],
+            Mode::Failover { .. } => &[Fault::Kill, Fault::Stop, Fault::Cut],
+        }
+    }
+}
+
+/// What a member of the authority with a new disk logs once it votes again.
+const VOTES_AGAIN: &str = "holds the leader's log, votes again";
 
 /// A fault: client `client`, once `after` of its operations of the step are done, has
 /// `how` befall `server`, and mends it once `restart_after` are done.
@@ -198,6 +219,10 @@ impl Plan {
             name: sub,
         };
         let mut plan = Vec::with_capacity(steps);
+        // The kinds of fault take turns, from one the seed picks: a schedule with as
+        // many faults as kinds has every kind.
+        let kinds = Fault::kinds(mode);
+        let mut turn = rng.range(0, kinds.len() as u64) as usize;
         for _ in 0..steps {
             let mut ops = Vec::with_capacity(clients);
             for (c, mine) in bigs.iter_mut().enumerate() {
@@ -291,12 +316,8 @@ impl Plan {
                 let len = ops[client].len();
                 let after = rng.range(0, len as u64 + 1) as usize;
                 let restart_after = (after + rng.range(0, 3) as usize).min(len);
-                let how = match mode {
-                    Mode::Crash => Fault::Kill,
-                    Mode::Failover { .. } => {
-                        [Fault::Kill, Fault::Stop, Fault::Cut][rng.range(0, 3) as usize]
-                    }
-                };
+                let how = kinds[turn % kinds.len()];
+                turn += 1;
                 kills.push(Kill {
                     client,
                     after,
@@ -889,8 +910,8 @@ fn operations_stay_linearizable_while_servers_are_killed() {
     storm(Mode::Crash);
 }
 
-/// With two copies of everything, servers killed, stopped and cut off one at a time
-/// (each mended, and every server up again, before the next): the history is
+/// With two copies of everything, servers killed, stopped, cut off and given new disks
+/// one at a time (each mended, and every server up again, before the next): the history is
 /// linearizable and no operation fails at all (refusals the model calls for are not
 /// failures). `PVFS_FAILOVER_SEED`, `_ROUNDS` (default 3), `_STEPS`, `_CLIENTS` and
 /// `_TRACE` as the crash storm's knobs.
@@ -1138,14 +1159,17 @@ fn storm(mode: Mode) {
                 .filter(|k| k.how == how)
                 .count()
         };
-        let kinds = [Fault::Kill, Fault::Stop, Fault::Cut].map(|how| (how, of_kind(how)));
+        let kinds: Vec<(Fault, usize)> = Fault::kinds(mode)
+            .iter()
+            .map(|&how| (how, of_kind(how)))
+            .collect();
         eprintln!(
             "failover storm: faults by kind {kinds:?} ({} skipped), at most {} at once",
             counts.skipped, counts.most_at_once
         );
         // A schedule of the default length has every kind of fault.
         if plan.steps.len() >= 24 {
-            for (how, n) in kinds {
+            for &(how, n) in &kinds {
                 assert!(n > 0, "the schedule has no {how:?} fault");
             }
             assert_eq!(
@@ -1270,6 +1294,12 @@ fn run_step(
                         Fault::Kill => drop(cluster.kill(&names[i], libc::SIGKILL)),
                         Fault::Stop => drop(cluster.kill(&names[i], libc::SIGSTOP)),
                         Fault::Cut => cluster.hosts().cut(i),
+                        Fault::Wipe => {
+                            cluster.kill(&names[i], libc::SIGKILL);
+                            let dir = cluster.storage(&names[i]);
+                            std::fs::remove_dir_all(&dir).unwrap();
+                            std::fs::create_dir_all(&dir).unwrap();
+                        }
                     }
                 }
                 Control::Restart(i, how) => {
@@ -1278,6 +1308,21 @@ fn run_step(
                         Fault::Kill => cluster.restart(&names[i]),
                         Fault::Stop => drop(cluster.kill(&names[i], libc::SIGCONT)),
                         Fault::Cut => cluster.hosts().heal(i),
+                        Fault::Wipe => {
+                            let member = cluster.config().replication.authority.contains(&i);
+                            let before = cluster.log(&names[i]).matches(VOTES_AGAIN).count();
+                            cluster.restart(&names[i]);
+                            if member {
+                                common::poll(
+                                    &format!("{} voting in the authority again", names[i]),
+                                    common::scaled(Duration::from_secs(60)),
+                                    || {
+                                        let n = cluster.log(&names[i]).matches(VOTES_AGAIN).count();
+                                        (n > before).then_some(())
+                                    },
+                                );
+                            }
+                        }
                     }
                 }
             }

@@ -97,6 +97,30 @@ impl Pool {
         }
         Err(last)
     }
+
+    /// The newest cluster map any server tells, every server asked at once, each
+    /// within half a lease: a server that has just woken (`SIGCONT`, a network back)
+    /// still tells the map it went to sleep with, which may call up a server the
+    /// others know is down.
+    pub(crate) async fn newest_map(&self, creds: &Creds) -> Result<ClusterMap> {
+        let per_server = (self.config().replication.lease / 2).max(Duration::from_millis(250));
+        let asks = (0..self.config().servers.len()).map(|i| async move {
+            let asked = self.rpc(i, creds, Request::GetMap(req::GetMap {}));
+            match tokio::time::timeout(per_server, asked).await {
+                Ok(Ok(Response::Map { map })) => Some(map),
+                _ => None,
+            }
+        });
+        let newest = futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .max_by_key(|m| m.version);
+        match newest {
+            Some(map) => Ok(map),
+            None => self.fetch_map(creds).await,
+        }
+    }
 }
 
 impl Pool {

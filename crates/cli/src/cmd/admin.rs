@@ -171,7 +171,8 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
 pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
-        let (reports, fs, map) = tokio::join!(client.ping(), client.statfs(), client.cluster_map());
+        let (reports, fs, map) =
+            tokio::join!(client.ping(), client.statfs(), client.newest_cluster_map());
         let servers = &client.config().servers;
         // The authority's view: a server it does not count as up is not healthy,
         // whatever it answers itself.
