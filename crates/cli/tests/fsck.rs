@@ -26,9 +26,10 @@ fn call() -> Duration {
     Duration::from_secs(120)
 }
 
-/// Every kind of problem fsck knows, as `--json` names it, and whether `--repair`
-/// fixes it (a directory's several names and impossible layouts are only reported:
-/// which name or which server is right cannot be known).
+/// Every kind of problem fsck knows on a file system of one copy, as `--json` names
+/// it, and whether `--repair` fixes it (a directory's several names and impossible
+/// layouts are only reported: which name or which server is right cannot be known).
+/// Copies that differ (`CopiesDiffer`) have a test of their own, below.
 const KINDS: [(&str, bool); 12] = [
     ("DanglingEntry", true),
     ("OrphanEntry", true),
@@ -710,4 +711,87 @@ fn fsck_refuses_to_judge_with_a_server_down() {
     let out = cluster.run_cli(&["fsck", "--grace", "0s"]);
     out.err_line();
     assert!(!out.stdout.contains("clean"), "{}", out.stdout);
+}
+
+/// Flips one bit of server `server`'s copy of datafile `handle` on its disk, behind
+/// its back, as a failing disk would.
+fn flip_bit(cluster: &Cluster, server: usize, handle: Handle, at: usize) {
+    let path = cluster.datafile_path(server, handle);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+}
+
+#[test]
+fn fsck_finds_copies_that_differ_and_makes_them_agree() {
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("3")
+        .set("lease", r#""1s""#)
+        .start();
+    common::all_up_with_standby_copies(&cluster);
+    let tc = cluster.client();
+    let data = Rng::new(0x5eed_c0b1).bytes(300_000);
+    // Three copies, and a file with two.
+    let (three, two) = tc.run(call(), async |c| {
+        let mut dfs = Vec::new();
+        for (path, replicas) in [("/three", None), ("/two", Some(2))] {
+            let spec = LayoutSpec {
+                replicas,
+                ..LayoutSpec::default()
+            };
+            let f = c.create(path, 0o644, spec, true).await.unwrap();
+            f.write_at(0, &data).await.unwrap();
+            f.fsync().await.unwrap();
+            dfs.push(f.layout().datafiles[0]);
+        }
+        (dfs[0], dfs[1])
+    });
+    let clean = fsck_json(&cluster, false);
+    assert!(clean.kinds.is_empty(), "copies agree: {}", clean.out.stdout);
+
+    // One copy of each goes bad: of three, the middle one (two outvote it); of two,
+    // the tail (the head, which takes every write first, decides).
+    let copies = |df: pvfs_proto::Datafile| df.replicas().map(|s| s as usize).collect::<Vec<_>>();
+    let (c3, c2) = (copies(three), copies(two));
+    assert_eq!((c3.len(), c2.len()), (3, 2));
+    flip_bit(&cluster, c3[1], three.handle, 1000);
+    flip_bit(&cluster, c2[1], two.handle, 2000);
+    let found = fsck_json(&cluster, false);
+    assert_eq!(
+        found.kinds.get("CopiesDiffer"),
+        Some(&(2, 0)),
+        "{}",
+        found.out.stdout
+    );
+    assert_eq!(found.kinds.len(), 1, "{}", found.out.stdout);
+    for s in [c3[1], c2[1]] {
+        assert!(
+            found.out.stdout.contains(&cluster.config().servers[s].name),
+            "{}",
+            found.out.stdout
+        );
+    }
+    let fixed = fsck_json(&cluster, true);
+    assert_eq!(
+        fixed.kinds.get("CopiesDiffer"),
+        Some(&(2, 2)),
+        "{}",
+        fixed.out.stdout
+    );
+    let after = fsck_json(&cluster, false);
+    assert!(after.kinds.is_empty(), "after repair: {}", after.out.stdout);
+    // The bad copies hold the good ones' bytes again, and the files read back.
+    let on = |s: usize, h: Handle| std::fs::read(cluster.datafile_path(s, h)).unwrap();
+    assert!(on(c3[1], three.handle) == on(c3[0], three.handle));
+    assert!(on(c2[1], two.handle) == on(c2[0], two.handle));
+    tc.run(call(), async |c| {
+        for path in ["/three", "/two"] {
+            let f = c.open(path).await.unwrap();
+            let mut got = vec![0u8; data.len() + 1];
+            let n = f.read_at(0, &mut got).await.unwrap();
+            common::assert_bytes_eq(&got[..n], &data, path);
+        }
+    });
 }

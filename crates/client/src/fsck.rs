@@ -26,7 +26,11 @@
 //!   does not exist, and its server never created it: that is a hole, not a finding,
 //!   however far the file reaches past it (a `pwrite` of 100 bytes at offset 300000
 //!   into a new file leaves three of its four datafiles uncreated);
-//! - a datafile no layout names (an interrupted unlink) → removed.
+//! - a datafile no layout names (an interrupted unlink) → removed;
+//! - copies of a datafile that differ (size or CRC32C of their bytes, each read whole
+//!   under its lock, and read again after a moment before it counts) → the others are
+//!   made what the copies of the majority hold, or with no majority what the copy at
+//!   the head of the chain holds (it takes every write first).
 //!
 //! Every destructive repair is confirmed first with a fresh look at the object or entry
 //! involved, so a client working during the check does not lose a file; objects changed
@@ -73,6 +77,8 @@ pub enum ProblemKind {
     /// Bytes on a datafile past its file's width: sizes do not ask it, so the file
     /// looks shorter than it is.
     PastWidth,
+    /// Copies of a datafile hold different bytes.
+    CopiesDiffer,
 }
 
 /// One finding.
@@ -128,6 +134,9 @@ struct Snapshot {
 
 /// Items asked per scan page.
 const PAGE: u32 = 8192;
+
+/// Datafiles summed per `SumDatafiles` (each is read whole).
+const SUM_BATCH: usize = 64;
 
 impl Client {
     /// Checks the whole file system; with `repair`, fixes what can be fixed. Fails if a
@@ -407,6 +416,27 @@ impl Client {
                 fixed,
             );
         }
+        for (h, df, sums) in self.differing_copies(&snap).await? {
+            let what = sums
+                .iter()
+                .map(|(s, (size, crc))| {
+                    format!(
+                        "{} {size} bytes crc32c {crc:08x}",
+                        self.server_name(*s as usize)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let fixed = repair && self.repair_copies(&df, &sums).await;
+            add(
+                ProblemKind::CopiesDiffer,
+                format!(
+                    "file {h:#x}: the copies of datafile {:#x} differ: {what}",
+                    df.handle
+                ),
+                fixed,
+            );
+        }
         for (server, present) in &snap.datafiles {
             let known = referenced.get(server);
             let orphans: Vec<Handle> = present
@@ -427,6 +457,119 @@ impl Client {
             }
         }
         Ok(report)
+    }
+
+    /// The datafiles with copies that differ, read twice a moment apart (a change on
+    /// its way down a chain between two copies' sums is not a difference), with each
+    /// copy's (server, (size, CRC32C)).
+    async fn differing_copies(
+        &self,
+        snap: &Snapshot,
+    ) -> Result<Vec<(Handle, pvfs_proto::Datafile, Vec<(u32, (u64, u32))>)>> {
+        let mut wanted: Vec<(Handle, pvfs_proto::Datafile)> = Vec::new();
+        for (h, a) in &snap.objects {
+            let Some(layout) = a.layout() else { continue };
+            for df in &layout.datafiles {
+                let holds = |s: u32| {
+                    self.config()
+                        .servers
+                        .get(s as usize)
+                        .is_some_and(|c| c.roles.contains(pvfs_proto::Roles::DATA))
+                };
+                if df.replicas().count() > 1 && df.replicas().all(holds) {
+                    wanted.push((*h, *df));
+                }
+            }
+        }
+        let mut differ = Vec::new();
+        for round in 0..2 {
+            let sums = self.sum_copies(wanted.iter().map(|(_, df)| df)).await?;
+            differ.clear();
+            for (h, df) in &wanted {
+                let each: Vec<(u32, (u64, u32))> = df
+                    .replicas()
+                    .map(|s| (s, sums.get(&(s, df.handle)).copied().unwrap_or_default()))
+                    .collect();
+                if each.iter().any(|(_, sum)| *sum != each[0].1) {
+                    differ.push((*h, *df, each));
+                }
+            }
+            if differ.is_empty() || round == 1 {
+                break;
+            }
+            wanted = differ.iter().map(|(h, df, _)| (*h, *df)).collect();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        Ok(differ)
+    }
+
+    /// (size, CRC32C) of every copy of `datafiles`, by (server, handle).
+    async fn sum_copies(
+        &self,
+        datafiles: impl Iterator<Item = &pvfs_proto::Datafile>,
+    ) -> Result<HashMap<(u32, Handle), (u64, u32)>> {
+        let mut by_server: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
+        for df in datafiles {
+            for s in df.replicas() {
+                by_server.entry(s as usize).or_default().push(df.handle);
+            }
+        }
+        let mut out = HashMap::new();
+        for (server, handles) in by_server {
+            for batch in handles.chunks(SUM_BATCH) {
+                let request = Request::SumDatafiles(req::SumDatafiles {
+                    handles: batch.to_vec(),
+                });
+                match self.rpc(server, request).await? {
+                    Response::Sums { sums } if sums.len() == batch.len() => {
+                        for (h, sum) in batch.iter().zip(sums) {
+                            out.insert((server as u32, *h), sum);
+                        }
+                    }
+                    other => return Err(unexpected("SumDatafiles", &other)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes every copy of `df` what the copies of the majority hold, or with no
+    /// majority what the head of its chain holds; whether every copy agrees after.
+    async fn repair_copies(&self, df: &pvfs_proto::Datafile, sums: &[(u32, (u64, u32))]) -> bool {
+        let copies: Vec<u32> = df.replicas().collect();
+        let majority = sums.iter().find(|(_, sum)| {
+            sums.iter().filter(|(_, other)| other == sum).count() * 2 > sums.len()
+        });
+        let good = match majority {
+            Some(&(s, _)) => s,
+            None => match self.cluster_map().await {
+                Ok(Some(map)) => match map.head(&copies) {
+                    Some(s) => s,
+                    None => return false,
+                },
+                _ => return false,
+            },
+        };
+        let want = sums.iter().find(|(s, _)| *s == good).map(|(_, sum)| *sum);
+        for &(s, sum) in sums {
+            if Some(sum) == want {
+                continue;
+            }
+            let request = Request::CopyDatafile(req::CopyDatafile {
+                handle: df.handle,
+                copies: copies.clone(),
+                from: good,
+            });
+            if self.rpc(s as usize, request).await.is_err() {
+                return false;
+            }
+        }
+        match self.sum_copies(std::iter::once(df)).await {
+            Ok(after) => copies
+                .iter()
+                .all(|s| after.get(&(*s, df.handle)) == after.get(&(good, df.handle))),
+            Err(_) => false,
+        }
     }
 
     /// Whether the configuration has a data server that can hold datafile `df` (the

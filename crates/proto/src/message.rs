@@ -607,6 +607,14 @@ requests! {
         /// A page of the datafiles this data server created and did not remove that
         /// are missing from its disk (lost, not holes), after `after` (fsck).
         55 => ScanLost { after: Option<Handle>, max: u32 } effect None, flow Reply, scope Server,
+        /// The size and CRC32C of each datafile's local bytes, each read whole under
+        /// the datafile's lock, so no change is half in it (fsck's comparison of the
+        /// copies of a datafile; a missing one is empty). Key holders only.
+        56 => SumDatafiles { handles: Vec<Handle> } effect None, flow Reply, scope Server,
+        /// Makes this server's copy of datafile `handle` (whose copies are on
+        /// `copies`, in layout order) what the copy on server `from` holds, under its
+        /// lock here (fsck's repair of a copy that differs). Key holders only.
+        57 => CopyDatafile { handle: Handle, copies: Vec<u32>, from: u32 } effect Idempotent, flow Reply, scope Server,
         /// The changes this server made since position `since` of its change feed
         /// `epoch` that other clients caused (for the caches of a mount): answered
         /// at once when there are some, otherwise when one comes or after `wait_ms`
@@ -874,6 +882,8 @@ wire_enum! {
         /// Answer to `ScanDatafiles`, `ScanLost`, `ScanSeals` and `ScanHeld`: handles, and whether
         /// more follow.
         52 => HandleList { handles: Vec<Handle>, more: bool },
+        /// Answer to `SumDatafiles`, in request order: (size, CRC32C) of each.
+        53 => Sums { sums: Vec<(u64, u32)> },
         /// Answer to `Lock`: granted. `lease`: the id of the client's lease here
         /// (random per lease: a new id means the server forgot the client's earlier
         /// locks, after a restart or a lease that ended).

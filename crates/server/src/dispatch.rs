@@ -91,6 +91,8 @@ pub async fn handle(
         Request::ScanSeals(r) => serve(incoming, r).await,
         Request::ScanLost(r) => serve(incoming, r).await,
         Request::CreateDatafiles(r) => serve(incoming, r).await,
+        Request::SumDatafiles(r) => serve(incoming, r).await,
+        Request::CopyDatafile(r) => serve(incoming, r).await,
         Request::Lock(r) => serve(incoming, r).await,
         Request::Unlock(r) => serve(incoming, r).await,
         Request::TestLock(r) => serve(incoming, r).await,
