@@ -1070,7 +1070,15 @@ fn storm(mode: Mode) {
                 }
                 verdict = Some(v);
             }
-            Err(report) => panic!("round {round}: the history is not linearizable:\n{report}"),
+            Err(report) => {
+                // Kept with the servers' logs (the test's directory stays on failure).
+                let at = cluster.config_path().with_file_name("history-report.txt");
+                let _ = std::fs::write(&at, format!("{}\n{report}", replay.0));
+                panic!(
+                    "round {round}: the history is not linearizable (also in {}):\n{report}",
+                    at.display()
+                )
+            }
         }
     }
     let storm_time = started.elapsed();

@@ -38,6 +38,7 @@ pub async fn run(ctx: Arc<Ctx>) {
         return;
     }
     let mut tick = tokio::time::interval(ctx.config.replication.lease / 4);
+    let mut progress = crate::refill::Progress::default();
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -45,7 +46,7 @@ pub async fn run(ctx: Arc<Ctx>) {
             continue;
         };
         let started = std::time::Instant::now();
-        let outcome = match catch_up(&ctx, version).await {
+        let outcome = match catch_up(&ctx, version, &mut progress).await {
             Ok(copied) => ctx.lease.report_caught_up(since).await.map(|()| copied),
             Err(e) => Err(e),
         };
@@ -71,7 +72,11 @@ pub async fn run(ctx: Arc<Ctx>) {
 /// it is down, or a datafile it missed bytes of has no copy up: its copy would be
 /// served with bytes missing. A lost server's records are gone with it (its
 /// copies are rebuilt elsewhere).
-pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
+pub async fn catch_up(
+    ctx: &Arc<Ctx>,
+    version: u64,
+    progress: &mut crate::refill::Progress,
+) -> OpResult<Copied> {
     let mut copied = Copied::default();
     let map = ctx.lease.map()?;
     if map.version != version {
@@ -143,7 +148,7 @@ pub async fn catch_up(ctx: &Arc<Ctx>, version: u64) -> OpResult<Copied> {
     }
     if stay.refill {
         let started = std::time::Instant::now();
-        let done = crate::refill::refill(ctx, &map, version).await?;
+        let done = crate::refill::refill(ctx, &map, version, stay.since, progress).await?;
         if stay.fresh && ctx.config.meta_group(ctx.me).len() <= 1 {
             crate::refill::raise_handles(ctx, done.highest).await?;
         }

@@ -201,6 +201,11 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
         }
         let leads = map.primary(g as u32) == Some(me as u32);
         let held = promoted.holds(g);
+        // The map names this server the group's primary (serving or not now).
+        let named = map
+            .servers
+            .get(g)
+            .is_some_and(|e| e.led_by.map_or(g, |l| l as usize) == me);
         if leads && !held {
             let name = host.config.servers[g].name.clone();
             promoted.set_names(std::slice::from_ref(&name));
@@ -209,7 +214,13 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
                 failed.push(e);
             }
         } else if !leads && held {
-            give_up(host, promoted, g, map.version).await?;
+            // Moved away (another server leads it now), or only not serving now
+            // (this server's lease lapsed): then its copy is still the group's.
+            give_up(host, promoted, g, map.version, !named).await?;
+        } else if !named && host.standbys.is_taken(g) {
+            // Kept as the group's while this server was not serving, and moved
+            // away since: a standby's copy again.
+            release(host, g).await?;
         } else if !leads && map.primary(g as u32).is_none() {
             propose(host, promoted, map, g).await;
         }
@@ -303,15 +314,37 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64)
     Ok(())
 }
 
-/// Stops serving group `g` (map `version` moved it away): its copy becomes a standby's
-/// again, which its new primary overwrites with a new copy.
-async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64) -> OpResult<()> {
+/// Stops serving group `g` under map `version`: when the map `moved` it away, its
+/// copy becomes a standby's again, which its new primary overwrites with a new
+/// copy; when this server only does not serve now, the copy stays the group's.
+async fn give_up(
+    host: &Arc<Ctx>,
+    promoted: &Promoted,
+    g: usize,
+    version: u64,
+    moved: bool,
+) -> OpResult<()> {
     let Some(t) = promoted.taken().remove(&g) else {
         return Ok(());
     };
     promoted.set_names(&[]);
     t.ctx.fence.set_leads(false, version);
     stop(t).await;
+    if !moved {
+        // The map still names this server: nobody else served the group meanwhile,
+        // so this copy stays the group's store, opened again once it serves.
+        tracing::warn!(
+            group = %host.config.servers[g].name,
+            "stops serving this metadata while the map does not count this server serving; its copy stays the group's"
+        );
+        return Ok(());
+    }
+    release(host, g).await
+}
+
+/// Group `g`'s copy, no longer the group's store, is a standby's again: its marker
+/// cleared, it takes a new copy from the group's primary.
+async fn release(host: &Arc<Ctx>, g: usize) -> OpResult<()> {
     if let Some(dir) = host.standbys.dir(g) {
         host.blocking(move || {
             GroupMarker::Primary.clear(&dir)?;

@@ -46,7 +46,7 @@ pub const POOL_GAP: u64 = 1 << 32;
 /// What a refill did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refilled {
-    /// Datafiles copied.
+    /// Datafiles copied in this stay as recovering (by this try or an earlier one).
     pub datafiles: u64,
     /// Bytes copied.
     pub bytes: u64,
@@ -59,9 +59,40 @@ pub struct Refilled {
     pub highest: Option<Handle>,
 }
 
+/// The datafiles copied whole in one stay as recovering: a refill that has to start
+/// again (a map change, a source gone) does not copy them again, since this server,
+/// at the tail of their chains since, has taken every change after the copy. A new
+/// stay (the server went down and came back) starts from nothing.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The map version the stay began at.
+    since: u64,
+    /// The datafiles copied in it.
+    copied: HashSet<Handle>,
+}
+
+impl Progress {
+    /// The progress of the stay that began at map version `since`.
+    fn of_stay(&mut self, since: u64) -> &mut HashSet<Handle> {
+        if self.since != since {
+            self.since = since;
+            self.copied.clear();
+        }
+        &mut self.copied
+    }
+}
+
 /// Copies every datafile this server holds a copy of, whole, from a copy that is
-/// up under map `version`.
-pub async fn refill(ctx: &Arc<Ctx>, map: &ClusterMap, version: u64) -> OpResult<Refilled> {
+/// up under map `version`, but those `progress` says were copied in this stay (that
+/// began at map version `since`).
+pub async fn refill(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    version: u64,
+    since: u64,
+    progress: &mut Progress,
+) -> OpResult<Refilled> {
+    let copied_before = progress.of_stay(since);
     let mut done = Refilled::default();
     for g in ctx.config.meta_servers() {
         let mut after = None;
@@ -72,7 +103,9 @@ pub async fn refill(ctx: &Arc<Ctx>, map: &ClusterMap, version: u64) -> OpResult<
             };
             let mut copied: Vec<(Handle, Vec<Handle>)> = Vec::new();
             for attr in &attrs {
-                if let Some(handles) = refill_file(ctx, map, version, attr, &mut done).await? {
+                let file = refill_file(ctx, map, version, attr, copied_before, &mut done);
+                if let Some(handles) = file.await? {
+                    copied_before.extend(handles.iter().copied());
                     copied.push((attr.handle, handles));
                 }
             }
@@ -105,6 +138,7 @@ async fn refill_file(
     map: &ClusterMap,
     version: u64,
     attr: &pvfs_proto::Attr,
+    copied_before: &HashSet<Handle>,
     done: &mut Refilled,
 ) -> OpResult<Option<Vec<Handle>>> {
     let ObjDetail::File { layout } = &attr.detail else {
@@ -119,6 +153,11 @@ async fn refill_file(
         }
         let copies: Vec<u32> = df.replicas().collect();
         if !copies.contains(&me) {
+            continue;
+        }
+        if copied_before.contains(&df.handle) {
+            // Copied by an earlier try of this stay: counted, not copied again.
+            done.datafiles += 1;
             continue;
         }
         let Some(from) = source(map, &copies, me, None) else {
@@ -209,4 +248,25 @@ pub async fn raise_handles(ctx: &Arc<Ctx>, highest: Option<Handle>) -> OpResult<
         })
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lasts_for_one_stay_only() {
+        let mut p = Progress::default();
+        p.of_stay(7).insert(0x10);
+        p.of_stay(7).insert(0x11);
+        assert_eq!(
+            p.of_stay(7).len(),
+            2,
+            "a try of the same stay keeps what was copied"
+        );
+        assert!(
+            p.of_stay(9).is_empty(),
+            "a new stay copies everything again"
+        );
+    }
 }

@@ -128,6 +128,15 @@ impl Standbys {
         }
     }
 
+    /// Whether `group`'s copy is the group's store (taken over here), not a
+    /// standby's.
+    pub fn is_taken(&self, group: usize) -> bool {
+        self.taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&group)
+    }
+
     /// `group`'s copy is a standby's again (no longer served here).
     pub fn give_back(&self, group: usize) {
         self.taken
