@@ -153,6 +153,11 @@ impl Peers {
         Ok(mux)
     }
 
+    /// How long a request to another server may take (`[timeouts] request`).
+    pub fn request_timeout(&self) -> std::time::Duration {
+        self.config.timeouts.request
+    }
+
     /// Sends `request` to server `idx` and returns its single-frame answer.
     pub async fn call(&self, idx: usize, request: Request) -> OpResult<Response> {
         let server = Caller {

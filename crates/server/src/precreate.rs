@@ -175,12 +175,7 @@ impl Precreator {
         let (first, count) = if server == self.0.me {
             self.reserve(count).await?
         } else {
-            match self
-                .0
-                .peers
-                .call(server, Request::Precreate(req::Precreate { count }))
-                .await?
-            {
+            match self.precreate_at(server, count).await? {
                 Response::Handles { first, count } => (first, count),
                 other => {
                     return Err(OpError::internal(
@@ -199,6 +194,27 @@ impl Precreator {
             })
             .await?;
         Ok(())
+    }
+
+    /// Asks data server `server` to reserve `count` handles; asks again after a pause
+    /// while it answers that it cannot yet (a server whose disk is new to the map
+    /// reserves none until the map has seen it), within the request timeout.
+    async fn precreate_at(&self, server: usize, count: u32) -> OpResult<Response> {
+        let started = tokio::time::Instant::now();
+        let patience = self.0.peers.request_timeout();
+        loop {
+            match self
+                .0
+                .peers
+                .call(server, Request::Precreate(req::Precreate { count }))
+                .await
+            {
+                Err(e) if e.kind == pvfs_proto::ErrorKind::Busy && started.elapsed() < patience => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Reserves `count` consecutive datafile handles from this server's own range,
