@@ -115,7 +115,8 @@ impl Pool {
             .await
             .into_iter()
             .flatten()
-            .max_by_key(|m| m.version);
+            // Of the newest, one whose server knows the authority's leader.
+            .max_by_key(|m| (m.version, m.leader.is_some()));
         match newest {
             Some(map) => Ok(map),
             None => self.fetch_map(creds).await,
