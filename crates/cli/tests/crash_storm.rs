@@ -1304,9 +1304,7 @@ fn run_step(
                         Fault::Cut => cluster.hosts().cut(i),
                         Fault::Wipe => {
                             cluster.kill(&names[i], libc::SIGKILL);
-                            let dir = cluster.storage(&names[i]);
-                            std::fs::remove_dir_all(&dir).unwrap();
-                            std::fs::create_dir_all(&dir).unwrap();
+                            cluster.empty_storage(&names[i]);
                         }
                     }
                 }

@@ -724,13 +724,7 @@ fn flip_bit(cluster: &Cluster, server: usize, handle: Handle, at: usize) {
 
 #[test]
 fn fsck_finds_copies_that_differ_and_makes_them_agree() {
-    let cluster = Cluster::builder()
-        .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("3")
-        .set("lease", r#""1s""#)
-        .start();
-    common::all_up_with_standby_copies(&cluster);
+    let cluster = common::with_copies(4, 3);
     let tc = cluster.client();
     let data = Rng::new(0x5eed_c0b1).bytes(300_000);
     // Three copies, and a file with two.

@@ -80,9 +80,7 @@ async fn check_files(c: &pvfs_client::Client, prefix: &str, range: std::ops::Ran
 /// again, at once or (`down_first`) once the map calls it down.
 fn replace_disk(cluster: &Cluster, name: &str, down_first: bool) {
     cluster.kill(name, libc::SIGKILL);
-    let dir = cluster.storage(name);
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
+    cluster.empty_storage(name);
     if down_first {
         wait_state(cluster, name, "down");
     }
@@ -317,13 +315,7 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
     // bytes s2 missed are on them, but no record of its absence is: back, s2 must
     // copy whole, or it would serve what it held before. (s3 and s4 are not members
     // of the authority, s0, s1 and s2, so killing them keeps its majority.)
-    let cluster = Cluster::builder()
-        .servers(5)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("3")
-        .set("lease", r#""1s""#)
-        .start();
-    all_up_with_standby_copies(&cluster);
+    let cluster = common::with_copies(5, 3);
     let config = cluster.config().clone();
     let name = |i: usize| config.servers[i].name.clone();
     let tc = TestClient::new(config.clone());

@@ -467,15 +467,15 @@ impl Client {
         snap: &Snapshot,
     ) -> Result<Vec<(Handle, pvfs_proto::Datafile, Vec<(u32, (u64, u32))>)>> {
         let mut wanted: Vec<(Handle, pvfs_proto::Datafile)> = Vec::new();
+        let holds = |s: u32| {
+            self.config()
+                .servers
+                .get(s as usize)
+                .is_some_and(|c| c.roles.contains(pvfs_proto::Roles::DATA))
+        };
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
             for df in &layout.datafiles {
-                let holds = |s: u32| {
-                    self.config()
-                        .servers
-                        .get(s as usize)
-                        .is_some_and(|c| c.roles.contains(pvfs_proto::Roles::DATA))
-                };
                 if df.replicas().count() > 1 && df.replicas().all(holds) {
                     wanted.push((*h, *df));
                 }

@@ -44,6 +44,11 @@ impl ServerState {
         )
     }
 
+    /// Lost or retired: gone for good, its copies and records with it.
+    pub fn gone(self) -> bool {
+        matches!(self, ServerState::Lost | ServerState::Retired)
+    }
+
     /// The lowercase name `pvfs status` shows.
     pub fn name(self) -> &'static str {
         match self {

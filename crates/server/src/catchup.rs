@@ -89,10 +89,9 @@ pub async fn catch_up(
     };
     ctx.standbys.rejoined(stay.since);
     let me = ctx.me as u32;
-    if stay.fresh
-        && ctx.config.meta_group(ctx.me).len() > 1
-        && map.primary(me).is_none_or(|p| p == me)
-    {
+    // Its metadata group has standbys (a data server alone has none).
+    let group_copied = ctx.config.meta_group(ctx.me).len() > 1;
+    if stay.fresh && group_copied && map.primary(me).is_none_or(|p| p == me) {
         // Its own store, on the new disk, holds nothing of its group: a standby
         // takes the group over (`crate::promote`), and this server follows it.
         return Err(OpError::busy(
@@ -131,7 +130,7 @@ pub async fn catch_up(
                 copied.datafiles += from.datafiles;
                 copied.bytes += from.bytes;
             }
-            Some(ServerState::Lost | ServerState::Retired) => {}
+            Some(s) if s.gone() => {}
             // Copying every datafile whole, it needs no record of what it missed.
             _ if stay.refill => {}
             state => {
@@ -149,7 +148,7 @@ pub async fn catch_up(
     if stay.refill {
         let started = std::time::Instant::now();
         let done = crate::refill::refill(ctx, &map, version, stay.since, progress).await?;
-        if stay.fresh && ctx.config.meta_group(ctx.me).len() <= 1 {
+        if stay.fresh && !group_copied {
             crate::refill::raise_handles(ctx, done.highest).await?;
         }
         tracing::info!(

@@ -214,15 +214,14 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
                 failed.push(e);
             }
         } else if !leads && held {
-            // Moved away (another server leads it now), or only not serving now
-            // (this server's lease lapsed): then its copy is still the group's.
-            give_up(host, promoted, g, map.version, !named).await?;
-        } else if !named && host.standbys.is_taken(g) {
-            // Kept as the group's while this server was not serving, and moved
-            // away since: a standby's copy again.
-            release(host, g).await?;
+            give_up(host, promoted, g, map.version).await;
         } else if !leads && map.primary(g as u32).is_none() {
             propose(host, promoted, map, g).await;
+        }
+        // The copy stays the group's store while the map names this server (one
+        // whose lease lapsed serves again from it); moved away, it is a standby's.
+        if !named && host.standbys.is_taken(g) {
+            release(host, g).await?;
         }
         if let Some(t) = promoted.taken().get(&g) {
             t.ctx.fence.set_leads(leads, map.version);
@@ -314,32 +313,17 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64)
     Ok(())
 }
 
-/// Stops serving group `g` under map `version`: when the map `moved` it away, its
-/// copy becomes a standby's again, which its new primary overwrites with a new
-/// copy; when this server only does not serve now, the copy stays the group's.
-async fn give_up(
-    host: &Arc<Ctx>,
-    promoted: &Promoted,
-    g: usize,
-    version: u64,
-    moved: bool,
-) -> OpResult<()> {
+/// Stops serving group `g`, which map `version` does not let this server serve
+/// (another leads it, or this server's lease lapsed); what becomes of its copy is
+/// [`release`]'s to say.
+async fn give_up(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64) {
     let Some(t) = promoted.taken().remove(&g) else {
-        return Ok(());
+        return;
     };
     promoted.set_names(&[]);
     t.ctx.fence.set_leads(false, version);
     stop(t).await;
-    if !moved {
-        // The map still names this server: nobody else served the group meanwhile,
-        // so this copy stays the group's store, opened again once it serves.
-        tracing::warn!(
-            group = %host.config.servers[g].name,
-            "stops serving this metadata while the map does not count this server serving; its copy stays the group's"
-        );
-        return Ok(());
-    }
-    release(host, g).await
+    tracing::warn!(group = %host.config.servers[g].name, "stops serving this metadata");
 }
 
 /// Group `g`'s copy, no longer the group's store, is a standby's again: its marker

@@ -161,7 +161,11 @@ async fn refill_file(
             continue;
         }
         let Some(from) = source(map, &copies, me, None) else {
-            if copies.len() == 1 || copies.iter().all(|&c| c == me || lost(map, c)) {
+            if copies.len() == 1
+                || copies
+                    .iter()
+                    .all(|&c| c == me || map.state(c).is_some_and(|s| s.gone()))
+            {
                 done.alone += 1;
                 continue;
             }
@@ -178,12 +182,6 @@ async fn refill_file(
         copied.push(df.handle);
     }
     Ok((!copied.is_empty()).then_some(copied))
-}
-
-/// Whether server `s` is gone for good under `map` (lost or retired).
-fn lost(map: &ClusterMap, s: u32) -> bool {
-    use pvfs_proto::map::ServerState;
-    matches!(map.state(s), Some(ServerState::Lost | ServerState::Retired))
 }
 
 /// A page of metadata group `g`'s objects after `after`, and whether more follow.

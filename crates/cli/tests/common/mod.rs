@@ -1307,6 +1307,18 @@ impl Cluster {
             .clone()
     }
 
+    /// Empties server `name`'s storage directory (a new disk); the server must not
+    /// be running.
+    pub fn empty_storage(&self, name: &str) {
+        assert!(
+            !self.children.lock().unwrap().contains_key(name),
+            "empty_storage({name}): it is still running"
+        );
+        let dir = self.storage(name);
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+
     /// Where server `server` (index into the configuration) keeps datafile `handle`.
     pub fn datafile_path(&self, server: usize, handle: u64) -> PathBuf {
         self.config.servers[server]
@@ -1817,10 +1829,17 @@ pub fn state_of(cluster: &Cluster, name: &str) -> Option<String> {
 /// one is up and has given its metadata standby a whole copy.
 #[allow(dead_code)]
 pub fn four_with_two_copies() -> Cluster {
+    with_copies(4, 2)
+}
+
+/// `servers` servers made by `pvfs genconfig --replicas copies` with a 1 s lease,
+/// once every one is up and has given its metadata standbys a whole copy.
+#[allow(dead_code)]
+pub fn with_copies(servers: usize, copies: u32) -> Cluster {
     let cluster = Cluster::builder()
-        .servers(4)
+        .servers(servers)
         .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .genconfig_arg(&copies.to_string())
         .set("lease", r#""1s""#)
         .start();
     all_up_with_standby_copies(&cluster);
