@@ -19,6 +19,13 @@
 //!   gets `at` = the moment this member saw itself lead, `index` = its last log index then
 //!   (every entry up to it existed, so was sent, before that moment).
 //!
+//! - a pause: a leader whose process did not run for a while (`SIGSTOP`, a stalled host)
+//!   heard no renewal meanwhile, though servers sent them; like a new leader it counts
+//!   every lease again from the moment it runs again (`at` = that moment, which is
+//!   later than any sending before it). A heartbeat task beats every [`BEAT_EVERY`];
+//!   a beat (or a check) that finds the previous beat older than [`PAUSED_AFTER`]
+//!   takes the gap for a pause.
+//!
 //! `Down` carries `unless_renewed_after: index`: if a renewal beyond `index` is applied
 //! before the `Down` (one in flight while the leader decided), the `Down` does nothing.
 
@@ -34,6 +41,12 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 /// How often the leader checks the leases.
 pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How often the heartbeat task beats while this member runs the checker.
+pub const BEAT_EVERY: Duration = Duration::from_millis(50);
+/// A gap between beats longer than this is a pause of this process: every lease is
+/// counted again from its end. (Only ever later, so a pause detected on a merely busy
+/// host postpones a `Down`; it never hastens one.)
+pub const PAUSED_AFTER: Duration = Duration::from_millis(250);
 /// How long the checker waits for its `Down`s and `Lost`s to commit before it looks again.
 const PROPOSE_TIMEOUT: Duration = ELECTION_MAX;
 
@@ -63,6 +76,8 @@ struct Table {
     seen: HashMap<NodeId, Seen>,
     /// When this leader first saw each `Down` server down (or its election).
     down_since: HashMap<NodeId, Instant>,
+    /// The last beat of this process ([`Leases::beat`]).
+    last_beat: Option<Instant>,
 }
 
 /// The leader's lease table, shared by `Authority::handle` (which records renewals) and
@@ -113,6 +128,24 @@ impl Leases {
                 .or_insert(election);
         }
         t.down_since.clear();
+    }
+
+    /// A beat of this process at `now`: if the previous one is older than
+    /// [`PAUSED_AFTER`], the process did not run in between and heard no renewal, so
+    /// every lease counts again from `now` (a later moment keeps every promise of the
+    /// table). Returns whether it took the gap for a pause.
+    fn beat(&self, now: Instant) -> bool {
+        let mut t = self.lock();
+        let paused = t
+            .last_beat
+            .is_some_and(|last| now.saturating_duration_since(last) > PAUSED_AFTER);
+        t.last_beat = Some(t.last_beat.map_or(now, |last| last.max(now)));
+        if paused {
+            for seen in t.seen.values_mut() {
+                seen.at = seen.at.max(now);
+            }
+        }
+        paused
     }
 
     /// This member does not lead (any more).
@@ -166,6 +199,22 @@ pub(crate) async fn check(
     params: Params,
 ) {
     let mut metrics = raft.metrics();
+    // The heartbeat, apart from this loop, which also waits for its own proposals (a
+    // wait that is no pause). Aborted when the set is dropped with this future.
+    let mut beats = tokio::task::JoinSet::new();
+    {
+        let leases = leases.clone();
+        beats.spawn(async move {
+            let mut beat = tokio::time::interval(BEAT_EVERY);
+            beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            loop {
+                beat.tick().await;
+                if leases.beat(Instant::now()) {
+                    tracing::info!("authority: this process paused; counts every lease again");
+                }
+            }
+        });
+    }
     let mut tick = tokio::time::interval(CHECK_EVERY);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -183,6 +232,10 @@ pub(crate) async fn check(
             continue;
         }
         let now = Instant::now();
+        // Run before the heartbeat after a pause, this look sees the pause first.
+        if leases.beat(now) {
+            tracing::info!("authority: this process paused; counts every lease again");
+        }
         let current = map.borrow().clone();
         leases.lead(term, now, last_index, current.servers.len());
         let cmds = leases.decide(&current, now, &params);

@@ -410,8 +410,9 @@ fn installed_library_as_documented() {
         assert!(p.join(f).is_file(), "{f} not installed");
     }
 
-    // Stripped: no DWARF in the installed shared library, which is far smaller than
-    // the build's; the archive shrinks too. The symbol table stays.
+    // Stripped: no DWARF in the installed shared library, which is well smaller than
+    // the build's (whose debug information is line tables only); the archive shrinks
+    // too. The symbol table stays.
     let installed = p.join("lib/libpvfs.so");
     let sections = elf_sections(&installed);
     assert!(
@@ -426,13 +427,13 @@ fn installed_library_as_documented() {
     );
     let size = |f: &Path| std::fs::metadata(f).expect("stat").len();
     assert!(
-        size(&installed) * 3 < size(&so),
+        size(&installed) * 3 < size(&so) * 2,
         "installed libpvfs.so is {} bytes, the build's {}",
         size(&installed),
         size(&so)
     );
     assert!(
-        size(&p.join("lib/libpvfs.a")) * 2 < size(&a),
+        size(&p.join("lib/libpvfs.a")) < size(&a),
         "installed libpvfs.a is {} bytes, the build's {}",
         size(&p.join("lib/libpvfs.a")),
         size(&a)

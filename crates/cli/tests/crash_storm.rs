@@ -27,7 +27,9 @@
 //! each fault only once every server is up again. There
 //! no operation may fail at all: refusals the model calls for are answers, but an
 //! indeterminate outcome or a failed fsync fails the test. A second failover storm has
-//! three copies of everything and up to two servers faulted at once.
+//! three copies of everything on five servers, all five members of the authority (so
+//! any two may be faulted at once, as three copies promise), and up to two servers
+//! faulted at once.
 //!
 //! `PVFS_CRASH_SEED` (decimal, or hex with 0x) replays a run; `PVFS_CRASH_ROUNDS`
 //! (default 6) and `PVFS_CRASH_STEPS` (steps per round, default 8) make it a soak;
@@ -969,6 +971,10 @@ fn storm(mode: Mode) {
             common::scaled(Duration::from_secs(1)).as_millis()
         ));
     if let Mode::Failover { copies } = mode {
+        // Three copies survive any two faults only with five members of the authority.
+        if copies >= 3 {
+            builder = builder.servers(5);
+        }
         builder = builder
             .genconfig_arg("--replicas")
             .genconfig_arg(&copies.to_string())

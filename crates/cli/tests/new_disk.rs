@@ -313,8 +313,9 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
     // servers that recorded what it missed of the files whose copies are on s2, s3
     // and s4 get new disks one after the other, each refilled from the other. The
     // bytes s2 missed are on them, but no record of its absence is: back, s2 must
-    // copy whole, or it would serve what it held before. (s3 and s4 are not members
-    // of the authority, s0, s1 and s2, so killing them keeps its majority.)
+    // copy whole, or it would serve what it held before. (All five are members of
+    // the authority: each new disk votes again before the next server goes, so that
+    // three members vote throughout.)
     let cluster = common::with_copies(5, 3);
     let config = cluster.config().clone();
     let name = |i: usize| config.servers[i].name.clone();
@@ -352,6 +353,11 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
     for i in [3, 4] {
         replace_disk(&cluster, &name(i), false);
         wait_refilled(&cluster, &name(i));
+        poll(
+            &format!("{} a voting member of the authority again", name(i)),
+            scaled(Duration::from_secs(30)),
+            || cluster.log(&name(i)).contains("votes again").then_some(()),
+        );
     }
     cluster.restart(&name(2));
     wait_state(&cluster, &name(2), "up");

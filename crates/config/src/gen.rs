@@ -44,8 +44,21 @@ pub struct GenOptions {
     /// Every connection over TLS 1.3.
     pub tls: bool,
     /// Copies of every file and of the metadata (1-3); more than one also names the
-    /// authority's servers (the first three, or one with fewer than three).
+    /// authority's servers: the first five with three copies (so that any two
+    /// servers may fail at once, as three copies promise), else the first three, or
+    /// one with fewer than three servers.
     pub replicas: u32,
+}
+
+/// How many servers run the authority of a file system of `servers` servers with
+/// `replicas` copies: a majority must outlive the faults the copies survive (`r - 1`
+/// at once), so `2r - 1` members, as many of 5, 3 or 1 as there are servers.
+pub fn authority_members(replicas: u32, servers: usize) -> usize {
+    let wanted = (2 * replicas as usize).saturating_sub(1).max(3);
+    [5, 3, 1]
+        .into_iter()
+        .find(|&m| m <= wanted && m <= servers)
+        .unwrap_or(1)
 }
 
 impl GenOptions {
@@ -111,7 +124,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
     let replication = Replication {
         replicas: o.replicas,
         authority: if o.replicas > 1 {
-            (0..if n >= 3 { 3 } else { 1 }).collect()
+            (0..authority_members(o.replicas, n)).collect()
         } else {
             Vec::new()
         },

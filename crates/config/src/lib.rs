@@ -29,7 +29,7 @@ mod units;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use gen::GenOptions;
+pub use gen::{authority_members, GenOptions};
 pub use parse::parse_metadata_sync;
 pub use pvfs_proto::{Handle, Roles};
 pub use units::{format_duration, format_size, parse_duration, parse_size};

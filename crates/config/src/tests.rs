@@ -724,3 +724,19 @@ fn metadata_groups_take_the_file_systems_count_on_the_next_metadata_servers() {
     let data_only = (0..4).find(|s| !metas.contains(s)).unwrap();
     assert!(c.meta_group(data_only).is_empty());
 }
+
+#[test]
+fn generated_authority_outlives_the_faults_the_copies_survive() {
+    let members = |replicas: u32, servers: usize| {
+        let mut o = GenOptions::new(servers, "/tmp/pvfs-test");
+        o.replicas = replicas;
+        Config::generate(&o).unwrap().replication.authority
+    };
+    assert!(members(1, 8).is_empty());
+    assert_eq!(members(2, 2), vec![0]);
+    assert_eq!(members(2, 8), vec![0, 1, 2]);
+    // Three copies survive two faults at once: a majority of five survives them too.
+    assert_eq!(members(3, 8), vec![0, 1, 2, 3, 4]);
+    assert_eq!(members(3, 5), vec![0, 1, 2, 3, 4]);
+    assert_eq!(members(3, 4), vec![0, 1, 2]);
+}

@@ -110,3 +110,23 @@ fn down_servers_are_lost_after_rebuild_after_from_when_this_leader_saw_them() {
     assert!(serving(l.decide(&map, ms(t0, 20_299), &PARAMS)).is_empty());
     assert_eq!(serving(l.decide(&map, ms(t0, 20_300), &PARAMS)).len(), 1);
 }
+
+#[test]
+fn a_pause_counts_every_lease_again_from_its_end() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let map = Map::new(2);
+    l.lead(1, t0, 10, 2);
+    // Beats close together are no pause.
+    for at in (0..=1000).step_by(50) {
+        assert!(!l.beat(ms(t0, at)));
+    }
+    // Then nothing ran for 1.5 s: without the pause both would be down at 2000.
+    assert!(l.beat(ms(t0, 2500)));
+    assert!(l.decide(&map, ms(t0, 2500), &PARAMS).is_empty());
+    assert!(l.decide(&map, ms(t0, 4499), &PARAMS).is_empty());
+    assert_eq!(l.decide(&map, ms(t0, 4500), &PARAMS).len(), 2);
+    // A beat just within the gap is none; one just past it is.
+    assert!(!l.beat(ms(t0, 2500) + PAUSED_AFTER));
+    assert!(l.beat(ms(t0, 2501) + PAUSED_AFTER * 2));
+}

@@ -251,8 +251,8 @@ fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
         ConfigError::Generate(why) => anyhow::anyhow!("cannot lay out the demo: {why}"),
         e => e.into(),
     })?;
-    // An authority (the first three servers, or one), so files may have copies.
-    let members = if servers >= 3 { 3 } else { 1 };
+    // An authority (the first three servers, or one), so files may have two copies.
+    let members = pvfs_config::authority_members(2, servers);
     config.replication.authority = (0..members).collect();
     let config_path = dir.join("pvfs.toml");
     if config_path.exists() {
