@@ -571,12 +571,25 @@ impl TestClient {
 /// A multiplexed connection to server `server` of `config` that has done the
 /// handshake with the file system's key: for raw requests the client library has no
 /// call for (damage, fuzzing). Every frame on it carries the session's MAC.
+#[allow(dead_code)]
 pub async fn raw_mux(config: &Config, server: usize) -> std::sync::Arc<pvfs_transport::MuxConn> {
+    raw_mux_via(config, server, server)
+        .await
+        .expect("raw connection with the handshake")
+}
+
+/// A multiplexed connection to `server`'s name (its metadata group) at the address of
+/// server `at`, past the handshake; `None` if `at` does not answer to that name now.
+#[allow(dead_code)]
+pub async fn raw_mux_via(
+    config: &Config,
+    server: usize,
+    at: usize,
+) -> Option<std::sync::Arc<pvfs_transport::MuxConn>> {
     let ring = pvfs_auth::KeyRing::load(&config.security.key).expect("the cluster's key file");
-    let sc = &config.servers[server];
     let target = pvfs_transport::Target {
-        addr: &sc.address,
-        server: &sc.name,
+        addr: &config.servers[at].address,
+        server: &config.servers[server].name,
         fsid: config.fsid,
         via: &pvfs_transport::AutoTransport,
     };
@@ -594,8 +607,8 @@ pub async fn raw_mux(config: &Config, server: usize) -> std::sync::Arc<pvfs_tran
         pvfs_transport::BufPool::new(1 << 20, 4),
     )
     .await
-    .expect("raw connection with the handshake");
-    mux
+    .ok()?;
+    Some(mux)
 }
 
 /// A blocking TCP connection to server `server` of `config` that has done the
