@@ -50,8 +50,10 @@ pub async fn flush_missed(ctx: Arc<Ctx>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let missed = ctx.missed.clone();
-        let flushed = ctx.blocking(move || Ok(missed.flush())).await;
+        let (missed, unfinished) = (ctx.missed.clone(), ctx.unfinished.clone());
+        let flushed = ctx
+            .blocking(move || Ok(missed.flush().and_then(|()| unfinished.compact())))
+            .await;
         if let Ok(Err(e)) | Err(e) = flushed.map_err(|e| std::io::Error::other(e.to_string())) {
             if let Some(dropped) = ctx.log_limit.allow("missed ranges") {
                 tracing::warn!(dropped, "cannot write the records of missed ranges: {e}");

@@ -43,6 +43,13 @@ pub async fn run(ctx: Arc<Ctx>) {
     loop {
         tick.tick().await;
         let Some((version, since)) = ctx.lease.recovering() else {
+            if ctx.unfinished.any_cut() {
+                if let Err(e) = settle(&ctx).await {
+                    if let Some(dropped) = ctx.log_limit.allow("settle") {
+                        tracing::info!(dropped, "changes cut short not settled yet: {e}");
+                    }
+                }
+            }
             continue;
         };
         let started = std::time::Instant::now();
@@ -118,6 +125,9 @@ pub async fn catch_up(
     if !ctx.roles().contains(pvfs_proto::Roles::DATA) {
         return Ok(copied);
     }
+    // Changes cut short here first: what is copied next comes from the copies that
+    // took changes meanwhile, and lands after.
+    copied.bytes += settle(ctx).await?;
     for s in ctx.config.data_servers() {
         if s == ctx.me {
             continue;
@@ -241,4 +251,59 @@ async fn pull_record(
         )
     })?;
     copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
+}
+
+/// Settles the changes this copy applied whose end it did not see
+/// (`crate::unfinished`): for each, the last copy of the datafile's chain that may
+/// serve reads holds the outcome. Another: this copy takes its bytes of the range.
+/// This one: its bytes stand, and the copies out of the chain get the range recorded
+/// as missed. None (every copy in the chain is catching up): it waits, unless this
+/// copy is the chain's only one. The bytes copied.
+pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
+    let Ok(_one) = ctx.unfinished.settling.try_lock() else {
+        return Err(OpError::busy(
+            Errno::EAGAIN,
+            "changes cut short are being settled",
+        ));
+    };
+    let me = ctx.me as u32;
+    let mut bytes = 0;
+    for (id, r) in ctx.unfinished.cut() {
+        let map = ctx.lease.map()?;
+        let chain = map.chain(&r.copies);
+        let readable = map.readable(&r.copies);
+        let last = chain.iter().rev().copied().find(|c| readable.contains(c));
+        match last {
+            Some(s) if s != me => {
+                bytes += copy_ranges(
+                    ctx,
+                    s as usize,
+                    r.handle,
+                    &r.copies,
+                    map.version,
+                    &[r.start, r.end],
+                )
+                .await?;
+            }
+            None if chain != [me] => continue,
+            _ => {
+                let absent: Vec<u32> = r
+                    .copies
+                    .iter()
+                    .copied()
+                    .filter(|c| !chain.contains(c))
+                    .collect();
+                ctx.missed
+                    .record(&absent, r.handle, &r.copies, r.start, r.end);
+            }
+        }
+        tracing::debug!(
+            handle = r.handle,
+            start = r.start,
+            end = r.end,
+            "settled a change cut short"
+        );
+        ctx.unfinished.settled(id);
+    }
+    Ok(bytes)
 }

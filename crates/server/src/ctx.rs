@@ -96,6 +96,8 @@ pub struct Ctx {
     pub copy_pace: Arc<crate::pace::Pace>,
     /// The ranges other copies missed while their servers were down (`crate::missed`).
     pub missed: Arc<crate::missed::MissedLog>,
+    /// Changes this copy applied whose end it did not see (`crate::unfinished`).
+    pub unfinished: Arc<crate::unfinished::Unfinished>,
     /// Changes of datafiles with copies running, by map version (`crate::missed`).
     pub admissions: Arc<crate::missed::Admissions>,
     /// The copies of other metadata servers' stores this server keeps as their

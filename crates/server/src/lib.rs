@@ -51,6 +51,7 @@ pub mod session;
 pub mod standby;
 #[cfg(test)]
 mod test_rng;
+pub mod unfinished;
 pub mod waitfor;
 
 use std::future::Future;
@@ -194,6 +195,11 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         path: sc.storage.display().to_string(),
         source: StorageError::Corrupt { what },
     })?;
+    let unfinished =
+        unfinished::Unfinished::open(missed_dir).map_err(|what| ServerError::Storage {
+            path: sc.storage.display().to_string(),
+            source: StorageError::Corrupt { what },
+        })?;
     let (meta, data): (MetaStore, Arc<dyn pvfs_storage::DataBackend>) = match setup.storage {
         None => (
             MetaStore::open_with_sync(
@@ -336,6 +342,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         chain_locks: Arc::default(),
         copy_pace: Arc::new(pace::Pace::new(config.replication.rebuild_bandwidth)),
         missed: Arc::new(missed),
+        unfinished: Arc::new(unfinished),
         admissions: Arc::default(),
         standbys,
         shipping,

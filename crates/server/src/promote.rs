@@ -435,6 +435,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         chain_locks: host.chain_locks.clone(),
         copy_pace: host.copy_pace.clone(),
         missed: host.missed.clone(),
+        unfinished: host.unfinished.clone(),
         admissions: host.admissions.clone(),
         standbys: crate::standby::Standbys::none(sync),
         shipping,

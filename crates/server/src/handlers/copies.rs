@@ -89,6 +89,16 @@ pub async fn change(
         }
         None => None,
     };
+    // Applied here before the rest of the chain has it: noted until its answer
+    // (`crate::unfinished`).
+    let ticket = match next {
+        Some(_) => Some(
+            ctx.unfinished
+                .begin(handle, &copies.servers, missed.0, missed.1)
+                .map_err(|e| pvfs_storage::StorageError::Io(Arc::new(e)))?,
+        ),
+        None => None,
+    };
     let data = ctx.data.clone();
     let stat = ctx
         .blocking(move || {
@@ -112,6 +122,9 @@ pub async fn change(
         chain::watch_next(&ctx.lease, servers, next, passed)
             .await
             .map_err(|e| passed_on(ctx, next, e))?;
+    }
+    if let Some(t) = ticket {
+        t.finished();
     }
     Ok(Response::Written {
         bytes: 0,

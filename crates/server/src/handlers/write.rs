@@ -77,9 +77,9 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     // a later read from the tail would not), and the tail so that a copy it is
     // catching up with from another (`crate::catchup`) does not land between.
     // Copies out of the chain get the range recorded as missed.
+    let (lo, hi) = local_span(stripe, index, &regions);
     let _held = match &place {
         Some(p) => {
-            let (lo, hi) = local_span(stripe, index, &regions);
             let limit = ctx.config.timeouts.request;
             let held = ctx.chain_locks.lock(handle, lo, hi, limit).await?;
             copies::record_missed(ctx, p, &copies, handle, lo, hi);
@@ -108,6 +108,16 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
                 .map_err(|e| copies::passed_on(ctx, next, e))?;
             Some((next, call))
         }
+        None => None,
+    };
+    // Applied here before the rest of the chain has it: noted until its answer
+    // (`crate::unfinished`).
+    let ticket = match forward {
+        Some(_) => Some(
+            ctx.unfinished
+                .begin(handle, &copies.servers, lo, hi)
+                .map_err(|e| pvfs_storage::StorageError::Io(std::sync::Arc::new(e)))?,
+        ),
         None => None,
     };
     let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
@@ -205,7 +215,11 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     if let Some((next, mut call)) = forward.take() {
         let answer = ctx.peers.answer(next as usize, &mut call);
         match chain::watch_next(&ctx.lease, &copies.servers, next, answer).await {
-            Ok(Response::Written { .. }) => {}
+            Ok(Response::Written { .. }) => {
+                if let Some(t) = ticket {
+                    t.finished();
+                }
+            }
             Ok(other) => {
                 return Err(OpError::internal(
                     Errno::EPROTO,
