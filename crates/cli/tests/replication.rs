@@ -359,21 +359,43 @@ fn a_write_cut_short_leaves_copies_that_agree() {
     let on_disk = |s: u32| std::fs::read(cluster.datafile_path(s as usize, handle)).ok();
     assert_eq!(on_disk(head).as_deref(), Some(&old[..]));
     assert_eq!(on_disk(tail).as_deref(), Some(&old[..]));
-    cluster.kill(&name(tail), libc::SIGSTOP);
-    // The client gives up on the write while the head waits for the stopped tail.
-    tc.run(Duration::from_secs(60), async |c| {
+    // Opened, with its capability to write, before (the file's metadata may be on
+    // the tail's server): once the tail stops, the write reaches the head at once,
+    // well before the map can leave the tail out.
+    let f = tc.run(Duration::from_secs(60), async |c| {
         let f = c.open("/cut").await.unwrap();
-        let gave_up = tokio::time::timeout(Duration::from_millis(300), f.write_at(0, &new)).await;
-        assert!(
-            gave_up.is_err(),
-            "the write ended while its tail was stopped: {gave_up:?}"
-        );
+        f.write_at(0, &old).await.unwrap();
+        f
     });
+    cluster.kill(&name(tail), libc::SIGSTOP);
+    let pid = cluster.pid(&name(tail));
+    poll("the tail stopped", scaled(Duration::from_secs(10)), || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let state = stat.rsplit_once(") ")?.1.chars().next()?;
+        (state == 'T').then_some(())
+    });
+    eprintln!(
+        "datafile {handle:#x}: head {} tail {} (stopped, pid {pid})",
+        name(head),
+        name(tail)
+    );
+    // The client gives up on the write once the head applied it and waits for the
+    // stopped tail: its task is aborted (at the await of the head's answer), so it
+    // never sends it again.
+    let write = {
+        let new = new.clone();
+        tc.rt.spawn(async move { f.write_at(0, &new).await })
+    };
     poll(
         "the head holding the new bytes",
-        scaled(Duration::from_secs(10)),
+        scaled(Duration::from_secs(30)),
         || (on_disk(head).as_deref() == Some(&new[..])).then_some(()),
     );
+    if write.is_finished() {
+        let ended = tc.rt.block_on(write);
+        panic!("the write ended while its tail was stopped: {ended:?}");
+    }
+    write.abort();
     poll(
         "the stopped tail down",
         scaled(Duration::from_secs(30)),

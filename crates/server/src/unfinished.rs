@@ -13,7 +13,8 @@
 //! a plain write before the change is applied, so a `kill -9` right after the apply
 //! cannot lose the note) and forgotten in memory when the answer came. The file is
 //! rewritten with what is still open every [`crate::missed::FLUSH_EVERY`] once it
-//! grew; at start every range it names counts as cut short (a range whose end was
+//! grew (and made at the first note: a file system without copies has none); at
+//! start every range it names counts as cut short (a range whose end was
 //! seen just before the stop is settled for nothing: the copies agree).
 
 use std::collections::BTreeMap;
@@ -118,8 +119,12 @@ impl Unfinished {
             inner: Mutex::new(inner),
             settling: tokio::sync::Mutex::new(()),
         };
-        log.rewrite()
-            .map_err(|e| format!("cannot write the file of unfinished changes: {e}"))?;
+        // The file is opened at the first change noted (a file system without copies
+        // never writes one, nor keeps one open).
+        if log.any_cut() {
+            log.rewrite()
+                .map_err(|e| format!("cannot write the file of unfinished changes: {e}"))?;
+        }
         Ok(log)
     }
 
@@ -146,6 +151,11 @@ impl Unfinished {
         let mut g = self.lock();
         g.next += 1;
         let id = g.next;
+        if g.file.is_none() {
+            if let Some(path) = &self.path {
+                Self::rewrite_locked(path, &mut g)?;
+            }
+        }
         if let Some(f) = g.file.as_mut() {
             f.write_all(&encode(id, &range))?;
             g.in_file += 1;
@@ -181,7 +191,7 @@ impl Unfinished {
     pub fn compact(&self) -> std::io::Result<()> {
         let due = {
             let g = self.lock();
-            g.in_file > (g.running.len() + g.cut.len()) as u64 + SLACK
+            g.file.is_some() && g.in_file > (g.running.len() + g.cut.len()) as u64 + SLACK
         };
         if due {
             self.rewrite()?;
@@ -196,6 +206,11 @@ impl Unfinished {
         };
         // Under the lock, so no note is appended to the old file meanwhile.
         let mut g = self.lock();
+        Self::rewrite_locked(path, &mut g)
+    }
+
+    /// [`Unfinished::rewrite`] with the lock held (`g`).
+    fn rewrite_locked(path: &Path, g: &mut Inner) -> std::io::Result<()> {
         let mut bytes = MAGIC.to_vec();
         let open: Vec<(u64, Range)> = g
             .running
