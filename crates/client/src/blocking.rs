@@ -23,6 +23,66 @@ pub(crate) fn block_signals() {
     }
 }
 
+/// `SIGPIPE` kept from the calling thread while the library runs on it: a write to a
+/// connection that a dead server closed fails with `EPIPE` (the client then waits for
+/// the map and retries), but also raises `SIGPIPE` on the writing thread, whose
+/// default action ends the program. A Rust program ignores it from the start; a C
+/// program, or one the preload library is in, does not. So the signal is blocked on
+/// the thread for the call, one raised meanwhile is taken off the thread, and the
+/// thread's mask is restored.
+pub struct NoPipe {
+    old: libc::sigset_t,
+    /// A `SIGPIPE` was pending before: it is the program's, and stays.
+    was_pending: bool,
+}
+
+impl NoPipe {
+    /// Blocks `SIGPIPE` on this thread until the guard is dropped.
+    pub fn enter() -> NoPipe {
+        // SAFETY: sigset_t is plain data; every pointer is to a live local.
+        unsafe {
+            let mut pipe: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut pipe);
+            libc::sigaddset(&mut pipe, libc::SIGPIPE);
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+            NoPipe {
+                old,
+                was_pending: pipe_pending(),
+            }
+        }
+    }
+}
+
+/// Whether a `SIGPIPE` is pending on this thread (or the process).
+fn pipe_pending() -> bool {
+    // SAFETY: sigset_t is plain data; the pointer is to a live local.
+    unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending);
+        libc::sigismember(&pending, libc::SIGPIPE) == 1
+    }
+}
+
+impl Drop for NoPipe {
+    fn drop(&mut self) {
+        // SAFETY: as in `enter`; sigtimedwait with a zero timeout does not wait.
+        unsafe {
+            if !self.was_pending && pipe_pending() {
+                let mut pipe: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut pipe);
+                libc::sigaddset(&mut pipe, libc::SIGPIPE);
+                let zero = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&pipe, std::ptr::null_mut(), &zero);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
 /// A [`Client`] whose methods block.
 #[derive(Clone)]
 pub struct BlockingClient {
@@ -66,8 +126,10 @@ impl BlockingClient {
         &self.client
     }
 
-    /// Runs any async client operation to completion.
+    /// Runs any async client operation to completion, on the calling thread, with
+    /// `SIGPIPE` kept from it ([`NoPipe`]).
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        let _no_pipe = NoPipe::enter();
         self.rt.block_on(f)
     }
 
@@ -183,5 +245,61 @@ impl BlockingFile {
     /// See [`File::truncate`].
     pub fn truncate(&self, size: u64) -> Result<()> {
         self.rt.block_on(self.file.truncate(size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static PIPES: AtomicUsize = AtomicUsize::new(0);
+
+    extern "C" fn count(_: libc::c_int) {
+        PIPES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Writes to a socket whose other end is closed: `EPIPE`, and `SIGPIPE` on this
+    /// thread unless it is kept away.
+    fn write_to_closed() -> i32 {
+        // SAFETY: plain syscalls on descriptors made here.
+        unsafe {
+            let mut fds = [0; 2];
+            assert_eq!(
+                libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()),
+                0
+            );
+            libc::close(fds[1]);
+            let n = libc::write(fds[0], b"x".as_ptr().cast(), 1);
+            let errno = *libc::__errno_location();
+            libc::close(fds[0]);
+            assert_eq!(n, -1);
+            errno
+        }
+    }
+
+    #[test]
+    fn a_write_to_a_closed_connection_raises_no_sigpipe_in_a_call() {
+        // SAFETY: a handler that only counts, set and restored in this test alone.
+        let before = unsafe {
+            libc::signal(
+                libc::SIGPIPE,
+                count as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+        // The negative control: outside a call, the signal arrives.
+        assert_eq!(write_to_closed(), libc::EPIPE);
+        assert_eq!(PIPES.load(Ordering::SeqCst), 1);
+        {
+            let _no_pipe = NoPipe::enter();
+            assert_eq!(write_to_closed(), libc::EPIPE);
+        }
+        assert_eq!(
+            PIPES.load(Ordering::SeqCst),
+            1,
+            "a SIGPIPE reached the thread after the call"
+        );
+        // SAFETY: restores what the test harness had.
+        unsafe { libc::signal(libc::SIGPIPE, before) };
     }
 }
