@@ -253,6 +253,21 @@ async fn pull_record(
     copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
 }
 
+/// Settles the changes cut short here in the background, if there are any: called
+/// when a change that was noted failed, so that the copies agree again at once
+/// rather than at the next look (every `L / 4`).
+pub fn settle_soon(ctx: &Arc<Ctx>) {
+    if !ctx.unfinished.any_cut() {
+        return;
+    }
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        if let Err(e) = settle(&ctx).await {
+            tracing::debug!("changes cut short not settled yet: {e}");
+        }
+    });
+}
+
 /// Settles the changes this copy applied whose end it did not see
 /// (`crate::unfinished`): for each, the last copy of the datafile's chain that may
 /// serve reads holds the outcome. Another: this copy takes its bytes of the range.

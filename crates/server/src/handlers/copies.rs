@@ -119,9 +119,12 @@ pub async fn change(
                 .await?;
             ctx.peers.answer(next as usize, &mut call).await
         };
-        chain::watch_next(&ctx.lease, servers, next, passed)
-            .await
-            .map_err(|e| passed_on(ctx, next, e))?;
+        if let Err(e) = chain::watch_next(&ctx.lease, servers, next, passed).await {
+            // Applied here, cut short further down the chain.
+            drop(ticket);
+            crate::catchup::settle_soon(ctx);
+            return Err(passed_on(ctx, next, e));
+        }
     }
     if let Some(t) = ticket {
         t.finished();

@@ -38,7 +38,13 @@ impl Handler for req::Write {
     const AWAITS_CACHES: bool = false;
 
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
-        write(cx, self).await.map(Answer::Reply)
+        let ctx = cx.ctx.clone();
+        let written = write(cx, self).await;
+        if written.is_err() {
+            // Applied here but cut short further down the chain, maybe.
+            crate::catchup::settle_soon(&ctx);
+        }
+        written.map(Answer::Reply)
     }
 }
 
