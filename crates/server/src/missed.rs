@@ -70,13 +70,9 @@ impl MissedLog {
         let path = dir.map(|d| d.join("missed"));
         let mut inner = Inner::default();
         if let Some(p) = &path {
-            match std::fs::read(p) {
-                Ok(bytes) => {
-                    inner = decode_file(&bytes)
-                        .map_err(|e| format!("{}: not a file of missed ranges: {e}", p.display()))?
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+            if let Some(bytes) = read_if_there(p)? {
+                inner = decode_file(&bytes)
+                    .map_err(|e| format!("{}: not a file of missed ranges: {e}", p.display()))?
             }
         }
         Ok(MissedLog {
@@ -248,7 +244,19 @@ fn decode_file(bytes: &[u8]) -> Result<Inner, String> {
 }
 
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// The bytes of the file at `path`, or `None` when there is none (a message naming
+/// it otherwise). Shared with `crate::unfinished`.
+pub(crate) fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Replaces the file at `path` with `bytes`, durably: a new file synced, renamed over
+/// it, the directory synced. Shared with `crate::unfinished`.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("new");
     {

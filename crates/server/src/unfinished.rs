@@ -100,18 +100,14 @@ impl Unfinished {
         let path = dir.map(|d| d.join("unfinished"));
         let mut inner = Inner::default();
         if let Some(p) = &path {
-            match std::fs::read(p) {
-                Ok(bytes) => {
-                    let found = decode(&bytes).map_err(|e| {
-                        format!("{}: not a file of unfinished changes: {e}", p.display())
-                    })?;
-                    for (id, r) in found {
-                        inner.next = inner.next.max(id);
-                        inner.cut.insert(id, r);
-                    }
+            if let Some(bytes) = crate::missed::read_if_there(p)? {
+                let found = decode(&bytes).map_err(|e| {
+                    format!("{}: not a file of unfinished changes: {e}", p.display())
+                })?;
+                for (id, r) in found {
+                    inner.next = inner.next.max(id);
+                    inner.cut.insert(id, r);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
             }
         }
         let log = Unfinished {
@@ -221,13 +217,7 @@ impl Unfinished {
         for (id, r) in &open {
             bytes.extend_from_slice(&encode(*id, r));
         }
-        let tmp = path.with_extension("new");
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
+        crate::missed::write_atomically(path, &bytes)?;
         g.file = Some(std::fs::OpenOptions::new().append(true).open(path)?);
         g.in_file = open.len() as u64;
         Ok(())

@@ -56,6 +56,21 @@ pub fn record_missed(
         .record(&absent, handle, &copies.servers, start, end);
 }
 
+/// Notes a change of bytes `start .. end` of datafile `handle` that this copy applies
+/// before the rest of its chain has it, until the chain answers
+/// (`crate::unfinished`): a write and the changes of [`change`] alike.
+pub fn note(
+    ctx: &Ctx,
+    handle: Handle,
+    copies: &Copies,
+    start: u64,
+    end: u64,
+) -> OpResult<crate::unfinished::Ticket> {
+    ctx.unfinished
+        .begin(handle, &copies.servers, start, end)
+        .map_err(|e| StorageError::Io(Arc::new(e)).into())
+}
+
 /// Applies a change of `handle` here (`work`, on the storage's thread; answered with
 /// the datafile's stat after it) and, with more than one copy, passes
 /// `onward(copies one hop further)` to the next copy, holding the whole datafile
@@ -89,16 +104,9 @@ pub async fn change(
         }
         None => None,
     };
-    // Applied here before the rest of the chain has it: noted until its answer
-    // (`crate::unfinished`).
-    let ticket = match next {
-        Some(_) => Some(
-            ctx.unfinished
-                .begin(handle, &copies.servers, missed.0, missed.1)
-                .map_err(|e| pvfs_storage::StorageError::Io(Arc::new(e)))?,
-        ),
-        None => None,
-    };
+    let ticket = next
+        .map(|_| note(ctx, handle, copies, missed.0, missed.1))
+        .transpose()?;
     let data = ctx.data.clone();
     let stat = ctx
         .blocking(move || {

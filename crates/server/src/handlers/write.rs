@@ -116,16 +116,11 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
         }
         None => None,
     };
-    // Applied here before the rest of the chain has it: noted until its answer
-    // (`crate::unfinished`).
-    let ticket = match forward {
-        Some(_) => Some(
-            ctx.unfinished
-                .begin(handle, &copies.servers, lo, hi)
-                .map_err(|e| pvfs_storage::StorageError::Io(std::sync::Arc::new(e)))?,
-        ),
-        None => None,
-    };
+    // Applied here before the rest of the chain has it: noted until its answer.
+    let ticket = forward
+        .as_ref()
+        .map(|_| copies::note(ctx, handle, &copies, lo, hi))
+        .transpose()?;
     let mut cursor = PieceCursor::new(stripe.pieces(u64::from(index), &regions));
     let mut received = 0u64;
     let mut chunk = first;
