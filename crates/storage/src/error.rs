@@ -24,6 +24,18 @@ pub enum StorageError {
         /// Which record, and why.
         what: String,
     },
+    /// A block of a datafile whose bytes do not match their checksum: this copy of
+    /// them is damaged (or, `unsure`, was written before a reboot that may have
+    /// lost part of it, `docs/storage-format.md`, "Checksums").
+    #[error("{}", bad_sum_text(*handle, *offset, *unsure))]
+    BadSum {
+        /// The datafile.
+        handle: pvfs_proto::Handle,
+        /// Where the block starts in it.
+        offset: u64,
+        /// Whether the sums have not been checked since a reboot.
+        unsure: bool,
+    },
     /// The store belongs to another file system.
     #[error("storage belongs to file system {found:#x}, not {expected:#x}")]
     WrongFs {
@@ -145,6 +157,17 @@ impl StorageError {
     pub(crate) fn corrupt(what: impl Into<String>) -> StorageError {
         StorageError::Corrupt { what: what.into() }
     }
+}
+
+/// The message of [`StorageError::BadSum`].
+fn bad_sum_text(handle: pvfs_proto::Handle, offset: u64, unsure: bool) -> String {
+    let end = offset.saturating_add(crate::sums::SUM_BLOCK);
+    let why = if unsure {
+        "written before a reboot and not checked since"
+    } else {
+        "this copy on disk is damaged"
+    };
+    format!("datafile {handle:016x}: bytes {offset}..{end} do not match their checksum ({why})")
 }
 
 /// `text` without the " (os error N)" that `std::io::Error` appends.

@@ -143,6 +143,20 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.inner.verifier()
     }
 
+    fn resum(&self, h: Handle, off: u64) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.resum(h, off)
+    }
+
+    fn sums_unsure(&self) -> bool {
+        self.inner.sums_unsure()
+    }
+
+    fn trust_sums(&self) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.trust_sums()
+    }
+
     fn create_all(&self, hs: &[Handle]) -> Result<(), StorageError> {
         self.check()?;
         self.inner.create_all(hs)

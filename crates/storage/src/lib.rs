@@ -9,7 +9,8 @@
 //! - [`FileData`]: the data store, one local file per datafile handle, read and written
 //!   with positioned I/O through a small cache of open files, with a log of which
 //!   datafiles it ever created (`born.rs`), so a lost datafile is told from a hole, and
-//!   removed datafiles kept emptied for reuse (`spares.rs`). The server uses it
+//!   removed datafiles kept emptied for reuse (`spares.rs`), and a checksum of every
+//!   block of every datafile, checked on each read (`sums.rs`). The server uses it
 //!   through the blocking [`DataBackend`] trait (from `spawn_blocking`), the seam where
 //!   tests inject faults ([`fault::FaultyData`]).
 //!
@@ -31,6 +32,7 @@ pub mod redo;
 pub mod sim;
 mod spares;
 mod standby;
+pub mod sums;
 mod txn;
 
 pub use born::{BORN_FILE, BORN_VERSION};
