@@ -70,6 +70,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Check the whole file system across servers (and repair with --repair).
     Fsck(cmd::fsck::FsckArgs),
+    /// Check every block of every datafile against its checksum, mending damaged ones from other copies.
+    Scrub(cmd::scrub::ScrubArgs),
     /// Mount a file system with FUSE (in the background unless --foreground).
     Mount(cmd::mount::MountArgs),
     /// Unmount a FUSE mount (also when its daemon is dead or hung).
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Fsck(a) => cmd::fsck::run(a),
+        Command::Scrub(a) => cmd::scrub::run(a),
         Command::Mount(a) => cmd::mount::mount(a),
         Command::Umount(a) => cmd::mount::umount(a),
     };

@@ -51,7 +51,7 @@ use pvfs_proto::{
 };
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 12;
+const VERSION: u16 = 13;
 const REQUEST: u8 = 1;
 const RESPONSE: u8 = 2;
 const DATA: u8 = 3;

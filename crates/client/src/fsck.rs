@@ -654,6 +654,30 @@ impl Client {
     }
 
     /// Reads every server's objects, entries, datafiles and seals.
+    /// Every object of metadata group `i`, a page at a time.
+    pub(crate) async fn scan_objects(&self, i: usize) -> Result<Vec<Attr>> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            match self
+                .rpc(
+                    i,
+                    Request::ScanObjects(req::ScanObjects { after, max: PAGE }),
+                )
+                .await?
+            {
+                Response::Objects { attrs, more } => {
+                    after = attrs.last().map(|a| a.handle);
+                    out.extend(attrs);
+                    if !more || after.is_none() {
+                        return Ok(out);
+                    }
+                }
+                other => return Err(unexpected("ScanObjects", &other)),
+            }
+        }
+    }
+
     async fn snapshot(&self) -> Result<Snapshot> {
         let mut snap = Snapshot::default();
         let servers = &self.config().servers;
@@ -680,26 +704,12 @@ impl Client {
             if !sc.roles.contains(pvfs_proto::Roles::META) {
                 continue;
             }
-            let mut after = None;
-            loop {
-                match self
-                    .rpc(
-                        i,
-                        Request::ScanObjects(req::ScanObjects { after, max: PAGE }),
-                    )
+            snap.objects.extend(
+                self.scan_objects(i)
                     .await?
-                {
-                    Response::Objects { attrs, more } => {
-                        after = attrs.last().map(|a| a.handle);
-                        snap.objects
-                            .extend(attrs.into_iter().map(|a| (a.handle, a)));
-                        if !more || after.is_none() {
-                            break;
-                        }
-                    }
-                    other => return Err(unexpected("ScanObjects", &other)),
-                }
-            }
+                    .into_iter()
+                    .map(|a| (a.handle, a)),
+            );
             let mut after: Option<(Handle, String)> = None;
             loop {
                 match self

@@ -27,6 +27,7 @@ mod namespace;
 mod placement;
 mod pool;
 mod reaper;
+mod scrub;
 
 use std::sync::Arc;
 
@@ -49,6 +50,7 @@ pub use pvfs_proto::{
     Attr, DirEntry, Errno, ErrorKind, LayoutSpec, LockConflict, LockType, NodeKind, ObjKind,
     Regions, Remains, SetAttr, Timespec,
 };
+pub use scrub::ScrubReport;
 
 use placement::Placement;
 use pool::Pool;

@@ -411,6 +411,10 @@ pub(crate) fn to_toml(c: &Config) -> String {
             format!("rebuild_bandwidth = {}", size(r.rebuild_bandwidth)),
             "per second, per server",
         ),
+        note(
+            format!("scrub_bandwidth = {}", size(r.scrub_bandwidth)),
+            "per second, per server, checking checksums",
+        ),
     ]);
     for s in &c.servers {
         let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]

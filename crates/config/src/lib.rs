@@ -204,6 +204,8 @@ pub struct Replication {
     pub rebuild_after: Duration,
     /// Bytes per second a server spends on rebuild and catch-up copies.
     pub rebuild_bandwidth: u64,
+    /// Bytes per second a server reads to check its datafiles' checksums in a scrub.
+    pub scrub_bandwidth: u64,
 }
 
 impl Default for Replication {
@@ -214,6 +216,7 @@ impl Default for Replication {
             lease: Duration::from_secs(2),
             rebuild_after: Duration::from_secs(600),
             rebuild_bandwidth: 100 << 20,
+            scrub_bandwidth: 50 << 20,
         }
     }
 }

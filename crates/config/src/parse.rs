@@ -90,6 +90,7 @@ struct RawReplication {
     lease: Option<Spanned<Value>>,
     rebuild_after: Option<Spanned<Value>>,
     rebuild_bandwidth: Option<Spanned<Value>>,
+    scrub_bandwidth: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -480,6 +481,10 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
             replication.rebuild_bandwidth =
                 cx.convert("replication.rebuild_bandwidth", v, size_value)?;
         }
+        if let Some(v) = &r.scrub_bandwidth {
+            replication.scrub_bandwidth =
+                cx.convert("replication.scrub_bandwidth", v, size_value)?;
+        }
         if let Some(list) = &r.authority {
             for n in cx.at("replication.authority", list) {
                 let i = cx.convert("replication.authority", n, |name: &String| {
@@ -714,6 +719,12 @@ fn check_replication(c: &Config, n_meta: usize, n_data: usize) -> Result<(), (St
     if r.rebuild_bandwidth < 1 << 20 {
         fail!(
             "replication.rebuild_bandwidth",
+            "must be at least 1M (per second)"
+        );
+    }
+    if r.scrub_bandwidth < 1 << 20 {
+        fail!(
+            "replication.scrub_bandwidth",
             "must be at least 1M (per second)"
         );
     }

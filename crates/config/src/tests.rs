@@ -488,7 +488,7 @@ fn replication_parses_defaults_and_fails_with_the_line() {
     assert!(c.servers.iter().all(|s| s.domain.is_none()));
     let text = format!(
         "{BASE}\n[replication]\nreplicas = 1\nauthority = [\"a\", \"b\", \"c\"]\nlease = \"1s\"\n\
-         rebuild_after = \"1m\"\nrebuild_bandwidth = \"20M\"\n"
+         rebuild_after = \"1m\"\nrebuild_bandwidth = \"20M\"\nscrub_bandwidth = \"10M\"\n"
     );
     let r = Config::parse(&text, "f.toml").unwrap().replication;
     assert_eq!(r.replicas, 1);
@@ -496,6 +496,7 @@ fn replication_parses_defaults_and_fails_with_the_line() {
     assert_eq!(r.lease, Duration::from_secs(1));
     assert_eq!(r.rebuild_after, Duration::from_secs(60));
     assert_eq!(r.rebuild_bandwidth, 20 << 20);
+    assert_eq!(r.scrub_bandwidth, 10 << 20);
     for (table, key, why) in [
         ("replicas = 0", "replication.replicas", "not in 1..=3"),
         ("replicas = 4", "replication.replicas", "not in 1..=3"),
@@ -534,6 +535,11 @@ fn replication_parses_defaults_and_fails_with_the_line() {
         (
             "rebuild_bandwidth = \"1K\"",
             "replication.rebuild_bandwidth",
+            "at least 1M",
+        ),
+        (
+            "scrub_bandwidth = \"1K\"",
+            "replication.scrub_bandwidth",
             "at least 1M",
         ),
         ("replikas = 2", "replication.replikas", "unknown field"),

@@ -615,6 +615,15 @@ requests! {
         /// `copies`, in layout order) what the copy on server `from` holds, under its
         /// lock here (fsck's repair of a copy that differs). Key holders only.
         57 => CopyDatafile { handle: Handle, copies: Vec<u32>, from: u32 } effect Idempotent, flow Reply, scope Server,
+        /// Checks every block of datafiles `handles` against its checksum, mending a
+        /// damaged one from another copy (`copies[i]`: the servers of `handles[i]`'s
+        /// copies in layout order, empty for one copy), from byte `from` of the
+        /// first, paced by `[replication] scrub_bandwidth`; the server stops after
+        /// a third of its request timeout, saying where. `pass`: the scrub's
+        /// number; `flags`: [`scrub::FIRST`] on a pass's first request to this
+        /// server, [`scrub::LAST`] on its last (a pass that reached this server
+        /// whole makes sums left unsure by a reboot sure again). Key holders only.
+        58 => Scrub { handles: Vec<Handle>, copies: Vec<Vec<u32>>, from: u64, pass: u64, flags: u32 } effect Idempotent, flow Reply, scope Server,
         /// The changes this server made since position `since` of its change feed
         /// `epoch` that other clients caused (for the caches of a mount): answered
         /// at once when there are some, otherwise when one comes or after `wait_ms`
@@ -884,6 +893,12 @@ wire_enum! {
         52 => HandleList { handles: Vec<Handle>, more: bool },
         /// Answer to `SumDatafiles`, in request order: (size, CRC32C) of each.
         53 => Sums { sums: Vec<(u64, u32)> },
+        /// Answer to `Scrub`: how many of the datafiles it finished, and the byte of
+        /// the next one it reached (when it stopped for time); bytes checked; blocks
+        /// found damaged; of them, those mended from another copy and those summed
+        /// again (sums unsure since a reboot, no other copy); (datafile, offset) of
+        /// each block left damaged; whether this server's sums are unsure after it.
+        58 => Scrubbed { done: u32, at: u64, bytes: u64, damaged: u64, mended: u64, resummed: u64, unmended: Vec<(Handle, u64)>, unsure: bool },
         /// Answer to `Lock`: granted. `lease`: the id of the client's lease here
         /// (random per lease: a new id means the server forgot the client's earlier
         /// locks, after a restart or a lease that ended).
@@ -981,6 +996,14 @@ pub mod falloc {
     pub fn creates(mode: u32) -> bool {
         mode & PUNCH_HOLE == 0 && mode != (ZERO_RANGE | KEEP_SIZE)
     }
+}
+
+/// `Scrub` flags.
+pub mod scrub {
+    /// The first request of a pass to this server.
+    pub const FIRST: u32 = 1;
+    /// The last request of a pass to this server: it reached every datafile.
+    pub const LAST: u32 = 2;
 }
 
 /// `SetXattr` flag: fail with EEXIST if the attribute exists.

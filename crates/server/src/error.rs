@@ -81,6 +81,19 @@ impl OpError {
         OpError::of_kind(ErrorKind::Storage, errno, message)
     }
 
+    /// The block that did not match its checksum, when that is this error: its
+    /// datafile, offset, and whether the sums were unsure (`crate::mend`).
+    pub fn bad_block(&self) -> Option<(Handle, u64, bool)> {
+        match self.failure {
+            Some(StorageError::BadSum {
+                handle,
+                offset,
+                unsure,
+            }) => Some((handle, offset, unsure)),
+            _ => None,
+        }
+    }
+
     /// The reply that carries this error.
     pub fn into_response(self) -> Response {
         Response::failure(self.kind, self.errno, self.message)

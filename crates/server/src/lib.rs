@@ -32,6 +32,7 @@ pub mod lifetime;
 pub mod limits;
 pub mod local;
 pub mod locks;
+pub mod mend;
 pub mod missed;
 pub mod once;
 pub mod op;
@@ -341,6 +342,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         lease,
         chain_locks: Arc::default(),
         copy_pace: Arc::new(pace::Pace::new(config.replication.rebuild_bandwidth)),
+        scrub_pace: Arc::new(pace::Pace::new(config.replication.scrub_bandwidth)),
+        scrub_pass: Default::default(),
         missed: Arc::new(missed),
         unfinished: Arc::new(unfinished),
         admissions: Arc::default(),

@@ -531,11 +531,11 @@ impl FileData {
                 let _held = self.lock(h);
                 match crate::sums::read_checked(f, &s, off, buf, false)? {
                     Some(Ok(n)) => Ok(Some(n)),
-                    Some(Err(at)) => Err(crate::sums::bad_block(
-                        h,
-                        at,
-                        self.unsure.load(Ordering::Acquire),
-                    )),
+                    Some(Err(at)) => Err(StorageError::BadSum {
+                        handle: h,
+                        offset: at,
+                        unsure: self.unsure.load(Ordering::Acquire),
+                    }),
                     None => Ok(None),
                 }
             }

@@ -18,8 +18,6 @@
 //! A datafile without a sidecar was written by a store that kept no sums: it is
 //! read unchecked.
 
-use crate::error::StorageError;
-use pvfs_proto::Handle;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
@@ -389,14 +387,5 @@ impl<'a> Gather<'a> {
             dst[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         });
-    }
-}
-
-/// The error of a block that does not hold.
-pub fn bad_block(handle: Handle, offset: u64, unsure: bool) -> StorageError {
-    StorageError::BadSum {
-        handle,
-        offset,
-        unsure,
     }
 }

@@ -11,6 +11,7 @@ pub mod keygen;
 pub mod layout;
 pub mod mount;
 pub mod namespace;
+pub mod scrub;
 pub mod server;
 
 use std::path::Path;

@@ -47,6 +47,7 @@ pub mod scan_held;
 pub mod scan_lost;
 pub mod scan_objects;
 pub mod scan_seals;
+pub mod scrub;
 pub mod seal_dir;
 pub mod sealed;
 pub mod set_dir_layout;

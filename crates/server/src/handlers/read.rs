@@ -14,14 +14,16 @@ use std::sync::Arc;
 
 use pvfs_proto::frame::FrameKind;
 use pvfs_proto::layout::{clip_pieces, local_runs, Piece, PieceCursor};
+use pvfs_proto::map::Copies;
 use pvfs_proto::{encode, req, rights, Changed, Handle, Regions, Response, Stripe};
 use pvfs_transport::PooledBuf;
 
 use crate::budget::CHUNK;
 use crate::chain::{self, Role};
 use crate::ctx::Ctx;
-use crate::error::OpResult;
+use crate::error::{OpError, OpResult};
 use crate::handlers::write::{check_regions, check_stripe, local_span};
+use crate::mend::mend;
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::reply::Reply;
 
@@ -71,7 +73,7 @@ impl Handler for req::Read {
         } else {
             ctx.require_local(handle)?;
         }
-        stream(ctx, cx.reply, handle, stripe, index, regions).await?;
+        stream(ctx, cx.reply, handle, stripe, index, regions, &copies).await?;
         Ok(Answer::Streamed)
     }
 }
@@ -84,6 +86,7 @@ async fn stream(
     stripe: Stripe,
     index: u32,
     regions: Regions,
+    copies: &Copies,
 ) -> OpResult<()> {
     check_stripe(stripe, index)?;
     check_regions(&regions, stripe)?;
@@ -134,15 +137,7 @@ async fn stream(
     let mut next = Some(spawn_chunk(ctx, handle, &mut cursor, &mut remaining));
     let mut first = true;
     while let Some(job) = next.take() {
-        let buf = match job.await {
-            Ok(r) => r?,
-            Err(e) => {
-                return Err(crate::error::OpError::internal(
-                    pvfs_proto::Errno::EIO,
-                    format!("read task failed: {e}"),
-                ))
-            }
-        };
+        let buf = chunk(ctx, handle, job, copies).await?;
         if remaining > 0 {
             next = Some(spawn_chunk(ctx, handle, &mut cursor, &mut remaining));
         }
@@ -308,7 +303,12 @@ async fn send_zero_copy<I: Iterator<Item = Piece>>(
     Ok(())
 }
 
-type ChunkJob = tokio::task::JoinHandle<OpResult<PooledBuf>>;
+/// A chunk being read: its runs (to read again) and the read.
+struct ChunkJob {
+    runs: Vec<(u64, u64)>,
+    len: usize,
+    job: tokio::task::JoinHandle<OpResult<PooledBuf>>,
+}
 
 /// Reads the next chunk of the stream on a blocking thread.
 fn spawn_chunk<I: Iterator<Item = Piece>>(
@@ -320,12 +320,17 @@ fn spawn_chunk<I: Iterator<Item = Piece>>(
     let mut pieces = Vec::new();
     let n = cursor.take((CHUNK as u64).min(*remaining), &mut pieces);
     *remaining -= n;
-    let runs = local_runs(&pieces);
-    let mut buf = ctx.pool.get(n as usize);
+    read_runs(ctx, handle, local_runs(&pieces), n as usize)
+}
+
+/// Reads `runs` (`len` bytes in all) of datafile `handle` on a blocking thread.
+fn read_runs(ctx: &Arc<Ctx>, handle: Handle, runs: Vec<(u64, u64)>, len: usize) -> ChunkJob {
+    let mut buf = ctx.pool.get(len);
     let data = ctx.data.clone();
-    ctx.spawn_work(move || {
+    let todo = runs.clone();
+    let job = ctx.spawn_work(move || {
         let mut at = 0usize;
-        for (off, len) in runs {
+        for (off, len) in todo {
             let len = len as usize;
             let dst = &mut buf[at..at + len];
             let got = data.read_at(handle, off, dst)?;
@@ -334,5 +339,43 @@ fn spawn_chunk<I: Iterator<Item = Piece>>(
             at += len;
         }
         Ok(buf)
-    })
+    });
+    ChunkJob { runs, len, job }
+}
+
+/// The bytes of a chunk being read; a block that does not match its checksum is
+/// mended (`crate::mend`) and the chunk read again, unless this read is another
+/// copy's catching up (which then takes its bytes from elsewhere).
+async fn chunk(
+    ctx: &Arc<Ctx>,
+    handle: Handle,
+    mut job: ChunkJob,
+    copies: &Copies,
+) -> OpResult<PooledBuf> {
+    // Every block of the chunk, and once more.
+    let most = job.len as u64 / pvfs_storage::sums::SUM_BLOCK + 2;
+    for _ in 0..most {
+        let error = match job.job.await {
+            Ok(Ok(buf)) => return Ok(buf),
+            Ok(Err(e)) => e,
+            Err(e) => {
+                return Err(OpError::internal(
+                    pvfs_proto::Errno::EIO,
+                    format!("read task failed: {e}"),
+                ))
+            }
+        };
+        let Some((_, offset, unsure)) = error.bad_block() else {
+            return Err(error);
+        };
+        if copies.hop > 0 {
+            return Err(error);
+        }
+        mend(ctx, handle, copies, offset, unsure, error).await?;
+        job = read_runs(ctx, handle, job.runs, job.len);
+    }
+    Err(OpError::internal(
+        pvfs_proto::Errno::EIO,
+        format!("datafile {handle:016x}: blocks mended kept failing their checksums"),
+    ))
 }
