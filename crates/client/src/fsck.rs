@@ -28,9 +28,10 @@
 //!   into a new file leaves three of its four datafiles uncreated);
 //! - a datafile no layout names (an interrupted unlink) → removed;
 //! - copies of a datafile that differ (size or CRC32C of their bytes, each read whole
-//!   under its lock, and read again after a moment before it counts) → the others are
-//!   made what the copies of the majority hold, or with no majority what the copy at
-//!   the head of the chain holds (it takes every write first).
+//!   under its lock, and read again after a moment before it counts), or a copy with
+//!   a block that does not match its checksum → the others are made what the copies
+//!   of the majority hold, or with no majority what the copy at the head of the chain
+//!   holds (it takes every write first), never what a damaged copy holds.
 //!
 //! Every destructive repair is confirmed first with a fresh look at the object or entry
 //! involved, so a client working during the check does not lose a file; objects changed
@@ -137,6 +138,10 @@ const PAGE: u32 = 8192;
 
 /// Datafiles summed per `SumDatafiles` (each is read whole).
 const SUM_BATCH: usize = 64;
+
+/// The sum fsck keeps for a copy with a block not matching its checksum (no real
+/// copy's: its size is past the largest file).
+const DAMAGED: (u64, u32) = (u64::MAX, 0);
 
 impl Client {
     /// Checks the whole file system; with `repair`, fixes what can be fixed. Fails if a
@@ -419,11 +424,15 @@ impl Client {
         for (h, df, sums) in self.differing_copies(&snap).await? {
             let what = sums
                 .iter()
-                .map(|(s, (size, crc))| {
-                    format!(
+                .map(|(s, (size, crc))| match (*size, *crc) {
+                    DAMAGED => format!(
+                        "{} a block not matching its checksum",
+                        self.server_name(*s as usize)
+                    ),
+                    _ => format!(
                         "{} {size} bytes crc32c {crc:08x}",
                         self.server_name(*s as usize)
-                    )
+                    ),
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -521,8 +530,9 @@ impl Client {
                     handles: batch.to_vec(),
                 });
                 match self.rpc(server, request).await? {
-                    Response::Sums { sums } if sums.len() == batch.len() => {
+                    Response::Sums { sums, damaged } if sums.len() == batch.len() => {
                         for (h, sum) in batch.iter().zip(sums) {
+                            let sum = if damaged.contains(h) { DAMAGED } else { sum };
                             out.insert((server as u32, *h), sum);
                         }
                     }
@@ -534,18 +544,25 @@ impl Client {
     }
 
     /// Makes every copy of `df` what the copies of the majority hold, or with no
-    /// majority what the head of its chain holds; whether every copy agrees after.
+    /// majority what the head of its chain holds (a copy with a damaged block is
+    /// never the one copied: then another that is not); whether every copy agrees
+    /// after.
     async fn repair_copies(&self, df: &pvfs_proto::Datafile, sums: &[(u32, (u64, u32))]) -> bool {
         let copies: Vec<u32> = df.replicas().collect();
+        let sound = |s: u32| sums.iter().any(|&(c, sum)| c == s && sum != DAMAGED);
         let majority = sums.iter().find(|(_, sum)| {
-            sums.iter().filter(|(_, other)| other == sum).count() * 2 > sums.len()
+            *sum != DAMAGED
+                && sums.iter().filter(|(_, other)| other == sum).count() * 2 > sums.len()
         });
         let good = match majority {
             Some(&(s, _)) => s,
             None => match self.cluster_map().await {
-                Ok(Some(map)) => match map.head(&copies) {
+                Ok(Some(map)) => match map.head(&copies).filter(|&h| sound(h)) {
                     Some(s) => s,
-                    None => return false,
+                    None => match copies.iter().copied().find(|&s| sound(s)) {
+                        Some(s) => s,
+                        None => return false,
+                    },
                 },
                 _ => return false,
             },

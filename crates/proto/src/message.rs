@@ -891,8 +891,10 @@ wire_enum! {
         /// Answer to `ScanDatafiles`, `ScanLost`, `ScanSeals` and `ScanHeld`: handles, and whether
         /// more follow.
         52 => HandleList { handles: Vec<Handle>, more: bool },
-        /// Answer to `SumDatafiles`, in request order: (size, CRC32C) of each.
-        53 => Sums { sums: Vec<(u64, u32)> },
+        /// Answer to `SumDatafiles`, in request order: (size, CRC32C) of each;
+        /// `damaged`: those whose copy here has a block that does not match its
+        /// checksum (their sum is (0, 0)).
+        53 => Sums { sums: Vec<(u64, u32)>, damaged: Vec<Handle> },
         /// Answer to `Scrub`: how many of the datafiles it finished, and the byte of
         /// the next one it reached (when it stopped for time); bytes checked; blocks
         /// found damaged; of them, those mended from another copy and those summed

@@ -1,14 +1,15 @@
 //! `Read`: streams the bytes a request wants from one datafile, in stream order, in
 //! frames of up to [`CHUNK`] bytes.
 //!
-//! The usual path is zero-copy: on a connection with a file descriptor (TCP, Unix
-//! socket) and a backend that offers the datafile (`FileData`), the datafile is
-//! opened and measured, `ReadStart` is written and the first frame is sent with
-//! `sendfile` in one blocking call (`first_zero_copy`), and the later frames follow
-//! the same way (`send_zero_copy`): the bytes never pass through the server's
-//! memory. Only when either is missing (a backend without files, such as the fault
-//! injection wrapper of the tests) are the bytes copied: each chunk is read into a
-//! pooled buffer on a blocking thread while the previous one is being sent.
+//! Bytes with checksums (every datafile a store made since it kept them) are read
+//! into a pooled buffer on a blocking thread, each chunk while the previous one is
+//! being sent, and every block is checked on the way (`pvfs_storage::sums`); a
+//! damaged block is mended from another copy before its chunk is sent
+//! (`crate::mend`). A datafile without sums, on a connection with a file descriptor
+//! (TCP, Unix socket), takes the zero-copy path: the datafile is opened and
+//! measured, `ReadStart` is written and the first frame is sent with `sendfile` in
+//! one blocking call (`first_zero_copy`), and the later frames follow the same way
+//! (`send_zero_copy`): the bytes never pass through the server's memory.
 
 use std::sync::Arc;
 

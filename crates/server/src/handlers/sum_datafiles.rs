@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use pvfs_proto::{req, Changed, Errno, Response};
 
+use pvfs_storage::StorageError;
+
 use crate::error::{OpError, OpResult};
 use crate::handlers::datafiles::check_handles;
 use crate::op::{Access, Answer, Cx, Handler};
@@ -15,6 +17,7 @@ pub const MAX_SUMS: usize = 1024;
 /// Bytes read at a time.
 const CHUNK: usize = 1 << 20;
 
+/// A copy with a block that does not match its checksum is answered in `damaged`.
 /// Each datafile is read whole holding its lock (the one every copy takes while it
 /// applies a change passed down its chain), so a change is in the sum entirely or
 /// not at all.
@@ -38,6 +41,7 @@ impl Handler for req::SumDatafiles {
         }
         let limit = ctx.config.timeouts.request;
         let mut sums = Vec::with_capacity(handles.len());
+        let mut damaged = Vec::new();
         for h in handles {
             let _held = ctx.chain_locks.lock(h, 0, u64::MAX, limit).await?;
             let data = Arc::clone(&ctx.data);
@@ -46,17 +50,27 @@ impl Handler for req::SumDatafiles {
                     let mut buf = vec![0u8; CHUNK];
                     let (mut at, mut crc) = (0u64, 0u32);
                     loop {
-                        let n = data.read_at(h, at, &mut buf)?;
+                        let n = match data.read_at(h, at, &mut buf) {
+                            Ok(n) => n,
+                            Err(StorageError::BadSum { .. }) => return Ok(None),
+                            Err(e) => return Err(e.into()),
+                        };
                         if n == 0 {
-                            return Ok((at, crc));
+                            return Ok(Some((at, crc)));
                         }
                         crc = crc32c::crc32c_append(crc, &buf[..n]);
                         at += n as u64;
                     }
                 })
                 .await?;
-            sums.push(sum);
+            match sum {
+                Some(sum) => sums.push(sum),
+                None => {
+                    sums.push((0, 0));
+                    damaged.push(h);
+                }
+            }
         }
-        Ok(Response::Sums { sums }.into())
+        Ok(Response::Sums { sums, damaged }.into())
     }
 }
