@@ -1,7 +1,9 @@
 //! Checksums of datafile bytes (`docs/storage-format.md`, "Checksums") on real
 //! server processes. A byte changed on disk behind a server's back (what a failing
 //! disk does) is never served: with two copies, the read takes the block from the
-//! other copy and mends this one, and `pvfs scrub` mends the copies no read met;
+//! other copy and mends this one (also past a read's first frame, which waits for
+//! it), and `pvfs scrub` mends the copies no read met; a block damaged in every
+//! copy fails the read with EIO and is reported by the scrub;
 //! with one copy, the read fails with EIO naming the block, and the scrub reports
 //! it and exits non-zero. After a reboot (the record of the boot in which the sums
 //! last held names another), such a block is taken as it is and summed again, until
@@ -123,6 +125,42 @@ fn a_damaged_copy_is_read_from_the_other_and_a_scrub_mends_the_rest() {
         "{found}"
     );
     assert_eq!(std::fs::read(path(copies[1])).unwrap(), data);
+    // Past the first frame of a read (4 MiB), in both copies: the stream waits for
+    // the block to be mended before it sends the frame that holds it.
+    let big = Rng::new(13).bytes(9 << 20);
+    let (handle, copies) = write_file(&tc, "/big", &big);
+    let path = |s: u32| cluster.datafile_path(s as usize, handle);
+    for &s in &copies {
+        damage(&path(s), (6 << 20) + 3);
+    }
+    // Whichever copy serves finds the other's block damaged too: the read fails
+    // (after its first frame), and nothing damaged is served; a scrub can mend
+    // neither.
+    let e = read_file(&tc, "/big", big.len()).unwrap_err();
+    assert_eq!(e.errno, pvfs_proto::Errno::EIO, "{e}");
+    let (ok, found) = scrub(&cluster);
+    assert!(!ok, "{found}");
+    assert_eq!(
+        found["unmended"].as_array().map(Vec::len),
+        Some(2),
+        "{found}"
+    );
+    // One copy put right by hand: the read goes on past the block (mending the
+    // other copy if that is the one serving), and a scrub mends whatever is left.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path(copies[0]))
+        .unwrap();
+    f.write_all_at(&big[6 << 20..(6 << 20) + BLOCK as usize], 6 << 20)
+        .unwrap();
+    let got = read_file(&tc, "/big", big.len()).unwrap();
+    assert_bytes_eq(&got, &big, "the big file, one copy put right");
+    let (ok, found) = scrub(&cluster);
+    assert!(ok, "{found}");
+    assert_eq!(found["unmended"], serde_json::json!([]), "{found}");
+    for &s in &copies {
+        assert!(std::fs::read(path(s)).unwrap() == big, "copy on server {s}");
+    }
     let fsck = cluster.run_cli(&["fsck", "--json"]);
     assert_eq!(fsck.json_any()["problems"], serde_json::json!([]));
     cluster.assert_all_running();

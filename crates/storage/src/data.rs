@@ -147,6 +147,19 @@ pub trait DataBackend: Send + Sync + 'static {
         None
     }
 
+    /// Checks the blocks holding `runs` (`(local offset, length)` pairs) of datafile
+    /// `h` against their sums, reading them into `scratch` (as long as the longest
+    /// run), before they are sent with `sendfile` from [`DataBackend::file_for_send`]'s
+    /// file: a `BadSum` error for a block that does not match.
+    fn check_runs(
+        &self,
+        _h: Handle,
+        _runs: &[(u64, u64)],
+        _scratch: &mut [u8],
+    ) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     /// Sums block of datafile `h` holding byte `off` again from its bytes as they
     /// are (they are taken as right: a block written before a power loss whose sum
     /// did not reach the disk).
@@ -747,11 +760,29 @@ impl DataBackend for FileData {
     }
 
     fn file_for_send(&self, h: Handle) -> Result<Option<Arc<File>>, StorageError> {
-        // Bytes with sums are checked on their way through memory.
-        if self.sum_file(h)?.is_some() {
-            return Ok(None);
-        }
         self.file(h, false)
+    }
+
+    fn check_runs(
+        &self,
+        h: Handle,
+        runs: &[(u64, u64)],
+        scratch: &mut [u8],
+    ) -> Result<(), StorageError> {
+        if self.sum_file(h)?.is_none() {
+            return Ok(());
+        }
+        let Some(f) = self.file(h, false)? else {
+            return Ok(());
+        };
+        for &(off, len) in runs {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            let dst = scratch
+                .get_mut(..len)
+                .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
+            self.read_checked(h, &f, off, dst, false)?;
+        }
+        Ok(())
     }
 
     fn write_runs_if_open(

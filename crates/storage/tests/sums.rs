@@ -85,6 +85,17 @@ fn a_damaged_block_is_refused_and_the_others_are_read() {
         fd.read_at(h, B, &mut buf[..B as usize]).unwrap(),
         B as usize
     );
+    // So does the check of bytes about to be sent from the file.
+    let mut scratch = vec![0u8; 2 * B as usize];
+    assert_eq!(
+        match fd.check_runs(h, &[(5 * B - 10, 20)], &mut scratch) {
+            Err(StorageError::BadSum { offset, .. }) => offset,
+            other => panic!("{other:?}"),
+        },
+        5 * B
+    );
+    fd.check_runs(h, &[(0, B), (2 * B, B)], &mut scratch)
+        .unwrap();
     // Reads from the page cache only find it too (and leave it to a blocking read).
     let mut small = [0u8; 8];
     assert!(fd

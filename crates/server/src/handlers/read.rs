@@ -1,15 +1,18 @@
 //! `Read`: streams the bytes a request wants from one datafile, in stream order, in
 //! frames of up to [`CHUNK`] bytes.
 //!
-//! Bytes with checksums (every datafile a store made since it kept them) are read
-//! into a pooled buffer on a blocking thread, each chunk while the previous one is
-//! being sent, and every block is checked on the way (`pvfs_storage::sums`); a
-//! damaged block is mended from another copy before its chunk is sent
-//! (`crate::mend`). A datafile without sums, on a connection with a file descriptor
-//! (TCP, Unix socket), takes the zero-copy path: the datafile is opened and
-//! measured, `ReadStart` is written and the first frame is sent with `sendfile` in
-//! one blocking call (`first_zero_copy`), and the later frames follow the same way
-//! (`send_zero_copy`): the bytes never pass through the server's memory.
+//! The usual path is zero-copy: on a connection with a file descriptor (TCP, Unix
+//! socket) and a backend that offers the datafile (`FileData`), the datafile is
+//! opened and measured, `ReadStart` is written and the first frame is sent with
+//! `sendfile` in one blocking call (`first_zero_copy`), and the later frames follow
+//! the same way (`send_zero_copy`). Before each frame goes, the blocks it sends are
+//! read into a pooled buffer and checked against their sums (`pvfs_storage::sums`):
+//! the bytes sent never pass through the server's memory on their way out. A frame
+//! with a damaged block is not sent until the block is mended from another copy
+//! (`crate::mend`). Without a file to send from (a backend without files, such as
+//! the fault injection wrapper of the tests) the bytes are copied: each chunk is
+//! read, and checked, into a pooled buffer on a blocking thread while the previous
+//! one is being sent.
 
 use std::sync::Arc;
 
@@ -112,7 +115,8 @@ async fn stream(
                     PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size));
                 let mut skipped = Vec::new();
                 cursor.take(sent.done, &mut skipped);
-                return send_zero_copy(ctx, reply, file, &mut cursor, sent.total - sent.done).await;
+                let left = sent.total - sent.done;
+                return send_zero_copy(ctx, reply, file, &mut cursor, left, handle, copies).await;
             }
             First::NoFile {
                 local_size,
@@ -222,6 +226,8 @@ async fn first_zero_copy(
 ) -> OpResult<First> {
     let data = ctx.data.clone();
     let id = reply.request_id();
+    let most = usize::try_from(regions.total_len()).map_or(CHUNK, |n| n.min(CHUNK));
+    let mut scratch = ctx.pool.get(most);
     let sent = reply
         .send_blocking(move |frames| -> OpResult<First> {
             let Some(file) = data.file_for_send(handle)? else {
@@ -249,6 +255,17 @@ async fn first_zero_copy(
             let start = encode(&Response::ReadStart { local_size });
             let end = done == total;
             let runs = local_runs(&pieces);
+            match data.check_runs(handle, &runs, &mut scratch) {
+                Ok(()) => {}
+                // Nothing sent yet: the path through memory mends the block.
+                Err(pvfs_storage::StorageError::BadSum { .. }) => {
+                    return Ok(First::NoFile {
+                        local_size,
+                        regions,
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
             if frames
                 .send_file(FrameKind::Response, id, end, &start, &file, &runs)
                 .is_err()
@@ -271,21 +288,26 @@ async fn first_zero_copy(
     }
 }
 
-/// Sends the rest of a stream straight from the datafile with `sendfile`, chunk by chunk.
+/// Sends the rest of a stream straight from the datafile with `sendfile`, chunk by
+/// chunk, each checked against its sums first (and mended if it must be).
 async fn send_zero_copy<I: Iterator<Item = Piece>>(
     ctx: &Arc<Ctx>,
     reply: &Reply,
     file: Arc<std::fs::File>,
     cursor: &mut PieceCursor<I>,
     total: u64,
+    handle: Handle,
+    copies: &Copies,
 ) -> OpResult<()> {
     let mut remaining = total;
     let mut pieces = Vec::new();
+    let mut scratch = Some(ctx.pool.get(CHUNK));
     while remaining > 0 {
         pieces.clear();
         let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
         remaining -= n;
         let runs = local_runs(&pieces);
+        scratch = Some(checked(ctx, handle, &runs, scratch.take(), copies).await?);
         let sent = reply
             .file_data(
                 None,
@@ -302,6 +324,49 @@ async fn send_zero_copy<I: Iterator<Item = Piece>>(
         }
     }
     Ok(())
+}
+
+/// Checks the blocks of `runs` of datafile `handle` against their sums on a
+/// blocking thread (reading them into `scratch`), mending a damaged one
+/// (`crate::mend`) and checking again; `scratch` back.
+async fn checked(
+    ctx: &Arc<Ctx>,
+    handle: Handle,
+    runs: &[(u64, u64)],
+    scratch: Option<PooledBuf>,
+    copies: &Copies,
+) -> OpResult<PooledBuf> {
+    let mut scratch = scratch.unwrap_or_else(|| ctx.pool.get(CHUNK));
+    let most = (runs.iter().map(|r| r.1).sum::<u64>() / pvfs_storage::sums::SUM_BLOCK) + 2;
+    for _ in 0..most {
+        let data = ctx.data.clone();
+        let todo = runs.to_vec();
+        let (back, checked) = ctx
+            .spawn_work(move || {
+                let r = data.check_runs(handle, &todo, &mut scratch);
+                (scratch, r)
+            })
+            .await
+            .map_err(|e| {
+                OpError::internal(pvfs_proto::Errno::EIO, format!("read task failed: {e}"))
+            })?;
+        scratch = back;
+        let error = match checked {
+            Ok(()) => return Ok(scratch),
+            Err(e) => OpError::from(e),
+        };
+        let Some((_, offset, unsure)) = error.bad_block() else {
+            return Err(error);
+        };
+        if copies.hop > 0 {
+            return Err(error);
+        }
+        mend(ctx, handle, copies, offset, unsure, error).await?;
+    }
+    Err(OpError::internal(
+        pvfs_proto::Errno::EIO,
+        format!("datafile {handle:016x}: blocks mended kept failing their checksums"),
+    ))
 }
 
 /// A chunk being read: its runs (to read again) and the read.
