@@ -216,6 +216,12 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
             propose(host, promoted, map, me, true).await;
         }
     }
+    // The map is at least as new as the one that came with this server's lease, and
+    // the lease holds: what it says of the copies here may be acted on. Before its
+    // first renewal, a server started again knows only its authority member's own
+    // map, which may lag behind what it did before it stopped (a `Serve` committed
+    // at the leader, not yet applied here).
+    let current = host.lease.valid_under(map.version);
     let mut failed = Vec::new();
     for &g in host.standbys.groups() {
         if g == me && !promoted.superseded() {
@@ -231,7 +237,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
         // This server's copy served the group last: it holds every acknowledged
         // change, and stays the group's store until another copy serves.
         let store_here = view.store(g) == Some(me);
-        if leads && !held {
+        if leads && !held && current {
             let name = host.config.servers[g].name.clone();
             promoted.set_names(std::slice::from_ref(&name));
             if let Err(e) = take_over(host, promoted, g, view).await {
@@ -255,7 +261,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
         // since it did (a primary named in its place may hand the group back);
         // once another served, it is a standby's. A marker left by an earlier
         // process counts as much as a copy taken now.
-        if !named && !store_here {
+        if !named && !store_here && current {
             let marked = !host.standbys.is_taken(g)
                 && host
                     .standbys
