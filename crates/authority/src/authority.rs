@@ -255,7 +255,9 @@ impl Authority {
                 | Command::Drain { .. }
                 | Command::Retire { .. }
                 | Command::Evict { .. }
-                | Command::Lead { .. } => match self.write(cmd).await {
+                | Command::Lead { .. }
+                | Command::Serve { .. }
+                | Command::Yield { .. } => match self.write(cmd).await {
                     Ok(r) => Reply::Proposed {
                         applied: r.data.applied,
                         map: r.data.map,

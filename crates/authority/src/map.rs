@@ -30,6 +30,17 @@ pub struct ServerEntry {
     /// primary), when that is not this server itself: set by [`Command::Lead`].
     #[serde(default)]
     pub led_by: Option<NodeId>,
+    /// The primary the map names for this server's group (`led_by`, or this server)
+    /// has not served it yet: its [`Command::Serve`] is not committed, so it has
+    /// answered nothing for the group, and the group's store is still the copy of
+    /// `served_by`. Set by [`Command::Lead`], cleared by [`Command::Serve`] and
+    /// [`Command::Yield`].
+    #[serde(default)]
+    pub unserved: bool,
+    /// While `unserved`: the server whose copy served this server's group last
+    /// (None: this server); None otherwise.
+    #[serde(default)]
+    pub served_by: Option<NodeId>,
     /// Its renewals are refused until it is down: a metadata primary could not get
     /// its standby copy to confirm changes (set by [`Command::Evict`]).
     #[serde(default)]
@@ -52,8 +63,8 @@ pub struct ServerEntry {
 /// What the authority decides: every server's state, and one version for the whole map.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Map {
-    /// Bumped by one by every change of any server's state or of a group's primary,
-    /// never otherwise.
+    /// Bumped by one by every change of any server's state or of a group's primary
+    /// or store, never otherwise.
     pub version: u64,
     /// Indexed by the server's position in the configuration.
     pub servers: Vec<ServerEntry>,
@@ -121,11 +132,34 @@ pub enum Command {
     /// applies only while the group's primary (the group's own server unless a
     /// `Lead` moved it) is not serving and `server` is, so a group has one primary
     /// per map version and the old one's lease lapsed first (`Down` comes only after
-    /// it did).
+    /// it did). The map names `server` the primary, but the group's store stays
+    /// the copy that served it last until `server` serves ([`Command::Serve`]).
     Lead {
         /// The group: the index of the metadata server whose group it is.
         group: NodeId,
         /// The standby that takes it.
+        server: NodeId,
+    },
+    /// The primary the map names for a metadata group opened its copy as the
+    /// group's store and answers for it from now on (it answers nothing before this
+    /// is committed): the copy that served the group before is superseded. Applies
+    /// only while the map names `server` and it has not served yet, and `server`
+    /// serves with its own storage.
+    Serve {
+        /// The group.
+        group: NodeId,
+        /// The primary the map names for it.
+        server: NodeId,
+    },
+    /// The primary the map names for a metadata group never served it and cannot
+    /// (its copy does not hold the last primary's end: it restarted, or fell behind,
+    /// before it opened the copy): the group goes back to the copy that served it
+    /// last. Applies only while the map names `server` and it has not served yet, so
+    /// the group never goes back past a primary that answered for it.
+    Yield {
+        /// The group.
+        group: NodeId,
+        /// The primary the map names for it.
         server: NodeId,
     },
 }
@@ -141,7 +175,9 @@ impl Command {
             | Command::Drain { server }
             | Command::Retire { server }
             | Command::Evict { server }
-            | Command::Lead { server, .. } => server,
+            | Command::Lead { server, .. }
+            | Command::Serve { server, .. }
+            | Command::Yield { server, .. } => server,
         }
     }
 }
@@ -169,6 +205,8 @@ impl Map {
             incarnation: 0,
             renewed: 0,
             led_by: None,
+            unserved: false,
+            served_by: None,
             evicted: false,
             storage: 0,
             fresh: false,
@@ -216,6 +254,23 @@ impl Map {
                         "server {i}'s group is led by {l}, not another server of the map"
                     )));
                 }
+            }
+            if let Some(l) = s.served_by {
+                if l == i as NodeId || l >= self.servers.len() as NodeId || !s.unserved {
+                    return Err(Error::Decode(format!(
+                        "server {i}'s group was served by {l} (unserved: {}), not by another \
+                         server of the map before an unserved primary",
+                        s.unserved
+                    )));
+                }
+            }
+            // A primary that has not served yet is never the copy that served last:
+            // going back to that copy (`Yield`) moves the group.
+            if s.unserved && self.store(i) == self.primary(i) {
+                return Err(Error::Decode(format!(
+                    "server {i}'s group waits for its primary {} to serve, which served it last",
+                    self.primary(i)
+                )));
             }
         }
         Ok(())
@@ -333,10 +388,70 @@ impl Map {
                 if primary_serves || primary == i || !self.servers[i].state.serving() {
                     return Applied::Unchanged;
                 }
+                // The copy that served last stays the group's store until the new
+                // primary serves (a primary named before it that never served
+                // changes nothing of it).
+                let store = self.store(g);
                 self.version += 1;
-                self.servers[g].led_by = (i != g).then_some(server);
+                let group = &mut self.servers[g];
+                group.led_by = (i != g).then_some(server);
+                group.unserved = store != i;
+                group.served_by = (group.unserved && store != g).then_some(store as NodeId);
                 Applied::Changed
             }
+            Command::Serve { group, .. } => {
+                let Some(g) = self.unserved_primary(group, i) else {
+                    return Applied::Unchanged;
+                };
+                let taker = &self.servers[i];
+                if !taker.state.serving() || taker.fresh {
+                    return Applied::Unchanged;
+                }
+                self.version += 1;
+                let group = &mut self.servers[g];
+                group.unserved = false;
+                group.served_by = None;
+                debug_assert_eq!(self.store(g), i, "the primary that served is the store");
+                Applied::Changed
+            }
+            Command::Yield { group, .. } => {
+                let Some(g) = self.unserved_primary(group, i) else {
+                    return Applied::Unchanged;
+                };
+                let store = self.store(g);
+                self.version += 1;
+                let group = &mut self.servers[g];
+                group.led_by = (store != g).then_some(store as NodeId);
+                group.unserved = false;
+                group.served_by = None;
+                debug_assert_eq!(self.primary(g), store, "back to the copy that served last");
+                Applied::Changed
+            }
+        }
+    }
+
+    /// Group `group`, when the map names server `i` its primary and `i` has not
+    /// served it yet (a `Serve` or a `Yield` of `i` applies only then).
+    fn unserved_primary(&self, group: NodeId, i: usize) -> Option<usize> {
+        usize::try_from(group)
+            .ok()
+            .filter(|&g| g < self.servers.len())
+            .filter(|&g| self.servers[g].unserved && self.primary(g) == i)
+    }
+
+    /// The server whose copy of metadata group `g` served it last, and so holds
+    /// every change acknowledged for it: its primary, unless the map names a primary
+    /// that has not served yet ([`ServerEntry::unserved`]). A server whose own store
+    /// no longer is its group's (another server's copy served it) marks that store
+    /// superseded; a copy stops being the group's store only when another served.
+    pub fn store(&self, g: usize) -> usize {
+        match self.servers.get(g) {
+            Some(e) if e.unserved => e
+                .served_by
+                .and_then(|l| usize::try_from(l).ok())
+                .filter(|&l| l < self.servers.len())
+                .unwrap_or(g),
+            _ => self.primary(g),
         }
     }
 

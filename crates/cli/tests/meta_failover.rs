@@ -3,7 +3,9 @@
 //! (`kill -9`) while a client creates names in a loop costs that client a pause, never
 //! an error; its standby serves its names, each acknowledged one exactly once. The
 //! killed server, restarted, finds its group led by the standby, follows it as a
-//! standby itself, and takes the group back when the standby is killed in turn.
+//! standby itself, and takes the group back when the standby is killed in turn. With
+//! three copies, a standby named in a stopped primary's place and killed before it
+//! served hands the group back to the primary's store, which was never superseded.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -268,4 +270,118 @@ fn a_standby_that_confirms_nothing_while_it_renews_its_lease_is_evicted() {
     );
     assert_ne!(state_of(&cluster, "s1").as_deref(), Some("up"));
     all_there(&tc, &on_s0);
+}
+
+/// What a standby's log says when the map names it a group's primary.
+const NAMED: &str = "took over a metadata group whose primary is down";
+/// What a named primary that cannot serve says when it hands the group back.
+const HANDED_BACK: &str = "handed a metadata group back to the copy that served it last";
+
+#[test]
+fn a_standby_named_in_a_stopped_primarys_place_and_killed_before_it_served_hands_the_group_back() {
+    // Three copies of every group on five servers (five members of the authority:
+    // two faulted leave a majority). Every server leaves a group it is named the
+    // primary of unopened while `hold` exists, as if it stalled just before.
+    let faults = tempfile::tempdir().unwrap();
+    let hold = faults.path().join("hold");
+    let cluster = Cluster::builder()
+        .servers(5)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("3")
+        // Long enough that a standby killed and started again renews before the
+        // authority calls it down: the map keeps naming it.
+        .set("lease", r#""3s""#)
+        .server_env("PVFS_FAULTS", &format!("hold-take-over:{}", hold.display()))
+        .start();
+    common::all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let names = cluster.names();
+    let s0 = names[0].clone();
+    let group = config.meta_group(0);
+    assert_eq!(group.len(), 3, "{group:?}");
+    let root = config.root_handle();
+    let shards = config.meta_servers().len() as u32;
+    let tc = TestClient::new(config.clone());
+    let on_s0 = |prefix: &str| -> Vec<String> {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .filter(|n| config.entry_server(root, shards, n) == 0)
+            .take(3)
+            .collect()
+    };
+    let before = on_s0("a");
+    tc.run(Duration::from_secs(60), async |c| {
+        for n in &before {
+            c.mkdir(&format!("/{n}"), 0o755).await.unwrap();
+        }
+    });
+
+    // s0 stops; the map names one of its standbys in its place, which holds.
+    std::fs::write(&hold, b"").unwrap();
+    cluster.kill(&s0, libc::SIGSTOP);
+    let named = poll(
+        &format!("a standby of {s0} named its primary"),
+        scaled(Duration::from_secs(30)),
+        || {
+            group[1..]
+                .iter()
+                .map(|&s| names[s as usize].clone())
+                .find(|n| cluster.log(n).contains(NAMED))
+        },
+    );
+    assert!(
+        !cluster.log(&named).contains(TOOK_OVER),
+        "{named} served although held"
+    );
+    // It dies before it serves, and s0 continues: back as recovering, its store
+    // still holds every change (nobody served after it).
+    cluster.kill(&named, libc::SIGKILL);
+    cluster.kill(&s0, libc::SIGCONT);
+    poll(
+        &format!("{s0} back in the map"),
+        scaled(Duration::from_secs(30)),
+        || (state_of(&cluster, &s0).as_deref() == Some("recovering")).then_some(()),
+    );
+    // Started again within its lease, the named standby is still the map's primary
+    // of the group, but its copy no longer follows: it hands the group back.
+    cluster.restart(&named);
+    poll(
+        &format!("{named} handing {s0}'s metadata back"),
+        scaled(Duration::from_secs(30)),
+        || cluster.log(&named).contains(HANDED_BACK).then_some(()),
+    );
+    assert!(!cluster.log(&named).contains(TOOK_OVER));
+
+    // s0 serves its group again from its own store, never superseded; every name
+    // acknowledged before is there, and new ones are made on it.
+    let after = on_s0("b");
+    tc.run(Duration::from_secs(60), async |c| {
+        for n in &after {
+            c.mkdir(&format!("/{n}"), 0o755).await.unwrap();
+        }
+    });
+    let all: Vec<String> = before.into_iter().chain(after).collect();
+    all_there(&tc, &all);
+    assert!(
+        !cluster.storage(&s0).join("superseded").exists(),
+        "{s0}'s store was superseded by a standby that never served"
+    );
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    let s0_row = status["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == s0.as_str())
+        .unwrap()
+        .clone();
+    assert!(
+        s0_row.get("metadata_served_by").is_none(),
+        "{s0}'s metadata served by another: {s0_row}"
+    );
+    assert!(
+        !cluster.log(&s0).contains("its own store is superseded"),
+        "{}",
+        cluster.log(&s0)
+    );
+    std::fs::remove_file(&hold).unwrap();
 }

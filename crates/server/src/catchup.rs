@@ -85,7 +85,8 @@ pub async fn catch_up(
     progress: &mut crate::refill::Progress,
 ) -> OpResult<Copied> {
     let mut copied = Copied::default();
-    let map = ctx.lease.map()?;
+    let view = ctx.lease.view()?;
+    let map = &view.map;
     if map.version != version {
         return Err(chain::map_error(
             "the cluster map changed while catching up",
@@ -98,9 +99,10 @@ pub async fn catch_up(
     let me = ctx.me as u32;
     // Its metadata group has standbys (a data server alone has none).
     let group_copied = ctx.config.meta_group(ctx.me).len() > 1;
-    if stay.fresh && group_copied && map.primary(me).is_none_or(|p| p == me) {
+    if stay.fresh && group_copied && view.store(ctx.me).is_none_or(|s| s == ctx.me) {
         // Its own store, on the new disk, holds nothing of its group: a standby
-        // takes the group over (`crate::promote`), and this server follows it.
+        // takes the group over and serves it (`crate::promote`: until it serves, the
+        // group may come back here), and this server follows it.
         return Err(OpError::busy(
             Errno::EAGAIN,
             "this server's storage directory was replaced: waiting for a standby to take \
@@ -136,7 +138,7 @@ pub async fn catch_up(
             // A server that is back itself knows what it recorded as well; the
             // bytes come from a copy that is up.
             Some(ServerState::Up | ServerState::Draining | ServerState::Recovering) => {
-                let from = pull_from(ctx, &map, s, version).await?;
+                let from = pull_from(ctx, map, s, version).await?;
                 copied.datafiles += from.datafiles;
                 copied.bytes += from.bytes;
             }
@@ -157,7 +159,7 @@ pub async fn catch_up(
     }
     if stay.refill {
         let started = std::time::Instant::now();
-        let done = crate::refill::refill(ctx, &map, version, stay.since, progress).await?;
+        let done = crate::refill::refill(ctx, map, version, stay.since, progress).await?;
         if stay.fresh && !group_copied {
             crate::refill::raise_handles(ctx, done.highest).await?;
         }

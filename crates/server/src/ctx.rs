@@ -120,14 +120,20 @@ pub struct Ctx {
 #[derive(Default)]
 pub struct Faults {
     drop_replies: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// While this file exists, a server the map names a metadata group's primary
+    /// does not open its copy (as if it stalled just before).
+    hold_take_over: Option<std::path::PathBuf>,
 }
 
 impl Faults {
     /// Parses `PVFS_FAULTS` (for tests: `drop-reply:OP:N,…` drops the replies to the
-    /// next N requests of operation OP). Anything it does not understand is an error,
-    /// so a typo cannot silently turn fault injection off.
+    /// next N requests of operation OP; `hold-take-over:PATH` keeps a server the map
+    /// names a metadata group's primary from opening its copy while PATH exists).
+    /// Anything it does not understand is an error, so a typo cannot silently turn
+    /// fault injection off.
     pub fn from_env() -> Result<Faults, String> {
         let mut drops = std::collections::HashMap::new();
+        let mut hold_take_over = None;
         let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
         for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
@@ -144,10 +150,17 @@ impl Faults {
                         .map_err(|_| format!("PVFS_FAULTS: {item:?}: bad count {n:?}"))?;
                     drops.insert(op.to_string(), n);
                 }
+                ["hold-take-over", path] if !path.is_empty() => {
+                    tracing::warn!(
+                        "fault injection active: no metadata taken over while {path} exists"
+                    );
+                    hold_take_over = Some(std::path::PathBuf::from(path));
+                }
                 [""] => {}
                 _ => {
                     return Err(format!(
-                        "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT)"
+                        "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT or \
+                         hold-take-over:PATH)"
                     ))
                 }
             }
@@ -157,7 +170,14 @@ impl Faults {
         }
         Ok(Faults {
             drop_replies: std::sync::Mutex::new(drops),
+            hold_take_over,
         })
+    }
+
+    /// Whether a metadata group the map names this server the primary of is to be
+    /// left unopened for now.
+    pub fn hold_take_over(&self) -> bool {
+        self.hold_take_over.as_deref().is_some_and(|p| p.exists())
     }
 
     /// Whether the reply to this request of `op` is to be dropped.

@@ -180,6 +180,11 @@ impl Lease {
     /// The newest map known here, in its wire form: the member's own (applied from
     /// the authority's log), else the one the last renewal brought.
     pub fn map(&self) -> OpResult<ClusterMap> {
+        self.view().map(|v| v.map)
+    }
+
+    /// [`Lease::map`], with where each metadata group's store is in the same map.
+    pub fn view(&self) -> OpResult<View> {
         if !self.configured() {
             return Err(OpError::posix(
                 Errno::EOPNOTSUPP,
@@ -200,7 +205,12 @@ impl Lease {
             (a, b) => a.or(b),
         };
         match newest {
-            Some(map) => Ok(wire_map(&map, leader)),
+            Some(map) => Ok(View {
+                map: wire_map(&map, leader),
+                stores: (0..map.servers.len())
+                    .map(|g| u32::try_from(map.store(g)).unwrap_or(u32::MAX))
+                    .collect(),
+            }),
             None => Err(OpError::busy(
                 Errno::EAGAIN,
                 "no cluster map yet: the authority has not answered this server",
@@ -309,6 +319,35 @@ impl Lease {
             .is_some_and(|map| map.primary(g) as NodeId == self.me))
     }
 
+    /// Tells the authority that this server, which the map names the primary of
+    /// metadata group `g`, opened its copy as the group's store and answers for it
+    /// from now on (`crate::promote`); the version of the map it answered when that
+    /// map records it (else None: the map names another primary now).
+    pub async fn propose_serve(&self, g: usize) -> OpResult<Option<u64>> {
+        let serve = pvfs_authority::Command::Serve {
+            group: g as NodeId,
+            server: self.me,
+        };
+        Ok(self.propose(serve).await?.and_then(|map| {
+            let me = self.me as usize;
+            (map.primary(g) == me && map.store(g) == me).then_some(map.version)
+        }))
+    }
+
+    /// Hands metadata group `g`, which the map names this server the primary of but
+    /// which it never served and cannot (`crate::promote`), back to the copy that
+    /// served it last; whether the map it answered names another primary.
+    pub async fn propose_yield(&self, g: usize) -> OpResult<bool> {
+        let give = pvfs_authority::Command::Yield {
+            group: g as NodeId,
+            server: self.me,
+        };
+        Ok(self
+            .propose(give)
+            .await?
+            .is_some_and(|map| map.primary(g) as NodeId != self.me))
+    }
+
     /// Asks the authority to stop renewing the lease of `server`, a standby that
     /// does not confirm this server's changes (`crate::replicate`).
     pub async fn propose_evict(&self, server: u32) -> OpResult<()> {
@@ -338,6 +377,40 @@ impl Lease {
         if let Some(a) = &self.member {
             a.shutdown().await;
         }
+    }
+}
+
+/// The newest map known here, in its wire form, and where each metadata group's
+/// store is in it.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// The map.
+    pub map: ClusterMap,
+    /// Per group (by its server's index), the server whose copy served it last
+    /// (`pvfs_authority::Map::store`): the primary the map names, unless that one
+    /// has not served yet.
+    stores: Vec<u32>,
+}
+
+impl View {
+    /// The server whose copy of metadata group `g` served it last: it holds every
+    /// change acknowledged for the group. None for a server not in the map.
+    pub fn store(&self, g: usize) -> Option<usize> {
+        self.stores
+            .get(g)
+            .and_then(|&s| usize::try_from(s).ok())
+            .filter(|&s| s < self.stores.len())
+    }
+
+    /// Whether the primary the map names for group `g` (serving or not) has served
+    /// it: its copy is the group's store.
+    pub fn served(&self, g: usize) -> bool {
+        let named = self
+            .map
+            .servers
+            .get(g)
+            .map(|e| e.led_by.map_or(g, |l| l as usize));
+        named.is_some() && named == self.store(g)
     }
 }
 

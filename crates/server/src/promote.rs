@@ -7,14 +7,23 @@
 //! Fencing: a server answers a group's requests only while it holds a lease and its
 //! map names it the group's primary ([`Fence`]). The authority moves a group only
 //! away from a primary that is down (its lease lapsed first), so two servers never
-//! answer for one group at once; a primary that comes back finds its group led by
-//! another, marks its own store superseded and follows the new primary as a standby.
+//! answer for one group at once.
+//!
+//! The store: the map names a new primary (`Lead`), but the group's store stays the
+//! copy that served it last until the new primary has opened its copy and the map
+//! records that it serves (`Serve`); it answers nothing before. A named primary
+//! whose copy cannot serve (it restarted, or fell behind, before it opened the copy)
+//! hands the group back to the copy that served last (`Yield`). So a copy stops
+//! being the group's store only once another served: then a primary that comes back
+//! marks its own store superseded and follows the new primary as a standby, and a
+//! standby that served releases its copy.
 //!
 //! Files: `<storage>/superseded` (this server's own store no longer holds its group:
 //! a standby took it over; written before it could be served again) and
-//! `groups/<name>/primary` (this copy became the group's primary store: it is opened
-//! as a metadata store at every start while the map names this server, and is never
-//! again overwritten as a standby copy unless the map moves the group away).
+//! `groups/<name>/primary` (this copy became the group's primary store: written
+//! before the copy is opened as a metadata store, so before its `Serve`; it is opened
+//! again at every start while the map names this server, and is never again
+//! overwritten as a standby copy until another copy served the group).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +38,7 @@ use pvfs_storage::{GroupMarker, Identity, LockMark, MetaStore};
 use crate::ctx::{Ctx, Inflight};
 use crate::error::{OpError, OpResult};
 use crate::fence::Fence;
+use crate::lease::View;
 
 /// How often the map is looked at for groups to take over, give up or route anew.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
@@ -158,11 +168,11 @@ pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(map) = host.lease.map() else {
+        let Ok(view) = host.lease.view() else {
             continue;
         };
-        host.peers.route(&map);
-        if let Err(e) = look(&host, &promoted, &map).await {
+        host.peers.route(&view.map);
+        if let Err(e) = look(&host, &promoted, &view).await {
             if let Some(dropped) = host.log_limit.allow("failover") {
                 tracing::warn!(dropped, "metadata failover: {e}");
             }
@@ -170,14 +180,19 @@ pub async fn run(host: Arc<Ctx>, promoted: Arc<Promoted>) {
     }
 }
 
-/// One look at `map`.
-async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResult<()> {
+/// One look at the map of `view`.
+async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()> {
+    let map = &view.map;
     let me = host.me;
     if let Some((_, since)) = host.lease.recovering() {
         host.standbys.rejoined(since);
     }
     if host.fence.replicated() {
-        let elsewhere = map.servers.get(me).is_some_and(|s| s.led_by.is_some());
+        // Another server's copy served this server's group (its `Serve` is
+        // committed): it may have answered changes this store lacks. A primary
+        // named in this server's place that has not served yet supersedes nothing:
+        // it may hand the group back (`Yield`), and this store holds every change.
+        let elsewhere = view.store(me).is_some_and(|s| s != me);
         if elsewhere && !promoted.superseded() {
             // Written before anything could serve the group from this store again.
             let storage = host.config.servers[me].storage.clone();
@@ -185,15 +200,28 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
                 .await?;
             promoted.superseded.store(true, Ordering::Release);
             tracing::warn!(
-                "this server's metadata is served by another server since it was down: \
+                "this server's metadata was served by another server since it was down: \
                  its own store is superseded, it follows that server as a standby"
             );
         }
-        host.fence.set_leads(
-            !promoted.superseded() && map.primary(me as u32) == Some(me as u32),
-            map.version,
-        );
+        let leads = !promoted.superseded() && map.primary(me as u32) == Some(me as u32);
+        // The store this server serves its group from is the one that served it last.
+        debug_assert!(!leads || view.store(me) == Some(me), "{view:?}");
+        host.fence.set_leads(leads, map.version);
+        // Named in this server's place, a primary that never served stopped: this
+        // store, which served last, takes the group back (a standby whose copy
+        // follows may be first).
+        if !promoted.superseded() && view.store(me) == Some(me) && map.primary(me as u32).is_none()
+        {
+            propose(host, promoted, map, me, true).await;
+        }
     }
+    // The map is at least as new as the one that came with this server's lease, and
+    // the lease holds: what it says of the copies here may be acted on. Before its
+    // first renewal, a server started again knows only its authority member's own
+    // map, which may lag behind what it did before it stopped (a `Serve` committed
+    // at the leader, not yet applied here).
+    let current = host.lease.valid_under(map.version);
     let mut failed = Vec::new();
     for &g in host.standbys.groups() {
         if g == me && !promoted.superseded() {
@@ -206,25 +234,50 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
             .servers
             .get(g)
             .is_some_and(|e| e.led_by.map_or(g, |l| l as usize) == me);
-        if leads && !held {
+        // This server's copy served the group last: it holds every acknowledged
+        // change, and stays the group's store until another copy serves.
+        let store_here = view.store(g) == Some(me);
+        if leads && !held && current {
             let name = host.config.servers[g].name.clone();
             promoted.set_names(std::slice::from_ref(&name));
-            if let Err(e) = take_over(host, promoted, g, map.version).await {
+            if let Err(e) = take_over(host, promoted, g, view).await {
                 // Still named here (the map says so): its clients wait.
                 failed.push(e);
             }
         } else if !leads && held {
             give_up(host, promoted, g, map.version).await;
         } else if !leads && map.primary(g as u32).is_none() {
-            propose(host, promoted, map, g).await;
+            // The copy that served last is the group's store where it stands,
+            // marked, whether it follows anything or not.
+            let store = store_here
+                && host
+                    .standbys
+                    .dir(g)
+                    .is_some_and(|d| GroupMarker::Primary.is_set(&d));
+            propose(host, promoted, map, g, store).await;
         }
         // The copy stays the group's store while the map names this server (one
-        // whose lease lapsed serves again from it); moved away, it is a standby's.
-        if !named && host.standbys.is_taken(g) {
-            release(host, g).await?;
+        // whose lease lapsed serves again from it) or while no other copy served
+        // since it did (a primary named in its place may hand the group back);
+        // once another served, it is a standby's. A marker left by an earlier
+        // process counts as much as a copy taken now.
+        if !named && !store_here && current {
+            let marked = !host.standbys.is_taken(g)
+                && host
+                    .standbys
+                    .dir(g)
+                    .is_some_and(|d| GroupMarker::Primary.is_set(&d));
+            if host.standbys.is_taken(g) || marked {
+                release(host, g).await?;
+            }
         }
-        if let Some(t) = promoted.taken().get(&g) {
-            t.ctx.fence.set_leads(leads, map.version);
+        // A group taken over in this look has its fence set by `take_over`, from
+        // the map its `Serve` left.
+        if held {
+            if let Some(t) = promoted.taken().get(&g) {
+                // Only a primary whose copy served (its `Serve` committed) answers.
+                t.ctx.fence.set_leads(leads && view.served(g), map.version);
+            }
         }
     }
     let coming: Vec<String> = host
@@ -241,12 +294,12 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap) -> OpResul
 
 /// Asks the authority to let this server lead group `g`, whose primary does not
 /// serve: only while this server is up, with a copy that followed the primary to
-/// its end, and once per map.
-async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize) {
+/// its end or the copy that served the group last (`store`), and once per map.
+async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize, store: bool) {
     // Only an `up` server: one recovering has not shown yet that its copies are
     // current (they follow again only from a new copy).
     let up = map.state(host.me as u32) == Some(pvfs_proto::map::ServerState::Up);
-    if !up || !host.lease.valid() || !host.standbys.following(g) {
+    if !up || !host.lease.valid() || !(store || host.standbys.following(g)) {
         return;
     }
     {
@@ -266,27 +319,77 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
     }
 }
 
-/// Serves group `g` from this server's copy (map `version` names it the primary): the copy, closed as a standby's, opens
-/// as the group's store.
-async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64) -> OpResult<()> {
+/// Serves group `g` from this server's copy (the map of `view` names it the
+/// primary): the copy, closed as a standby's, opens as the group's store, and serves
+/// once the map records it as the group's store (`Serve`). A copy never opened here
+/// that does not follow the last primary's records to their end cannot serve: the
+/// group goes back to the copy that served it last (`Yield`).
+async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, view: &View) -> OpResult<()> {
+    let name = host.config.servers[g].name.clone();
     let dir = host
         .standbys
         .dir(g)
         .ok_or_else(|| OpError::internal(Errno::EINVAL, format!("not a standby of group {g}")))?;
     let fresh = !GroupMarker::Primary.is_set(&dir);
     if fresh && !host.standbys.following(g) {
+        if view.served(g) {
+            // A `Serve` is proposed only once the marker is written: the copy that
+            // served has it. Never hand back a group this server answered for.
+            return Err(OpError::internal(
+                Errno::EIO,
+                format!(
+                    "the map records this server's copy of the metadata of {name} as the \
+                     group's store, but the copy is not marked as one"
+                ),
+            ));
+        }
+        hand_back(host, promoted, &view.map, g).await;
         return Err(OpError::busy(
             Errno::EAGAIN,
             format!(
-                "the map names this server the primary of the metadata of {}, but its copy \
-                 does not follow the last primary's: it waits for that server",
-                host.config.servers[g].name
+                "the map names this server the primary of the metadata of {name}, but its \
+                 copy does not follow the last primary's and never served: the group goes \
+                 back to the copy that served it last"
             ),
+        ));
+    }
+    if host.faults.hold_take_over() {
+        return Err(OpError::busy(
+            Errno::EAGAIN,
+            format!("not opening the copy of the metadata of {name}: held by a test's fault"),
         ));
     }
     host.standbys.take(g);
     let started = std::time::Instant::now();
     let ctx = open_group(host, g, dir, fresh).await?;
+    // Nothing answered, shipped or started before the map records this copy as the
+    // group's store: until then the group may go back to the copy that served it
+    // last, which must not miss anything this one did.
+    let version = if view.served(g) {
+        view.map.version
+    } else {
+        match host.lease.propose_serve(g).await {
+            Ok(Some(version)) => version,
+            outcome => {
+                ctx.meta.close().await;
+                return Err(outcome.err().unwrap_or_else(|| {
+                    OpError::busy(
+                        Errno::EAGAIN,
+                        format!(
+                            "the map no longer names this server the primary of the metadata \
+                             of {name}"
+                        ),
+                    )
+                }));
+            }
+        }
+    };
+    // The copy that serves is marked first: started again, this server opens it
+    // again rather than handing back a group it answered for.
+    debug_assert!(host
+        .standbys
+        .dir(g)
+        .is_some_and(|d| GroupMarker::Primary.is_set(&d)));
     let shipping = ctx.shipping.clone();
     let mut tasks = vec![
         tokio::spawn(crate::once::expire_loop(
@@ -306,11 +409,33 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, version: u64)
     promoted.taken().insert(g, Taken { ctx, tasks });
     promoted.set_names(&[]);
     tracing::warn!(
-        group = %host.config.servers[g].name,
+        group = %name,
         seconds = started.elapsed().as_secs_f64(),
         "serving a metadata group from this server's copy, as its primary"
     );
     Ok(())
+}
+
+/// Hands group `g` back to the copy that served it last: the map names this server
+/// its primary, but its copy never served and cannot (once per map).
+async fn hand_back(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize) {
+    {
+        let mut proposed = promoted.proposed.lock().unwrap_or_else(|e| e.into_inner());
+        if proposed.get(&g) == Some(&map.version) {
+            return;
+        }
+        proposed.insert(g, map.version);
+    }
+    let name = &host.config.servers[g].name;
+    match host.lease.propose_yield(g).await {
+        Ok(true) => tracing::warn!(
+            group = %name,
+            "handed a metadata group back to the copy that served it last: this server's \
+             copy does not follow the last primary's and never served"
+        ),
+        Ok(false) => {}
+        Err(e) => tracing::info!(group = %name, "could not hand the metadata back: {e}"),
+    }
 }
 
 /// Stops serving group `g`, which map `version` does not let this server serve

@@ -23,6 +23,8 @@ fn with(state: State) -> Map {
         incarnation: 7,
         renewed: 40,
         led_by: None,
+        unserved: false,
+        served_by: None,
         evicted: false,
         storage: 0,
         fresh: false,
@@ -69,6 +71,8 @@ fn new_map_is_all_up_at_version_zero() {
                 incarnation: 0,
                 renewed: 0,
                 led_by: None,
+                unserved: false,
+                served_by: None,
                 evicted: false,
                 storage: 0,
                 fresh: false,
@@ -767,4 +771,239 @@ fn a_group_leaves_a_primary_whose_disk_was_replaced() {
     assert!(m.servers[1].state.serving() && m.servers[1].fresh);
     assert_eq!(m.apply(&lead, 4), Applied::Changed);
     assert_eq!(m.primary(1), 2);
+}
+
+/// `Lead`, `Serve` and `Yield` of group `g` by `server`.
+fn lead(g: NodeId, server: NodeId) -> Command {
+    Command::Lead { group: g, server }
+}
+fn serve(g: NodeId, server: NodeId) -> Command {
+    Command::Serve { group: g, server }
+}
+fn give_back(g: NodeId, server: NodeId) -> Command {
+    Command::Yield { group: g, server }
+}
+
+#[test]
+fn a_group_moves_its_store_only_when_the_named_primary_serves() {
+    // Server 1's group; 1 stopped: the map calls it down and names 2 in its place.
+    let mut m = with(State::Down);
+    assert_eq!(m.apply(&lead(1, 2), 50), Applied::Changed);
+    assert_eq!((m.version, m.primary(1), m.store(1)), (11, 2, 1));
+    assert!(m.servers[1].unserved);
+    // Only the primary the map names serves, once.
+    for other in [0, 1, 9] {
+        assert_eq!(m.apply(&serve(1, other), 51), Applied::Unchanged, "{other}");
+    }
+    assert_eq!(m.apply(&serve(9, 2), 51), Applied::Unchanged);
+    assert_eq!(m.version, 11);
+    assert_eq!(m.apply(&serve(1, 2), 52), Applied::Changed);
+    assert_eq!((m.version, m.primary(1), m.store(1)), (12, 2, 2));
+    assert!(!m.servers[1].unserved && m.servers[1].served_by.is_none());
+    assert_eq!(
+        m.apply(&serve(1, 2), 53),
+        Applied::Unchanged,
+        "served already"
+    );
+    // Once it served, nothing hands the group back past it.
+    assert_eq!(m.apply(&give_back(1, 2), 54), Applied::Unchanged);
+    assert_eq!((m.version, m.primary(1), m.store(1)), (12, 2, 2));
+    m.check().unwrap();
+}
+
+#[test]
+fn a_named_primary_that_never_served_hands_the_group_back_to_the_last_store() {
+    // Server 1 (stopped) is down; 2 is named in its place, then killed and started
+    // again before it served: back as recovering, so the map still names it (it
+    // serves, as far as states go) and no other standby may take the group.
+    let mut m = with(State::Down);
+    m.servers[2].incarnation = 3;
+    m.apply(&lead(1, 2), 50);
+    let restart = Command::Renew {
+        server: 2,
+        incarnation: 4,
+        storage: 0,
+    };
+    assert_eq!(m.apply(&restart, 51), Applied::Granted);
+    assert_eq!(m.servers[2].state, State::Recovering);
+    assert_eq!(m.apply(&lead(1, 0), 52), Applied::Unchanged);
+    // The old primary continues: back as recovering, its store is still the group's.
+    let back = Command::Renew {
+        server: 1,
+        incarnation: 7,
+        storage: 0,
+    };
+    assert_eq!(m.apply(&back, 53), Applied::Granted);
+    assert_eq!((m.primary(1), m.store(1)), (2, 1));
+    // Only the named primary hands it back; the group is its own server's again.
+    assert_eq!(m.apply(&give_back(1, 0), 54), Applied::Unchanged);
+    let before = m.version;
+    assert_eq!(m.apply(&give_back(1, 2), 55), Applied::Changed);
+    assert_eq!(m.version, before + 1);
+    assert_eq!((m.primary(1), m.store(1)), (1, 1));
+    assert_eq!(m.servers[1].led_by, None);
+    assert!(!m.servers[1].unserved);
+    assert_eq!(m.apply(&give_back(1, 2), 56), Applied::Unchanged, "once");
+    assert_eq!(m.apply(&serve(1, 2), 57), Applied::Unchanged, "moved away");
+    m.check().unwrap();
+}
+
+#[test]
+fn a_group_goes_back_only_to_the_copy_that_served_it_last() {
+    let mut m = Map::new(4);
+    let down = |m: &mut Map, s: usize| {
+        m.servers[s].state = State::Down;
+    };
+    // 1's group served by 2, then 2 down: 3 named, never serves, down too; 0 named.
+    down(&mut m, 1);
+    m.apply(&lead(1, 2), 1);
+    m.apply(&serve(1, 2), 2);
+    down(&mut m, 2);
+    m.apply(&lead(1, 3), 3);
+    assert_eq!((m.primary(1), m.store(1)), (3, 2));
+    assert_eq!(m.servers[1].served_by, Some(2));
+    down(&mut m, 3);
+    m.apply(&lead(1, 0), 4);
+    assert_eq!(
+        (m.primary(1), m.store(1)),
+        (0, 2),
+        "named over one that never served"
+    );
+    // 0 cannot serve: the group goes back to 2, the last copy that served, not to
+    // its own server (whose store lacks what 2 answered) nor to 3.
+    assert_eq!(m.apply(&give_back(1, 0), 5), Applied::Changed);
+    assert_eq!((m.primary(1), m.store(1)), (2, 2));
+    assert_eq!(m.servers[1].led_by, Some(2));
+    m.check().unwrap();
+
+    // The copy that served last taking the group again serves at once: nothing
+    // after it to wait for.
+    let mut m = Map::new(3);
+    down(&mut m, 1);
+    m.apply(&lead(1, 2), 1);
+    down(&mut m, 2);
+    assert_eq!(m.store(1), 1);
+    m.servers[1].state = State::Recovering;
+    assert_eq!(m.apply(&lead(1, 1), 2), Applied::Changed);
+    assert_eq!((m.primary(1), m.store(1)), (1, 1));
+    assert!(!m.servers[1].unserved);
+    m.check().unwrap();
+}
+
+#[test]
+fn only_a_serving_primary_with_its_own_disk_serves() {
+    for state in ALL {
+        let mut m = with(State::Down);
+        m.apply(&lead(1, 2), 50);
+        m.servers[2].state = state;
+        let a = m.apply(&serve(1, 2), 51);
+        assert_eq!(a == Applied::Changed, state.serving(), "{state:?}");
+    }
+    let mut m = with(State::Down);
+    m.apply(&lead(1, 2), 50);
+    m.servers[2].fresh = true;
+    m.servers[2].state = State::Recovering;
+    assert_eq!(m.apply(&serve(1, 2), 51), Applied::Unchanged);
+    // A primary that cannot serve hands back whatever its state.
+    assert_eq!(m.apply(&give_back(1, 2), 52), Applied::Changed);
+    assert_eq!(m.store(1), 1);
+}
+
+#[test]
+fn decode_refuses_a_store_that_contradicts_the_primary() {
+    let mut m = with(State::Down);
+    m.apply(&lead(1, 2), 50);
+    assert!(Map::decode(&m.encode()).is_ok());
+    // Recorded as served by another while served.
+    let mut bad = m.clone();
+    bad.servers[1].unserved = false;
+    bad.servers[1].served_by = Some(0);
+    assert!(Map::decode(&bad.encode()).is_err());
+    // Waiting for a primary that is the copy that served last.
+    let mut bad = m.clone();
+    bad.servers[1].led_by = None;
+    assert!(Map::decode(&bad.encode()).is_err());
+    // Served by itself, or by nobody of the map.
+    for by in [1, 3] {
+        let mut bad = m.clone();
+        bad.servers[1].served_by = Some(by);
+        assert!(Map::decode(&bad.encode()).is_err(), "{by}");
+    }
+    // Maps written before `Serve` existed: a group led by another was served by it.
+    let old = br#"{"version":2,"servers":[{"state":"Down","since":1,"joined":0,"incarnation":0,"renewed":0,"led_by":1},{"state":"Up","since":0,"joined":0,"incarnation":0,"renewed":0}]}"#;
+    let m = Map::decode(old).expect("an older map");
+    assert_eq!((m.primary(0), m.store(0)), (1, 1));
+}
+
+#[test]
+fn a_group_store_changes_only_by_a_serve() {
+    // A long pseudo-random run of every command, the failover ones often: the store
+    // of each group (the copy holding every acknowledged change) is the server
+    // whose `Serve` applied last, and the one named by a `Lead` only when it
+    // already was the store.
+    const N: usize = 4;
+    let mut m = Map::new(N);
+    let mut store: Vec<usize> = (0..N).collect();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % n
+    };
+    let mut moved = [0usize; 3];
+    for index in 1..50_000u64 {
+        let server = next(N as u64);
+        let group = next(N as u64);
+        let cmd = match next(8) {
+            0 => Command::Renew {
+                server,
+                incarnation: 1 + next(3),
+                storage: [1, 1, 1, 1, 1, 2][next(6) as usize],
+            },
+            1 => Command::Down {
+                server,
+                unless_renewed_after: index,
+            },
+            2 => Command::CaughtUp {
+                server,
+                incarnation: 1 + next(3),
+                recovering_since: 0,
+            },
+            3 | 4 => lead(group, server),
+            5 | 6 => serve(group, server),
+            _ => give_back(group, server),
+        };
+        let before = m.clone();
+        let a = m.apply(&cmd, index);
+        m.check().unwrap();
+        let g = group as usize;
+        match cmd {
+            Command::Serve { .. } if a == Applied::Changed => {
+                store[g] = server as usize;
+                moved[0] += 1;
+            }
+            Command::Yield { .. } if a == Applied::Changed => {
+                assert_ne!(before.primary(g), m.primary(g));
+                assert_eq!(m.primary(g), store[g], "back to the last store");
+                moved[1] += 1;
+            }
+            Command::Lead { .. } if a == Applied::Changed => {
+                assert_eq!(m.primary(g), server as usize);
+                assert_eq!(m.servers[g].unserved, store[g] != server as usize);
+                moved[2] += 1;
+            }
+            _ => {}
+        }
+        for (g, &s) in store.iter().enumerate() {
+            assert_eq!(m.store(g), s, "group {g} after {cmd:?} ({a:?})");
+        }
+        if a == Applied::Changed {
+            assert_eq!(m.version, before.version + 1);
+        }
+    }
+    assert!(
+        moved.iter().all(|&n| n > 50),
+        "every move happened: {moved:?}"
+    );
 }
