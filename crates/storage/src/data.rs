@@ -148,15 +148,10 @@ pub trait DataBackend: Send + Sync + 'static {
     }
 
     /// Checks the blocks holding `runs` (`(local offset, length)` pairs) of datafile
-    /// `h` against their sums, reading them into `scratch` (as long as the longest
-    /// run), before they are sent with `sendfile` from [`DataBackend::file_for_send`]'s
-    /// file: a `BadSum` error for a block that does not match.
-    fn check_runs(
-        &self,
-        _h: Handle,
-        _runs: &[(u64, u64)],
-        _scratch: &mut [u8],
-    ) -> Result<(), StorageError> {
+    /// `h` against their sums before they are sent with `sendfile` from
+    /// [`DataBackend::file_for_send`]'s file: a `BadSum` error for a block that
+    /// does not match.
+    fn check_runs(&self, _h: Handle, _runs: &[(u64, u64)]) -> Result<(), StorageError> {
         Ok(())
     }
 
@@ -763,24 +758,25 @@ impl DataBackend for FileData {
         self.file(h, false)
     }
 
-    fn check_runs(
-        &self,
-        h: Handle,
-        runs: &[(u64, u64)],
-        scratch: &mut [u8],
-    ) -> Result<(), StorageError> {
-        if self.sum_file(h)?.is_none() {
+    fn check_runs(&self, h: Handle, runs: &[(u64, u64)]) -> Result<(), StorageError> {
+        let Some(s) = self.sum_file(h)? else {
             return Ok(());
-        }
+        };
         let Some(f) = self.file(h, false)? else {
             return Ok(());
         };
+        // Held while the bytes are mapped: no change is half made, and no truncate
+        // cuts the file under the mapping.
+        let _held = self.lock(h);
+        let size = f.metadata()?.len();
         for &(off, len) in runs {
-            let len = usize::try_from(len).unwrap_or(usize::MAX);
-            let dst = scratch
-                .get_mut(..len)
-                .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
-            self.read_checked(h, &f, off, dst, false)?;
+            if let Some(at) = crate::sums::check_mapped(&f, &s, off, len, size)? {
+                return Err(StorageError::BadSum {
+                    handle: h,
+                    offset: at,
+                    unsure: self.unsure.load(Ordering::Acquire),
+                });
+            }
         }
         Ok(())
     }

@@ -143,14 +143,9 @@ impl<B: DataBackend> DataBackend for FaultyData<B> {
         self.inner.verifier()
     }
 
-    fn check_runs(
-        &self,
-        h: Handle,
-        runs: &[(u64, u64)],
-        scratch: &mut [u8],
-    ) -> Result<(), StorageError> {
+    fn check_runs(&self, h: Handle, runs: &[(u64, u64)]) -> Result<(), StorageError> {
         self.check()?;
-        self.inner.check_runs(h, runs, scratch)
+        self.inner.check_runs(h, runs)
     }
 
     fn resum(&self, h: Handle, off: u64) -> Result<(), StorageError> {

@@ -245,6 +245,55 @@ pub fn read_checked(
     Ok(Some(Ok(got)))
 }
 
+/// Checks the blocks holding bytes `off .. off + len` of datafile `f`, whose size
+/// is `size`, against sidecar `s`, reading them where they lie in the page cache
+/// (mapped, not copied); the offset of the first block that does not hold. The
+/// caller holds the datafile's lock, so nothing cuts the file under the mapping.
+pub fn check_mapped(
+    f: &File,
+    s: &File,
+    off: u64,
+    len: u64,
+    size: u64,
+) -> std::io::Result<Option<u64>> {
+    let end = off.saturating_add(len).min(size);
+    if len == 0 || off >= end {
+        return Ok(None);
+    }
+    let (first, last) = blocks(off, end - off);
+    let start = first * SUM_BLOCK;
+    let span = usize::try_from(((last + 1) * SUM_BLOCK).min(size) - start)
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    let at =
+        libc::off_t::try_from(start).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    let entries = read_entries(s, first, last + 1 - first, false)?.unwrap_or_default();
+    // SAFETY: a fresh read-only shared mapping of `span` bytes of an open file, all
+    // below its size, which nobody can shorten while the caller holds the lock.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            f.as_raw_fd(),
+            at,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the mapping is `span` readable bytes until the munmap below.
+    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), span) };
+    let bad = entries.iter().enumerate().find_map(|(i, e)| {
+        let lo = i * SUM_BLOCK as usize;
+        let hi = (lo + SUM_BLOCK as usize).min(span);
+        (!e.holds(&bytes[lo..hi])).then_some(start + lo as u64)
+    });
+    // SAFETY: the mapping made above, no longer borrowed.
+    unsafe { libc::munmap(p, span) };
+    Ok(bad)
+}
+
 /// The new entries of the blocks that writing `bufs` (concatenated) at `off` of
 /// datafile `f` changes, from `first` on: whole blocks are summed from the new
 /// bytes, the partial ones at either end from the datafile's bytes with the new ones

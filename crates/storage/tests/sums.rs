@@ -86,15 +86,14 @@ fn a_damaged_block_is_refused_and_the_others_are_read() {
         B as usize
     );
     // So does the check of bytes about to be sent from the file.
-    let mut scratch = vec![0u8; 2 * B as usize];
     assert_eq!(
-        match fd.check_runs(h, &[(5 * B - 10, 20)], &mut scratch) {
+        match fd.check_runs(h, &[(5 * B - 10, 20)]) {
             Err(StorageError::BadSum { offset, .. }) => offset,
             other => panic!("{other:?}"),
         },
         5 * B
     );
-    fd.check_runs(h, &[(0, B), (2 * B, B)], &mut scratch)
+    fd.check_runs(h, &[(0, B), (2 * B, B), (10 * B, 100)])
         .unwrap();
     // Reads from the page cache only find it too (and leave it to a blocking read).
     let mut small = [0u8; 8];

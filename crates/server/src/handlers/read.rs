@@ -226,8 +226,6 @@ async fn first_zero_copy(
 ) -> OpResult<First> {
     let data = ctx.data.clone();
     let id = reply.request_id();
-    let most = usize::try_from(regions.total_len()).map_or(CHUNK, |n| n.min(CHUNK));
-    let mut scratch = ctx.pool.get(most);
     let sent = reply
         .send_blocking(move |frames| -> OpResult<First> {
             let Some(file) = data.file_for_send(handle)? else {
@@ -255,7 +253,7 @@ async fn first_zero_copy(
             let start = encode(&Response::ReadStart { local_size });
             let end = done == total;
             let runs = local_runs(&pieces);
-            match data.check_runs(handle, &runs, &mut scratch) {
+            match data.check_runs(handle, &runs) {
                 Ok(()) => {}
                 // Nothing sent yet: the path through memory mends the block.
                 Err(pvfs_storage::StorageError::BadSum { .. }) => {
@@ -301,13 +299,12 @@ async fn send_zero_copy<I: Iterator<Item = Piece>>(
 ) -> OpResult<()> {
     let mut remaining = total;
     let mut pieces = Vec::new();
-    let mut scratch = Some(ctx.pool.get(CHUNK));
     while remaining > 0 {
         pieces.clear();
         let n = cursor.take((CHUNK as u64).min(remaining), &mut pieces);
         remaining -= n;
         let runs = local_runs(&pieces);
-        scratch = Some(checked(ctx, handle, &runs, scratch.take(), copies).await?);
+        checked(ctx, handle, &runs, copies).await?;
         let sent = reply
             .file_data(
                 None,
@@ -327,32 +324,25 @@ async fn send_zero_copy<I: Iterator<Item = Piece>>(
 }
 
 /// Checks the blocks of `runs` of datafile `handle` against their sums on a
-/// blocking thread (reading them into `scratch`), mending a damaged one
-/// (`crate::mend`) and checking again; `scratch` back.
+/// blocking thread, mending a damaged one (`crate::mend`) and checking again.
 async fn checked(
     ctx: &Arc<Ctx>,
     handle: Handle,
     runs: &[(u64, u64)],
-    scratch: Option<PooledBuf>,
     copies: &Copies,
-) -> OpResult<PooledBuf> {
-    let mut scratch = scratch.unwrap_or_else(|| ctx.pool.get(CHUNK));
+) -> OpResult<()> {
     let most = (runs.iter().map(|r| r.1).sum::<u64>() / pvfs_storage::sums::SUM_BLOCK) + 2;
     for _ in 0..most {
         let data = ctx.data.clone();
         let todo = runs.to_vec();
-        let (back, checked) = ctx
-            .spawn_work(move || {
-                let r = data.check_runs(handle, &todo, &mut scratch);
-                (scratch, r)
-            })
+        let checked = ctx
+            .spawn_work(move || data.check_runs(handle, &todo))
             .await
             .map_err(|e| {
                 OpError::internal(pvfs_proto::Errno::EIO, format!("read task failed: {e}"))
             })?;
-        scratch = back;
         let error = match checked {
-            Ok(()) => return Ok(scratch),
+            Ok(()) => return Ok(()),
             Err(e) => OpError::from(e),
         };
         let Some((_, offset, unsure)) = error.bad_block() else {
