@@ -18,6 +18,7 @@
 //! A datafile without a sidecar was written by a store that kept no sums: it is
 //! read unchecked.
 
+use crc_fast::{CrcAlgorithm, Digest};
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
@@ -83,18 +84,30 @@ impl Entry {
 
 /// The sum of a block of zeros.
 fn zero_sum() -> u32 {
-    crc32c::crc32c(&ZEROS)
+    block_sum(&[])
 }
 
 fn all_zero(b: &[u8]) -> bool {
     b.iter().all(|&x| x == 0)
 }
 
-/// CRC32C of `bytes` (at most a block) padded with zeros to [`SUM_BLOCK`].
+/// CRC32C of `bytes` (at most a block) padded with zeros to [`SUM_BLOCK`]
+/// (`crc-fast`: about twice as fast as the `crc32c` crate on 4 KiB blocks here).
 pub fn block_sum(bytes: &[u8]) -> u32 {
     debug_assert!(bytes.len() as u64 <= SUM_BLOCK);
     let pad = (SUM_BLOCK as usize).saturating_sub(bytes.len());
-    crc32c::crc32c_append(crc32c::crc32c(bytes), &ZEROS[..pad])
+    if pad == 0 {
+        return crc(bytes);
+    }
+    let mut d = Digest::new(CrcAlgorithm::Crc32Iscsi);
+    d.update(bytes);
+    d.update(&ZEROS[..pad]);
+    d.finalize() as u32
+}
+
+/// CRC32C of `bytes`.
+fn crc(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 /// The blocks `first ..= last` that bytes `off .. off + len` touch (`len > 0`).
@@ -424,9 +437,9 @@ impl<'a> Gather<'a> {
 
     /// CRC32C of the next `n` bytes.
     fn sum(&mut self, n: usize) -> u32 {
-        let mut crc = 0;
-        self.take(n, |p| crc = crc32c::crc32c_append(crc, p));
-        crc
+        let mut d = Digest::new(CrcAlgorithm::Crc32Iscsi);
+        self.take(n, |p| d.update(p));
+        d.finalize() as u32
     }
 
     /// Copies the next `dst.len()` bytes into `dst`.
@@ -436,5 +449,29 @@ impl<'a> Gather<'a> {
             dst[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sums are CRC32C (Castagnoli), as the format says: `crc-fast` agrees
+    /// with the `crc32c` crate, whole, padded and gathered.
+    #[test]
+    fn block_sums_are_crc32c_of_the_padded_block() {
+        let bytes: Vec<u8> = (0..SUM_BLOCK as usize)
+            .map(|i| (i * 7 % 253) as u8)
+            .collect();
+        assert_eq!(block_sum(&bytes), crc32c::crc32c(&bytes));
+        let mut padded = bytes[..1000].to_vec();
+        padded.resize(SUM_BLOCK as usize, 0);
+        assert_eq!(block_sum(&bytes[..1000]), crc32c::crc32c(&padded));
+        assert_eq!(zero_sum(), crc32c::crc32c(&ZEROS));
+        let parts: [&[u8]; 3] = [&bytes[..10], &bytes[10..3000], &bytes[3000..]];
+        assert_eq!(
+            Gather::new(&parts).sum(SUM_BLOCK as usize),
+            crc32c::crc32c(&bytes)
+        );
     }
 }
