@@ -7,7 +7,8 @@
 //! with one copy, the read fails with EIO naming the block, and the scrub reports
 //! it and exits non-zero. After a reboot (the record of the boot in which the sums
 //! last held names another), such a block is taken as it is and summed again, until
-//! a whole scrub makes the sums sure again.
+//! a whole scrub makes the sums sure again. A paced scrub (`scrub_bandwidth`) takes
+//! several requests per server, each going on where the last one stopped.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -224,4 +225,40 @@ fn a_damaged_block_of_a_single_copy_fails_its_read_until_a_reboot_leaves_it_unsu
     let e = read_file(&tc, "/one", data.len()).unwrap_err();
     assert_eq!(e.errno, pvfs_proto::Errno::EIO, "{e}");
     cluster.assert_all_running();
+}
+
+#[test]
+fn a_paced_scrub_goes_on_from_where_each_answer_stopped() {
+    // 1 MiB/s, and each answer within a third of a 3 s request timeout: a 4 MiB
+    // datafile takes several requests, each going on from where the last stopped.
+    let cluster = Cluster::builder()
+        .servers(2)
+        .request_timeout("3s")
+        .set("scrub_bandwidth", r#""1M""#)
+        .start();
+    let tc = TestClient::new(cluster.config().clone());
+    let data = Rng::new(14).bytes(4 << 20);
+    let (handle, copies) = write_file(&tc, "/paced", &data);
+    let path = cluster.datafile_path(copies[0] as usize, handle);
+    let far = (7 << 19) + 11;
+    damage(&path, far);
+    let started = std::time::Instant::now();
+    let out = cluster.run_cli(&["scrub", "--json"]);
+    let took = started.elapsed();
+    let found = out.json_any();
+    assert!(!out.status.success(), "{found}");
+    assert_eq!(found["damaged"], 1, "{found}");
+    assert_eq!(
+        found["unmended"][0]["offset"],
+        far - far % BLOCK,
+        "the block near the end was reached: {found}"
+    );
+    assert!(
+        found["bytes"].as_u64().unwrap() >= data.len() as u64 - BLOCK,
+        "{found}"
+    );
+    assert!(
+        took >= Duration::from_secs(3),
+        "4 MiB at 1 MiB/s took {took:?}"
+    );
 }

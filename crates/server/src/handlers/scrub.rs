@@ -144,10 +144,15 @@ async fn scrub_one(
                 let Some((_, offset, unsure)) = error.bad_block() else {
                     return Err(error);
                 };
+                // The blocks before it in the chunk hold: checked.
+                let skip = |found: &mut Found| {
+                    found.bytes += offset.saturating_sub(at);
+                    found.unmended.push((handle, offset));
+                    offset + SUM_BLOCK
+                };
                 if last_bad == Some(offset) {
                     // Mended, and still not matching: left as it is.
-                    found.unmended.push((handle, offset));
-                    at = offset + SUM_BLOCK;
+                    at = skip(found);
                     continue;
                 }
                 found.damaged += 1;
@@ -155,10 +160,7 @@ async fn scrub_one(
                 match mend(ctx, handle, copies, offset, unsure, error).await {
                     Ok(Mended::FromCopy(_)) => found.mended += 1,
                     Ok(Mended::Resummed) => found.resummed += 1,
-                    Err(_) => {
-                        found.unmended.push((handle, offset));
-                        at = offset + SUM_BLOCK;
-                    }
+                    Err(_) => at = skip(found),
                 }
             }
         }
