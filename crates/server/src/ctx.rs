@@ -96,8 +96,8 @@ pub struct Ctx {
     pub copy_pace: Arc<crate::pace::Pace>,
     /// The pace of this server's scrub reads (`[replication] scrub_bandwidth`).
     pub scrub_pace: Arc<crate::pace::Pace>,
-    /// The scrub pass under way here (`crate::handlers::scrub`).
-    pub scrub_pass: crate::handlers::scrub::ScrubPass,
+    /// The scrub pass under way here (`crate::scrub_pass`).
+    pub scrub_pass: crate::scrub_pass::ScrubPass,
     /// The ranges other copies missed while their servers were down (`crate::missed`).
     pub missed: Arc<crate::missed::MissedLog>,
     /// Changes this copy applied whose end it did not see (`crate::unfinished`).

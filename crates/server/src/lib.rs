@@ -48,6 +48,7 @@ pub mod refill;
 pub mod replicate;
 pub mod reply;
 pub mod seals;
+pub mod scrub_pass;
 pub mod session;
 pub mod standby;
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! one from another copy (`crate::mend`; `docs/storage-format.md`, "Checksums").
 //! `pvfs scrub` sends the datafiles of every layout to the servers holding them.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use pvfs_proto::map::Copies;
 use pvfs_proto::message::scrub;
@@ -19,17 +19,6 @@ pub const MAX_SCRUB: usize = 1024;
 
 /// Bytes read at a time (whole blocks).
 const CHUNK: usize = 1 << 20;
-
-/// The scrub pass that began on this server since it started (its number), so
-/// that only a pass that reached it whole makes unsure sums sure.
-#[derive(Default)]
-pub struct ScrubPass(Mutex<Option<u64>>);
-
-impl ScrubPass {
-    fn get(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// What scrubbing one datafile found.
 #[derive(Default)]
