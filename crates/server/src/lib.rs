@@ -47,8 +47,8 @@ pub mod ratelimit;
 pub mod refill;
 pub mod replicate;
 pub mod reply;
-pub mod seals;
 pub mod scrub_pass;
+pub mod seals;
 pub mod session;
 pub mod standby;
 #[cfg(test)]
