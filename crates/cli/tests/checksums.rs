@@ -209,6 +209,21 @@ fn a_damaged_block_of_a_single_copy_fails_its_read_until_a_reboot_leaves_it_unsu
     b[24] ^= 0xff;
     std::fs::write(&record, &b).unwrap();
     cluster.restart(&server);
+    let unsure = |cluster: &Cluster| {
+        let status = cluster.run_cli(&["status", "--json"]).json_any();
+        status["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["checksums_unsure"] == true)
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        unsure(&cluster),
+        vec![server.clone()],
+        "pvfs status says so"
+    );
     let got = read_file(&tc, "/one", data.len()).unwrap();
     assert_eq!(got, std::fs::read(&path).unwrap(), "its bytes as they are");
     let (ok, after) = scrub(&cluster);
@@ -218,6 +233,7 @@ fn a_damaged_block_of_a_single_copy_fails_its_read_until_a_reboot_leaves_it_unsu
         serde_json::json!([]),
         "a whole scrub: sure again"
     );
+    assert!(unsure(&cluster).is_empty());
     // Sure again, across a restart: the next damage fails its read.
     cluster.stop_clean(&server);
     cluster.restart(&server);

@@ -775,6 +775,9 @@ pub struct StatFsReply {
     /// unknown): servers storing on one file system answer the same value, so a
     /// client adds that space up once.
     pub fs_id: u64,
+    /// The checksums of this server's datafiles are unsure since a reboot, until a
+    /// whole `pvfs scrub` (`docs/storage-format.md`, "Checksums").
+    pub sums_unsure: bool,
 }
 wire_struct!(StatFsReply {
     total_bytes: u64,
@@ -784,6 +787,7 @@ wire_struct!(StatFsReply {
     datafiles: u64,
     free_inodes: u64,
     fs_id: u64,
+    sums_unsure: bool,
 });
 
 /// Attributes of one object of a `ListAttr`, or why they are missing.

@@ -263,6 +263,12 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}{what}");
             }
+            // Checksums a reboot left unsure (docs/storage-format.md, "Checksums").
+            if space.is_some_and(|st| st.sums_unsure) {
+                v = merge(v, serde_json::json!({"checksums_unsure": true}));
+                let sep = if detail.is_empty() { "" } else { "; " };
+                detail = format!("{detail}{sep}checksums unsure since a reboot (run pvfs scrub)");
+            }
             if let Some(rtt) = rtt {
                 v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
             }

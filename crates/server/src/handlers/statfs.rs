@@ -38,6 +38,7 @@ impl Handler for req::StatFs {
                 datafiles,
                 free_inodes: space.free_inodes,
                 fs_id: space.fs_id,
+                sums_unsure: ctx.data.sums_unsure(),
             },
             health: ctx.health.report(&ctx.meta),
         }
