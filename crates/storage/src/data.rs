@@ -618,7 +618,11 @@ impl FileData {
     }
 
     /// Removes datafile `h` (kept as a spare when it can be).
-    fn remove_datafile(&self, h: Handle) -> Result<(), StorageError> {
+    fn remove_datafile(
+        &self,
+        h: Handle,
+        held: std::sync::MutexGuard<'_, ()>,
+    ) -> Result<(), StorageError> {
         let mut cache = self.cache();
 
         let (cached, in_use) = cache.take(h);
@@ -653,6 +657,8 @@ impl FileData {
         };
         self.one_less();
         drop(cache);
+        // The name is gone: emptying the spare needs no lock of the datafile.
+        drop(held);
         self.spares.settle(stashed, cached.as_deref());
         Ok(())
     }
@@ -970,15 +976,17 @@ impl DataBackend for FileData {
     }
 
     fn remove(&self, h: Handle) -> Result<(), StorageError> {
-        let _held = self.lock(h);
-        // The datafile first, its sidecar after: a crash between leaves a sidecar
-        // that no datafile uses (ignored, and emptied if the handle comes back).
+        let held = self.lock(h);
+        // The sidecar first, the datafile after, under its lock (a write of the
+        // handle after it makes a new sidecar before a new datafile): a crash
+        // between leaves a datafile without sums, read unchecked, whose removal is
+        // done again.
         self.sum_cache().remove(h);
-        let removed = self.remove_datafile(h);
         match std::fs::remove_file(self.sum_path(h)) {
-            Err(e) if e.kind() != ErrorKind::NotFound => removed.and(Err(e.into())),
-            _ => removed,
+            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
         }
+        self.remove_datafile(h, held)
     }
 
     fn sync(&self, h: Handle) -> Result<(), StorageError> {
