@@ -6,8 +6,9 @@
 //! every metadata group (as fsck reads them), so each server learns which servers
 //! hold the other copies of each. The servers pace their reads (`[replication]
 //! scrub_bandwidth`) and answer within a third of their request timeout, saying how
-//! far they got; the scrub goes on from there. A pass that reached a server whole
-//! makes its sums sure again when a reboot had left them unsure.
+//! far they got; the scrub goes on from there, on every server at once. A pass that
+//! reached a server whole makes its sums sure again when a reboot had left them
+//! unsure.
 
 use std::collections::BTreeMap;
 
@@ -78,70 +79,97 @@ impl Client {
             }
         }
         let pass = pvfs_proto::clock::random_u64();
+        // Every server at once: each paces its own reads.
+        let each = futures::future::join_all(
+            by_server
+                .into_iter()
+                .map(|(server, datafiles)| self.scrub_server(server, datafiles, pass)),
+        )
+        .await;
         let mut report = ScrubReport::default();
-        for (server, mut datafiles) in by_server {
-            datafiles.sort_unstable();
-            datafiles.dedup();
-            report.datafiles += datafiles.len() as u64;
-            let batches: Vec<&[(Handle, Vec<u32>)]> = if datafiles.is_empty() {
-                vec![&[]]
-            } else {
-                datafiles.chunks(BATCH).collect()
-            };
-            let last = batches.len() - 1;
-            let mut unsure = false;
-            for (b, batch) in batches.into_iter().enumerate() {
-                let mut start = 0usize;
-                let mut from = 0u64;
-                loop {
-                    let rest = &batch[start..];
-                    let mut flags = 0;
-                    if b == 0 && start == 0 && from == 0 {
-                        flags |= scrub::FIRST;
-                    }
-                    if b == last {
-                        flags |= scrub::LAST;
-                    }
-                    let request = Request::Scrub(req::Scrub {
-                        handles: rest.iter().map(|(h, _)| *h).collect(),
-                        copies: rest.iter().map(|(_, c)| c.clone()).collect(),
-                        from,
-                        pass,
-                        flags,
-                    });
-                    match self.rpc(server, request).await? {
-                        Response::Scrubbed {
-                            done,
-                            at,
-                            bytes,
-                            damaged,
-                            mended,
-                            resummed,
-                            unmended,
-                            unsure: still,
-                        } if done as usize <= rest.len() => {
-                            report.bytes += bytes;
-                            report.damaged += damaged;
-                            report.mended += mended;
-                            report.resummed += resummed;
-                            let name = self.server_name(server).to_string();
-                            report
-                                .unmended
-                                .extend(unmended.into_iter().map(|(h, o)| (name.clone(), h, o)));
-                            unsure = still;
-                            start += done as usize;
-                            from = at;
-                            if start == batch.len() {
-                                break;
-                            }
+        for one in each {
+            let one = one?;
+            report.datafiles += one.datafiles;
+            report.bytes += one.bytes;
+            report.damaged += one.damaged;
+            report.mended += one.mended;
+            report.resummed += one.resummed;
+            report.unmended.extend(one.unmended);
+            report.unsure.extend(one.unsure);
+        }
+        Ok(report)
+    }
+
+    /// Scrubs `datafiles` (with their copies' servers) on `server`, one pass.
+    async fn scrub_server(
+        &self,
+        server: usize,
+        mut datafiles: Vec<(Handle, Vec<u32>)>,
+        pass: u64,
+    ) -> Result<ScrubReport> {
+        datafiles.sort_unstable();
+        datafiles.dedup();
+        let name = self.server_name(server).to_string();
+        let mut report = ScrubReport {
+            datafiles: datafiles.len() as u64,
+            ..ScrubReport::default()
+        };
+        let batches: Vec<&[(Handle, Vec<u32>)]> = if datafiles.is_empty() {
+            vec![&[]]
+        } else {
+            datafiles.chunks(BATCH).collect()
+        };
+        let last = batches.len() - 1;
+        let mut unsure = false;
+        for (b, batch) in batches.into_iter().enumerate() {
+            let (mut start, mut from) = (0usize, 0u64);
+            loop {
+                let rest = &batch[start..];
+                let mut flags = 0;
+                if b == 0 && start == 0 && from == 0 {
+                    flags |= scrub::FIRST;
+                }
+                if b == last {
+                    flags |= scrub::LAST;
+                }
+                let request = Request::Scrub(req::Scrub {
+                    handles: rest.iter().map(|(h, _)| *h).collect(),
+                    copies: rest.iter().map(|(_, c)| c.clone()).collect(),
+                    from,
+                    pass,
+                    flags,
+                });
+                match self.rpc(server, request).await? {
+                    Response::Scrubbed {
+                        done,
+                        at,
+                        bytes,
+                        damaged,
+                        mended,
+                        resummed,
+                        unmended,
+                        unsure: still,
+                    } if done as usize <= rest.len() => {
+                        report.bytes += bytes;
+                        report.damaged += damaged;
+                        report.mended += mended;
+                        report.resummed += resummed;
+                        report
+                            .unmended
+                            .extend(unmended.into_iter().map(|(h, o)| (name.clone(), h, o)));
+                        unsure = still;
+                        start += done as usize;
+                        from = at;
+                        if start == batch.len() {
+                            break;
                         }
-                        other => return Err(unexpected("Scrub", &other)),
                     }
+                    other => return Err(unexpected("Scrub", &other)),
                 }
             }
-            if unsure {
-                report.unsure.push(self.server_name(server).to_string());
-            }
+        }
+        if unsure {
+            report.unsure.push(name);
         }
         Ok(report)
     }
