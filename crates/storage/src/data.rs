@@ -951,11 +951,7 @@ impl DataBackend for FileData {
         if mode & (falloc::PUNCH_HOLE | falloc::ZERO_RANGE) != 0 {
             if let Some(s) = self.sum_file(h)? {
                 let size = f.metadata()?.len();
-                if let Some((first, entries)) =
-                    crate::sums::sums_of_zeroing(&f, &s, off, len, size)?
-                {
-                    crate::sums::write_entries(&s, first, &entries)?;
-                }
+                crate::sums::zero_sums(&f, &s, off, len, size)?;
             }
         }
         let too_big = || std::io::Error::from_raw_os_error(libc::EFBIG);

@@ -343,39 +343,49 @@ pub fn sums_of_write(
     Ok((first, out))
 }
 
-/// The entries after bytes `off .. off + len` (clipped to the datafile's `size`)
-/// of datafile `f` become zeros (punched or zeroed), from `first` on; None when
-/// the range lies wholly past the end.
-pub fn sums_of_zeroing(
-    f: &File,
-    s: &File,
-    off: u64,
-    len: u64,
-    size: u64,
-) -> std::io::Result<Option<(u64, Vec<Entry>)>> {
+/// Blocks whose entries [`zero_sums`] reads and writes at a time (512 KiB of
+/// entries: a punch of a terabyte takes no more memory than that).
+const ZEROING_STEP: u64 = 64 << 10;
+
+/// Writes the entries the blocks holding bytes `off .. off + len` (clipped to the
+/// datafile's `size`) of datafile `f` take once those bytes become zeros (punched
+/// or zeroed), a bounded step of blocks at a time, before the bytes change.
+pub fn zero_sums(f: &File, s: &File, off: u64, len: u64, size: u64) -> std::io::Result<()> {
     let end = off.saturating_add(len).min(size);
     if off >= end {
-        return Ok(None);
+        return Ok(());
     }
     let (first, last) = blocks(off, end - off);
-    let old = read_entries(s, first, last + 1 - first, false)?.unwrap_or_default();
-    let mut out = Vec::with_capacity(old.len());
     let mut block = vec![0u8; SUM_BLOCK as usize];
-    for (i, e) in old.iter().enumerate() {
-        let b = first + i as u64;
-        let (lo, hi) = (b * SUM_BLOCK, (b + 1) * SUM_BLOCK);
-        if off <= lo && hi.min(size) <= end {
-            out.push(e.hole());
-            continue;
+    let mut at = first;
+    while at <= last {
+        let n = ZEROING_STEP.min(last + 1 - at);
+        let old = read_entries(s, at, n, false)?.unwrap_or_default();
+        let mut out = Vec::with_capacity(old.len());
+        for (i, e) in old.iter().enumerate() {
+            let b = at + i as u64;
+            let (lo, hi) = (b * SUM_BLOCK, (b + 1) * SUM_BLOCK);
+            if off <= lo && hi.min(size) <= end {
+                out.push(e.hole());
+                continue;
+            }
+            let got = pread_full(f, &mut block, lo, false)?.unwrap_or(0);
+            block[got..].fill(0);
+            let from = off.max(lo);
+            let to = end.min(hi);
+            block[(from - lo) as usize..(to - lo) as usize].fill(0);
+            out.push(e.after(block_sum(&block)));
         }
-        let n = pread_full(f, &mut block, lo, false)?.unwrap_or(0);
-        block[n..].fill(0);
-        let from = off.max(lo);
-        let to = end.min(hi);
-        block[(from - lo) as usize..(to - lo) as usize].fill(0);
-        out.push(e.after(block_sum(&block)));
+        // Only the entries that change are written (holes that stay holes are not:
+        // a sparse sidecar stays so).
+        let changed = |i: &usize| out[*i] != old[*i];
+        if let (Some(lo), Some(hi)) = ((0..out.len()).find(changed), (0..out.len()).rfind(changed))
+        {
+            write_entries(s, at + lo as u64, &out[lo..=hi])?;
+        }
+        at += n;
     }
-    Ok(Some((first, out)))
+    Ok(())
 }
 
 /// The entry of the block holding byte `size - 1` once datafile `f` is cut back

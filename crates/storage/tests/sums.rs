@@ -210,6 +210,30 @@ fn sums_follow_truncates_punches_and_zeroed_ranges() {
 }
 
 #[test]
+fn a_punch_across_a_huge_sparse_datafile_takes_bounded_memory_and_space() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let fd = FileData::open(d.path()).unwrap();
+    let h = 0x5a;
+    fd.write_at(h, 0, b"head").unwrap();
+    fd.write_at(h, 8 << 30, b"tail").unwrap();
+    fd.fallocate(h, falloc::PUNCH_HOLE | falloc::KEEP_SIZE, 0, (8 << 30) + 2)
+        .unwrap();
+    let mut buf = [0xffu8; 6];
+    assert_eq!(fd.read_at(h, 8 << 30, &mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"\0\0il");
+    assert_eq!(fd.read_at(h, 0, &mut buf).unwrap(), 6);
+    assert_eq!(buf, [0u8; 6]);
+    // Only the two blocks' entries were written: the sidecar stays sparse.
+    let sidecar = std::fs::metadata(sidecar(d.path(), h)).unwrap();
+    assert!(
+        sidecar.blocks() * 512 <= 64 << 10,
+        "{} bytes",
+        sidecar.blocks() * 512
+    );
+}
+
+#[test]
 fn concurrent_writers_of_one_block_leave_sums_that_match() {
     let d = tempfile::tempdir().unwrap();
     let fd = std::sync::Arc::new(FileData::open(d.path()).unwrap());
