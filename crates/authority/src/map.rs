@@ -344,9 +344,14 @@ impl Map {
                 // A server that restarted again while catching up must catch up again: only
                 // the incarnation the map knows may say it is done; and one that went down
                 // and came back since it began must catch up with that too.
+                // A new disk holds nothing of the other groups the map still names
+                // it for (it led them, or served them last): it is up only once
+                // another copy took each over and served it, so that a group never
+                // comes back to an empty store (see `Lead`).
                 if entry.state == State::Recovering
                     && entry.incarnation == incarnation
                     && (recovering_since == 0 || entry.since == recovering_since)
+                    && !(entry.fresh && self.holds_another_group(i))
                 {
                     self.enter(i, State::Up);
                     let entry = &mut self.servers[i];
@@ -383,9 +388,11 @@ impl Map {
                 };
                 let primary = self.primary(g);
                 let p = &self.servers[primary];
-                // A primary whose storage was replaced holds nothing of the group.
+                // A primary whose storage was replaced holds nothing of the group,
+                // nor does a taker whose storage was (it could never serve).
                 let primary_serves = p.state.serving() && !p.fresh;
-                if primary_serves || primary == i || !self.servers[i].state.serving() {
+                let taker = &self.servers[i];
+                if primary_serves || primary == i || !taker.state.serving() || taker.fresh {
                     return Applied::Unchanged;
                 }
                 // The copy that served last stays the group's store until the new
@@ -430,6 +437,12 @@ impl Map {
         }
     }
 
+    /// Whether the map names server `i` the primary, or the copy that served last,
+    /// of a metadata group other than its own.
+    fn holds_another_group(&self, i: usize) -> bool {
+        (0..self.servers.len()).any(|g| g != i && (self.primary(g) == i || self.store(g) == i))
+    }
+
     /// Group `group`, when the map names server `i` its primary and `i` has not
     /// served it yet (a `Serve` or a `Yield` of `i` applies only then).
     fn unserved_primary(&self, group: NodeId, i: usize) -> Option<usize> {
@@ -469,11 +482,19 @@ impl Map {
     /// The state part of `Renew` on server `i`.
     fn renew(&mut self, i: usize, incarnation: u64, storage: u64) -> Applied {
         let entry = &mut self.servers[i];
+        // A refused renewal records nothing, its storage directory's id neither: a
+        // new disk seen while an evicted server is refused is still a new disk when
+        // it renews once down (recorded now, it would come back as an old one, with
+        // nothing refilled, and named for the groups it led).
+        let refused = entry.state == State::Retired || (entry.evicted && entry.state.serving());
+        if refused {
+            return Applied::Refused;
+        }
         let replaced = storage != 0 && entry.storage != 0 && entry.storage != storage;
-        if entry.state != State::Retired && storage != 0 {
+        if storage != 0 {
             entry.storage = storage;
         }
-        if replaced && entry.state != State::Retired && !(entry.evicted && entry.state.serving()) {
+        if replaced {
             // A new disk: nothing it held is there. It comes back recovering, leads no
             // group until a standby took each over and it caught up, and copies every
             // datafile it holds a copy of. The records it kept of what others missed
@@ -497,10 +518,11 @@ impl Map {
             return Applied::Granted;
         }
         let entry = &mut self.servers[i];
+        debug_assert!(!entry.evicted || !entry.state.serving(), "refused above");
         match entry.state {
+            // Refused above, as an evicted server is until its lease has run out and
+            // it is down (`Evict`).
             State::Retired => Applied::Refused,
-            // Until its lease has run out and it is down (`Evict`).
-            State::Up | State::Recovering | State::Draining if entry.evicted => Applied::Refused,
             State::Down | State::Lost => {
                 // Back: it missed changes, so it catches up before it is up again.
                 entry.incarnation = incarnation;

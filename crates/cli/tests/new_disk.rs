@@ -5,7 +5,9 @@
 //! metadata over, its copies serve no read, it hands out no handle twice) until it
 //! has refilled every copy it holds from the others. Then the server that shared
 //! its copies is killed, so that its copies alone serve them: every byte must be
-//! there.
+//! there. A standby that took a group over and gets a new disk hands the group to
+//! the copy that followed it; a standby evicted while its new disk renews still
+//! comes back as a new disk.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -413,6 +415,269 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
     cluster.restart(&name(3));
     cluster.restart(&name(4));
     all_up_with_standby_copies(&cluster);
+    assert_fsck_clean(&cluster);
+    cluster.assert_all_running();
+}
+
+/// Checks that every name in `names` is there, as a directory, once.
+fn all_there(tc: &TestClient, names: &[String]) {
+    tc.run(Duration::from_secs(120), async |c| {
+        for name in names {
+            let a = c
+                .stat(&format!("/{name}"))
+                .await
+                .unwrap_or_else(|e| panic!("/{name} acknowledged, then: {e}"));
+            assert!(a.is_dir(), "/{name}");
+        }
+        let listed = c.readdir("/").await.unwrap();
+        for name in names {
+            let n = listed.iter().filter(|e| &e.name == name).count();
+            assert_eq!(n, 1, "/{name} listed {n} times");
+        }
+    });
+}
+
+#[test]
+fn a_group_led_by_a_standby_that_gets_a_new_disk_goes_back_to_its_own_server() {
+    // s1, s0's standby, takes s0's metadata over while s0 is away; s0 comes back
+    // and follows it. Then s1 gets a new disk and is started again before its
+    // lease runs out: the map still names it for s0's group, but its store holds
+    // nothing of it. s0's copy holds every acknowledged change: s0 serves the
+    // group again, and every server routes its calls there (s1's refill reads the
+    // group's layouts too).
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        // Long enough that s1, killed and started again, renews before the
+        // authority calls it down.
+        .set("lease", r#""3s""#)
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let root = config.root_handle();
+    let shards = config.meta_servers().len() as u32;
+    let on_s0 = |prefix: &str| -> Vec<String> {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .filter(|n| config.entry_server(root, shards, n) == 0)
+            .take(4)
+            .collect()
+    };
+    let tc = TestClient::new(config.clone());
+    let mkdirs = |names: &[String], limit: Duration| {
+        tc.run(limit, async |c| {
+            for n in names {
+                c.mkdir(&format!("/{n}"), 0o755)
+                    .await
+                    .unwrap_or_else(|e| panic!("mkdir /{n}: {e}"));
+            }
+        })
+    };
+    let mut all = on_s0("a");
+    mkdirs(&all, Duration::from_secs(60));
+
+    // s0 goes: s1 takes its group over and serves it.
+    let took = cluster.log(&s1).matches(TOOK_OVER).count();
+    cluster.kill(&s0, libc::SIGKILL);
+    poll(
+        &format!("{s1} serving {s0}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(&s1).matches(TOOK_OVER).count() > took).then_some(()),
+    );
+    let more = on_s0("b");
+    mkdirs(&more, Duration::from_secs(60));
+    all.extend(more);
+    // s0 back: its group stays with s1, and s0 follows it, up once it holds a
+    // whole copy.
+    cluster.restart(&s0);
+    poll(
+        &format!("{s0} up again, following {s1}"),
+        scaled(Duration::from_secs(60)),
+        || {
+            (state_of(&cluster, &s0).as_deref() == Some("up")
+                && cluster.log(&s0).contains("its own store is superseded"))
+            .then_some(())
+        },
+    );
+    let more = on_s0("c");
+    mkdirs(&more, Duration::from_secs(60));
+    all.extend(more);
+
+    // s1 gets a new disk and is back at once, while a client makes and renames
+    // directories in a loop (a quarter of the names in s0's group): none fails.
+    let took = cluster.log(&s0).matches(TOOK_OVER).count();
+    let stop = Arc::new(AtomicBool::new(false));
+    let creating = {
+        let (config, stop) = (config.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let tc = TestClient::new(config);
+            tc.run(Duration::from_secs(300), async |c| {
+                let mut made = Vec::new();
+                while !stop.load(Ordering::Relaxed) || made.len() < 20 {
+                    // Made, then renamed: most renames cross metadata groups, so
+                    // one server calls another's group, routed by its map.
+                    let (name, moved) = (format!("l{}", made.len()), format!("m{}", made.len()));
+                    c.mkdir(&format!("/{name}"), 0o755)
+                        .await
+                        .unwrap_or_else(|e| panic!("mkdir /{name}: {e}"));
+                    c.rename(&format!("/{name}"), &format!("/{moved}"))
+                        .await
+                        .unwrap_or_else(|e| panic!("rename /{name} /{moved}: {e}"));
+                    made.push(moved);
+                }
+                made
+            })
+        })
+    };
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    cluster.kill(&s1, libc::SIGKILL);
+    cluster.empty_storage(&s1);
+    cluster.restart(&s1);
+    // s0 serves its group again, from the copy it followed, within a few leases.
+    poll(
+        &format!("{s0} serving its own metadata again"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(&s0).matches(TOOK_OVER).count() > took).then_some(()),
+    );
+    std::thread::sleep(scaled(Duration::from_secs(1)));
+    stop.store(true, Ordering::Relaxed);
+    all.extend(creating.join().unwrap());
+    all_there(&tc, &all);
+    let more = on_s0("d");
+    mkdirs(&more, Duration::from_secs(30));
+    all.extend(more);
+    all_there(&tc, &all);
+    // s1 refills, follows every group it stands by for, and is up.
+    wait_refilled(&cluster, &s1);
+    all_up_with_standby_copies(&cluster);
+    all_there(&TestClient::new(config.clone()), &all);
+    cluster.assert_all_running();
+    for n in cluster.names() {
+        assert!(
+            !cluster.log(&n).contains("panicked"),
+            "{n}:\n{}",
+            cluster.log(&n)
+        );
+    }
+}
+
+#[test]
+fn a_new_disk_on_a_standby_evicted_meanwhile_is_still_a_new_disk() {
+    // s1, s0's metadata standby, is killed while s0 makes changes, and its storage
+    // emptied: s0 evicts it (it confirms nothing while the map keeps it), so the
+    // authority refuses its renewals until it is down. It is started again in the
+    // meantime, and its refused renewals bring the new disk's id. Once down, it
+    // must still come back as a new disk, refilling every copy (recorded while
+    // refused, the id made it come back as its old disk, with empty copies taken
+    // for whole ones).
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--replicas")
+        .genconfig_arg("2")
+        // Long enough that s1 is started again before the authority calls it down;
+        // the patience before an eviction is half the request timeout.
+        .set("lease", r#""4s""#)
+        .request_timeout("2s")
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (s0, s1) = (
+        config.servers[0].name.clone(),
+        config.servers[1].name.clone(),
+    );
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let tc = TestClient::new(config.clone());
+    let copies = tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/a", 0..12).await
+    });
+    assert!(copies.iter().any(|c| c.contains(&1)));
+
+    // A directory whose object is in s0's group: changing its mode is a change of
+    // that group alone, which s0 answers once its standby holds it.
+    let dir = tc.run(Duration::from_secs(60), async |c| {
+        for i in 0.. {
+            let path = format!("/d{i}");
+            c.mkdir(&path, 0o755).await.unwrap();
+            let a = c.stat(&path).await.unwrap();
+            if config.owner_of(a.handle) == Some(0) {
+                return a.handle;
+            }
+        }
+        unreachable!()
+    });
+    // A client changes it in a loop while s1 goes: none fails.
+    let stop = Arc::new(AtomicBool::new(false));
+    let creating = {
+        let (config, stop) = (config.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let tc = TestClient::new(config);
+            tc.run(Duration::from_secs(300), async |c| {
+                let mut made = 0u32;
+                while !stop.load(Ordering::Relaxed) || made < 20 {
+                    let set = pvfs_proto::SetAttr {
+                        mode: Some(0o700 | (made % 64)),
+                        ..Default::default()
+                    };
+                    c.setattr_lite(dir, set)
+                        .await
+                        .unwrap_or_else(|e| panic!("chmod {dir:#x}: {e}"));
+                    made += 1;
+                }
+                made
+            })
+        })
+    };
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    cluster.kill(&s1, libc::SIGKILL);
+    cluster.empty_storage(&s1);
+    poll(
+        &format!("{s0} evicting {s1}"),
+        scaled(Duration::from_secs(30)),
+        || {
+            cluster
+                .log(&s0)
+                .contains("a metadata standby did not confirm a change")
+                .then_some(())
+        },
+    );
+    assert_ne!(
+        state_of(&cluster, &s1).as_deref(),
+        Some("down"),
+        "{s1} down before it was started again: the test needs a longer lease"
+    );
+    cluster.restart(&s1);
+    poll(
+        &format!("{s1}'s renewals refused"),
+        scaled(Duration::from_secs(30)),
+        || {
+            cluster
+                .log(&s1)
+                .contains("lease renewal failed")
+                .then_some(())
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
+    let made = creating.join().unwrap();
+    // Down, then back: refilled, up.
+    wait_refilled(&cluster, &s1);
+    // Each other server goes in turn: the files whose other copy was on it are
+    // served by s1's copies alone, and every byte is there.
+    for other in [0, 2, 3] {
+        let name = config.servers[other].name.clone();
+        cluster.kill(&name, libc::SIGKILL);
+        tc.run(Duration::from_secs(120), async |c| {
+            check_files(&c, "/a", 0..12).await;
+        });
+        cluster.restart(&name);
+        all_up_with_standby_copies(&cluster);
+    }
+    assert!(made >= 20);
     assert_fsck_clean(&cluster);
     cluster.assert_all_running();
 }

@@ -109,6 +109,29 @@ pub async fn catch_up(
              its metadata over",
         ));
     }
+    if stay.fresh {
+        // Nor does it hold anything of the groups it led (as a standby that took them
+        // over) before its disk was replaced: the map names it for them until a copy
+        // that followed takes each over and serves it (`crate::promote`); the
+        // authority keeps it recovering until then.
+        let named = |g: usize| {
+            map.servers
+                .get(g)
+                .is_some_and(|e| e.led_by.map_or(g, |l| l as usize) == ctx.me)
+        };
+        let led = (0..map.servers.len())
+            .find(|&g| g != ctx.me && (named(g) || view.store(g) == Some(ctx.me)));
+        if let Some(g) = led {
+            return Err(OpError::busy(
+                Errno::EAGAIN,
+                format!(
+                    "this server's storage directory was replaced: waiting for another copy \
+                     to serve the metadata of {} it led",
+                    ctx.config.servers.get(g).map_or("?", |s| s.name.as_str())
+                ),
+            ));
+        }
+    }
     // Metadata: every group this server stands by for whose primary serves (its
     // own group too, when another server took it over) has given it a whole copy
     // (the primary sends one to a recovering standby).

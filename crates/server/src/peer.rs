@@ -69,13 +69,15 @@ impl Peers {
         }
     }
 
-    /// Routes the metadata groups' calls as `map` says (`crate::promote`).
+    /// Routes the metadata groups' calls as `map` says (`crate::promote`): to the
+    /// group's primary ([`ClusterMap::primary`], as clients route), else, while
+    /// nobody serves the group (its primary down, or with a new disk that holds
+    /// nothing of it), to the group's own server, which answers with a map error
+    /// until the group is served again.
     pub fn route(&self, map: &ClusterMap) {
         let routes: Vec<Option<usize>> = (0..self.conns.len())
             .map(|g| {
-                map.servers
-                    .get(g)
-                    .and_then(|s| s.led_by)
+                map.primary(g as u32)
                     .map(|l| l as usize)
                     .filter(|&l| l != g && l < self.conns.len())
             })
@@ -101,9 +103,22 @@ impl Peers {
         };
         let mut slot = self.group_conns[idx].lock().await;
         let mut used = slot.take().filter(|(at, _)| *at == via).map(|(_, u)| u);
-        let c = self.reuse_or_dial(&mut used, idx, via).await?;
+        let dialed = self.reuse_or_dial(&mut used, idx, via).await;
         *slot = used.map(|u| (via, u));
-        Ok(c)
+        dialed.map_err(|e| {
+            // A server the map named the group's primary that does not answer to
+            // the group's name (it has not taken the group over yet, or no longer
+            // serves it: a new disk, a map newer than this server's routes): a map
+            // error, waited out as clients do, not the caller's failure.
+            if e.errno == Errno::ESTALE && e.kind != ErrorKind::Map {
+                crate::chain::map_error(format!(
+                    "{} does not serve the metadata of {}: {e}",
+                    self.config.servers[via].name, self.config.servers[idx].name
+                ))
+            } else {
+                e
+            }
+        })
     }
 
     async fn conn(&self, idx: usize) -> OpResult<Arc<MuxConn>> {

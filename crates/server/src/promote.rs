@@ -113,6 +113,15 @@ impl Promoted {
         host.clone()
     }
 
+    /// Forgets the proposal made for group `g` under map `version`, which the
+    /// authority did not answer: the next look proposes again under the same map.
+    fn unpropose(&self, g: usize, version: u64) {
+        let mut proposed = self.proposed.lock().unwrap_or_else(|e| e.into_inner());
+        if proposed.get(&g) == Some(&version) {
+            proposed.remove(&g);
+        }
+    }
+
     /// Whether this server took group `g` over.
     pub fn holds(&self, g: usize) -> bool {
         self.taken().contains_key(&g)
@@ -315,7 +324,12 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
             tracing::warn!(group = %name, "took over a metadata group whose primary is down")
         }
         Ok(false) => {}
-        Err(e) => tracing::info!(group = %name, "could not take over the metadata: {e}"),
+        Err(e) => {
+            // Not answered (an election, a member taken back): proposed again at
+            // the next look, as the map may not change again by itself.
+            promoted.unpropose(g, map.version);
+            tracing::info!(group = %name, "could not take over the metadata: {e}")
+        }
     }
 }
 
@@ -330,6 +344,12 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, view: &View) 
         .standbys
         .dir(g)
         .ok_or_else(|| OpError::internal(Errno::EINVAL, format!("not a standby of group {g}")))?;
+    // A server whose storage was replaced takes no group over: its copies hold
+    // nothing (`ClusterMap::primary` names nobody for a group led by it).
+    debug_assert!(
+        view.map.servers.get(host.me).is_some_and(|e| !e.fresh),
+        "{view:?}"
+    );
     let fresh = !GroupMarker::Primary.is_set(&dir);
     if fresh && !host.standbys.following(g) {
         if view.served(g) {
@@ -434,7 +454,10 @@ async fn hand_back(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: us
              copy does not follow the last primary's and never served"
         ),
         Ok(false) => {}
-        Err(e) => tracing::info!(group = %name, "could not hand the metadata back: {e}"),
+        Err(e) => {
+            promoted.unpropose(g, map.version);
+            tracing::info!(group = %name, "could not hand the metadata back: {e}")
+        }
     }
 }
 

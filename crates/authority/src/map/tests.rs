@@ -752,6 +752,35 @@ fn a_renewal_from_a_replaced_disk_comes_back_fresh_and_everyone_out_refills() {
 }
 
 #[test]
+fn a_new_disk_seen_while_evicted_is_still_new_once_down() {
+    // Server 1, evicted (its renewals refused until it is down), gets a new disk and
+    // renews from it: refused, and nothing of it recorded, so that once down it
+    // comes back fresh and refilling, not as its old disk.
+    let renew = |incarnation, storage| Command::Renew {
+        server: 1,
+        incarnation,
+        storage,
+    };
+    let mut m = Map::new(3);
+    assert_eq!(m.apply(&renew(5, 100), 1), Applied::Granted);
+    assert_eq!(m.apply(&Command::Evict { server: 1 }, 2), Applied::Changed);
+    let before = m.clone();
+    assert_eq!(m.apply(&renew(6, 200), 3), Applied::Refused);
+    assert_eq!(m, before, "a refused renewal changes nothing");
+    let down = Command::Down {
+        server: 1,
+        unless_renewed_after: 1,
+    };
+    assert_eq!(m.apply(&down, 4), Applied::Changed);
+    assert_eq!(m.apply(&renew(6, 200), 5), Applied::Granted);
+    let e = &m.servers[1];
+    assert_eq!(
+        (e.state, e.fresh, e.refill, e.storage),
+        (State::Recovering, true, true, 200)
+    );
+}
+
+#[test]
 fn a_group_leaves_a_primary_whose_disk_was_replaced() {
     let mut m = Map::new(3);
     let renew = |server, storage| Command::Renew {
@@ -1006,4 +1035,51 @@ fn a_group_store_changes_only_by_a_serve() {
         moved.iter().all(|&n| n > 50),
         "every move happened: {moved:?}"
     );
+}
+
+#[test]
+fn a_new_disk_is_up_only_once_the_groups_it_led_are_served_elsewhere() {
+    let renew = |server, incarnation, storage| Command::Renew {
+        server,
+        incarnation,
+        storage,
+    };
+    let caught_up = |m: &Map, server: NodeId, incarnation| Command::CaughtUp {
+        server,
+        incarnation,
+        recovering_since: m.servers[server as usize].since,
+    };
+    let mut m = Map::new(3);
+    for s in 0..3 {
+        m.apply(&renew(s, 5, 100 + s), 1);
+    }
+    // 0 stops: 1, its standby, takes its group over and serves it; 0 comes back,
+    // follows 1 and is up.
+    m.servers[0].state = State::Down;
+    assert_eq!(m.apply(&lead(0, 1), 2), Applied::Changed);
+    assert_eq!(m.apply(&serve(0, 1), 3), Applied::Changed);
+    assert_eq!(m.apply(&renew(0, 6, 100), 4), Applied::Granted);
+    assert_eq!(m.apply(&caught_up(&m, 0, 6), 5), Applied::Changed);
+    // 1 gets a new disk: still named for 0's group, and its store, though it holds
+    // nothing of it.
+    assert_eq!(m.apply(&renew(1, 7, 201), 6), Applied::Granted);
+    assert!(m.servers[1].fresh);
+    assert_eq!((m.primary(0), m.store(0)), (1, 1));
+    // It is not up while the map names it for the group…
+    assert_eq!(m.apply(&caught_up(&m, 1, 7), 7), Applied::Unchanged);
+    // …and takes no group over: it could never serve one.
+    let mut other = m.clone();
+    other.servers[2].state = State::Down;
+    assert_eq!(other.apply(&lead(2, 1), 8), Applied::Unchanged);
+    // 0, which followed 1, takes its group back; until it served, 1 still holds the
+    // group's store, and is not up.
+    assert_eq!(m.apply(&lead(0, 0), 8), Applied::Changed);
+    assert_eq!((m.primary(0), m.store(0)), (0, 1));
+    assert_eq!(m.apply(&caught_up(&m, 1, 7), 9), Applied::Unchanged);
+    assert_eq!(m.apply(&serve(0, 0), 10), Applied::Changed);
+    assert_eq!((m.primary(0), m.store(0)), (0, 0));
+    assert_eq!(m.apply(&caught_up(&m, 1, 7), 11), Applied::Changed);
+    let e = &m.servers[1];
+    assert_eq!((e.state, e.fresh, e.refill), (State::Up, false, false));
+    m.check().unwrap();
 }
