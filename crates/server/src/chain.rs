@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pvfs_proto::map::{ClusterMap, Copies};
-use pvfs_proto::{Errno, ErrorKind, Handle};
+use pvfs_proto::{Errno, Handle};
 use tokio::sync::Notify;
 
 use crate::error::{OpError, OpResult};
@@ -45,7 +45,7 @@ impl Place {
 
 /// An error that tells the sender to fetch the map and send again.
 pub fn map_error(message: impl Into<String>) -> OpError {
-    OpError::of_kind(ErrorKind::Map, Errno::EAGAIN, message)
+    OpError::map(message)
 }
 
 /// Checks that this server (`me`) may act on a copy of a datafile whose copies are

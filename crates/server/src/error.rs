@@ -70,6 +70,12 @@ impl OpError {
         OpError::of_kind(ErrorKind::NoServer, Errno::ESTALE, message)
     }
 
+    /// The sender's cluster map is not this server's, or the map does not let this
+    /// server act as asked now: the client learns the newest map and asks again.
+    pub fn map(message: impl Into<String>) -> OpError {
+        OpError::of_kind(ErrorKind::Map, Errno::EAGAIN, message)
+    }
+
     /// Busy or out of a resource for now: worth asking again after a pause.
     pub fn busy(errno: Errno, message: impl Into<String>) -> OpError {
         OpError::of_kind(ErrorKind::Busy, errno, message)

@@ -111,7 +111,7 @@ impl Peers {
             // serves it: a new disk, a map newer than this server's routes): a map
             // error, waited out as clients do, not the caller's failure.
             if e.errno == Errno::ESTALE && e.kind != ErrorKind::Map {
-                crate::chain::map_error(format!(
+                OpError::map(format!(
                     "{} does not serve the metadata of {}: {e}",
                     self.config.servers[via].name, self.config.servers[idx].name
                 ))
