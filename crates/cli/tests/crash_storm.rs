@@ -976,8 +976,7 @@ fn storm(mode: Mode) {
             builder = builder.servers(5);
         }
         builder = builder
-            .genconfig_arg("--replicas")
-            .genconfig_arg(&copies.to_string())
+            .replicas(u32::from(copies))
             .set("lease", r#""1s""#)
             .on_hosts();
     }

@@ -269,8 +269,7 @@ fn through_every_interface(cluster: &Cluster, fault: impl FnOnce(), heal: impl F
 fn cluster(on_hosts: bool) -> Cluster {
     let mut b = Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         .set("lease", r#""1s""#);
     if on_hosts {
         b = b.on_hosts();

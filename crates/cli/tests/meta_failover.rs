@@ -230,8 +230,7 @@ fn a_standby_that_confirms_nothing_while_it_renews_its_lease_is_evicted() {
     // never reach a confirmed standby.
     let cluster = Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         .set("lease", r#""1s""#)
         .request_timeout("4s")
         .server_env_of("s1", "PVFS_FAULTS", "drop-reply:Replicate:1000000000")
@@ -286,8 +285,7 @@ fn a_standby_named_in_a_stopped_primarys_place_and_killed_before_it_served_hands
     let hold = faults.path().join("hold");
     let cluster = Cluster::builder()
         .servers(5)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("3")
+        .replicas(3)
         // Long enough that a standby killed and started again renews before the
         // authority calls it down: the map keeps naming it.
         .set("lease", r#""3s""#)

@@ -269,8 +269,7 @@ fn a_data_server_with_a_new_disk_hands_out_no_handle_twice() {
         .servers(4)
         .genconfig_arg("--meta-servers")
         .genconfig_arg("2")
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         .set("lease", r#""1s""#)
         .start();
     assert!(cluster.config().meta_group(3).is_empty());
@@ -447,8 +446,7 @@ fn a_group_led_by_a_standby_that_gets_a_new_disk_goes_back_to_its_own_server() {
     // group's layouts too).
     let cluster = Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         // Long enough that s1, killed and started again, renews before the
         // authority calls it down.
         .set("lease", r#""3s""#)
@@ -578,8 +576,7 @@ fn a_new_disk_on_a_standby_evicted_meanwhile_is_still_a_new_disk() {
     // for whole ones).
     let cluster = Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         // Long enough that s1 is started again before the authority calls it down;
         // the patience before an eviction is half the request timeout.
         .set("lease", r#""4s""#)

@@ -78,8 +78,7 @@ fn a_server_cut_off_the_network_costs_a_pause_never_an_error_nor_a_byte() {
     }
     let cluster = Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         .set("lease", r#""1s""#)
         .on_hosts()
         .start();

@@ -31,8 +31,7 @@ const LEASE: Duration = Duration::from_secs(1);
 fn cluster() -> Cluster {
     Cluster::builder()
         .servers(4)
-        .genconfig_arg("--replicas")
-        .genconfig_arg("2")
+        .replicas(2)
         .set("lease", r#""1s""#)
         .start()
 }

@@ -75,3 +75,38 @@ pub async fn mend(
     );
     Err(error)
 }
+
+/// Runs `attempt` (a read or a check of `len` bytes of datafile `handle`) until it
+/// does not fail on a damaged block, mending each one it meets first: the error of
+/// a block that cannot be mended, of a read between servers (another copy catching
+/// up takes its bytes from elsewhere), or of blocks that keep failing once mended.
+pub async fn mending<T, F, Fut>(
+    ctx: &Arc<Ctx>,
+    handle: Handle,
+    copies: &Copies,
+    len: u64,
+    mut attempt: F,
+) -> OpResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = OpResult<T>>,
+{
+    // Every block of it, and once more.
+    for _ in 0..len / SUM_BLOCK + 2 {
+        let error = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        let Some((_, offset, unsure)) = error.bad_block() else {
+            return Err(error);
+        };
+        if copies.hop > 0 {
+            return Err(error);
+        }
+        mend(ctx, handle, copies, offset, unsure, error).await?;
+    }
+    Err(OpError::internal(
+        pvfs_proto::Errno::EIO,
+        format!("datafile {handle:016x}: blocks mended kept failing their checksums"),
+    ))
+}

@@ -113,6 +113,13 @@ impl Promoted {
         host.clone()
     }
 
+    /// Whether no proposal was made yet for group `g` under map `version` (one try
+    /// per map); records this one.
+    fn first_proposal(&self, g: usize, version: u64) -> bool {
+        let mut proposed = self.proposed.lock().unwrap_or_else(|e| e.into_inner());
+        proposed.insert(g, version) != Some(version)
+    }
+
     /// Forgets the proposal made for group `g` under map `version`, which the
     /// authority did not answer: the next look proposes again under the same map.
     fn unpropose(&self, g: usize, version: u64) {
@@ -311,12 +318,8 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
     if !up || !host.lease.valid() || !(store || host.standbys.following(g)) {
         return;
     }
-    {
-        let mut proposed = promoted.proposed.lock().unwrap_or_else(|e| e.into_inner());
-        if proposed.get(&g) == Some(&map.version) {
-            return;
-        }
-        proposed.insert(g, map.version);
+    if !promoted.first_proposal(g, map.version) {
+        return;
     }
     let name = &host.config.servers[g].name;
     match host.lease.propose_lead(g).await {
@@ -439,12 +442,8 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, view: &View) 
 /// Hands group `g` back to the copy that served it last: the map names this server
 /// its primary, but its copy never served and cannot (once per map).
 async fn hand_back(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize) {
-    {
-        let mut proposed = promoted.proposed.lock().unwrap_or_else(|e| e.into_inner());
-        if proposed.get(&g) == Some(&map.version) {
-            return;
-        }
-        proposed.insert(g, map.version);
+    if !promoted.first_proposal(g, map.version) {
+        return;
     }
     let name = &host.config.servers[g].name;
     match host.lease.propose_yield(g).await {

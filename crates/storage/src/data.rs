@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -555,13 +555,7 @@ impl FileData {
     fn write_checked(&self, h: Handle, off: u64, bufs: &[&[u8]]) -> Result<(), StorageError> {
         let _held = self.lock(h);
         let f = self.file_with_sums(h)?;
-        if bufs.iter().any(|b| !b.is_empty()) {
-            if let Some(s) = self.sum_file(h)? {
-                let (first, entries) = crate::sums::sums_of_write(&f, &s, off, bufs)?;
-                crate::sums::write_entries(&s, first, &entries)?;
-            }
-        }
-        pwritev_all(&f, off, bufs)
+        write_summed(&f, self.sum_file(h)?.as_deref(), off, bufs)
     }
 
     /// The open datafile, from the cache or opened read-write (created 0600 if `create`);
@@ -684,16 +678,21 @@ impl FileData {
         }
         Ok(())
     }
+}
 
-    /// Writes the concatenation of `bufs` at `off`, its sums first.
-    pub fn write_vectored_at(
-        &self,
-        h: Handle,
-        off: u64,
-        bufs: &[&[u8]],
-    ) -> Result<(), StorageError> {
-        self.write_checked(h, off, bufs)
+/// Writes the concatenation of `bufs` at `off` of datafile `f`, the entries of its
+/// sidecar `sums` (when it has one) first; called holding the datafile's lock.
+fn write_summed(
+    f: &File,
+    sums: Option<&File>,
+    off: u64,
+    bufs: &[&[u8]],
+) -> Result<(), StorageError> {
+    if let Some(s) = sums.filter(|_| bufs.iter().any(|b| !b.is_empty())) {
+        let (first, entries) = crate::sums::sums_of_write(f, s, off, bufs)?;
+        crate::sums::write_entries(s, first, &entries)?;
     }
+    pwritev_all(f, off, bufs)
 }
 
 /// Writes the concatenation of `bufs` at `off` of `f` with `pwritev`, looping on
@@ -804,18 +803,9 @@ impl DataBackend for FileData {
                 .get(at..at.saturating_add(len))
                 .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
             at += len;
-            if !piece.is_empty() {
-                let (first, entries) = crate::sums::sums_of_write(&f, &sums, off, &[piece])?;
-                crate::sums::write_entries(&sums, first, &entries)?;
-            }
-            f.write_all_at(piece, off)
+            write_summed(&f, Some(&sums), off, &[piece])
         });
-        Some(
-            written
-                .and_then(|()| f.metadata())
-                .map(|md| stat_of(&md))
-                .map_err(StorageError::from),
-        )
+        Some(written.and_then(|()| Ok(stat_of(&f.metadata()?))))
     }
 
     fn stat_if_open(&self, h: Handle) -> Option<Result<DatafileStat, StorageError>> {
@@ -1081,7 +1071,7 @@ impl DataBackend for FileData {
     }
 
     fn write_vectored_at(&self, h: Handle, off: u64, bufs: &[&[u8]]) -> Result<(), StorageError> {
-        FileData::write_vectored_at(self, h, off, bufs)
+        self.write_checked(h, off, bufs)
     }
 
     fn verifier(&self) -> u64 {

@@ -1069,6 +1069,12 @@ impl Builder {
         self
     }
 
+    /// Copies of everything (`pvfs genconfig --replicas n`).
+    pub fn replicas(self, n: u32) -> Self {
+        self.genconfig_arg("--replicas")
+            .genconfig_arg(&n.to_string())
+    }
+
     /// Adds an argument to `pvfs genconfig`.
     pub fn genconfig_arg(mut self, a: &str) -> Self {
         self.extra.push(a.into());
@@ -1851,8 +1857,7 @@ pub fn four_with_two_copies() -> Cluster {
 pub fn with_copies(servers: usize, copies: u32) -> Cluster {
     let cluster = Cluster::builder()
         .servers(servers)
-        .genconfig_arg("--replicas")
-        .genconfig_arg(&copies.to_string())
+        .replicas(copies)
         .set("lease", r#""1s""#)
         .start();
     all_up_with_standby_copies(&cluster);

@@ -27,7 +27,7 @@ use crate::chain::{self, Role};
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 use crate::handlers::write::{check_regions, check_stripe, local_span};
-use crate::mend::mend;
+use crate::mend::mending;
 use crate::op::{Access, Answer, Cx, Handler};
 use crate::reply::Reply;
 
@@ -331,32 +331,19 @@ async fn checked(
     runs: &[(u64, u64)],
     copies: &Copies,
 ) -> OpResult<()> {
-    let most = (runs.iter().map(|r| r.1).sum::<u64>() / pvfs_storage::sums::SUM_BLOCK) + 2;
-    for _ in 0..most {
+    let len = runs.iter().map(|r| r.1).sum();
+    mending(ctx, handle, copies, len, || {
         let data = ctx.data.clone();
         let todo = runs.to_vec();
-        let checked = ctx
-            .spawn_work(move || data.check_runs(handle, &todo))
-            .await
-            .map_err(|e| {
-                OpError::internal(pvfs_proto::Errno::EIO, format!("read task failed: {e}"))
-            })?;
-        let error = match checked {
-            Ok(()) => return Ok(()),
-            Err(e) => OpError::from(e),
-        };
-        let Some((_, offset, unsure)) = error.bad_block() else {
-            return Err(error);
-        };
-        if copies.hop > 0 {
-            return Err(error);
-        }
-        mend(ctx, handle, copies, offset, unsure, error).await?;
-    }
-    Err(OpError::internal(
-        pvfs_proto::Errno::EIO,
-        format!("datafile {handle:016x}: blocks mended kept failing their checksums"),
-    ))
+        let check = ctx.spawn_work(move || data.check_runs(handle, &todo));
+        async move { Ok(joined(check.await)??) }
+    })
+    .await
+}
+
+/// The outcome of a blocking task, or EIO when the task died.
+fn joined<T>(r: Result<T, tokio::task::JoinError>) -> OpResult<T> {
+    r.map_err(|e| OpError::internal(pvfs_proto::Errno::EIO, format!("read task failed: {e}")))
 }
 
 /// A chunk being read: its runs (to read again) and the read.
@@ -400,38 +387,20 @@ fn read_runs(ctx: &Arc<Ctx>, handle: Handle, runs: Vec<(u64, u64)>, len: usize) 
 }
 
 /// The bytes of a chunk being read; a block that does not match its checksum is
-/// mended (`crate::mend`) and the chunk read again, unless this read is another
-/// copy's catching up (which then takes its bytes from elsewhere).
+/// mended (`crate::mend`) and the chunk read again.
 async fn chunk(
     ctx: &Arc<Ctx>,
     handle: Handle,
-    mut job: ChunkJob,
+    job: ChunkJob,
     copies: &Copies,
 ) -> OpResult<PooledBuf> {
-    // Every block of the chunk, and once more.
-    let most = job.len as u64 / pvfs_storage::sums::SUM_BLOCK + 2;
-    for _ in 0..most {
-        let error = match job.job.await {
-            Ok(Ok(buf)) => return Ok(buf),
-            Ok(Err(e)) => e,
-            Err(e) => {
-                return Err(OpError::internal(
-                    pvfs_proto::Errno::EIO,
-                    format!("read task failed: {e}"),
-                ))
-            }
-        };
-        let Some((_, offset, unsure)) = error.bad_block() else {
-            return Err(error);
-        };
-        if copies.hop > 0 {
-            return Err(error);
-        }
-        mend(ctx, handle, copies, offset, unsure, error).await?;
-        job = read_runs(ctx, handle, job.runs, job.len);
-    }
-    Err(OpError::internal(
-        pvfs_proto::Errno::EIO,
-        format!("datafile {handle:016x}: blocks mended kept failing their checksums"),
-    ))
+    let ChunkJob { runs, len, job } = job;
+    let mut first = Some(job);
+    mending(ctx, handle, copies, len as u64, || {
+        let job = first
+            .take()
+            .unwrap_or_else(|| read_runs(ctx, handle, runs.clone(), len).job);
+        async move { joined(job.await)? }
+    })
+    .await
 }
