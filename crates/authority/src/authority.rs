@@ -124,7 +124,7 @@ impl Authority {
             raft.clone(),
             leases.clone(),
             map.clone(),
-            params,
+            params.clone(),
         ));
         let authority = Authority {
             inner: Arc::new(Inner {
@@ -132,7 +132,7 @@ impl Authority {
                 raft,
                 map,
                 leases,
-                params,
+                params: params.clone(),
                 checker: Mutex::new(Some(checker)),
                 closed: tokio::sync::Mutex::new(Some(closed)),
                 members: voters.clone(),
@@ -216,7 +216,7 @@ impl Authority {
                     raft,
                     members: &self.inner.members,
                     taken_back: &self.inner.taken_back,
-                    params: self.inner.params,
+                    params: self.inner.params.clone(),
                 };
                 leader.readmit(member).await
             }
@@ -257,7 +257,8 @@ impl Authority {
                 | Command::Evict { .. }
                 | Command::Lead { .. }
                 | Command::Serve { .. }
-                | Command::Yield { .. } => match self.write(cmd).await {
+                | Command::Yield { .. }
+                | Command::Rebuilt { .. } => match self.write(cmd).await {
                     Ok(r) => Reply::Proposed {
                         applied: r.data.applied,
                         map: r.data.map,

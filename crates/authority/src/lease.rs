@@ -182,7 +182,13 @@ impl Leases {
                 // unknown, so this one starts over (later, never earlier).
                 let since = *t.down_since.entry(server).or_insert(now);
                 if now >= since + params.rebuild_after {
-                    cmds.push(Command::Lost { server });
+                    let heirs = params
+                        .data_servers
+                        .iter()
+                        .copied()
+                        .filter(|&h| h != server && map.server(h).is_some_and(|e| !e.state.gone()))
+                        .collect();
+                    cmds.push(Command::Lost { server, heirs });
                 }
             }
         }

@@ -40,12 +40,15 @@ use std::time::Duration;
 pub type NodeId = u64;
 
 /// The lease timings (the `[replication]` table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
     /// How long a renewal holds (`L`): a server silent this long is marked `Down`.
     pub lease: Duration,
     /// How long a server stays `Down` before it is `Lost` (its copies rebuilt elsewhere).
     pub rebuild_after: Duration,
+    /// The data servers, in configuration order: a lost server's copies go to
+    /// those of them not gone ([`Command::Lost`]'s heirs).
+    pub data_servers: Vec<NodeId>,
 }
 
 impl Params {

@@ -58,6 +58,21 @@ pub struct ServerEntry {
     /// records of what it missed lost them with its own).
     #[serde(default)]
     pub refill: bool,
+    /// Since it was first lost: the servers that take its copies of datafiles (set
+    /// by its first [`Command::Lost`], kept after); each datafile's copy goes to
+    /// one of them, chosen by `ClusterMap::holders` (`docs/replication.md`,
+    /// "Rebuild").
+    #[serde(default)]
+    pub heirs: Vec<NodeId>,
+    /// The map version of its first [`Command::Lost`] (0: never lost): orders
+    /// losses for `ClusterMap::holders`.
+    #[serde(default)]
+    pub lost_at: u64,
+    /// The map version under which it last held every copy it took as an heir
+    /// ([`Command::Rebuilt`]; 0: never): its copies as an heir of servers lost
+    /// before then serve reads.
+    #[serde(default)]
+    pub rebuilt_at: u64,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
@@ -92,10 +107,24 @@ pub enum Command {
         /// The server's `renewed` as the leader saw it when it decided.
         unless_renewed_after: u64,
     },
-    /// The leader saw the server down longer than `rebuild_after`.
+    /// The leader saw the server down longer than `rebuild_after`: it is gone for
+    /// good, and its copies of datafiles go to `heirs`.
     Lost {
         /// The server.
         server: NodeId,
+        /// The data servers that take its copies (those not gone when the leader
+        /// decided; the ones gone when it applies are left out).
+        #[serde(default)]
+        heirs: Vec<NodeId>,
+    },
+    /// An heir holds every copy it took of lost servers under map `version`: those
+    /// serve reads from now on.
+    Rebuilt {
+        /// The heir.
+        server: NodeId,
+        /// The map version under which it finished: void if the heir stopped
+        /// serving since (it may have missed changes, and catches up first).
+        version: u64,
     },
     /// A recovering server has caught up with what it missed.
     CaughtUp {
@@ -170,7 +199,8 @@ impl Command {
         match *self {
             Command::Renew { server, .. }
             | Command::Down { server, .. }
-            | Command::Lost { server }
+            | Command::Lost { server, .. }
+            | Command::Rebuilt { server, .. }
             | Command::CaughtUp { server, .. }
             | Command::Drain { server }
             | Command::Retire { server }
@@ -211,6 +241,9 @@ impl Map {
             storage: 0,
             fresh: false,
             refill: false,
+            heirs: Vec::new(),
+            lost_at: 0,
+            rebuilt_at: 0,
         };
         Map {
             version: 0,
@@ -263,6 +296,19 @@ impl Map {
                         s.unserved
                     )));
                 }
+            }
+            if s.heirs.contains(&(i as NodeId))
+                || (s.lost_at == 0 && !s.heirs.is_empty())
+                || s.lost_at > self.version
+                || s.rebuilt_at > self.version
+            {
+                return Err(Error::Decode(format!(
+                    "server {i} is {} with heirs {:?} since {} (rebuilt at {})",
+                    s.state.name(),
+                    s.heirs,
+                    s.lost_at,
+                    s.rebuilt_at
+                )));
             }
             // A primary that has not served yet is never the copy that served last:
             // going back to that copy (`Yield`) moves the group.
@@ -335,7 +381,37 @@ impl Map {
                     Applied::Unchanged
                 }
             }
-            Command::Lost { .. } => self.transition(i, State::Down, State::Lost),
+            Command::Lost { ref heirs, .. } => {
+                let applied = self.transition(i, State::Down, State::Lost);
+                // The heirs of its first loss stay its heirs: another loss's pick
+                // (`ClusterMap::holders`) never moves.
+                if applied == Applied::Changed && self.servers[i].lost_at == 0 {
+                    let keep = |&h: &NodeId| {
+                        h != i as NodeId && self.server(h).is_some_and(|e| !e.state.gone())
+                    };
+                    let heirs: Vec<NodeId> = heirs.iter().copied().filter(keep).collect();
+                    let version = self.version;
+                    let entry = &mut self.servers[i];
+                    entry.heirs = heirs;
+                    entry.lost_at = version;
+                }
+                applied
+            }
+            Command::Rebuilt { version, .. } => {
+                // Only an heir that has been up all along since the map it copied
+                // under: one that went down meanwhile comes back recovering and
+                // catches up first (and reports again).
+                if !matches!(entry.state, State::Up | State::Draining)
+                    || entry.since > version
+                    || version <= entry.rebuilt_at
+                    || version > self.version
+                {
+                    return Applied::Unchanged;
+                }
+                self.version += 1;
+                self.servers[i].rebuilt_at = version;
+                Applied::Changed
+            }
             Command::CaughtUp {
                 incarnation,
                 recovering_since,
@@ -523,7 +599,16 @@ impl Map {
             // Refused above, as an evicted server is until its lease has run out and
             // it is down (`Evict`).
             State::Retired => Applied::Refused,
-            State::Down | State::Lost => {
+            State::Lost => {
+                // Back after its copies went to its heirs: nobody kept records of
+                // what it missed since, so it copies every datafile whole, and takes
+                // its place back in the chains (its heirs leave them).
+                entry.incarnation = incarnation;
+                entry.refill = true;
+                self.rejoin(i);
+                Applied::Granted
+            }
+            State::Down => {
                 // Back: it missed changes, so it catches up before it is up again.
                 entry.incarnation = incarnation;
                 self.rejoin(i);

@@ -105,7 +105,7 @@ pub(crate) async fn run(e: Empty) {
          leader takes it back"
     );
     let members = e.members.iter().copied().collect();
-    let renewer = Renewer::new(me, 0, 0, members, e.wire.clone(), e.params);
+    let renewer = Renewer::new(me, 0, 0, members, e.wire.clone(), e.params.clone());
     loop {
         match renewer.rejoin().await {
             Ok(Reply::Learning) => {

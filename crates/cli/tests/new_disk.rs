@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{all_up_with_standby_copies, assert_bytes_eq, poll, scaled, state_of, Cluster};
-use common::{Rng, TestClient};
+use common::churn::{check_all, check_files, content, wait_state, write_files, write_first, Busy};
+use common::TestClient;
+use common::{all_up_with_standby_copies, poll, scaled, state_of, Cluster};
 use pvfs_proto::codec::{decode, encode};
-use pvfs_proto::{Creds, LayoutSpec, Request, RequestBody, Response, RetryKey};
+use pvfs_proto::{Creds, Request, RequestBody, Response, RetryKey};
 
 /// What a server's log says once it refilled its copies.
 const REFILLED: &str = "refilled every datafile this server holds a copy of";
@@ -27,75 +28,15 @@ const REFILLED: &str = "refilled every datafile this server holds a copy of";
 /// What a server's log says of a metadata group it took over.
 const TOOK_OVER: &str = "serving a metadata group from this server's copy, as its primary";
 
-/// The bytes of file `{prefix}{i}`: 192 KiB, so it spans every server's datafile.
-fn content(prefix: &str, i: u64) -> Vec<u8> {
-    let seed = prefix
-        .bytes()
-        .fold(i, |a, b| a.wrapping_mul(31).wrapping_add(u64::from(b)));
-    Rng::new(seed).bytes(192 << 10)
-}
-
-/// Creates, writes and fsyncs `{prefix}{i}` for i in `range`; the servers of the
-/// copies of every datafile made.
-async fn write_files(
-    c: &pvfs_client::Client,
-    prefix: &str,
-    range: std::ops::Range<u64>,
-) -> Vec<Vec<u32>> {
-    let mut copies = Vec::new();
-    for i in range {
-        let path = format!("{prefix}{i}");
-        let f = c
-            .create(&path, 0o644, LayoutSpec::default(), true)
-            .await
-            .unwrap_or_else(|e| panic!("create {path}: {e}"));
-        f.write_at(0, &content(prefix, i))
-            .await
-            .unwrap_or_else(|e| panic!("write {path}: {e}"));
-        f.fsync()
-            .await
-            .unwrap_or_else(|e| panic!("fsync {path}: {e}"));
-        copies.extend(f.layout().datafiles.iter().map(|d| d.replicas().collect()));
-    }
-    copies
-}
-
-/// Reads `{prefix}{i}` back for i in `range`, byte for byte.
-async fn check_files(c: &pvfs_client::Client, prefix: &str, range: std::ops::Range<u64>) {
-    for i in range {
-        let path = format!("{prefix}{i}");
-        let f = c
-            .open(&path)
-            .await
-            .unwrap_or_else(|e| panic!("open {path}: {e}"));
-        let want = content(prefix, i);
-        let mut back = vec![0u8; want.len() + 1];
-        let n = f
-            .read_at(0, &mut back)
-            .await
-            .unwrap_or_else(|e| panic!("read {path}: {e}"));
-        assert_bytes_eq(&back[..n], &want, &path);
-    }
-}
-
 /// Kills server `name`, empties its storage directory (a new disk) and starts it
 /// again, at once or (`down_first`) once the map calls it down.
 fn replace_disk(cluster: &Cluster, name: &str, down_first: bool) {
     cluster.kill(name, libc::SIGKILL);
     cluster.empty_storage(name);
     if down_first {
-        wait_state(cluster, name, "down");
+        wait_state(cluster, name, "down", Duration::from_secs(30));
     }
     cluster.restart(name);
-}
-
-/// Waits until the map calls server `name` `state`.
-fn wait_state(cluster: &Cluster, name: &str, state: &str) {
-    poll(
-        &format!("{name} {state}"),
-        scaled(Duration::from_secs(30)),
-        || (state_of(cluster, name).as_deref() == Some(state)).then_some(()),
-    );
 }
 
 /// Waits until server `name` is up and has refilled its copies; the datafiles its
@@ -151,36 +92,15 @@ fn new_disk_under_load(v: usize, down_first: bool) {
     assert_eq!(config.meta_group(v), vec![v as u32, w as u32]);
     assert!(config.replication.authority.contains(&v));
     let tc = TestClient::new(config.clone());
-    let mut copies = tc.run(Duration::from_secs(120), async |c| {
-        write_files(&c, "/a", 0..24).await
-    });
-    let on_v = copies.iter().filter(|c| c.contains(&(v as u32))).count() as u64;
-    assert!(on_v > 0);
+    let (mut copies, on_v) = write_first(&tc, v);
 
     // It gets a new disk while a client reads the files it held copies of and
     // writes new ones: no error.
-    let stop = Arc::new(AtomicBool::new(false));
-    let busy = {
-        let (config, stop) = (config.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let tc = TestClient::new(config);
-            tc.run(Duration::from_secs(300), async |c| {
-                let mut made = 0;
-                let mut copies = Vec::new();
-                while !stop.load(Ordering::Relaxed) || made < 8 {
-                    copies.extend(write_files(&c, "/b", made..made + 1).await);
-                    check_files(&c, "/a", made % 24..made % 24 + 1).await;
-                    made += 1;
-                }
-                (made, copies)
-            })
-        })
-    };
+    let busy = Busy::start(&config);
     let took_over_before = cluster.log(&sw).matches(TOOK_OVER).count();
     replace_disk(&cluster, &sv, down_first);
     let refilled = wait_refilled(&cluster, &sv);
-    stop.store(true, Ordering::Relaxed);
-    let (made, more) = busy.join().unwrap();
+    let (made, more) = busy.finish();
     copies.extend(more);
     eprintln!("{sv} refilled {refilled} datafiles; {made} files written meanwhile");
     assert!(
@@ -210,10 +130,7 @@ fn new_disk_under_load(v: usize, down_first: bool) {
         .count();
     assert!(alone > 0, "no datafile has its copies on {sv} and {sw}");
     cluster.kill(&sw, libc::SIGKILL);
-    tc.run(Duration::from_secs(120), async |c| {
-        check_files(&c, "/a", 0..24).await;
-        check_files(&c, "/b", 0..made).await;
-    });
+    check_all(&tc, made);
     cluster.restart(&sw);
     all_up_with_standby_copies(&cluster);
     assert_fsck_clean(&cluster);
@@ -265,13 +182,7 @@ async fn reserve_handle(config: &pvfs_config::Config, server: usize, seq: u64) -
 fn a_data_server_with_a_new_disk_hands_out_no_handle_twice() {
     // Two metadata servers; s3 holds data only, and reserves datafile handles from
     // its own store, which a new disk starts over.
-    let cluster = Cluster::builder()
-        .servers(4)
-        .genconfig_arg("--meta-servers")
-        .genconfig_arg("2")
-        .replicas(2)
-        .set("lease", r#""1s""#)
-        .start();
+    let cluster = common::two_meta_of_four(&[]);
     assert!(cluster.config().meta_group(3).is_empty());
     hands_out_no_handle_twice(&cluster, 3);
 }
@@ -366,7 +277,7 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
         write_files(&c, "/old-", 0..n).await;
     });
     cluster.kill(&name(2), libc::SIGKILL);
-    wait_state(&cluster, &name(2), "down");
+    wait_state(&cluster, &name(2), "down", Duration::from_secs(30));
     let copies = tc.run(Duration::from_secs(120), async |c| {
         for i in 0..n {
             let (from, to) = (format!("/old-{i}"), format!("/f{i}"));
@@ -398,7 +309,7 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
         );
     }
     cluster.restart(&name(2));
-    wait_state(&cluster, &name(2), "up");
+    wait_state(&cluster, &name(2), "up", Duration::from_secs(30));
     // s3 and s4 go: the files whose copies are on s2, s3 and s4 are served by s2's
     // copies alone.
     cluster.kill(&name(3), libc::SIGKILL);

@@ -48,6 +48,7 @@ use pvfs_proto::{
 use crate::error::Result;
 use crate::pool::unexpected;
 use crate::Client;
+use pvfs_proto::map::holders_of;
 
 /// What fsck found wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +132,9 @@ struct Snapshot {
     seals: Vec<(usize, Handle)>,
     /// Objects clients hold open.
     held: BTreeSet<Handle>,
+    /// The cluster map the scan ran under (None without an authority): where the
+    /// copies of datafiles are, which servers are gone for good.
+    map: Option<pvfs_proto::map::ClusterMap>,
 }
 
 /// Items asked per scan page.
@@ -343,9 +347,9 @@ impl Client {
         let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
-            // Every copy of a datafile belongs to its file.
+            // Every copy of a datafile belongs to its file, an heir's too.
             for df in &layout.datafiles {
-                for s in df.replicas().take(layout.replicas.max(1) as usize) {
+                for s in holders_of(snap.map.as_ref(), layout.replicas, df) {
                     referenced.entry(s as usize).or_default().insert(df.handle);
                 }
             }
@@ -436,7 +440,7 @@ impl Client {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
-            let fixed = repair && self.repair_copies(&df, &sums).await;
+            let fixed = repair && self.repair_copies(&df, &snap, &sums).await;
             add(
                 ProblemKind::CopiesDiffer,
                 format!(
@@ -485,18 +489,26 @@ impl Client {
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
             for df in &layout.datafiles {
-                if df.replicas().count() > 1 && df.replicas().all(holds) {
+                let copies = self.whole_copies(snap, df);
+                if copies.len() > 1 && copies.into_iter().all(holds) {
                     wanted.push((*h, *df));
                 }
             }
         }
         let mut differ = Vec::new();
         for round in 0..2 {
-            let sums = self.sum_copies(wanted.iter().map(|(_, df)| df)).await?;
+            let sums = self
+                .sum_copies(
+                    wanted
+                        .iter()
+                        .map(|(_, df)| (df.handle, self.whole_copies(snap, df))),
+                )
+                .await?;
             differ.clear();
             for (h, df) in &wanted {
-                let each: Vec<(u32, (u64, u32))> = df
-                    .replicas()
+                let each: Vec<(u32, (u64, u32))> = self
+                    .whole_copies(snap, df)
+                    .into_iter()
                     .map(|s| (s, sums.get(&(s, df.handle)).copied().unwrap_or_default()))
                     .collect();
                 if each.iter().any(|(_, sum)| *sum != each[0].1) {
@@ -512,15 +524,26 @@ impl Client {
         Ok(differ)
     }
 
-    /// (size, CRC32C) of every copy of `datafiles`, by (server, handle).
+    /// The servers of the copies of `df` (a datafile of a file with copies) fsck
+    /// compares: where the scan's map has them, but heirs still rebuilding theirs.
+    fn whole_copies(&self, snap: &Snapshot, df: &pvfs_proto::Datafile) -> Vec<u32> {
+        let listed: Vec<u32> = df.replicas().collect();
+        match &snap.map {
+            Some(map) if listed.len() > 1 => map.whole_holders(&listed),
+            _ => listed,
+        }
+    }
+
+    /// (size, CRC32C) of every copy of `datafiles` (each a handle and the servers of
+    /// its copies), by (server, handle).
     async fn sum_copies(
         &self,
-        datafiles: impl Iterator<Item = &pvfs_proto::Datafile>,
+        datafiles: impl Iterator<Item = (Handle, Vec<u32>)>,
     ) -> Result<HashMap<(u32, Handle), (u64, u32)>> {
         let mut by_server: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
-        for df in datafiles {
-            for s in df.replicas() {
-                by_server.entry(s as usize).or_default().push(df.handle);
+        for (handle, servers) in datafiles {
+            for s in servers {
+                by_server.entry(s as usize).or_default().push(handle);
             }
         }
         let mut out = HashMap::new();
@@ -547,8 +570,14 @@ impl Client {
     /// majority what the head of its chain holds (a copy with a damaged block is
     /// never the one copied: then another that is not); whether every copy agrees
     /// after.
-    async fn repair_copies(&self, df: &pvfs_proto::Datafile, sums: &[(u32, (u64, u32))]) -> bool {
+    async fn repair_copies(
+        &self,
+        df: &pvfs_proto::Datafile,
+        snap: &Snapshot,
+        sums: &[(u32, (u64, u32))],
+    ) -> bool {
         let copies: Vec<u32> = df.replicas().collect();
+        let holders = self.whole_copies(snap, df);
         let sound = |s: u32| sums.iter().any(|&(c, sum)| c == s && sum != DAMAGED);
         let majority = sums.iter().find(|(_, sum)| {
             *sum != DAMAGED
@@ -559,7 +588,7 @@ impl Client {
             None => match self.cluster_map().await {
                 Ok(Some(map)) => match map.head(&copies).filter(|&h| sound(h)) {
                     Some(s) => s,
-                    None => match copies.iter().copied().find(|&s| sound(s)) {
+                    None => match holders.iter().copied().find(|&s| sound(s)) {
                         Some(s) => s,
                         None => return false,
                     },
@@ -581,8 +610,11 @@ impl Client {
                 return false;
             }
         }
-        match self.sum_copies(std::iter::once(df)).await {
-            Ok(after) => copies
+        match self
+            .sum_copies(std::iter::once((df.handle, holders.clone())))
+            .await
+        {
+            Ok(after) => holders
                 .iter()
                 .all(|s| after.get(&(*s, df.handle)) == after.get(&(good, df.handle))),
             Err(_) => false,
@@ -621,7 +653,11 @@ impl Client {
                 .enumerate()
                 .skip(layout.width as usize);
             for (i, df) in past.filter(|(_, df)| self.can_hold(df)) {
-                let s = df.server as usize;
+                // Its first copy that is whole (a lost server's heir in its place).
+                let s = self
+                    .whole_copies(snap, df)
+                    .first()
+                    .map_or(df.server as usize, |&s| s as usize);
                 match by_server.iter_mut().find(|(x, _)| *x == s) {
                     Some((_, v)) => v.push((*h, i, df.handle)),
                     None => by_server.push((s, vec![(*h, i, df.handle)])),
@@ -696,12 +732,21 @@ impl Client {
     }
 
     async fn snapshot(&self) -> Result<Snapshot> {
-        let mut snap = Snapshot::default();
+        let mut snap = Snapshot {
+            map: self.cluster_map().await?,
+            ..Snapshot::default()
+        };
         let servers = &self.config().servers;
         // Datafiles first: a datafile appears after its file's object, so a datafile
-        // seen here always has its object in the object scan below.
+        // seen here always has its object in the object scan below. A server gone
+        // for good (lost, retired) holds nothing any file counts on.
         for (i, sc) in servers.iter().enumerate() {
-            if !sc.roles.contains(pvfs_proto::Roles::DATA) {
+            let gone = snap
+                .map
+                .as_ref()
+                .and_then(|m| m.state(i as u32))
+                .is_some_and(|s| s.gone());
+            if !sc.roles.contains(pvfs_proto::Roles::DATA) || gone {
                 continue;
             }
             let present = self

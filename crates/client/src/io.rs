@@ -757,10 +757,11 @@ pub(crate) async fn remove_datafiles(
     tickets: &[Capability],
 ) {
     let mut by_server: Vec<(usize, Vec<Handle>)> = Vec::new();
-    // Every copy of every datafile goes.
+    // Every copy of every datafile goes, an heir's too.
+    let map = pool.cached_map();
     let copies = layout.datafiles.iter().flat_map(|df| {
-        df.replicas()
-            .take(layout.replicas.max(1) as usize)
+        pvfs_proto::map::holders_of(map.as_deref(), layout.replicas, df)
+            .into_iter()
             .map(move |s| (s as usize, df.handle))
     });
     for (server, handle) in copies {

@@ -217,14 +217,19 @@ impl Pool {
         self.config.servers.get(server).map_or("?", |s| &s.name)
     }
 
+    /// The cluster map this pool holds, if it fetched one.
+    pub(crate) fn cached_map(&self) -> Option<Arc<pvfs_proto::map::ClusterMap>> {
+        self.maps.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The server a request of `scope` to `server` goes to now: a group's request
     /// to the server serving the group under the cached map.
     fn route(&self, server: usize, scope: Scope) -> usize {
         if scope == Scope::Server || !self.groups_move {
             return server;
         }
-        let map = self.maps.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        map.and_then(|m| m.primary(server as u32))
+        self.cached_map()
+            .and_then(|m| m.primary(server as u32))
             .map_or(server, |p| p as usize)
     }
 

@@ -60,10 +60,11 @@ impl Client {
         let mut start = Vec::new();
         {
             let mut queues = lock(&self.inner.reaper.queues);
-            // Every copy of every datafile goes.
+            // Every copy of every datafile goes, an heir's too.
+            let map = self.inner.pool.cached_map();
             let copies = layout.datafiles.iter().flat_map(|df| {
-                df.replicas()
-                    .take(layout.replicas.max(1) as usize)
+                pvfs_proto::map::holders_of(map.as_deref(), layout.replicas, df)
+                    .into_iter()
                     .map(move |s| (s as usize, df.handle))
             });
             for (server, handle) in copies {

@@ -45,10 +45,17 @@ pub struct ScrubReport {
 impl Client {
     /// Scrubs every datafile of every layout on every data server.
     pub async fn scrub(&self) -> Result<ScrubReport> {
-        // Server -> (datafile, its copies' servers; empty for one copy).
+        // Server -> (datafile, its copies' servers; empty for one copy). Servers
+        // gone for good hold nothing: their heirs hold their copies.
+        let map = self.cluster_map().await?;
+        let gone = |i: usize| {
+            map.as_ref()
+                .and_then(|m| m.state(i as u32))
+                .is_some_and(|s| s.gone())
+        };
         let mut by_server: BTreeMap<usize, Vec<(Handle, Vec<u32>)>> = BTreeMap::new();
         for (i, sc) in self.config().servers.iter().enumerate() {
-            if sc.roles.contains(pvfs_proto::Roles::DATA) {
+            if sc.roles.contains(pvfs_proto::Roles::DATA) && !gone(i) {
                 by_server.insert(i, Vec::new());
             }
         }
@@ -70,7 +77,7 @@ impl Client {
                     } else {
                         Vec::new()
                     };
-                    for s in copies {
+                    for s in pvfs_proto::map::holders_of(map.as_ref(), layout.replicas, df) {
                         if let Some(v) = by_server.get_mut(&(s as usize)) {
                             v.push((df.handle, listed.clone()));
                         }

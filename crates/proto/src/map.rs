@@ -91,7 +91,7 @@ impl Wire for ServerState {
 }
 
 /// One server's entry in the map.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapServer {
     /// Its state.
     pub state: ServerState,
@@ -111,6 +111,16 @@ pub struct MapServer {
     /// the ranges recorded as missed: its storage was replaced, or a server holding
     /// records of what it missed lost them with its own.
     pub refill: bool,
+    /// Since it was first lost: the servers that take its copies of datafiles, in
+    /// the order the choice for each datafile rotates through
+    /// (`docs/replication.md`, "Rebuild"); empty if it never was. Kept when it
+    /// comes back, so no other loss's choice moves.
+    pub heirs: Vec<u32>,
+    /// The map version at which it was first lost (0: never).
+    pub lost_at: u64,
+    /// The map version under which it last held every copy it took as an heir
+    /// (0: never): its copies as an heir since then serve reads.
+    pub rebuilt_at: u64,
 }
 wire_struct!(MapServer {
     state: ServerState,
@@ -119,7 +129,23 @@ wire_struct!(MapServer {
     led_by: Option<u32>,
     fresh: bool,
     refill: bool,
+    heirs: Vec<u32>,
+    lost_at: u64,
+    rebuilt_at: u64,
 });
+
+/// A server holding a copy of a datafile under the map (`ClusterMap::holders`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The server.
+    pub server: u32,
+    /// The lost server whose copy it took (an heir), if it is not in the layout.
+    pub heir_of: Option<u32>,
+    /// For an heir: the map version since which it holds this place (the latest
+    /// loss of the servers it stands for); its copy serves reads once it rebuilt
+    /// under a version at least this ([`MapServer::rebuilt_at`]).
+    pub since: u64,
+}
 
 /// The map: one entry per server of the configuration, in its order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -192,6 +218,21 @@ wire_struct!(MissedDone {
     gen: u64,
 });
 
+/// The servers holding copies of datafile `df` of a layout of `replicas` copies:
+/// with more than one, the layout's servers as `map` has them (a lost server's heir
+/// in its place, [`ClusterMap::holders`]); else its one server.
+pub fn holders_of(
+    map: Option<&ClusterMap>,
+    replicas: u32,
+    df: &crate::layout::Datafile,
+) -> Vec<u32> {
+    let listed: Vec<u32> = df.replicas().take(replicas.max(1) as usize).collect();
+    match map {
+        Some(map) if listed.len() > 1 => map.holder_servers(&listed),
+        _ => listed,
+    }
+}
+
 impl Copies {
     /// Whether the datafile has more than one copy.
     pub fn replicated(&self) -> bool {
@@ -200,35 +241,173 @@ impl Copies {
 }
 
 impl ClusterMap {
+    /// The servers holding the copies of a datafile whose layout puts them on
+    /// `copies` (`docs/replication.md`, "Rebuild"). Each place of the layout has a
+    /// line of servers: its layout server, and after each server of the line was
+    /// first lost, the heir it picked, rotating through its heirs from a place the
+    /// datafile's copies choose, the first that was never in a line of this
+    /// datafile. The place is held by the first server of its line that is not
+    /// lost (none: the place is left out). Losses are taken in the order they
+    /// first happened and their picks never change, so a later loss never moves a
+    /// copy, and a server back from being lost takes its place back (from when
+    /// its server is lost again, the heir after it holds the place again, as
+    /// from a new loss: [`Holder::since`]).
+    pub fn holders(&self, copies: &[u32]) -> Vec<Holder> {
+        let gone = |s: u32| self.state(s).is_some_and(|st| st.gone());
+        self.lines(copies)
+            .into_iter()
+            .filter_map(|line| {
+                let at = line.iter().position(|&s| !gone(s))?;
+                let before = &line[..at];
+                Some(Holder {
+                    server: line[at],
+                    heir_of: before.last().copied(),
+                    since: before
+                        .iter()
+                        .filter_map(|&l| self.servers.get(l as usize))
+                        .map(|e| e.since)
+                        .max()
+                        .unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// The line of each place of `copies` ([`ClusterMap::holders`]): its layout
+    /// server, then the heirs picked as each was first lost.
+    pub fn lines(&self, copies: &[u32]) -> Vec<Vec<u32>> {
+        // Per place: its line, and whether its last server's loss was taken.
+        let mut lines: Vec<(Vec<u32>, bool)> = copies.iter().map(|&s| (vec![s], false)).collect();
+        let mut seen: Vec<u32> = copies.to_vec();
+        // Each loss taken adds a server never seen to a line, or ends it.
+        for _ in 0..=self.servers.len() + copies.len() {
+            let next = lines
+                .iter()
+                .enumerate()
+                .filter_map(|(at, (line, taken))| {
+                    let last = *line.last()?;
+                    let e = self.servers.get(last as usize)?;
+                    (!taken && e.lost_at != 0).then_some((e.lost_at, last, at))
+                })
+                .min();
+            let Some((_, lost, at)) = next else {
+                break;
+            };
+            let heirs = &self.servers[lost as usize].heirs;
+            let rot = copies.first().map_or(0, |&c| c as usize) + at;
+            let pick = (0..heirs.len())
+                .map(|k| heirs[(rot + k) % heirs.len()])
+                .find(|c| !seen.contains(c));
+            match pick {
+                Some(heir) => {
+                    seen.push(heir);
+                    lines[at].0.push(heir);
+                }
+                None => lines[at].1 = true,
+            }
+        }
+        lines.into_iter().map(|(line, _)| line).collect()
+    }
+
+    /// The servers of [`ClusterMap::holders`].
+    pub fn holder_servers(&self, copies: &[u32]) -> Vec<u32> {
+        self.holders(copies).into_iter().map(|h| h.server).collect()
+    }
+
+    /// The servers of [`ClusterMap::holders`] whose copies are whole but for what
+    /// they missed while down: all but heirs still rebuilding.
+    pub fn whole_holders(&self, copies: &[u32]) -> Vec<u32> {
+        self.holders(copies)
+            .into_iter()
+            .filter(|h| self.rebuilt(h))
+            .map(|h| h.server)
+            .collect()
+    }
+
+    /// Whether `server` holds a copy of a datafile whose layout puts its copies on
+    /// `copies` ([`ClusterMap::holders`]).
+    pub fn holds(&self, copies: &[u32], server: u32) -> bool {
+        self.holders(copies).iter().any(|h| h.server == server)
+    }
+
+    /// The holders of copies on `copies` that are out of `chain` (down, or gone
+    /// with nobody to stand for them): what they miss is recorded for them.
+    pub fn absent(&self, copies: &[u32], chain: &[u32]) -> Vec<u32> {
+        let mut held = self.holder_servers(copies);
+        held.retain(|s| !chain.contains(s));
+        held
+    }
+
+    /// The heirs of lost server `l` that may hold copies of it not rebuilt yet:
+    /// those not gone that have not rebuilt since its loss (`pvfs status`).
+    pub fn heirs_rebuilding(&self, l: u32) -> Vec<u32> {
+        let Some(e) = self.servers.get(l as usize).filter(|e| e.state.gone()) else {
+            return Vec::new();
+        };
+        e.heirs
+            .iter()
+            .copied()
+            .filter(|&h| {
+                self.servers
+                    .get(h as usize)
+                    .is_some_and(|he| !he.state.gone() && he.rebuilt_at < e.since)
+            })
+            .collect()
+    }
+
+    /// Whether `h` may serve reads of its copy as far as rebuilding goes: a
+    /// layout's own copy, or an heir's once it rebuilt since it took the place.
+    pub fn rebuilt(&self, h: &Holder) -> bool {
+        h.heir_of.is_none()
+            || self
+                .servers
+                .get(h.server as usize)
+                .is_some_and(|e| e.rebuilt_at >= h.since)
+    }
+
     /// The chain of a datafile whose copies are on `copies` (in layout order): the
-    /// copies whose servers are up, draining or recovering, ordered by when they last came
-    /// back and then by their place in the layout, so a server that returns joins at
+    /// [`ClusterMap::holders`] whose servers are up, draining or recovering, ordered
+    /// by when they last came back (an heir: when it became one, if later) and then
+    /// by their place in the layout, so a server that returns, or an heir, joins at
     /// the tail and a head moves only away from a server that is down
     /// (`docs/replication.md`, "Placement"). The one function that says which copy
     /// leads, for clients and servers alike. A server missing from the map is left
     /// out.
     pub fn chain(&self, copies: &[u32]) -> Vec<u32> {
-        let mut members: Vec<(u64, usize, u32)> = copies
-            .iter()
+        self.members(copies).into_iter().map(|h| h.server).collect()
+    }
+
+    /// [`ClusterMap::chain`] with who each member stands for.
+    fn members(&self, copies: &[u32]) -> Vec<Holder> {
+        let mut members: Vec<(u64, usize, Holder)> = self
+            .holders(copies)
+            .into_iter()
             .enumerate()
-            .filter_map(|(at, &s)| {
-                let e = self.servers.get(s as usize)?;
+            .filter_map(|(at, h)| {
+                let e = self.servers.get(h.server as usize)?;
+                let since = h.since;
                 matches!(
                     e.state,
                     ServerState::Up | ServerState::Draining | ServerState::Recovering
                 )
-                .then_some((e.joined, at, s))
+                .then_some((e.joined.max(since), at, h))
             })
             .collect();
-        members.sort_unstable();
-        members.into_iter().map(|(_, _, s)| s).collect()
+        members.sort_unstable_by_key(|&(joined, at, _)| (joined, at));
+        members.into_iter().map(|(_, _, h)| h).collect()
     }
 
     /// The copy of `copies` that takes writes now: the first member of the chain that
-    /// is up, else the first draining one (a recovering one never leads).
+    /// is up, else the first draining one (a recovering one never leads, nor an heir
+    /// still rebuilding).
     pub fn head(&self, copies: &[u32]) -> Option<u32> {
-        let chain = self.chain(copies);
-        let first = |want| chain.iter().copied().find(|&s| self.state(s) == Some(want));
+        let chain = self.members(copies);
+        let first = |want| {
+            chain
+                .iter()
+                .find(|h| self.state(h.server) == Some(want) && self.rebuilt(h))
+                .map(|h| h.server)
+        };
         first(ServerState::Up).or_else(|| first(ServerState::Draining))
     }
 
@@ -248,11 +427,13 @@ impl ClusterMap {
     }
 
     /// The copies of `copies` that may serve reads: those up or draining (a
-    /// recovering copy may lack what it missed), in chain order.
+    /// recovering copy may lack what it missed, an heir still rebuilding what it
+    /// took), in chain order.
     pub fn readable(&self, copies: &[u32]) -> Vec<u32> {
-        self.chain(copies)
+        self.members(copies)
             .into_iter()
-            .filter(|&s| self.state(s) != Some(ServerState::Recovering))
+            .filter(|h| self.state(h.server) != Some(ServerState::Recovering) && self.rebuilt(h))
+            .map(|h| h.server)
             .collect()
     }
 }
@@ -277,6 +458,9 @@ mod tests {
                     led_by: (i == 1).then_some(4),
                     fresh: i == 2,
                     refill: i >= 2,
+                    heirs: if i == 2 { vec![0, 1] } else { Vec::new() },
+                    lost_at: 2,
+                    rebuilt_at: i as u64,
                 })
                 .collect(),
         };
@@ -313,6 +497,9 @@ mod tests {
                     led_by: None,
                     fresh: false,
                     refill: false,
+                    heirs: Vec::new(),
+                    lost_at: 0,
+                    rebuilt_at: 0,
                 })
                 .collect(),
         }
@@ -374,5 +561,87 @@ mod tests {
         assert_eq!(m.readable(&[0, 1]), [1]);
         assert_eq!(m.head(&[0]), None);
         assert!(m.readable(&[0]).is_empty());
+    }
+
+    #[test]
+    fn heirs_stand_in_for_lost_servers_and_serve_reads_once_rebuilt() {
+        use ServerState::*;
+        let mut m = map_of(&[(Up, 0); 5]);
+        m.version = 20;
+        let lose = |m: &mut ClusterMap, s: usize, at: u64, heirs: Vec<u32>| {
+            m.servers[s].state = Lost;
+            m.servers[s].since = at;
+            if m.servers[s].lost_at == 0 {
+                m.servers[s].lost_at = at;
+                m.servers[s].heirs = heirs;
+            }
+        };
+        lose(&mut m, 1, 4, vec![0, 2, 3, 4]);
+        // Each set picks from its own place in the heirs: not one server for all.
+        let picks: Vec<u32> = [[0, 1], [1, 2], [4, 1]]
+            .iter()
+            .map(|c| {
+                let h = m.holders(c);
+                assert_eq!(h.len(), 2);
+                let heir = h.iter().find(|h| h.heir_of == Some(1)).unwrap();
+                assert!(!c.contains(&heir.server), "an heir holds no copy already");
+                assert_eq!(heir.since, 4);
+                heir.server
+            })
+            .collect();
+        assert!(picks.iter().any(|&p| p != picks[0]), "{picks:?}");
+        // The heir joins at the tail, takes writes, serves no read until rebuilt.
+        let heir = picks[1];
+        assert_eq!(m.chain(&[1, 2]), [2, heir]);
+        assert_eq!(m.head(&[1, 2]), Some(2));
+        assert_eq!(m.readable(&[1, 2]), [2]);
+        m.servers[heir as usize].rebuilt_at = 3;
+        assert_eq!(m.readable(&[1, 2]), [2], "rebuilt before it took the place");
+        m.servers[heir as usize].rebuilt_at = 5;
+        assert_eq!(m.readable(&[1, 2]), [2, heir]);
+        // A later loss moves no earlier heir; the next heir stands for it.
+        let before = m.holders(&[1, 2]);
+        lose(&mut m, 2, 7, vec![0, 3, 4]);
+        let after = m.holders(&[1, 2]);
+        assert_eq!(after[0], before[0]);
+        assert_eq!(after[1].heir_of, Some(2));
+        assert_ne!(after[1].server, after[0].server);
+        // Not rebuilt yet, the second heir does not lead even when it is first.
+        assert_eq!(m.head(&[1, 2]), Some(heir));
+        // An heir lost in turn is stood for by its own heir, since its loss.
+        lose(&mut m, heir as usize, 9, vec![0, 3, 4]);
+        let again = m.holders(&[1, 2]);
+        assert_eq!(again[1], after[1]);
+        assert_eq!((again[0].heir_of, again[0].since), (Some(heir), 9));
+        // The first lost server comes back: it holds its place again, and nothing
+        // else moves.
+        m.servers[1].state = Recovering;
+        let back = m.holders(&[1, 2]);
+        assert_eq!(
+            back[0],
+            Holder {
+                server: 1,
+                heir_of: None,
+                since: 0
+            }
+        );
+        assert_eq!(back[1], after[1]);
+        // Lost again: its line goes on where it was, past the heirs already in it.
+        lose(&mut m, 1, 12, Vec::new());
+        let relost = m.holders(&[1, 2]);
+        assert_eq!(
+            (relost[0].server, relost[0].heir_of),
+            (again[0].server, again[0].heir_of),
+            "{relost:?}"
+        );
+        assert_eq!(
+            relost[0].since, 12,
+            "the heir holds the place since the new loss"
+        );
+        // No heir left to pick: the copy is left out.
+        let mut m = map_of(&[(Up, 0), (Lost, 0)]);
+        m.servers[1].heirs = vec![0];
+        m.servers[1].lost_at = 1;
+        assert_eq!(m.holder_servers(&[0, 1]), [0]);
     }
 }

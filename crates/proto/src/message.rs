@@ -778,6 +778,8 @@ pub struct StatFsReply {
     /// The checksums of this server's datafiles are unsure since a reboot, until a
     /// whole `pvfs scrub` (`docs/storage-format.md`, "Checksums").
     pub sums_unsure: bool,
+    /// The rebuild under way here of copies that lost servers held, if any.
+    pub rebuilding: Option<Rebuilding>,
 }
 wire_struct!(StatFsReply {
     total_bytes: u64,
@@ -788,6 +790,33 @@ wire_struct!(StatFsReply {
     free_inodes: u64,
     fs_id: u64,
     sums_unsure: bool,
+    rebuilding: Option<Rebuilding>,
+});
+
+/// How far a server is in rebuilding the copies it takes of lost servers
+/// (`docs/replication.md`, "Rebuild"), for `pvfs status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rebuilding {
+    /// The lost servers whose copies it rebuilds.
+    pub lost: Vec<u32>,
+    /// Datafiles to copy in this pass, as counted at its start.
+    pub datafiles_total: u64,
+    /// Datafiles copied (or found copied by an earlier pass).
+    pub datafiles_done: u64,
+    /// Bytes to copy in this pass, as the sources' sizes were at its start.
+    pub bytes_total: u64,
+    /// Bytes copied.
+    pub bytes_done: u64,
+    /// Milliseconds since the pass began copying.
+    pub elapsed_ms: u64,
+}
+wire_struct!(Rebuilding {
+    lost: Vec<u32>,
+    datafiles_total: u64,
+    datafiles_done: u64,
+    bytes_total: u64,
+    bytes_done: u64,
+    elapsed_ms: u64,
 });
 
 /// Attributes of one object of a `ListAttr`, or why they are missing.

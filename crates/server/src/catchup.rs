@@ -257,7 +257,7 @@ async fn pull_record(
     rec: &MissedRecord,
 ) -> OpResult<u64> {
     let me = ctx.me as u32;
-    if !rec.copies.contains(&me) || !rec.copies.contains(&(recorder as u32)) {
+    if !map.holds(&rec.copies, me) || !map.holds(&rec.copies, recorder as u32) {
         return Err(OpError::internal(
             Errno::EPROTO,
             format!(
@@ -327,12 +327,7 @@ pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
             }
             None if chain != [me] => continue,
             _ => {
-                let absent: Vec<u32> = r
-                    .copies
-                    .iter()
-                    .copied()
-                    .filter(|c| !chain.contains(c))
-                    .collect();
+                let absent = map.absent(&r.copies, &chain);
                 ctx.missed
                     .record(&absent, r.handle, &r.copies, r.start, r.end);
             }

@@ -53,16 +53,16 @@ pub fn map_error(message: impl Into<String>) -> OpError {
 /// where `role` needs it. A datafile with one copy needs none of this.
 pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Place> {
     debug_assert!(copies.replicated());
-    if !copies.servers.contains(&me) {
+    let map = current_map(lease, copies.map)?;
+    if !map.holds(&copies.servers, me) {
         return Err(OpError::not_here(
             Errno::ESTALE,
             format!(
-                "this server holds no copy of the datafile (copies on {:?})",
-                copies.servers
+                "this server holds no copy of the datafile under cluster map version {} (copies on {:?})",
+                map.version, copies.servers
             ),
         ));
     }
-    let map = current_map(lease, copies.map)?;
     let chain = map.chain(&copies.servers);
     let pos = chain.iter().position(|&s| s == me);
     let ok = match (role, pos) {

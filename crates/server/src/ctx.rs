@@ -94,6 +94,8 @@ pub struct Ctx {
     /// The pace of this server's catch-up and refill copies (`[replication]
     /// rebuild_bandwidth`).
     pub copy_pace: Arc<crate::pace::Pace>,
+    /// The rebuild of lost servers' copies under way here (`crate::rebuild`).
+    pub rebuilding: Arc<crate::rebuild::Status>,
     /// The pace of this server's scrub reads (`[replication] scrub_bandwidth`).
     pub scrub_pace: Arc<crate::pace::Pace>,
     /// The scrub pass under way here (`crate::scrub_pass`).

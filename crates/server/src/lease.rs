@@ -107,6 +107,11 @@ impl Lease {
         let params = Params {
             lease: r.lease,
             rebuild_after: r.rebuild_after,
+            data_servers: config
+                .data_servers()
+                .into_iter()
+                .map(|i| i as NodeId)
+                .collect(),
         };
         let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
         let storage = &config.servers[me].storage;
@@ -122,7 +127,7 @@ impl Lease {
                 config.servers.len(),
                 &dir,
                 wire.clone(),
-                params,
+                params.clone(),
                 disk,
             )
             .await
@@ -348,6 +353,20 @@ impl Lease {
             .is_some_and(|map| map.primary(g) as NodeId != self.me))
     }
 
+    /// Tells the authority this server holds every copy it took of lost servers
+    /// under map `version` (`crate::rebuild`); whether the map it answered records
+    /// it.
+    pub async fn propose_rebuilt(&self, version: u64) -> OpResult<bool> {
+        let rebuilt = pvfs_authority::Command::Rebuilt {
+            server: self.me,
+            version,
+        };
+        Ok(self
+            .propose(rebuilt)
+            .await?
+            .is_some_and(|map| map.server(self.me).is_some_and(|e| e.rebuilt_at >= version)))
+    }
+
     /// Asks the authority to stop renewing the lease of `server`, a standby that
     /// does not confirm this server's changes (`crate::replicate`).
     pub async fn propose_evict(&self, server: u32) -> OpResult<()> {
@@ -442,6 +461,13 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 led_by: s.led_by.and_then(|l| u32::try_from(l).ok()),
                 fresh: s.fresh,
                 refill: s.refill,
+                heirs: s
+                    .heirs
+                    .iter()
+                    .filter_map(|&h| u32::try_from(h).ok())
+                    .collect(),
+                lost_at: s.lost_at,
+                rebuilt_at: s.rebuilt_at,
             })
             .collect(),
     }
@@ -468,6 +494,7 @@ impl Lease {
         let params = Params {
             lease: Duration::from_secs(2),
             rebuild_after: Duration::from_secs(600),
+            data_servers: Vec::new(),
         };
         let mut lease = Lease::none();
         lease.renewer = Some(Renewer::new(0, 1, 0, vec![0], Arc::new(Nobody), params));

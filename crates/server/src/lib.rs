@@ -44,6 +44,7 @@ pub mod precreate;
 pub mod promote;
 pub mod random;
 pub mod ratelimit;
+pub mod rebuild;
 pub mod refill;
 pub mod replicate;
 pub mod reply;
@@ -343,6 +344,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         lease,
         chain_locks: Arc::default(),
         copy_pace: Arc::new(pace::Pace::new(config.replication.rebuild_bandwidth)),
+        rebuilding: Arc::default(),
         scrub_pace: Arc::new(pace::Pace::new(config.replication.scrub_bandwidth)),
         scrub_pass: Default::default(),
         missed: Arc::new(missed),
@@ -391,6 +393,7 @@ pub async fn serve(
     let renewals = tokio::spawn(ctx.lease.clone().renew_loop());
     let missed_flush = tokio::spawn(background::flush_missed(ctx.clone()));
     let catch_up = tokio::spawn(catchup::run(ctx.clone()));
+    let rebuild = tokio::spawn(rebuild::run(ctx.clone()));
     let shipping = ctx.shipping.as_ref().map(replicate::Shipping::spawn);
     // The metadata groups this server takes over as a standby, and the names its
     // handshake then answers to.
@@ -467,6 +470,7 @@ pub async fn serve(
     renewals.abort();
     missed_flush.abort();
     catch_up.abort();
+    rebuild.abort();
     failover.abort();
     for task in shipping.iter().flatten() {
         task.abort();

@@ -47,12 +47,13 @@ pub async fn free(ctx: &Arc<Ctx>, handles: Vec<Handle>) -> usize {
     };
     let n = deleted.len();
     let mut by_server: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
+    let map = ctx.lease.map().ok();
     for (h, detail) in deleted {
         tracing::debug!("object {h:#x} deleted at its last close");
         if let ObjDetail::File { layout } = detail {
-            // Every copy of every datafile goes.
+            // Every copy of every datafile goes, an heir's too.
             for d in &layout.datafiles {
-                for s in d.replicas().take(layout.replicas.max(1) as usize) {
+                for s in pvfs_proto::map::holders_of(map.as_ref(), layout.replicas, d) {
                     by_server.entry(s as usize).or_default().push(d.handle);
                 }
             }

@@ -92,7 +92,38 @@ pub async fn refill(
     since: u64,
     progress: &mut Progress,
 ) -> OpResult<Refilled> {
+    let me = ctx.me as u32;
     let copied_before = progress.of_stay(since);
+    let key = |handle: Handle, copies: &[u32]| map.holds(copies, me).then_some(handle);
+    copy_whole(ctx, map, version, copied_before, &key, &Meter::default()).await
+}
+
+/// Bytes and datafiles copied so far by a [`copy_whole`], read while it runs
+/// (`pvfs status`).
+#[derive(Debug, Default)]
+pub struct Meter {
+    /// Datafiles copied.
+    pub datafiles: std::sync::atomic::AtomicU64,
+    /// Bytes copied.
+    pub bytes: std::sync::atomic::AtomicU64,
+}
+
+/// Copies whole, from a copy that may serve reads under map `version`, every
+/// datafile of every file's layout to which `key` (given its handle and its
+/// copies' servers in layout order) gives a key, but those whose key is in
+/// `copied_before` (to which it adds those it copies); counts them in `meter` as
+/// it goes.
+pub async fn copy_whole<K>(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    version: u64,
+    copied_before: &mut HashSet<K>,
+    key: &(dyn Fn(Handle, &[u32]) -> Option<K> + Sync),
+    meter: &Meter,
+) -> OpResult<Refilled>
+where
+    K: Copy + Eq + std::hash::Hash + Send + Sync,
+{
     let mut done = Refilled::default();
     for g in ctx.config.meta_servers() {
         let mut after = None;
@@ -103,11 +134,18 @@ pub async fn refill(
             };
             let mut copied: Vec<(Handle, Vec<Handle>)> = Vec::new();
             for attr in &attrs {
-                let file = refill_file(ctx, map, version, attr, copied_before, &mut done);
-                if let Some(handles) = file.await? {
-                    copied_before.extend(handles.iter().copied());
-                    copied.push((attr.handle, handles));
+                let file = copy_file(ctx, map, version, attr, copied_before, key, &mut done);
+                let keyed = file.await?;
+                if !keyed.is_empty() {
+                    copied_before.extend(keyed.iter().map(|&(_, k)| k));
+                    copied.push((attr.handle, keyed.into_iter().map(|(h, _)| h).collect()));
                 }
+                meter
+                    .datafiles
+                    .store(done.datafiles, std::sync::atomic::Ordering::Relaxed);
+                meter
+                    .bytes
+                    .store(done.bytes, std::sync::atomic::Ordering::Relaxed);
             }
             if !copied.is_empty() {
                 let still = objects_through(ctx, g, after, last).await?;
@@ -131,18 +169,22 @@ pub async fn refill(
     Ok(done)
 }
 
-/// Copies this server's copies of the datafiles of `attr` (when it is a file); the
-/// handles copied, if any.
-async fn refill_file(
+/// Copies the datafiles of `attr` (when it is a file) to which `key` gives a key
+/// not in `copied_before`; the handles copied, with their keys.
+async fn copy_file<K>(
     ctx: &Arc<Ctx>,
     map: &ClusterMap,
     version: u64,
     attr: &pvfs_proto::Attr,
-    copied_before: &HashSet<Handle>,
+    copied_before: &HashSet<K>,
+    key: &(dyn Fn(Handle, &[u32]) -> Option<K> + Sync),
     done: &mut Refilled,
-) -> OpResult<Option<Vec<Handle>>> {
+) -> OpResult<Vec<(Handle, K)>>
+where
+    K: Copy + Eq + std::hash::Hash + Send + Sync,
+{
     let ObjDetail::File { layout } = &attr.detail else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let me = ctx.me as u32;
     let range = ctx.config.servers[ctx.me].handles;
@@ -152,19 +194,20 @@ async fn refill_file(
             done.highest = done.highest.max(Some(df.handle));
         }
         let copies: Vec<u32> = df.replicas().collect();
-        if !copies.contains(&me) {
+        let Some(k) = key(df.handle, &copies) else {
             continue;
-        }
-        if copied_before.contains(&df.handle) {
-            // Copied by an earlier try of this stay: counted, not copied again.
+        };
+        if copied_before.contains(&k) {
+            // Copied by an earlier try: counted, not copied again.
             done.datafiles += 1;
             continue;
         }
         let Some(from) = source(map, &copies, me, None) else {
-            if copies.len() == 1
-                || copies
+            let holders = map.holders(&copies);
+            if holders.len() == 1
+                || holders
                     .iter()
-                    .all(|&c| c == me || map.state(c).is_some_and(|s| s.gone()))
+                    .all(|h| h.server == me || map.state(h.server).is_some_and(|s| s.gone()))
             {
                 done.alone += 1;
                 continue;
@@ -172,20 +215,20 @@ async fn refill_file(
             return Err(OpError::busy(
                 Errno::EAGAIN,
                 format!(
-                    "no copy of datafile {:#x} is up to refill this server's from",
+                    "no copy of datafile {:#x} may serve reads to copy this server's from",
                     df.handle
                 ),
             ));
         };
         done.bytes += copy_ranges(ctx, from, df.handle, &copies, version, &[0, u64::MAX]).await?;
         done.datafiles += 1;
-        copied.push(df.handle);
+        copied.push((df.handle, k));
     }
-    Ok((!copied.is_empty()).then_some(copied))
+    Ok(copied)
 }
 
 /// A page of metadata group `g`'s objects after `after`, and whether more follow.
-async fn scan(
+pub(crate) async fn scan(
     ctx: &Arc<Ctx>,
     g: usize,
     after: Option<Handle>,

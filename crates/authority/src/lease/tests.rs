@@ -5,6 +5,7 @@ use super::*;
 const PARAMS: Params = Params {
     lease: Duration::from_secs(2),
     rebuild_after: Duration::from_secs(10),
+    data_servers: Vec::new(),
 };
 
 fn ms(t0: Instant, ms: u64) -> Instant {
@@ -100,7 +101,10 @@ fn down_servers_are_lost_after_rebuild_after_from_when_this_leader_saw_them() {
     assert!(serving(l.decide(&map, ms(t0, 10_099), &PARAMS)).is_empty());
     assert_eq!(
         serving(l.decide(&map, ms(t0, 10_100), &PARAMS)),
-        vec![Command::Lost { server: 1 }]
+        vec![Command::Lost {
+            server: 1,
+            heirs: Vec::new()
+        }]
     );
     // Back meanwhile, then down again: the count starts over.
     map.servers[1].state = State::Recovering;

@@ -29,6 +29,9 @@ fn with(state: State) -> Map {
         storage: 0,
         fresh: false,
         refill: false,
+        heirs: Vec::new(),
+        lost_at: 0,
+        rebuilt_at: 0,
     };
     m
 }
@@ -77,6 +80,9 @@ fn new_map_is_all_up_at_version_zero() {
                 storage: 0,
                 fresh: false,
                 refill: false,
+                heirs: Vec::new(),
+                lost_at: 0,
+                rebuilt_at: 0,
             }
         );
     }
@@ -308,7 +314,13 @@ fn renew_committed_between_decision_and_down_wins() {
 #[test]
 fn lost_only_from_down() {
     for state in ALL {
-        let (a, m) = run(state, Command::Lost { server: 1 });
+        let (a, m) = run(
+            state,
+            Command::Lost {
+                server: 1,
+                heirs: Vec::new(),
+            },
+        );
         if state == State::Down {
             assert_eq!(a, Applied::Changed);
             assert_entered(&m, State::Lost);
@@ -378,7 +390,10 @@ fn commands_for_unknown_servers_change_nothing() {
             server: 3,
             unless_renewed_after: u64::MAX,
         },
-        Command::Lost { server: 3 },
+        Command::Lost {
+            server: 3,
+            heirs: Vec::new(),
+        },
         Command::CaughtUp {
             server: 3,
             incarnation: 0,
@@ -409,7 +424,16 @@ fn a_server_lives_a_whole_life() {
     };
     assert_eq!(m.apply(&down, 2), Applied::Changed);
     assert_eq!((m.version, m.servers[0].state), (1, State::Down));
-    assert_eq!(m.apply(&Command::Lost { server: 0 }, 3), Applied::Changed);
+    assert_eq!(
+        m.apply(
+            &Command::Lost {
+                server: 0,
+                heirs: Vec::new()
+            },
+            3
+        ),
+        Applied::Changed
+    );
     assert_eq!(m.apply(&renew(6), 4), Applied::Granted);
     assert_eq!((m.version, m.servers[0].state), (3, State::Recovering));
     assert_eq!(m.servers[0].joined, 3);
@@ -433,13 +457,7 @@ fn a_server_lives_a_whole_life() {
 fn versions_only_grow_and_move_exactly_with_states() {
     // A long pseudo-random run of every command on every server (and one past the end).
     let mut m = Map::new(4);
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = |n: u64| {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (x >> 33) % n
-    };
+    let mut next = draws(0x9e37_79b9_7f4a_7c15);
     for index in 1..20_000u64 {
         let server = next(5);
         let cmd = match next(6) {
@@ -453,7 +471,10 @@ fn versions_only_grow_and_move_exactly_with_states() {
                 server,
                 unless_renewed_after: index.saturating_sub(next(40)),
             },
-            2 => Command::Lost { server },
+            2 => Command::Lost {
+                server,
+                heirs: Vec::new(),
+            },
             3 => Command::CaughtUp {
                 server,
                 incarnation: 1 + next(3),
@@ -698,11 +719,12 @@ fn a_renewal_from_a_replaced_disk_comes_back_fresh_and_everyone_out_refills() {
         m.servers[1].state = state;
         // Server 3 is down: the records others keep of what it missed matter.
         m.servers[3].state = State::Down;
-        // The same disk after a restart: an ordinary rejoin, nothing to refill.
+        // The same disk after a restart: an ordinary rejoin, nothing to refill
+        // (but after being lost: nobody recorded what it missed since).
         let mut same = m.clone();
         same.apply(&renew(1, 6, 101), 2);
         assert!(
-            !same.servers[1].fresh && !same.servers[1].refill,
+            !same.servers[1].fresh && same.servers[1].refill == (state == State::Lost),
             "{state:?}"
         );
         // A new disk: recovering, fresh, refilling; server 3, out of its chains,
@@ -973,13 +995,7 @@ fn a_group_store_changes_only_by_a_serve() {
     const N: usize = 4;
     let mut m = Map::new(N);
     let mut store: Vec<usize> = (0..N).collect();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = |n: u64| {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (x >> 33) % n
-    };
+    let mut next = draws(0x2545_f491_4f6c_dd1d);
     let mut moved = [0usize; 3];
     for index in 1..50_000u64 {
         let server = next(N as u64);
@@ -1082,4 +1098,248 @@ fn a_new_disk_is_up_only_once_the_groups_it_led_are_served_elsewhere() {
     let e = &m.servers[1];
     assert_eq!((e.state, e.fresh, e.refill), (State::Up, false, false));
     m.check().unwrap();
+}
+
+#[test]
+fn a_lost_server_gets_heirs_once_and_heirs_that_rebuilt_are_recorded() {
+    let mut m = Map::new(4);
+    m.servers[2].state = State::Lost;
+    m.servers[1].state = State::Down;
+    // Gone servers and itself are no heirs.
+    let lost = |server, heirs: &[NodeId]| Command::Lost {
+        server,
+        heirs: heirs.to_vec(),
+    };
+    assert_eq!(m.apply(&lost(1, &[0, 1, 2, 3]), 5), Applied::Changed);
+    let v = m.version;
+    assert_eq!(m.servers[1].heirs, [0, 3]);
+    assert_eq!(m.servers[1].lost_at, v);
+    // Only a server up since before the version it names, and only forward.
+    let rebuilt = |server, version| Command::Rebuilt { server, version };
+    assert_eq!(m.apply(&rebuilt(0, v + 1), 6), Applied::Unchanged, "future");
+    m.servers[3].state = State::Recovering;
+    m.servers[3].since = v;
+    assert_eq!(m.apply(&rebuilt(3, v), 6), Applied::Unchanged, "not up");
+    m.servers[0].since = v;
+    assert_eq!(
+        m.apply(&rebuilt(0, v - 1), 6),
+        Applied::Unchanged,
+        "down since"
+    );
+    assert_eq!(m.apply(&rebuilt(0, v), 6), Applied::Changed);
+    assert_eq!(m.servers[0].rebuilt_at, v);
+    assert_eq!(m.apply(&rebuilt(0, v), 7), Applied::Unchanged, "again");
+    // Back: recovering, copies whole; its heirs stay (no other pick moves).
+    let back = Command::Renew {
+        server: 1,
+        incarnation: 9,
+        storage: 0,
+    };
+    assert_eq!(m.apply(&back, 8), Applied::Granted);
+    let e = &m.servers[1];
+    assert_eq!((e.state, e.refill), (State::Recovering, true));
+    assert_eq!(e.heirs, [0, 3]);
+    // Lost again: the heirs and the place among losses of the first loss.
+    assert_eq!(
+        m.apply(
+            &Command::Down {
+                server: 1,
+                unless_renewed_after: 8
+            },
+            9
+        ),
+        Applied::Changed
+    );
+    assert_eq!(m.apply(&lost(1, &[0]), 10), Applied::Changed);
+    assert_eq!(
+        (m.servers[1].heirs.as_slice(), m.servers[1].lost_at),
+        (&[0, 3][..], v)
+    );
+    assert!(m.check().is_ok());
+    // A decoded map with a server among its own heirs is refused.
+    let mut bad = m.clone();
+    bad.servers[1].heirs = vec![1];
+    assert!(bad.check().is_err());
+}
+
+/// The map as clients see it (the server's `wire_map`, without the leader).
+fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
+    let ids = |v: &[NodeId]| v.iter().map(|&h| h as u32).collect();
+    pvfs_proto::map::ClusterMap {
+        version: m.version,
+        leader: None,
+        servers: m
+            .servers
+            .iter()
+            .map(|s| pvfs_proto::map::MapServer {
+                state: s.state,
+                since: s.since,
+                joined: s.joined,
+                led_by: s.led_by.map(|l| l as u32),
+                fresh: s.fresh,
+                refill: s.refill,
+                heirs: ids(&s.heirs),
+                lost_at: s.lost_at,
+                rebuilt_at: s.rebuilt_at,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns() {
+    // A long pseudo-random run of losses, rebuilds and returns over six servers,
+    // with every set of two and three neighbouring copies. A model says which
+    // holder of each place holds every byte: a layout's copy at the start; one
+    // that enters a set (an heir, a server back) holds nothing until it rebuilt
+    // (`Rebuilt`) or caught up (`CaughtUp`: missed ranges, or every datafile
+    // whole after a loss). Every copy the map lets serve reads, and every head,
+    // must hold every byte; and an heir never moves while its lost server stays
+    // gone.
+    const N: usize = 6;
+    let sets: Vec<Vec<u32>> = (0..N as u32)
+        .flat_map(|k| {
+            let n = N as u32;
+            [vec![k, (k + 1) % n], vec![k, (k + 2) % n, (k + 4) % n]]
+        })
+        .collect();
+    let mut m = Map::new(N);
+    for s in 0..N as NodeId {
+        m.apply(
+            &Command::Renew {
+                server: s,
+                incarnation: 1,
+                storage: 0,
+            },
+            0,
+        );
+    }
+    let mut whole: std::collections::HashSet<(usize, u32)> = sets
+        .iter()
+        .enumerate()
+        .flat_map(|(i, set)| set.iter().map(move |&s| (i, s)))
+        .collect();
+    let mut next = draws(0x9e37_79b9_7f4a_7c15);
+    let mut counts = [0usize; 4];
+    for index in 1..40_000u64 {
+        let server = next(N as u64);
+        let e = &m.servers[server as usize];
+        let cmd = match next(10) {
+            0 | 1 => Command::Renew {
+                server,
+                incarnation: e.incarnation + next(2),
+                storage: 0,
+            },
+            2 => Command::Down {
+                server,
+                unless_renewed_after: index,
+            },
+            3 | 4 => Command::Lost {
+                server,
+                heirs: (0..N as NodeId).collect(),
+            },
+            5 | 6 => Command::CaughtUp {
+                server,
+                incarnation: e.incarnation,
+                recovering_since: e.since,
+            },
+            _ => Command::Rebuilt {
+                server,
+                version: m.version - next(2).min(m.version),
+            },
+        };
+        let before = as_cluster_map(&m);
+        let a = m.apply(&cmd, index);
+        m.check().unwrap();
+        let after = as_cluster_map(&m);
+        for (i, set) in sets.iter().enumerate() {
+            let was = before.holders(set);
+            let now = after.holders(set);
+            let mut servers: Vec<u32> = now.iter().map(|h| h.server).collect();
+            servers.sort_unstable();
+            servers.dedup();
+            assert_eq!(servers.len(), now.len(), "{now:?} twice in {set:?}");
+            // An heir stays in place while what it stands for is gone and it is not
+            // (a server back from being lost takes its place back from the heirs
+            // that stood for it).
+            let returned = before.state(server as u32) == Some(State::Lost)
+                && after.state(server as u32) == Some(State::Recovering);
+            for h in &was {
+                if let Some(l) = h.heir_of.filter(|_| !returned) {
+                    let stays = after.state(l).is_some_and(|s| s.gone())
+                        && !after.state(h.server).is_some_and(|s| s.gone());
+                    assert!(
+                        !stays || now.contains(h),
+                        "{h:?} moved in {set:?} after {cmd:?}: {was:?} -> {now:?}"
+                    );
+                }
+            }
+            // The model.
+            for h in &was {
+                if !now.iter().any(|n| n.server == h.server) {
+                    whole.remove(&(i, h.server));
+                }
+            }
+            for h in &now {
+                let entered = !was.iter().any(|w| w.server == h.server);
+                if entered {
+                    whole.remove(&(i, h.server));
+                }
+                // What the server copied: under the map of `version`, every place
+                // it held then.
+                let done = a == Applied::Changed
+                    && match cmd {
+                        Command::Rebuilt { server, version } => {
+                            h.server as NodeId == server
+                                && h.heir_of.is_some()
+                                && h.since <= version
+                        }
+                        Command::CaughtUp { server, .. } => h.server as NodeId == server,
+                        _ => false,
+                    };
+                if done {
+                    whole.insert((i, h.server));
+                }
+            }
+            // A server that stopped serving may have missed changes.
+            for h in &now {
+                if !after.state(h.server).is_some_and(|s| s.serving()) {
+                    whole.remove(&(i, h.server));
+                }
+            }
+            for s in after.readable(set).into_iter().chain(after.head(set)) {
+                assert!(
+                    whole.contains(&(i, s)),
+                    "server {s} serves {set:?} without every byte after {cmd:?} ({a:?}): {:?}",
+                    after.holders(set)
+                );
+            }
+        }
+        if a == Applied::Changed || a == Applied::Granted {
+            match cmd {
+                Command::Lost { .. } => counts[0] += 1,
+                Command::Rebuilt { .. } => counts[1] += 1,
+                Command::CaughtUp { .. } => counts[2] += 1,
+                Command::Renew { .. } if before.state(server as u32) == Some(State::Lost) => {
+                    counts[3] += 1
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        counts.iter().all(|&n| n > 50),
+        "every kind happened: {counts:?}"
+    );
+}
+
+/// A pseudo-random draw below `n` per call, from `seed` (the same run every time).
+fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |n| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % n
+    }
 }

@@ -134,7 +134,7 @@ impl Cluster {
                 self.servers,
                 &self.dirs[i],
                 self.net.wire(m),
-                self.params,
+                self.params.clone(),
                 0,
             )
             .await
@@ -159,7 +159,7 @@ impl Cluster {
             self.servers,
             &self.dirs[i],
             self.net.wire(n),
-            self.params,
+            self.params.clone(),
             disk,
         )
         .await
@@ -221,7 +221,7 @@ impl Cluster {
             disk,
             self.members.clone(),
             self.net.wire(server),
-            self.params,
+            self.params.clone(),
         )
     }
 

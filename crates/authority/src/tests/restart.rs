@@ -9,6 +9,7 @@ use openraft::RaftMetrics;
 const PARAMS: Params = Params {
     lease: Duration::from_secs(20),
     rebuild_after: Duration::from_secs(600),
+    data_servers: Vec::new(),
 };
 
 const ELECT: Duration = Duration::from_secs(15);

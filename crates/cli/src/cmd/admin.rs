@@ -191,9 +191,19 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             // The ping's health, else the statfs's (the later of two answers).
             let health = r.health.as_ref().or(s.health.as_ref());
             let space = s.stat.as_ref().ok();
+            let at = rows.len() as u32;
+            let in_map = map.as_ref().and_then(|m| m.servers.get(at as usize));
+            // The heirs still rebuilding what a lost server held.
+            let rebuilding = map.as_ref().map_or(Vec::new(), |m| m.heirs_rebuilding(at));
+            // Gone for good with every copy it held rebuilt elsewhere: nothing
+            // depends on it any more.
+            let settled = in_map.is_some_and(|e| {
+                e.state == ServerState::Retired
+                    || (e.state == ServerState::Lost && rebuilding.is_empty())
+            });
             let (state, detail, extra) = match (&r.result, degraded(health)) {
                 (Err(e), _) => {
-                    down += 1;
+                    down += usize::from(!settled);
                     let extra = serde_json::json!({
                         "state": "down", "error": e.message, "errno": e.errno.name(),
                     });
@@ -220,9 +230,8 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             let rtt = r.result.as_ref().ok().map(|(rtt, _)| rtt);
-            let in_map = map.as_ref().and_then(|m| m.servers.get(rows.len()));
             let map_state = in_map.map_or("-", |e| e.state.name());
-            if in_map.is_some_and(|e| e.state != ServerState::Up) {
+            if in_map.is_some_and(|e| e.state != ServerState::Up) && !settled {
                 not_up += 1;
             }
             let mut v = serde_json::json!({
@@ -262,6 +271,64 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 };
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}{what}");
+            }
+            // A lost server's copies, rebuilt on its heirs (docs/replication.md,
+            // "Rebuild").
+            if let Some(e) = in_map.filter(|e| e.state == ServerState::Lost) {
+                let name = |h: &u32| servers.get(*h as usize).map_or("?", |s| s.name.as_str());
+                let done: Vec<&str> = e
+                    .heirs
+                    .iter()
+                    .filter(|h| !rebuilding.contains(h))
+                    .map(name)
+                    .collect();
+                let left: Vec<&str> = rebuilding.iter().map(name).collect();
+                v = merge(
+                    v,
+                    serde_json::json!({"heirs_rebuilt": done, "heirs_rebuilding": left}),
+                );
+                let what = if left.is_empty() {
+                    "its copies rebuilt on the others".to_string()
+                } else {
+                    format!("its copies being rebuilt on {}", left.join(", "))
+                };
+                let sep = if detail.is_empty() { "" } else { "; " };
+                detail = format!("{detail}{sep}{what}");
+            }
+            if let Some(rb) = space.and_then(|st| st.rebuilding.as_ref()) {
+                let left = rb.bytes_total.saturating_sub(rb.bytes_done);
+                // The rate so far; none before a second of copying or a byte copied.
+                let seconds_left = (rb.elapsed_ms >= 1000 && rb.bytes_done > 0)
+                    .then(|| left as f64 * rb.elapsed_ms as f64 / 1000.0 / rb.bytes_done as f64);
+                let names: Vec<&str> = rb
+                    .lost
+                    .iter()
+                    .map(|l| servers.get(*l as usize).map_or("?", |s| s.name.as_str()))
+                    .collect();
+                v = merge(
+                    v,
+                    serde_json::json!({"rebuilding": {
+                        "lost": names,
+                        "datafiles_total": rb.datafiles_total,
+                        "datafiles_done": rb.datafiles_done,
+                        "bytes_total": rb.bytes_total,
+                        "bytes_done": rb.bytes_done,
+                        "seconds_left": seconds_left.map(|s| s.round() as u64),
+                    }}),
+                );
+                let eta = match seconds_left {
+                    Some(s) => format!(", about {} left", format_seconds(s)),
+                    None => String::new(),
+                };
+                let sep = if detail.is_empty() { "" } else { "; " };
+                detail = format!(
+                    "{detail}{sep}rebuilding copies of {}: {} of {} datafiles, {} of {}{eta}",
+                    names.join(", "),
+                    rb.datafiles_done,
+                    rb.datafiles_total,
+                    format_size(rb.bytes_done),
+                    format_size(rb.bytes_total),
+                );
             }
             // Checksums a reboot left unsure (docs/storage-format.md, "Checksums").
             if space.is_some_and(|st| st.sums_unsure) {
@@ -439,6 +506,15 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
         all_healthy(fs.servers.len(), down, &sick)?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A time left, as people say it: seconds, minutes or hours.
+fn format_seconds(s: f64) -> String {
+    match s {
+        s if s < 90.0 => format!("{:.0} s", s.max(1.0)),
+        s if s < 5400.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    }
 }
 
 fn percent(part: u64, whole: u64) -> u64 {

@@ -32,7 +32,8 @@ pub fn check_place(ctx: &Ctx, handle: Handle, copies: &Copies) -> OpResult<Optio
 }
 
 /// Records the bytes `start .. end` of datafile `handle` as missed by every server
-/// holding a copy (`copies`) that is out of the chain of `place` (down or lost).
+/// holding a copy (`copies`, as the map has them) that is out of the chain of
+/// `place` (down).
 pub fn record_missed(
     ctx: &Ctx,
     place: &chain::Place,
@@ -46,12 +47,7 @@ pub fn record_missed(
     if place.chain.len() == copies.servers.len() {
         return;
     }
-    let absent: Vec<u32> = copies
-        .servers
-        .iter()
-        .copied()
-        .filter(|s| !place.chain.contains(s))
-        .collect();
+    let absent = place.map.absent(&copies.servers, &place.chain);
     ctx.missed
         .record(&absent, handle, &copies.servers, start, end);
 }

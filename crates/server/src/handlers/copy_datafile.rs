@@ -23,7 +23,9 @@ impl Handler for req::CopyDatafile {
         let ctx = cx.ctx;
         check_handles(ctx, &[self.handle])?;
         let me = ctx.me as u32;
-        if self.from == me || !self.copies.contains(&me) || !self.copies.contains(&self.from) {
+        let map = ctx.lease.map()?;
+        let version = map.version;
+        if self.from == me || !map.holds(&self.copies, me) || !map.holds(&self.copies, self.from) {
             return Err(OpError::invalid(
                 Errno::EINVAL,
                 format!(
@@ -32,7 +34,6 @@ impl Handler for req::CopyDatafile {
                 ),
             ));
         }
-        let version = ctx.lease.map().map_or(0, |m| m.version);
         crate::copy::copy_ranges(
             ctx,
             self.from as usize,

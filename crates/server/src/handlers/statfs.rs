@@ -39,6 +39,7 @@ impl Handler for req::StatFs {
                 free_inodes: space.free_inodes,
                 fs_id: space.fs_id,
                 sums_unsure: ctx.data.sums_unsure(),
+                rebuilding: ctx.rebuilding.report(),
             },
             health: ctx.health.report(&ctx.meta),
         }

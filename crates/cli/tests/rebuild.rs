@@ -1,0 +1,167 @@
+//! Rebuilding a lost server's copies (`docs/replication.md`, "Rebuild"): four real
+//! server processes made by `pvfs genconfig --replicas 2`, with `rebuild_after` at
+//! its least (five leases). A data server is killed and stays away: the map calls it
+//! lost, and the others rebuild the copies it held, while a client writes and reads
+//! on. Then a server that shared copies with it is killed too: every datafile the
+//! two held is served by the rebuilt copies alone, byte for byte. The lost server
+//! comes back: it copies everything whole and takes its places back, its heirs
+//! remove the copies they stood in with, and the partner is killed again: the
+//! returned server's copies alone serve every byte.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::churn::{check_all, wait_state, write_first, Busy};
+use common::{all_up_with_standby_copies, poll, scaled, state_of, Cluster, TestClient};
+
+/// What an heir's log says once it rebuilt what it took.
+const REBUILT: &str = "rebuilt the copies this server took of lost servers";
+
+/// What a returned server's log says once it copied everything whole.
+const REFILLED: &str = "refilled every datafile this server holds a copy of";
+
+/// What an heir's log says once it removed the copies of places it left.
+const SHED: &str = "removed the copies this server held for lost servers that came back";
+
+/// The sum of `field=` over the lines of `log` that contain `what`.
+fn logged(log: &str, what: &str, field: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains(what))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(field))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// `pvfs status --json`'s row of server `name`.
+fn status_row(cluster: &Cluster, name: &str) -> serde_json::Value {
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    status["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {status}"))
+}
+
+#[test]
+fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_returns() {
+    // Two metadata servers: s2 and s3 hold data only.
+    let cluster = common::two_meta_of_four(&[("rebuild_after", r#""5s""#)]);
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    // The lost server is no member of the authority; its partner holds copies
+    // with it (its neighbour in the chains).
+    let (v, w) = (3usize, 2usize);
+    let (sv, sw) = (
+        config.servers[v].name.clone(),
+        config.servers[w].name.clone(),
+    );
+    assert!(!config.replication.authority.contains(&v));
+    assert!(config.meta_group(v).is_empty() && config.meta_group(w).is_empty());
+    let tc = TestClient::new(config.clone());
+    let (mut copies, on_v) = write_first(&tc, v);
+
+    // It dies and stays away while a client writes and reads: no error.
+    let busy = Busy::start(&config);
+    cluster.kill(&sv, libc::SIGKILL);
+    wait_state(&cluster, &sv, "lost", Duration::from_secs(60));
+    // Its heirs rebuild what it held; the status tells which are still at it.
+    poll(
+        &format!("{sv}'s copies rebuilt"),
+        scaled(Duration::from_secs(120)),
+        || {
+            let row = status_row(&cluster, &sv);
+            (row["heirs_rebuilding"] == serde_json::json!([])).then_some(row)
+        },
+    );
+    let (made, more) = busy.finish();
+    copies.extend(more);
+    let rebuilt: u64 = cluster
+        .names()
+        .iter()
+        .map(|n| logged(&cluster.log(n), REBUILT, "datafiles="))
+        .sum();
+    assert!(
+        rebuilt >= on_v,
+        "the heirs rebuilt {rebuilt} datafiles, but {sv} held copies of {on_v} before"
+    );
+    // Gone for good with every copy rebuilt: the file system is healthy again.
+    let status = cluster.run_cli(&["status", "--json"]);
+    assert!(status.status.success(), "{}", status.stdout);
+    assert_eq!(status_row(&cluster, &sv)["map_state"], "lost");
+
+    // Its partner goes: whatever had copies on both is served by the rebuilt
+    // copies alone.
+    let both = copies
+        .iter()
+        .filter(|c| c.contains(&(v as u32)) && c.contains(&(w as u32)))
+        .count();
+    assert!(both > 0, "no datafile has its copies on {sv} and {sw}");
+    cluster.kill(&sw, libc::SIGKILL);
+    wait_state(&cluster, &sw, "down", Duration::from_secs(30));
+    check_all(&tc, made);
+    cluster.restart(&sw);
+    wait_state(&cluster, &sw, "up", Duration::from_secs(60));
+    let fsck = cluster.run_cli(&["fsck", "--json"]);
+    assert_eq!(
+        fsck.json_any()["problems"],
+        serde_json::json!([]),
+        "{}",
+        fsck.stdout
+    );
+
+    // It comes back: it copies everything whole, takes its places back, and its
+    // heirs remove the copies they stood in with.
+    cluster.restart(&sv);
+    poll(
+        &format!("{sv} up again, everything copied whole"),
+        scaled(Duration::from_secs(120)),
+        || {
+            (state_of(&cluster, &sv).as_deref() == Some("up")
+                && cluster.log(&sv).contains(REFILLED))
+            .then_some(())
+        },
+    );
+    let refilled = logged(&cluster.log(&sv), REFILLED, "datafiles=");
+    assert!(refilled >= on_v, "{sv} refilled {refilled} of {on_v}");
+    poll(
+        "the heirs' copies removed",
+        scaled(Duration::from_secs(60)),
+        || {
+            let shed: u64 = cluster
+                .names()
+                .iter()
+                .map(|n| logged(&cluster.log(n), SHED, "datafiles="))
+                .sum();
+            (shed >= on_v).then_some(())
+        },
+    );
+    // Its partner goes again: the returned server's copies alone serve them.
+    cluster.kill(&sw, libc::SIGKILL);
+    wait_state(&cluster, &sw, "down", Duration::from_secs(30));
+    check_all(&tc, made);
+    cluster.restart(&sw);
+    all_up_with_standby_copies(&cluster);
+    let fsck = cluster.run_cli(&["fsck", "--json"]);
+    assert_eq!(
+        fsck.json_any()["problems"],
+        serde_json::json!([]),
+        "{}",
+        fsck.stdout
+    );
+    assert!(fsck.status.success());
+    cluster.assert_all_running();
+    for n in cluster.names() {
+        assert!(
+            !cluster.log(&n).contains("panicked"),
+            "{n}:\n{}",
+            cluster.log(&n)
+        );
+    }
+}

@@ -1,0 +1,323 @@
+//! Rebuilding (`docs/replication.md`, "Rebuild"): a server down longer than
+//! `[replication] rebuild_after` is lost, for good; the map names its heirs (the
+//! data servers not gone then), and `ClusterMap::holders` puts, in each datafile's
+//! set of copies, one of them in its place. An heir is at the tail of those chains
+//! from that map on, so it takes every change at once; this task copies the
+//! datafiles it took whole from a copy that serves reads (as a refill does,
+//! `crate::refill::copy_whole`, under each datafile's lock here, paced by
+//! `[replication] rebuild_bandwidth`), then proposes `Rebuilt`: from the map that
+//! records it, its copies serve reads. Until then the copies that were there serve
+//! them, so nothing is read from an heir that lacks bytes.
+//!
+//! A pass first counts what it will copy (the sources' sizes, asked a page at a
+//! time), so `pvfs status` shows bytes copied, bytes left and the time left.
+//!
+//! A lost server that comes back copies every datafile whole and takes its places
+//! back; once it is up, the heirs that stood for it remove the copies they no
+//! longer hold (each under its lock, the map looked at again there).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use pvfs_proto::attr::ObjDetail;
+use pvfs_proto::map::{ClusterMap, ServerState};
+use pvfs_proto::message::Rebuilding;
+use pvfs_proto::{req, Errno, Handle, Request, Response, Roles};
+
+use crate::copy::source;
+use crate::ctx::Ctx;
+use crate::error::{OpError, OpResult};
+use crate::refill::{copy_whole, scan, Meter};
+
+/// Objects asked for at once while counting.
+const PAGE: u32 = 256;
+
+/// A pass under way: the lost servers, the datafiles and bytes it counted, and
+/// when it began copying.
+type Pass = (Vec<u32>, u64, u64, Instant);
+
+/// The pass under way, for `StatFs` (`pvfs status`).
+#[derive(Debug, Default)]
+pub struct Status {
+    /// The pass under way, if any.
+    pass: Mutex<Option<Pass>>,
+    /// What it copied so far.
+    meter: Meter,
+}
+
+impl Status {
+    /// The pass under way, if any.
+    pub fn report(&self) -> Option<Rebuilding> {
+        let pass = self.pass.lock().unwrap_or_else(|e| e.into_inner());
+        let (lost, datafiles_total, bytes_total, began) = pass.as_ref()?;
+        Some(Rebuilding {
+            lost: lost.clone(),
+            datafiles_total: *datafiles_total,
+            datafiles_done: self.meter.datafiles.load(Ordering::Relaxed),
+            bytes_total: *bytes_total,
+            bytes_done: self.meter.bytes.load(Ordering::Relaxed),
+            elapsed_ms: began.elapsed().as_millis() as u64,
+        })
+    }
+
+    fn begin(&self, lost: &[u32], datafiles: u64, bytes: u64) {
+        self.meter.datafiles.store(0, Ordering::Relaxed);
+        self.meter.bytes.store(0, Ordering::Relaxed);
+        let mut pass = self.pass.lock().unwrap_or_else(|e| e.into_inner());
+        *pass = Some((lost.to_vec(), datafiles, bytes, Instant::now()));
+    }
+
+    fn end(&self) {
+        *self.pass.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// The lost servers that `me` may have taken copies of since it last rebuilt: it
+/// is an heir of a server gone now, and a server was lost after its last rebuild
+/// (a pass finds which places it took, `ClusterMap::holders`). Empty: nothing to
+/// rebuild.
+pub fn owed(map: &ClusterMap, me: u32) -> Vec<u32> {
+    let Some(mine) = map.servers.get(me as usize) else {
+        return Vec::new();
+    };
+    let gone = |e: &pvfs_proto::map::MapServer| e.state.gone();
+    if !map.servers.iter().any(|e| gone(e) && e.heirs.contains(&me)) {
+        return Vec::new();
+    }
+    (0..map.servers.len() as u32)
+        .filter(|&l| {
+            let e = &map.servers[l as usize];
+            gone(e) && e.since > mine.rebuilt_at
+        })
+        .collect()
+}
+
+/// Rebuilds whenever the map names this server an heir that has not rebuilt yet,
+/// while it is up; tries again every half lease until it succeeds.
+pub async fn run(ctx: Arc<Ctx>) {
+    if !ctx.lease.configured() || !ctx.roles().contains(Roles::DATA) {
+        return;
+    }
+    let me = ctx.me as u32;
+    let mut tick = tokio::time::interval(ctx.config.replication.lease / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Datafiles copied by this process, with the version since which it held the
+    // place it copied them for: a later pass (the map changed, a source went
+    // away) does not copy them again. This server has stayed in their chains
+    // since, or caught up with what it missed while it was out of them.
+    let mut copied: HashSet<(Handle, u64)> = HashSet::new();
+    // The map version of the last pass that removed the copies of places this
+    // server left.
+    let mut shed_at = 0;
+    loop {
+        tick.tick().await;
+        let Ok(map) = ctx.lease.map() else {
+            continue;
+        };
+        if returned(&map, me, shed_at) {
+            match shed(&ctx, &map).await {
+                Ok(removed) => {
+                    shed_at = map.version;
+                    if removed > 0 {
+                        tracing::info!(
+                            datafiles = removed,
+                            "removed the copies this server held for lost servers that came back"
+                        );
+                    }
+                }
+                Err(e) => {
+                    if let Some(dropped) = ctx.log_limit.allow("shed") {
+                        tracing::info!(dropped, "copies of places left not removed yet: {e}");
+                    }
+                }
+            }
+        }
+        let lost = owed(&map, me);
+        if lost.is_empty() || !matches!(map.state(me), Some(ServerState::Up)) {
+            ctx.rebuilding.end();
+            continue;
+        }
+        let started = Instant::now();
+        let outcome = match rebuild(&ctx, &map, &lost, &mut copied).await {
+            Ok(done) => report(&ctx, map.version).await.map(|()| done),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(done) => {
+                ctx.rebuilding.end();
+                tracing::info!(
+                    lost = ?lost,
+                    datafiles = done.datafiles,
+                    bytes = done.bytes,
+                    without_another_copy = done.alone,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "rebuilt the copies this server took of lost servers"
+                );
+                if done.alone > 0 {
+                    tracing::warn!(
+                        datafiles = done.alone,
+                        "datafiles with no copy left were lost with the lost servers"
+                    );
+                }
+            }
+            Err(e) => {
+                if let Some(dropped) = ctx.log_limit.allow("rebuild") {
+                    tracing::info!(dropped, "not rebuilt yet: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Whether a server `me` is an heir of came back and is up since map version
+/// `after`: `me` may hold copies of places it no longer holds.
+fn returned(map: &ClusterMap, me: u32, after: u64) -> bool {
+    map.servers
+        .iter()
+        .any(|e| e.heirs.contains(&me) && e.state == ServerState::Up && e.since > after)
+}
+
+/// Whether `me` is in a line of a datafile whose layout copies are `copies` but
+/// holds none of its places: an heir whose lost server came back.
+fn left(map: &ClusterMap, copies: &[u32], me: u32) -> bool {
+    map.lines(copies).iter().any(|l| l[1..].contains(&me)) && !map.holds(copies, me)
+}
+
+/// Removes this server's copies of the datafiles whose places it left under `map`
+/// (looked at again under each datafile's lock); how many it removed.
+async fn shed(ctx: &Arc<Ctx>, map: &ClusterMap) -> OpResult<u64> {
+    let me = ctx.me as u32;
+    let mut removed = 0;
+    for g in ctx.config.meta_servers() {
+        let mut after = None;
+        loop {
+            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
+            for attr in &attrs {
+                let ObjDetail::File { layout } = &attr.detail else {
+                    continue;
+                };
+                for df in &layout.datafiles {
+                    let copies: Vec<u32> = df.replicas().collect();
+                    if copies.len() < 2 || !left(map, &copies, me) {
+                        continue;
+                    }
+                    let limit = ctx.config.timeouts.request;
+                    let _held = ctx.chain_locks.lock(df.handle, 0, u64::MAX, limit).await?;
+                    if !left(&ctx.lease.map()?, &copies, me) {
+                        continue;
+                    }
+                    let (store, handle) = (ctx.data.clone(), df.handle);
+                    ctx.blocking(move || Ok(store.remove(handle)?)).await?;
+                    removed += 1;
+                }
+            }
+            match attrs.last() {
+                Some(a) if more => after = Some(a.handle),
+                _ => break,
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// The version since which this server (`me`) holds, as an heir that has not
+/// rebuilt it yet, a place among the copies of a datafile whose layout copies are
+/// `copies`; None when it holds none so.
+fn takes(map: &ClusterMap, copies: &[u32], me: u32) -> Option<u64> {
+    map.holders(copies)
+        .into_iter()
+        .find(|h| h.server == me && !map.rebuilt(h))
+        .map(|h| h.since)
+}
+
+/// One pass: counts, then copies every datafile this server took as an heir
+/// under `map` and has not rebuilt, but those in `copied`.
+async fn rebuild(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    lost: &[u32],
+    copied: &mut HashSet<(Handle, u64)>,
+) -> OpResult<crate::refill::Refilled> {
+    let me = ctx.me as u32;
+    let (datafiles, bytes) = count(ctx, map, copied).await?;
+    ctx.rebuilding.begin(lost, datafiles, bytes);
+    let key = |handle: Handle, copies: &[u32]| takes(map, copies, me).map(|since| (handle, since));
+    copy_whole(ctx, map, map.version, copied, &key, &ctx.rebuilding.meter).await
+}
+
+/// The datafiles this server took as an heir and has not rebuilt, but those in
+/// `copied`, and the bytes their sources hold now.
+async fn count(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    copied: &HashSet<(Handle, u64)>,
+) -> OpResult<(u64, u64)> {
+    let me = ctx.me as u32;
+    let (mut datafiles, mut bytes) = (0, 0);
+    for g in ctx.config.meta_servers() {
+        let mut after = None;
+        loop {
+            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
+            let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
+            for attr in &attrs {
+                let ObjDetail::File { layout } = &attr.detail else {
+                    continue;
+                };
+                for df in &layout.datafiles {
+                    let copies: Vec<u32> = df.replicas().collect();
+                    let Some(since) = takes(map, &copies, me) else {
+                        continue;
+                    };
+                    if copied.contains(&(df.handle, since)) {
+                        continue;
+                    }
+                    datafiles += 1;
+                    if let Some(from) = source(map, &copies, me, None) {
+                        by_source.entry(from).or_default().push(df.handle);
+                    }
+                }
+            }
+            for (from, handles) in by_source {
+                bytes += sizes(ctx, map, from, handles).await?;
+            }
+            match attrs.last() {
+                Some(a) if more => after = Some(a.handle),
+                _ => break,
+            }
+        }
+    }
+    Ok((datafiles, bytes))
+}
+
+/// The bytes server `from`'s copies of `handles` hold.
+async fn sizes(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    from: usize,
+    handles: Vec<Handle>,
+) -> OpResult<u64> {
+    let request = Request::GetSizes(req::GetSizes {
+        handles,
+        map: Some(map.version),
+    });
+    match ctx.peers.call(from, request).await? {
+        Response::Sizes { sizes } => Ok(sizes.iter().map(|s| s.size).sum()),
+        other => Err(OpError::internal(
+            Errno::EPROTO,
+            format!("GetSizes answered with {}", other.op_name()),
+        )),
+    }
+}
+
+/// Tells the authority this server rebuilt what it took under map `version`.
+async fn report(ctx: &Arc<Ctx>, version: u64) -> OpResult<()> {
+    if ctx.lease.propose_rebuilt(version).await? {
+        return Ok(());
+    }
+    Err(crate::chain::map_error(format!(
+        "the authority did not record this server's rebuild under cluster map version \
+         {version}"
+    )))
+}
