@@ -182,13 +182,20 @@ impl Leases {
                 // unknown, so this one starts over (later, never earlier).
                 let since = *t.down_since.entry(server).or_insert(now);
                 if now >= since + params.rebuild_after {
-                    let heirs = params
-                        .data_servers
-                        .iter()
-                        .copied()
-                        .filter(|&h| h != server && map.server(h).is_some_and(|e| !e.state.gone()))
-                        .collect();
-                    cmds.push(Command::Lost { server, heirs });
+                    let heirs_among = |servers: &[NodeId]| -> Vec<NodeId> {
+                        servers
+                            .iter()
+                            .copied()
+                            .filter(|&h| {
+                                h != server && map.server(h).is_some_and(|e| !e.state.gone())
+                            })
+                            .collect()
+                    };
+                    cmds.push(Command::Lost {
+                        server,
+                        heirs: heirs_among(&params.data_servers),
+                        meta_heirs: heirs_among(&params.meta_servers),
+                    });
                 }
             }
         }

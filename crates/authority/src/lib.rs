@@ -49,6 +49,9 @@ pub struct Params {
     /// The data servers, in configuration order: a lost server's copies go to
     /// those of them not gone ([`Command::Lost`]'s heirs).
     pub data_servers: Vec<NodeId>,
+    /// The metadata servers, in configuration order: a lost server's places in
+    /// metadata groups go to those of them not gone.
+    pub meta_servers: Vec<NodeId>,
 }
 
 impl Params {

@@ -64,6 +64,10 @@ pub struct ServerEntry {
     /// "Rebuild").
     #[serde(default)]
     pub heirs: Vec<NodeId>,
+    /// Since it was first lost: the metadata servers that take its places in
+    /// metadata groups (set with `heirs`, kept after).
+    #[serde(default)]
+    pub meta_heirs: Vec<NodeId>,
     /// The map version of its first [`Command::Lost`] (0: never lost): orders
     /// losses for `ClusterMap::holders`.
     #[serde(default)]
@@ -116,6 +120,9 @@ pub enum Command {
         /// decided; the ones gone when it applies are left out).
         #[serde(default)]
         heirs: Vec<NodeId>,
+        /// The metadata servers that take its places in metadata groups, alike.
+        #[serde(default)]
+        meta_heirs: Vec<NodeId>,
     },
     /// An heir holds every copy it took of lost servers under map `version`: those
     /// serve reads from now on.
@@ -242,6 +249,7 @@ impl Map {
             fresh: false,
             refill: false,
             heirs: Vec::new(),
+            meta_heirs: Vec::new(),
             lost_at: 0,
             rebuilt_at: 0,
         };
@@ -298,7 +306,8 @@ impl Map {
                 }
             }
             if s.heirs.contains(&(i as NodeId))
-                || (s.lost_at == 0 && !s.heirs.is_empty())
+                || s.meta_heirs.contains(&(i as NodeId))
+                || (s.lost_at == 0 && !(s.heirs.is_empty() && s.meta_heirs.is_empty()))
                 || s.lost_at > self.version
                 || s.rebuilt_at > self.version
             {
@@ -381,7 +390,11 @@ impl Map {
                     Applied::Unchanged
                 }
             }
-            Command::Lost { ref heirs, .. } => {
+            Command::Lost {
+                ref heirs,
+                ref meta_heirs,
+                ..
+            } => {
                 let applied = self.transition(i, State::Down, State::Lost);
                 // The heirs of its first loss stay its heirs: another loss's pick
                 // (`ClusterMap::holders`) never moves.
@@ -390,9 +403,11 @@ impl Map {
                         h != i as NodeId && self.server(h).is_some_and(|e| !e.state.gone())
                     };
                     let heirs: Vec<NodeId> = heirs.iter().copied().filter(keep).collect();
+                    let meta_heirs: Vec<NodeId> = meta_heirs.iter().copied().filter(keep).collect();
                     let version = self.version;
                     let entry = &mut self.servers[i];
                     entry.heirs = heirs;
+                    entry.meta_heirs = meta_heirs;
                     entry.lost_at = version;
                 }
                 applied

@@ -19,7 +19,7 @@ use pvfs_storage::{Identity, MetaStore};
 /// Waits until `standby` is up in the map and `primary` has given it `copies` whole
 /// copies in all (its log tells).
 fn up_with_copies(cluster: &Cluster, standby: &str, primary: &str, copies: usize) {
-    let index = cluster.index(standby);
+    let (index, group) = (cluster.index(standby), cluster.index(primary));
     poll(
         &format!("{standby} up with copy {copies} of {primary}'s metadata"),
         scaled(Duration::from_secs(30)),
@@ -27,7 +27,7 @@ fn up_with_copies(cluster: &Cluster, standby: &str, primary: &str, copies: usize
             let made = cluster
                 .log(primary)
                 .matches(&format!(
-                    "metadata standby has a whole copy standby={index}"
+                    "metadata standby has a whole copy group={group} standby={index}"
                 ))
                 .count();
             (state_of(cluster, standby).as_deref() == Some("up") && made >= copies).then_some(())

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::churn::{check_all, wait_state, write_first, Busy};
+use common::churn::{check_all, check_files, wait_state, write_files, write_first, Busy};
 use common::{all_up_with_standby_copies, poll, scaled, state_of, Cluster, TestClient};
 
 /// What an heir's log says once it rebuilt what it took.
@@ -35,6 +35,19 @@ fn logged(log: &str, what: &str, field: &str) -> u64 {
                 .and_then(|v| v.parse::<u64>().ok())
         })
         .sum()
+}
+
+/// Restarts server `name`, waits until it is up, and checks fsck finds nothing.
+fn back_and_clean(cluster: &Cluster, name: &str) {
+    cluster.restart(name);
+    wait_state(cluster, name, "up", Duration::from_secs(60));
+    let fsck = cluster.run_cli(&["fsck", "--json"]);
+    assert_eq!(
+        fsck.json_any()["problems"],
+        serde_json::json!([]),
+        "{}",
+        fsck.stdout
+    );
 }
 
 /// `pvfs status --json`'s row of server `name`.
@@ -106,15 +119,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
     cluster.kill(&sw, libc::SIGKILL);
     wait_state(&cluster, &sw, "down", Duration::from_secs(30));
     check_all(&tc, made);
-    cluster.restart(&sw);
-    wait_state(&cluster, &sw, "up", Duration::from_secs(60));
-    let fsck = cluster.run_cli(&["fsck", "--json"]);
-    assert_eq!(
-        fsck.json_any()["problems"],
-        serde_json::json!([]),
-        "{}",
-        fsck.stdout
-    );
+    back_and_clean(&cluster, &sw);
 
     // It comes back: it copies everything whole, takes its places back, and its
     // heirs remove the copies they stood in with.
@@ -157,6 +162,99 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
     );
     assert!(fsck.status.success());
     cluster.assert_all_running();
+    for n in cluster.names() {
+        assert!(
+            !cluster.log(&n).contains("panicked"),
+            "{n}:\n{}",
+            cluster.log(&n)
+        );
+    }
+}
+
+/// The servers holding the places of metadata group `g` under the newest map.
+fn group_holders(tc: &TestClient, config: &pvfs_config::Config, g: usize) -> Vec<u32> {
+    let map = tc.run(Duration::from_secs(30), async |c| {
+        c.cluster_map().await.unwrap().expect("a cluster map")
+    });
+    map.holders_of(pvfs_proto::map::Held::Meta, &config.meta_group(g))
+        .into_iter()
+        .map(|h| h.server)
+        .collect()
+}
+
+#[test]
+fn a_lost_metadata_servers_places_in_groups_go_to_heirs_that_serve_when_the_next_dies() {
+    // Every server holds metadata and data; s3's group has its standby on s0, and
+    // s2's group on s3.
+    let cluster = Cluster::builder()
+        .servers(4)
+        .replicas(2)
+        .set("lease", r#""1s""#)
+        .set("rebuild_after", r#""5s""#)
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (v, w) = (3usize, 2usize);
+    let (sv, sw) = (
+        config.servers[v].name.clone(),
+        config.servers[w].name.clone(),
+    );
+    assert_eq!(config.meta_group(w), [w as u32, v as u32]);
+    assert!(!config.replication.authority.contains(&v));
+    let tc = TestClient::new(config.clone());
+    let (mut copies, _) = write_first(&tc, v);
+
+    let busy = Busy::start(&config);
+    cluster.kill(&sv, libc::SIGKILL);
+    wait_state(&cluster, &sv, "lost", Duration::from_secs(60));
+    // The groups it was in get an heir in its place, and their primaries give it a
+    // whole copy: s2's group (s2 ships it), and its own (the standby that took it
+    // over ships it).
+    for g in [w, v] {
+        let holders = group_holders(&tc, &config, g);
+        assert_eq!(holders.len(), 2, "group {g}: {holders:?}");
+        assert!(!holders.contains(&(v as u32)), "group {g}: {holders:?}");
+        let heir = *holders
+            .iter()
+            .find(|&&h| !config.meta_group(g).contains(&h))
+            .unwrap_or_else(|| panic!("no heir in group {g}: {holders:?}"));
+        let line = format!("group={g} standby={heir} ");
+        poll(
+            &format!("the heir {heir} with a whole copy of group {g}"),
+            scaled(Duration::from_secs(60)),
+            || {
+                cluster
+                    .names()
+                    .iter()
+                    .any(|n| {
+                        cluster.log(n).lines().any(|l| {
+                            l.contains("metadata standby has a whole copy") && l.contains(&line)
+                        })
+                    })
+                    .then_some(())
+            },
+        );
+    }
+    poll(
+        &format!("{sv}'s copies rebuilt"),
+        scaled(Duration::from_secs(120)),
+        || (status_row(&cluster, &sv)["heirs_rebuilding"] == serde_json::json!([])).then_some(()),
+    );
+    let (made, more) = busy.finish();
+    copies.extend(more);
+
+    // The next server of its groups goes: its group is served by the heir's copy,
+    // every name and byte is there, and creates go on.
+    cluster.kill(&sw, libc::SIGKILL);
+    wait_state(&cluster, &sw, "down", Duration::from_secs(30));
+    check_all(&tc, made);
+    tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/c", 0..8).await;
+        check_files(&c, "/c", 0..8).await;
+        let names = c.readdir("/").await.unwrap();
+        assert_eq!(names.len() as u64, 24 + made + 8, "{names:?}");
+    });
+    back_and_clean(&cluster, &sw);
     for n in cluster.names() {
         assert!(
             !cluster.log(&n).contains("panicked"),

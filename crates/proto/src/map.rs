@@ -116,6 +116,9 @@ pub struct MapServer {
     /// (`docs/replication.md`, "Rebuild"); empty if it never was. Kept when it
     /// comes back, so no other loss's choice moves.
     pub heirs: Vec<u32>,
+    /// Since it was first lost: the metadata servers that take its places in
+    /// metadata groups (as standbys), as `heirs` do its copies of datafiles.
+    pub meta_heirs: Vec<u32>,
     /// The map version at which it was first lost (0: never).
     pub lost_at: u64,
     /// The map version under which it last held every copy it took as an heir
@@ -130,9 +133,20 @@ wire_struct!(MapServer {
     fresh: bool,
     refill: bool,
     heirs: Vec<u32>,
+    meta_heirs: Vec<u32>,
     lost_at: u64,
     rebuilt_at: u64,
 });
+
+/// What a set of copies holds: a datafile's bytes, or a metadata group's store
+/// (each kind has its own heirs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// A datafile: the lost server's `heirs`.
+    Data,
+    /// A metadata group: its `meta_heirs`.
+    Meta,
+}
 
 /// A server holding a copy of a datafile under the map (`ClusterMap::holders`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,8 +267,14 @@ impl ClusterMap {
     /// its server is lost again, the heir after it holds the place again, as
     /// from a new loss: [`Holder::since`]).
     pub fn holders(&self, copies: &[u32]) -> Vec<Holder> {
+        self.holders_of(Held::Data, copies)
+    }
+
+    /// [`ClusterMap::holders`] of a set of copies of `what`: a metadata group's
+    /// members (`Config::meta_group`) as the map has them now.
+    pub fn holders_of(&self, what: Held, copies: &[u32]) -> Vec<Holder> {
         let gone = |s: u32| self.state(s).is_some_and(|st| st.gone());
-        self.lines(copies)
+        self.lines_of(what, copies)
             .into_iter()
             .filter_map(|line| {
                 let at = line.iter().position(|&s| !gone(s))?;
@@ -276,6 +296,11 @@ impl ClusterMap {
     /// The line of each place of `copies` ([`ClusterMap::holders`]): its layout
     /// server, then the heirs picked as each was first lost.
     pub fn lines(&self, copies: &[u32]) -> Vec<Vec<u32>> {
+        self.lines_of(Held::Data, copies)
+    }
+
+    /// [`ClusterMap::lines`] of a set of copies of `what`.
+    pub fn lines_of(&self, what: Held, copies: &[u32]) -> Vec<Vec<u32>> {
         // Per place: its line, and whether its last server's loss was taken.
         let mut lines: Vec<(Vec<u32>, bool)> = copies.iter().map(|&s| (vec![s], false)).collect();
         let mut seen: Vec<u32> = copies.to_vec();
@@ -293,7 +318,11 @@ impl ClusterMap {
             let Some((_, lost, at)) = next else {
                 break;
             };
-            let heirs = &self.servers[lost as usize].heirs;
+            let e = &self.servers[lost as usize];
+            let heirs = match what {
+                Held::Data => &e.heirs,
+                Held::Meta => &e.meta_heirs,
+            };
             let rot = copies.first().map_or(0, |&c| c as usize) + at;
             let pick = (0..heirs.len())
                 .map(|k| heirs[(rot + k) % heirs.len()])
@@ -327,7 +356,14 @@ impl ClusterMap {
     /// Whether `server` holds a copy of a datafile whose layout puts its copies on
     /// `copies` ([`ClusterMap::holders`]).
     pub fn holds(&self, copies: &[u32], server: u32) -> bool {
-        self.holders(copies).iter().any(|h| h.server == server)
+        self.holds_of(Held::Data, copies, server)
+    }
+
+    /// [`ClusterMap::holds`] for a set of copies of `what`.
+    pub fn holds_of(&self, what: Held, copies: &[u32], server: u32) -> bool {
+        self.holders_of(what, copies)
+            .iter()
+            .any(|h| h.server == server)
     }
 
     /// The holders of copies on `copies` that are out of `chain` (down, or gone
@@ -459,6 +495,7 @@ mod tests {
                     fresh: i == 2,
                     refill: i >= 2,
                     heirs: if i == 2 { vec![0, 1] } else { Vec::new() },
+                    meta_heirs: if i == 2 { vec![1] } else { Vec::new() },
                     lost_at: 2,
                     rebuilt_at: i as u64,
                 })
@@ -498,6 +535,7 @@ mod tests {
                     fresh: false,
                     refill: false,
                     heirs: Vec::new(),
+                    meta_heirs: Vec::new(),
                     lost_at: 0,
                     rebuilt_at: 0,
                 })

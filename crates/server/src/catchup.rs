@@ -136,6 +136,9 @@ pub async fn catch_up(
     // own group too, when another server took it over) has given it a whole copy
     // (the primary sends one to a recovering standby).
     for &g in ctx.standbys.groups() {
+        if !ctx.standbys.holds_place(map, g) {
+            continue;
+        }
         let led_by_another = map.primary(g as u32).is_some_and(|p| p != me);
         if led_by_another && !ctx.standbys.following(g) {
             return Err(OpError::busy(

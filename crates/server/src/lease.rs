@@ -112,6 +112,11 @@ impl Lease {
                 .into_iter()
                 .map(|i| i as NodeId)
                 .collect(),
+            meta_servers: config
+                .meta_servers()
+                .into_iter()
+                .map(|i| i as NodeId)
+                .collect(),
         };
         let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
         let storage = &config.servers[me].storage;
@@ -466,6 +471,11 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .iter()
                     .filter_map(|&h| u32::try_from(h).ok())
                     .collect(),
+                meta_heirs: s
+                    .meta_heirs
+                    .iter()
+                    .filter_map(|&h| u32::try_from(h).ok())
+                    .collect(),
                 lost_at: s.lost_at,
                 rebuilt_at: s.rebuilt_at,
             })
@@ -495,6 +505,7 @@ impl Lease {
             lease: Duration::from_secs(2),
             rebuild_after: Duration::from_secs(600),
             data_servers: Vec::new(),
+            meta_servers: Vec::new(),
         };
         let mut lease = Lease::none();
         lease.renewer = Some(Renewer::new(0, 1, 0, vec![0], Arc::new(Nobody), params));

@@ -281,8 +281,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
     let lease = Arc::new(lease);
     // A metadata server with standbys ships every commit to them before answering,
     // while the map names it its group's primary.
-    let group = config.meta_group(me);
-    let replicated = sc.roles.contains(pvfs_proto::Roles::META) && group.len() > 1;
+    let group = replicate::Shipping::candidates(&config, me as u32, me);
+    let replicated = sc.roles.contains(pvfs_proto::Roles::META) && group.0.len() > 1;
     let fence = Arc::new(fence::Fence::new(
         &sc.name,
         replicated && lease.configured(),

@@ -253,6 +253,13 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
         // This server's copy served the group last: it holds every acknowledged
         // change, and stays the group's store until another copy serves.
         let store_here = view.store(g) == Some(me);
+        // A copy of a group this server holds no place in (it stood in for a lost
+        // member that came back) gets nothing more from the primary: it never
+        // counts as following, nor takes the group over.
+        let member = host.standbys.holds_place(map, g);
+        if !member && !leads && !held {
+            host.standbys.unfollow(g);
+        }
         if leads && !held && current {
             let name = host.config.servers[g].name.clone();
             promoted.set_names(std::slice::from_ref(&name));
@@ -262,7 +269,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
             }
         } else if !leads && held {
             give_up(host, promoted, g, map.version).await;
-        } else if !leads && map.primary(g as u32).is_none() {
+        } else if !leads && map.primary(g as u32).is_none() && (member || store_here) {
             // The copy that served last is the group's store where it stands,
             // marked, whether it follows anything or not.
             let store = store_here
@@ -516,19 +523,12 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             Ok((meta, mark))
         })
         .await?;
-    let members: Vec<u32> = std::iter::once(host.me as u32)
-        .chain(
-            config
-                .meta_group(g)
-                .into_iter()
-                .filter(|&s| s != host.me as u32),
-        )
-        .collect();
+    let (listed, members) = crate::replicate::Shipping::candidates(&config, host.me as u32, g);
     let fence = Arc::new(Fence::new(&sc.name, true, false));
-    let shipping = (members.len() > 1).then(|| {
+    let shipping = (listed.len() > 1).then(|| {
         crate::replicate::Shipping::new(
             g as u32,
-            members,
+            (listed, members),
             host.lease.clone(),
             host.peers.clone(),
             fence.clone(),

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use pvfs_proto::map::{ClusterMap, ServerState};
+use pvfs_proto::map::{ClusterMap, Held, ServerState};
 use pvfs_proto::{ReplicateStep, Request, Response};
 use pvfs_storage::{LogShipper, RecordTap, ReplicatedFuture, Replicator, StorageError};
 use tokio::sync::Notify;
@@ -70,8 +70,12 @@ pub struct Shipping {
     /// Whether this server leads the group: only its primary ships it (a server
     /// back from down whose group another took over ships nothing).
     fence: Arc<crate::fence::Fence>,
-    /// The group's servers, this one first.
+    /// The servers it may ship to, this one first: the group's members and every
+    /// other metadata server, which joins the group as the heir of a lost member.
     members: Vec<u32>,
+    /// The group's members as the configuration lists them (`Config::meta_group`):
+    /// the map says who holds their places now.
+    listed: Vec<u32>,
     lease: Arc<Lease>,
     peers: Arc<Peers>,
     /// How long a mutation waits for its standbys before it is answered without
@@ -91,11 +95,12 @@ pub struct Shipping {
 }
 
 impl Shipping {
-    /// The shipping of metadata group `group` from this server (`members[0]`) to
-    /// `members[1..]`, while `fence` says this server leads the group.
+    /// The shipping of metadata group `group` (configured members `listed`) from
+    /// this server (`members[0]`) to those of `members[1..]` that hold a place in
+    /// the group, while `fence` says this server leads the group.
     pub fn new(
         group: u32,
-        members: Vec<u32>,
+        (listed, members): (Vec<u32>, Vec<u32>),
         lease: Arc<Lease>,
         peers: Arc<Peers>,
         fence: Arc<crate::fence::Fence>,
@@ -106,6 +111,7 @@ impl Shipping {
             group,
             fence,
             members: members.clone(),
+            listed,
             lease,
             peers,
             patience,
@@ -137,10 +143,25 @@ impl Shipping {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether standby `server` is in the group under `map` (up, recovering or
-    /// draining): a mutation waits for it.
-    fn kept(map: &ClusterMap, server: u32) -> bool {
+    /// Whether standby `server` is in the group under `map` (holds a place in it,
+    /// and is up, recovering or draining): a mutation waits for it.
+    fn kept(&self, map: &ClusterMap, server: u32) -> bool {
         map.state(server).is_some_and(ServerState::serving)
+            && map.holds_of(Held::Meta, &self.listed, server)
+    }
+
+    /// The servers a primary of metadata group `g` of `config` may ship to, `me`
+    /// first: the group's members and every other metadata server (an heir of a
+    /// lost member joins the group); with the group's members as listed.
+    pub fn candidates(config: &pvfs_config::Config, me: u32, g: usize) -> (Vec<u32>, Vec<u32>) {
+        let listed = config.meta_group(g);
+        let others = config
+            .meta_servers()
+            .into_iter()
+            .map(|s| s as u32)
+            .filter(|&s| s != me);
+        let members = std::iter::once(me).chain(others).collect();
+        (listed, members)
     }
 
     /// Starts one shipping task per standby; they run until aborted.
@@ -265,6 +286,7 @@ impl Shipping {
         drop(st);
         self.changed.notify_waiters();
         tracing::info!(
+            group = self.group,
             standby = server,
             bytes = len,
             "metadata standby has a whole copy"
@@ -343,7 +365,7 @@ impl Shipping {
     /// Whether this server ships to standby `server` now: it leads the group, holds
     /// a lease and the map keeps the standby in the group.
     fn ships_to(&self, server: u32) -> bool {
-        self.fence.holds(&self.lease) && self.lease.map().is_ok_and(|m| Self::kept(&m, server))
+        self.fence.holds(&self.lease) && self.lease.map().is_ok_and(|m| self.kept(&m, server))
     }
 
     /// Standby `slot` holds every record through `through` of log generation
@@ -379,7 +401,7 @@ impl Shipping {
         };
         let st = self.lock();
         st.followers.iter().all(|f| {
-            !Self::kept(&map, f.server)
+            !self.kept(&map, f.server)
                 || matches!(f.phase, Phase::Following { held } if held >= seq)
         })
     }
@@ -409,7 +431,7 @@ impl Shipping {
             let st = self.lock();
             st.followers
                 .iter()
-                .filter(|f| Self::kept(&map, f.server))
+                .filter(|f| self.kept(&map, f.server))
                 .filter(|f| match f.phase {
                     Phase::Following { held } => held < seq,
                     Phase::Copying { .. } => !moving(f.server),

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use pvfs_config::Config;
+use pvfs_proto::map::{ClusterMap, Held};
 use pvfs_storage::{StandbyStore, SyncPolicy};
 
 /// One group's copy, and a signal of its moving on (a batch of records that
@@ -22,8 +23,16 @@ pub struct GroupCopy {
 /// The standby copies of one server, by group.
 pub struct Standbys {
     sync: SyncPolicy,
-    /// The groups this server is a standby of (indices of their primaries).
+    /// This server.
+    me: u32,
+    /// The groups this server may be a standby of (indices of their primaries):
+    /// those the configuration makes it a member of, and, for a metadata server,
+    /// every other, which it joins as the heir of a lost member
+    /// (`docs/replication.md`, "Rebuild").
     groups: Vec<usize>,
+    /// The configured members of each group (`Config::meta_group`), in the order
+    /// of `groups`.
+    members: Vec<Vec<u32>>,
     /// Where each group's copy lives, `<storage>/groups/<primary's name>`, in the
     /// order of `groups`.
     dirs: Vec<PathBuf>,
@@ -41,17 +50,20 @@ impl Standbys {
     /// copies), synced as `sync` says: of the groups it stands by for, and of its
     /// own (kept while another server leads it, after a failover).
     pub fn new(config: &Config, me: usize, sync: SyncPolicy) -> Standbys {
+        let meta = config.servers[me].roles.contains(pvfs_proto::Roles::META);
         let groups: Vec<usize> = config
             .meta_servers()
             .into_iter()
             .filter(|&g| {
                 let group = config.meta_group(g);
-                group.len() > 1 && group.contains(&(me as u32))
+                group.len() > 1 && (meta || group.contains(&(me as u32)))
             })
             .collect();
         let dir = config.servers[me].storage.join("groups");
         Standbys {
             sync,
+            me: me as u32,
+            members: groups.iter().map(|&g| config.meta_group(g)).collect(),
             dirs: groups
                 .iter()
                 .map(|&g| dir.join(&config.servers[g].name))
@@ -67,6 +79,8 @@ impl Standbys {
     pub fn none(sync: SyncPolicy) -> Standbys {
         Standbys {
             sync,
+            me: 0,
+            members: Vec::new(),
             groups: Vec::new(),
             dirs: Vec::new(),
             open: Mutex::new(HashMap::new()),
@@ -145,9 +159,31 @@ impl Standbys {
             .remove(&group);
     }
 
-    /// The groups this server is a standby of.
+    /// The groups this server may be a standby of.
     pub fn groups(&self) -> &[usize] {
         &self.groups
+    }
+
+    /// Whether this server holds a place in metadata group `group` under `map`
+    /// (a configured member not lost, or the heir of one): its copy counts only
+    /// then.
+    pub fn holds_place(&self, map: &ClusterMap, group: usize) -> bool {
+        self.groups
+            .iter()
+            .position(|&g| g == group)
+            .is_some_and(|k| map.holds_of(Held::Meta, &self.members[k], self.me))
+    }
+
+    /// The copy of `group` stops following (this server left the group: its
+    /// primary ships it nothing more), so it never counts as current until a new
+    /// copy.
+    pub fn unfollow(&self, group: usize) {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = open.get(&group).filter(|c| c.store.following()) {
+            if let Err(e) = c.store.unfollow() {
+                tracing::warn!(group, "cannot stop following: {e}");
+            }
+        }
     }
 
     /// The copy of group `group`, opened on first use; None if this server is not

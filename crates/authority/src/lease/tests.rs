@@ -6,6 +6,7 @@ const PARAMS: Params = Params {
     lease: Duration::from_secs(2),
     rebuild_after: Duration::from_secs(10),
     data_servers: Vec::new(),
+    meta_servers: Vec::new(),
 };
 
 fn ms(t0: Instant, ms: u64) -> Instant {
@@ -103,7 +104,8 @@ fn down_servers_are_lost_after_rebuild_after_from_when_this_leader_saw_them() {
         serving(l.decide(&map, ms(t0, 10_100), &PARAMS)),
         vec![Command::Lost {
             server: 1,
-            heirs: Vec::new()
+            heirs: Vec::new(),
+            meta_heirs: Vec::new()
         }]
     );
     // Back meanwhile, then down again: the count starts over.

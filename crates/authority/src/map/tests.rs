@@ -30,6 +30,7 @@ fn with(state: State) -> Map {
         fresh: false,
         refill: false,
         heirs: Vec::new(),
+        meta_heirs: Vec::new(),
         lost_at: 0,
         rebuilt_at: 0,
     };
@@ -81,6 +82,7 @@ fn new_map_is_all_up_at_version_zero() {
                 fresh: false,
                 refill: false,
                 heirs: Vec::new(),
+                meta_heirs: Vec::new(),
                 lost_at: 0,
                 rebuilt_at: 0,
             }
@@ -319,6 +321,7 @@ fn lost_only_from_down() {
             Command::Lost {
                 server: 1,
                 heirs: Vec::new(),
+                meta_heirs: Vec::new(),
             },
         );
         if state == State::Down {
@@ -393,6 +396,7 @@ fn commands_for_unknown_servers_change_nothing() {
         Command::Lost {
             server: 3,
             heirs: Vec::new(),
+            meta_heirs: Vec::new(),
         },
         Command::CaughtUp {
             server: 3,
@@ -428,7 +432,8 @@ fn a_server_lives_a_whole_life() {
         m.apply(
             &Command::Lost {
                 server: 0,
-                heirs: Vec::new()
+                heirs: Vec::new(),
+                meta_heirs: Vec::new()
             },
             3
         ),
@@ -474,6 +479,7 @@ fn versions_only_grow_and_move_exactly_with_states() {
             2 => Command::Lost {
                 server,
                 heirs: Vec::new(),
+                meta_heirs: Vec::new(),
             },
             3 => Command::CaughtUp {
                 server,
@@ -1109,6 +1115,7 @@ fn a_lost_server_gets_heirs_once_and_heirs_that_rebuilt_are_recorded() {
     let lost = |server, heirs: &[NodeId]| Command::Lost {
         server,
         heirs: heirs.to_vec(),
+        meta_heirs: heirs.to_vec(),
     };
     assert_eq!(m.apply(&lost(1, &[0, 1, 2, 3]), 5), Applied::Changed);
     let v = m.version;
@@ -1179,6 +1186,7 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 fresh: s.fresh,
                 refill: s.refill,
                 heirs: ids(&s.heirs),
+                meta_heirs: ids(&s.meta_heirs),
                 lost_at: s.lost_at,
                 rebuilt_at: s.rebuilt_at,
             })
@@ -1237,6 +1245,7 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
             3 | 4 => Command::Lost {
                 server,
                 heirs: (0..N as NodeId).collect(),
+                meta_heirs: (0..N as NodeId).collect(),
             },
             5 | 6 => Command::CaughtUp {
                 server,

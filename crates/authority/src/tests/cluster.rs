@@ -8,6 +8,7 @@ const PARAMS: Params = Params {
     lease: Duration::from_secs(2),
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
+    meta_servers: Vec::new(),
 };
 
 /// Generous: an election takes at most ~2.2 s with openraft's leader lease, and slow

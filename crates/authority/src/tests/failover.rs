@@ -7,6 +7,7 @@ const PARAMS: Params = Params {
     lease: Duration::from_secs(2),
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
+    meta_servers: Vec::new(),
 };
 
 /// The longest a live server may go without a valid lease across the failover, given

@@ -10,6 +10,7 @@ const PARAMS: Params = Params {
     lease: Duration::from_secs(20),
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
+    meta_servers: Vec::new(),
 };
 
 const ELECT: Duration = Duration::from_secs(15);

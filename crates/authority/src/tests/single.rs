@@ -7,6 +7,7 @@ const PARAMS: Params = Params {
     lease: Duration::from_secs(1),
     rebuild_after: Duration::from_millis(500),
     data_servers: Vec::new(),
+    meta_servers: Vec::new(),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
