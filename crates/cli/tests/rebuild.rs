@@ -249,7 +249,12 @@ fn a_lost_metadata_servers_places_in_groups_go_to_heirs_that_serve_when_the_next
     wait_state(&cluster, &sw, "down", Duration::from_secs(30));
     check_all(&tc, made);
     tc.run(Duration::from_secs(120), async |c| {
-        write_files(&c, "/c", 0..8).await;
+        // New files leave the lost server out.
+        let placed = write_files(&c, "/c", 0..8).await;
+        assert!(
+            placed.iter().all(|p| !p.contains(&(v as u32))),
+            "{placed:?}"
+        );
         check_files(&c, "/c", 0..8).await;
         let names = c.readdir("/").await.unwrap();
         assert_eq!(names.len() as u64, 24 + made + 8, "{names:?}");

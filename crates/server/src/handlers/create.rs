@@ -420,6 +420,31 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
     Ok(())
 }
 
+/// The data servers a new file's datafiles go round: those of the configuration,
+/// but, for a file whose first server is left to the file system, without the
+/// servers the map calls lost (their heirs would stand in for them, and a one-copy
+/// datafile there could not be written); its width is then at most theirs.
+fn placement_servers(ctx: &Ctx, spec: LayoutSpec) -> Vec<usize> {
+    let all = ctx.config.data_servers();
+    if spec.base.is_some() {
+        return all;
+    }
+    let Ok(map) = ctx.lease.map() else {
+        return all;
+    };
+    let live: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&s| !map.state(s as u32).is_some_and(|st| st.gone()))
+        .collect();
+    let copies = spec.replicas.unwrap_or(1).max(1) as usize;
+    if live.len() < copies {
+        all
+    } else {
+        live
+    }
+}
+
 /// Fills a layout request with the defaults and picks its data servers
 /// (round-robin from the base, as PVFS's base/pcount) and the servers of each
 /// datafile's other copies (`Config::replica_set`).
@@ -429,7 +454,7 @@ fn resolve_layout(ctx: &Ctx, spec: LayoutSpec) -> OpResult<Plan> {
         ..LayoutSpec::default()
     });
     check_spec(ctx, spec)?;
-    let data = ctx.config.data_servers();
+    let data = placement_servers(ctx, spec);
     let n = data.len();
     let size = spec.stripe_size.unwrap_or(ctx.config.defaults.stripe_size);
     let count = spec
