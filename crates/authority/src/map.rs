@@ -68,10 +68,18 @@ pub struct ServerEntry {
     /// metadata groups (set with `heirs`, kept after).
     #[serde(default)]
     pub meta_heirs: Vec<NodeId>,
-    /// The map version of its first [`Command::Lost`] (0: never lost): orders
-    /// losses for `ClusterMap::holders`.
+    /// The map version of its first [`Command::Lost`] or [`Command::Drain`] (0:
+    /// never): orders losses for `ClusterMap::holders`.
     #[serde(default)]
     pub lost_at: u64,
+    /// The map version at which it last began to leave (lost or drained): its
+    /// heirs hold its places since.
+    #[serde(default)]
+    pub left_at: u64,
+    /// It is being drained ([`Command::Drain`]) until it is retired: back from
+    /// down, it is draining again once caught up.
+    #[serde(default)]
+    pub leaving: bool,
     /// The map version under which it last held every copy it took as an heir
     /// ([`Command::Rebuilt`]; 0: never): its copies as an heir of servers lost
     /// before then serve reads.
@@ -150,8 +158,16 @@ pub enum Command {
     Drain {
         /// The server.
         server: NodeId,
+        /// The data servers that take its copies while it still serves, as a lost
+        /// server's heirs (the ones gone when it applies are left out).
+        #[serde(default)]
+        heirs: Vec<NodeId>,
+        /// The metadata servers that take its places in metadata groups, alike.
+        #[serde(default)]
+        meta_heirs: Vec<NodeId>,
     },
-    /// A drained (or lost) server leaves for good.
+    /// A drained (or lost) server leaves for good: a draining one only once every
+    /// heir rebuilt what it took of it.
     Retire {
         /// The server.
         server: NodeId,
@@ -209,7 +225,7 @@ impl Command {
             | Command::Lost { server, .. }
             | Command::Rebuilt { server, .. }
             | Command::CaughtUp { server, .. }
-            | Command::Drain { server }
+            | Command::Drain { server, .. }
             | Command::Retire { server }
             | Command::Evict { server }
             | Command::Lead { server, .. }
@@ -251,6 +267,8 @@ impl Map {
             heirs: Vec::new(),
             meta_heirs: Vec::new(),
             lost_at: 0,
+            left_at: 0,
+            leaving: false,
             rebuilt_at: 0,
         };
         Map {
@@ -309,6 +327,9 @@ impl Map {
                 || s.meta_heirs.contains(&(i as NodeId))
                 || (s.lost_at == 0 && !(s.heirs.is_empty() && s.meta_heirs.is_empty()))
                 || s.lost_at > self.version
+                || s.left_at > self.version
+                || s.left_at < s.lost_at
+                || (s.leaving && (s.state == State::Up || s.lost_at == 0))
                 || s.rebuilt_at > self.version
             {
                 return Err(Error::Decode(format!(
@@ -396,19 +417,8 @@ impl Map {
                 ..
             } => {
                 let applied = self.transition(i, State::Down, State::Lost);
-                // The heirs of its first loss stay its heirs: another loss's pick
-                // (`ClusterMap::holders`) never moves.
-                if applied == Applied::Changed && self.servers[i].lost_at == 0 {
-                    let keep = |&h: &NodeId| {
-                        h != i as NodeId && self.server(h).is_some_and(|e| !e.state.gone())
-                    };
-                    let heirs: Vec<NodeId> = heirs.iter().copied().filter(keep).collect();
-                    let meta_heirs: Vec<NodeId> = meta_heirs.iter().copied().filter(keep).collect();
-                    let version = self.version;
-                    let entry = &mut self.servers[i];
-                    entry.heirs = heirs;
-                    entry.meta_heirs = meta_heirs;
-                    entry.lost_at = version;
+                if applied == Applied::Changed {
+                    self.leave(i, heirs, meta_heirs);
                 }
                 applied
             }
@@ -444,7 +454,13 @@ impl Map {
                     && (recovering_since == 0 || entry.since == recovering_since)
                     && !(entry.fresh && self.holds_another_group(i))
                 {
-                    self.enter(i, State::Up);
+                    // A server being drained goes on draining.
+                    let state = if entry.leaving {
+                        State::Draining
+                    } else {
+                        State::Up
+                    };
+                    self.enter(i, state);
                     let entry = &mut self.servers[i];
                     entry.fresh = false;
                     entry.refill = false;
@@ -453,9 +469,25 @@ impl Map {
                     Applied::Unchanged
                 }
             }
-            Command::Drain { .. } => self.transition(i, State::Up, State::Draining),
+            Command::Drain {
+                ref heirs,
+                ref meta_heirs,
+                ..
+            } => {
+                let applied = self.transition(i, State::Up, State::Draining);
+                if applied == Applied::Changed {
+                    self.leave(i, heirs, meta_heirs);
+                    self.servers[i].leaving = true;
+                }
+                applied
+            }
             Command::Retire { .. } => match entry.state {
-                State::Draining | State::Lost => {
+                State::Lost => {
+                    self.enter(i, State::Retired);
+                    Applied::Changed
+                }
+                // Drained only once every heir holds what it took of it.
+                State::Draining if self.rebuilt_heirs(i) => {
                     self.enter(i, State::Retired);
                     Applied::Changed
                 }
@@ -526,6 +558,38 @@ impl Map {
                 Applied::Changed
             }
         }
+    }
+
+    /// Server `i` begins to leave (lost or drained; its state already changed): its
+    /// heirs hold its places from now on. The heirs of its first leave stay its
+    /// heirs: no other loss's pick (`ClusterMap::holders`) ever moves.
+    fn leave(&mut self, i: usize, heirs: &[NodeId], meta_heirs: &[NodeId]) {
+        let version = self.version;
+        if self.servers[i].lost_at == 0 {
+            let keep =
+                |&h: &NodeId| h != i as NodeId && self.server(h).is_some_and(|e| !e.state.gone());
+            let heirs: Vec<NodeId> = heirs.iter().copied().filter(keep).collect();
+            let meta_heirs: Vec<NodeId> = meta_heirs.iter().copied().filter(keep).collect();
+            let entry = &mut self.servers[i];
+            entry.heirs = heirs;
+            entry.meta_heirs = meta_heirs;
+            entry.lost_at = version;
+        }
+        // A server being drained that is lost meanwhile left when its drain began:
+        // its heirs hold its places since.
+        if !self.servers[i].leaving {
+            self.servers[i].left_at = version;
+        }
+    }
+
+    /// Whether every heir of server `i` that is not gone rebuilt since `i` began to
+    /// leave.
+    fn rebuilt_heirs(&self, i: usize) -> bool {
+        let e = &self.servers[i];
+        e.heirs.iter().all(|&h| {
+            self.server(h)
+                .is_none_or(|he| he.state.gone() || he.rebuilt_at >= e.left_at)
+        })
     }
 
     /// Whether the map names server `i` the primary, or the copy that served last,

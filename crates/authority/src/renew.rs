@@ -59,6 +59,11 @@ impl Renewer {
         }
     }
 
+    /// The timings and servers it was made with.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
     /// One renewal: sends Renew to the member believed to lead (following NotLeader hints, trying the others in turn), returns the granted lease's expiry counted from the moment it SENT the request: `sent + lease - MARGIN` (a `tokio::time::Instant`), and the map; Err if refused or no member answered within `lease / 2`.
     pub async fn renew(&self) -> Result<(Instant, Map), Error> {
         // Counted from before the first try: whichever try was granted was sent after

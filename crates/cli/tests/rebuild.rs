@@ -37,6 +37,15 @@ fn logged(log: &str, what: &str, field: &str) -> u64 {
         .sum()
 }
 
+/// [`logged`] over every server's log.
+fn logged_all(cluster: &Cluster, what: &str, field: &str) -> u64 {
+    cluster
+        .names()
+        .iter()
+        .map(|n| logged(&cluster.log(n), what, field))
+        .sum()
+}
+
 /// Restarts server `name`, waits until it is up, and checks fsck finds nothing.
 fn back_and_clean(cluster: &Cluster, name: &str) {
     cluster.restart(name);
@@ -95,11 +104,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
     );
     let (made, more) = busy.finish();
     copies.extend(more);
-    let rebuilt: u64 = cluster
-        .names()
-        .iter()
-        .map(|n| logged(&cluster.log(n), REBUILT, "datafiles="))
-        .sum();
+    let rebuilt = logged_all(&cluster, REBUILT, "datafiles=");
     assert!(
         rebuilt >= on_v,
         "the heirs rebuilt {rebuilt} datafiles, but {sv} held copies of {on_v} before"
@@ -139,11 +144,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
         "the heirs' copies removed",
         scaled(Duration::from_secs(60)),
         || {
-            let shed: u64 = cluster
-                .names()
-                .iter()
-                .map(|n| logged(&cluster.log(n), SHED, "datafiles="))
-                .sum();
+            let shed = logged_all(&cluster, SHED, "datafiles=");
             (shed >= on_v).then_some(())
         },
     );
@@ -267,4 +268,52 @@ fn a_lost_metadata_servers_places_in_groups_go_to_heirs_that_serve_when_the_next
             cluster.log(&n)
         );
     }
+}
+
+#[test]
+fn a_drained_server_hands_its_copies_over_while_it_serves_and_is_retired() {
+    let cluster = common::two_meta_of_four(&[]);
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (v, w) = (3usize, 2usize);
+    let (sv, sw) = (
+        config.servers[v].name.clone(),
+        config.servers[w].name.clone(),
+    );
+    let tc = TestClient::new(config.clone());
+    let (mut copies, on_v) = write_first(&tc, v);
+
+    // Drained while a client writes and reads: no error, and it serves meanwhile.
+    let busy = Busy::start(&config);
+    let out = cluster.run_cli(&["server", "drain", &sv]);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(&format!("draining {sv}")),
+        "{}",
+        out.stdout
+    );
+    wait_state(&cluster, &sv, "retired", Duration::from_secs(120));
+    let (made, more) = busy.finish();
+    copies.extend(more);
+    let rebuilt = logged_all(&cluster, REBUILT, "datafiles=");
+    assert!(rebuilt >= on_v, "the heirs copied {rebuilt} of {on_v}");
+    assert!(cluster
+        .log(&sv)
+        .contains("drained: every copy this server held"));
+    // Retired, it is healthy to be without it; stopped, nothing misses it.
+    cluster.kill(&sv, libc::SIGKILL);
+    let status = cluster.run_cli(&["status", "--json"]);
+    assert!(status.status.success(), "{}", status.stdout);
+    // And the server that shared copies with it goes too: the heirs' copies serve.
+    cluster.kill(&sw, libc::SIGKILL);
+    wait_state(&cluster, &sw, "down", Duration::from_secs(30));
+    check_all(&tc, made);
+    back_and_clean(&cluster, &sw);
+    // A retired server drains no more; one that is not in the configuration
+    // neither.
+    let again = cluster.run_cli(&["server", "drain", &sv]);
+    assert!(!again.status.success(), "{}", again.stdout);
+    let unknown = cluster.run_cli(&["server", "drain", "nosuch"]);
+    assert!(!unknown.status.success());
+    assert!(unknown.stderr.contains("no server"), "{}", unknown.stderr);
 }

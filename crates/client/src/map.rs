@@ -2,9 +2,11 @@
 //! (`docs/replication.md`). Asked of the authority's members first, which know it
 //! first, then of any other server.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::pool::unexpected;
 use crate::Client;
 use pvfs_proto::map::ClusterMap;
+use pvfs_proto::{req, Errno, Request, Response};
 
 impl Client {
     /// The newest cluster map a server answers, or `None` when the file system has
@@ -26,5 +28,44 @@ impl Client {
             return Ok(None);
         }
         self.inner.pool.newest_map(&self.creds).await.map(Some)
+    }
+
+    /// Starts draining server `name` (`pvfs server drain`): its heirs take copies
+    /// of everything it holds while it serves on, and it is retired once they hold
+    /// them (`docs/replication.md`, "Drain"). Asked of the other servers in turn,
+    /// the authority's members first; the map after it.
+    pub async fn drain(&self, name: &str) -> Result<ClusterMap> {
+        let config = self.config();
+        let Some(server) = config.server_index(name) else {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("no server {name:?} in the configuration"),
+            ));
+        };
+        let members = config.replication.authority.iter().copied();
+        let others =
+            (0..config.servers.len()).filter(|i| !config.replication.authority.contains(i));
+        let mut last = Error::new(Errno::EHOSTDOWN, "no server answered");
+        for i in members.chain(others) {
+            let request = Request::Drain(req::Drain {
+                server: server as u32,
+            });
+            match self.rpc(i, request).await {
+                Ok(Response::Map { map }) => return Ok(map),
+                Ok(other) => return Err(unexpected("Drain", &other)),
+                // Refused for what it is (not up, no authority): no other server
+                // answers otherwise.
+                Err(e)
+                    if !matches!(
+                        e.errno,
+                        Errno::EHOSTDOWN | Errno::ETIMEDOUT | Errno::ECONNREFUSED | Errno::EAGAIN
+                    ) =>
+                {
+                    return Err(e)
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 }

@@ -119,8 +119,14 @@ pub struct MapServer {
     /// Since it was first lost: the metadata servers that take its places in
     /// metadata groups (as standbys), as `heirs` do its copies of datafiles.
     pub meta_heirs: Vec<u32>,
-    /// The map version at which it was first lost (0: never).
+    /// The map version at which it was first lost or drained (0: never).
     pub lost_at: u64,
+    /// The map version at which it last began to leave (lost, or drained): its
+    /// heirs hold its places since.
+    pub left_at: u64,
+    /// It is being drained (`pvfs server drain`): its heirs hold its places
+    /// beside it until it is retired, also while it is down or catching up.
+    pub leaving: bool,
     /// The map version under which it last held every copy it took as an heir
     /// (0: never): its copies as an heir since then serve reads.
     pub rebuilt_at: u64,
@@ -135,6 +141,8 @@ wire_struct!(MapServer {
     heirs: Vec<u32>,
     meta_heirs: Vec<u32>,
     lost_at: u64,
+    left_at: u64,
+    leaving: bool,
     rebuilt_at: u64,
 });
 
@@ -273,24 +281,30 @@ impl ClusterMap {
     /// [`ClusterMap::holders`] of a set of copies of `what`: a metadata group's
     /// members (`Config::meta_group`) as the map has them now.
     pub fn holders_of(&self, what: Held, copies: &[u32]) -> Vec<Holder> {
-        let gone = |s: u32| self.state(s).is_some_and(|st| st.gone());
-        self.lines_of(what, copies)
-            .into_iter()
-            .filter_map(|line| {
-                let at = line.iter().position(|&s| !gone(s))?;
-                let before = &line[..at];
-                Some(Holder {
-                    server: line[at],
-                    heir_of: before.last().copied(),
-                    since: before
-                        .iter()
-                        .filter_map(|&l| self.servers.get(l as usize))
-                        .map(|e| e.since)
-                        .max()
-                        .unwrap_or(0),
-                })
-            })
-            .collect()
+        let mut out = Vec::with_capacity(copies.len());
+        for line in self.lines_of(what, copies) {
+            // Down the line: past the servers gone, to the first that is not; past
+            // one being drained, to the next too (it takes the place meanwhile).
+            let (mut since, mut before) = (0, None);
+            for s in line {
+                let Some(e) = self.servers.get(s as usize) else {
+                    break;
+                };
+                if !e.state.gone() {
+                    out.push(Holder {
+                        server: s,
+                        heir_of: before,
+                        since,
+                    });
+                    if !e.leaving {
+                        break;
+                    }
+                }
+                since = since.max(e.left_at);
+                before = Some(s);
+            }
+        }
+        out
     }
 
     /// The line of each place of `copies` ([`ClusterMap::holders`]): its layout
@@ -374,10 +388,15 @@ impl ClusterMap {
         held
     }
 
-    /// The heirs of lost server `l` that may hold copies of it not rebuilt yet:
-    /// those not gone that have not rebuilt since its loss (`pvfs status`).
+    /// The heirs of lost or draining server `l` that may hold copies of it not
+    /// rebuilt yet: those not gone that have not rebuilt since it began to leave
+    /// (`pvfs status`; a drained server is retired once none is left).
     pub fn heirs_rebuilding(&self, l: u32) -> Vec<u32> {
-        let Some(e) = self.servers.get(l as usize).filter(|e| e.state.gone()) else {
+        let Some(e) = self
+            .servers
+            .get(l as usize)
+            .filter(|e| e.state.gone() || e.state == ServerState::Draining)
+        else {
             return Vec::new();
         };
         e.heirs
@@ -386,7 +405,7 @@ impl ClusterMap {
             .filter(|&h| {
                 self.servers
                     .get(h as usize)
-                    .is_some_and(|he| !he.state.gone() && he.rebuilt_at < e.since)
+                    .is_some_and(|he| !he.state.gone() && he.rebuilt_at < e.left_at)
             })
             .collect()
     }
@@ -497,6 +516,8 @@ mod tests {
                     heirs: if i == 2 { vec![0, 1] } else { Vec::new() },
                     meta_heirs: if i == 2 { vec![1] } else { Vec::new() },
                     lost_at: 2,
+                    left_at: 3,
+                    leaving: i == 4,
                     rebuilt_at: i as u64,
                 })
                 .collect(),
@@ -537,6 +558,8 @@ mod tests {
                     heirs: Vec::new(),
                     meta_heirs: Vec::new(),
                     lost_at: 0,
+                    left_at: 0,
+                    leaving: false,
                     rebuilt_at: 0,
                 })
                 .collect(),
@@ -609,6 +632,7 @@ mod tests {
         let lose = |m: &mut ClusterMap, s: usize, at: u64, heirs: Vec<u32>| {
             m.servers[s].state = Lost;
             m.servers[s].since = at;
+            m.servers[s].left_at = at;
             if m.servers[s].lost_at == 0 {
                 m.servers[s].lost_at = at;
                 m.servers[s].heirs = heirs;
@@ -680,6 +704,7 @@ mod tests {
         let mut m = map_of(&[(Up, 0), (Lost, 0)]);
         m.servers[1].heirs = vec![0];
         m.servers[1].lost_at = 1;
+        m.servers[1].left_at = 1;
         assert_eq!(m.holder_servers(&[0, 1]), [0]);
     }
 }

@@ -624,6 +624,11 @@ requests! {
         /// server, [`scrub::LAST`] on its last (a pass that reached this server
         /// whole makes sums left unsure by a reboot sure again). Key holders only.
         58 => Scrub { handles: Vec<Handle>, copies: Vec<Vec<u32>>, from: u64, pass: u64, flags: u32 } effect Idempotent, flow Reply, scope Server,
+        /// Starts draining server `server` (`pvfs server drain`): the authority
+        /// names its heirs, which take copies of all it holds while it serves on;
+        /// it is retired once they hold them. Answered with the map after it
+        /// (`Map`). Key holders only.
+        59 => Drain { server: u32 } effect Idempotent, flow Reply, scope Server,
         /// The changes this server made since position `since` of its change feed
         /// `epoch` that other clients caused (for the caches of a mount): answered
         /// at once when there are some, otherwise when one comes or after `wait_ms`

@@ -372,6 +372,42 @@ impl Lease {
             .is_some_and(|map| map.server(self.me).is_some_and(|e| e.rebuilt_at >= version)))
     }
 
+    /// Asks the authority to start draining `server`, with every data and metadata
+    /// server of the configuration not gone as its heirs (`crate::handlers::drain`);
+    /// the map after it.
+    pub async fn propose_drain(&self, server: u32) -> OpResult<pvfs_proto::map::ClusterMap> {
+        let Some(renewer) = &self.renewer else {
+            return Err(OpError::posix(
+                Errno::EOPNOTSUPP,
+                "this file system has no authority ([replication] authority)",
+            ));
+        };
+        let heirs = |servers: &[NodeId]| -> Vec<NodeId> {
+            servers
+                .iter()
+                .copied()
+                .filter(|&s| s != NodeId::from(server))
+                .collect()
+        };
+        let drain = pvfs_authority::Command::Drain {
+            server: NodeId::from(server),
+            heirs: heirs(&renewer.params().data_servers),
+            meta_heirs: heirs(&renewer.params().meta_servers),
+        };
+        self.propose(drain).await?;
+        self.map()
+    }
+
+    /// Tells the authority this server, drained, leaves for good (every heir holds
+    /// what it took of it, `crate::rebuild`); whether the map it answered retires it.
+    pub async fn propose_retire(&self) -> OpResult<bool> {
+        let retire = pvfs_authority::Command::Retire { server: self.me };
+        Ok(self.propose(retire).await?.is_some_and(|map| {
+            map.server(self.me)
+                .is_some_and(|e| e.state == pvfs_authority::State::Retired)
+        }))
+    }
+
     /// Asks the authority to stop renewing the lease of `server`, a standby that
     /// does not confirm this server's changes (`crate::replicate`).
     pub async fn propose_evict(&self, server: u32) -> OpResult<()> {
@@ -477,6 +513,8 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .filter_map(|&h| u32::try_from(h).ok())
                     .collect(),
                 lost_at: s.lost_at,
+                left_at: s.left_at,
+                leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
             })
             .collect(),

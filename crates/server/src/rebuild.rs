@@ -74,22 +74,26 @@ impl Status {
     }
 }
 
-/// The lost servers that `me` may have taken copies of since it last rebuilt: it
-/// is an heir of a server gone now, and a server was lost after its last rebuild
-/// (a pass finds which places it took, `ClusterMap::holders`). Empty: nothing to
-/// rebuild.
+/// The lost or draining servers that `me` may have taken copies of since it last
+/// rebuilt: it is an heir of a server gone or being drained now, and one began to
+/// leave after its last rebuild (a pass finds which places it took,
+/// `ClusterMap::holders`). Empty: nothing to rebuild.
 pub fn owed(map: &ClusterMap, me: u32) -> Vec<u32> {
     let Some(mine) = map.servers.get(me as usize) else {
         return Vec::new();
     };
-    let gone = |e: &pvfs_proto::map::MapServer| e.state.gone();
-    if !map.servers.iter().any(|e| gone(e) && e.heirs.contains(&me)) {
+    let leaving = |e: &pvfs_proto::map::MapServer| e.state.gone() || e.leaving;
+    if !map
+        .servers
+        .iter()
+        .any(|e| leaving(e) && e.heirs.contains(&me))
+    {
         return Vec::new();
     }
     (0..map.servers.len() as u32)
         .filter(|&l| {
             let e = &map.servers[l as usize];
-            gone(e) && e.since > mine.rebuilt_at
+            leaving(e) && e.left_at > mine.rebuilt_at
         })
         .collect()
 }
@@ -133,6 +137,10 @@ pub async fn run(ctx: Arc<Ctx>) {
                     }
                 }
             }
+        }
+        if map.state(me) == Some(ServerState::Draining) && map.heirs_rebuilding(me).is_empty() {
+            retire(&ctx).await;
+            continue;
         }
         let lost = owed(&map, me);
         if lost.is_empty() || !matches!(map.state(me), Some(ServerState::Up)) {
@@ -308,6 +316,21 @@ async fn sizes(
             Errno::EPROTO,
             format!("GetSizes answered with {}", other.op_name()),
         )),
+    }
+}
+
+/// This server, drained (every heir holds what it took of it), leaves for good.
+async fn retire(ctx: &Arc<Ctx>) {
+    match ctx.lease.propose_retire().await {
+        Ok(true) => tracing::warn!(
+            "drained: every copy this server held is held by others; retired (stop it)"
+        ),
+        Ok(false) => {}
+        Err(e) => {
+            if let Some(dropped) = ctx.log_limit.allow("retire") {
+                tracing::info!(dropped, "drained, not retired yet: {e}");
+            }
+        }
     }
 }
 

@@ -32,6 +32,8 @@ fn with(state: State) -> Map {
         heirs: Vec::new(),
         meta_heirs: Vec::new(),
         lost_at: 0,
+        left_at: 0,
+        leaving: false,
         rebuilt_at: 0,
     };
     m
@@ -84,6 +86,8 @@ fn new_map_is_all_up_at_version_zero() {
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
                 lost_at: 0,
+                left_at: 0,
+                leaving: false,
                 rebuilt_at: 0,
             }
         );
@@ -361,7 +365,14 @@ fn caught_up_only_from_recovering_with_its_incarnation() {
 #[test]
 fn drain_only_from_up() {
     for state in ALL {
-        let (a, m) = run(state, Command::Drain { server: 1 });
+        let (a, m) = run(
+            state,
+            Command::Drain {
+                server: 1,
+                heirs: Vec::new(),
+                meta_heirs: Vec::new(),
+            },
+        );
         if state == State::Up {
             assert_eq!(a, Applied::Changed);
             assert_entered(&m, State::Draining);
@@ -403,7 +414,11 @@ fn commands_for_unknown_servers_change_nothing() {
             incarnation: 0,
             recovering_since: 0,
         },
-        Command::Drain { server: 3 },
+        Command::Drain {
+            server: 3,
+            heirs: Vec::new(),
+            meta_heirs: Vec::new(),
+        },
         Command::Retire { server: 3 },
     ];
     for cmd in cmds {
@@ -448,7 +463,17 @@ fn a_server_lives_a_whole_life() {
         recovering_since: 0,
     };
     assert_eq!(m.apply(&caught_up, 5), Applied::Changed);
-    assert_eq!(m.apply(&Command::Drain { server: 0 }, 6), Applied::Changed);
+    assert_eq!(
+        m.apply(
+            &Command::Drain {
+                server: 0,
+                heirs: Vec::new(),
+                meta_heirs: Vec::new()
+            },
+            6
+        ),
+        Applied::Changed
+    );
     assert_eq!(m.apply(&Command::Retire { server: 0 }, 7), Applied::Changed);
     assert_eq!(m.apply(&renew(6), 8), Applied::Refused);
     assert_eq!(
@@ -486,7 +511,11 @@ fn versions_only_grow_and_move_exactly_with_states() {
                 incarnation: 1 + next(3),
                 recovering_since: 0,
             },
-            4 => Command::Drain { server },
+            4 => Command::Drain {
+                server,
+                heirs: Vec::new(),
+                meta_heirs: Vec::new(),
+            },
             _ => Command::Retire { server },
         };
         let before = m.clone();
@@ -1188,6 +1217,8 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 heirs: ids(&s.heirs),
                 meta_heirs: ids(&s.meta_heirs),
                 lost_at: s.lost_at,
+                left_at: s.left_at,
+                leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
             })
             .collect(),
@@ -1228,33 +1259,51 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
         .flat_map(|(i, set)| set.iter().map(move |&s| (i, s)))
         .collect();
     let mut next = draws(0x9e37_79b9_7f4a_7c15);
-    let mut counts = [0usize; 4];
+    let mut counts = [0usize; 6];
     for index in 1..40_000u64 {
         let server = next(N as u64);
         let e = &m.servers[server as usize];
-        let cmd = match next(10) {
-            0 | 1 => Command::Renew {
-                server,
-                incarnation: e.incarnation + next(2),
-                storage: 0,
-            },
-            2 => Command::Down {
-                server,
-                unless_renewed_after: index,
-            },
-            3 | 4 => Command::Lost {
+        // Drains now and then, and at most two servers retired for good.
+        let retired = m
+            .servers
+            .iter()
+            .filter(|e| e.state == State::Retired)
+            .count();
+        let cmd = match next(60) {
+            50..=53 => Command::Drain {
                 server,
                 heirs: (0..N as NodeId).collect(),
                 meta_heirs: (0..N as NodeId).collect(),
             },
-            5 | 6 => Command::CaughtUp {
+            54 if retired < 2 && e.state == State::Draining => Command::Retire { server },
+            k if k >= 50 => Command::Rebuilt {
                 server,
-                incarnation: e.incarnation,
-                recovering_since: e.since,
+                version: m.version,
             },
-            _ => Command::Rebuilt {
-                server,
-                version: m.version - next(2).min(m.version),
+            k => match k % 10 {
+                0 | 1 => Command::Renew {
+                    server,
+                    incarnation: e.incarnation + next(2),
+                    storage: 0,
+                },
+                2 => Command::Down {
+                    server,
+                    unless_renewed_after: index,
+                },
+                3 | 4 => Command::Lost {
+                    server,
+                    heirs: (0..N as NodeId).collect(),
+                    meta_heirs: (0..N as NodeId).collect(),
+                },
+                5 | 6 => Command::CaughtUp {
+                    server,
+                    incarnation: e.incarnation,
+                    recovering_since: e.since,
+                },
+                _ => Command::Rebuilt {
+                    server,
+                    version: m.version - next(2).min(m.version),
+                },
             },
         };
         let before = as_cluster_map(&m);
@@ -1332,12 +1381,17 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                 Command::Renew { .. } if before.state(server as u32) == Some(State::Lost) => {
                     counts[3] += 1
                 }
+                Command::Drain { .. } => counts[4] += 1,
+                Command::Retire { .. } if before.state(server as u32) == Some(State::Draining) => {
+                    counts[5] += 1
+                }
                 _ => {}
             }
         }
     }
+    // Drains are rare (a drained server leaves for good), losses are not.
     assert!(
-        counts.iter().all(|&n| n > 50),
+        counts[..4].iter().all(|&n| n > 50) && counts[4] >= 3 && counts[5] >= 1,
         "every kind happened: {counts:?}"
     );
 }

@@ -59,7 +59,13 @@ async fn restarting_every_member_keeps_the_map_from_snapshot_and_log() {
     many_renewals(&c, &[0, 1, 2, 3]).await;
     // Some state changes, after the snapshot so they live in the log only.
     let r = c.renewer(3, 103);
-    r.propose(Command::Drain { server: 3 }).await.unwrap();
+    r.propose(Command::Drain {
+        server: 3,
+        heirs: Vec::new(),
+        meta_heirs: Vec::new(),
+    })
+    .await
+    .unwrap();
     let map = r.propose(Command::Retire { server: 3 }).await.unwrap();
     assert_eq!(map.version, 2);
     assert_eq!(map.servers[3].state, State::Retired);
@@ -118,7 +124,11 @@ async fn a_member_behind_the_purged_log_catches_up_from_a_snapshot() {
     many_renewals(&c, &others).await;
     let map = c
         .renewer(3, 103)
-        .propose(Command::Drain { server: 3 })
+        .propose(Command::Drain {
+            server: 3,
+            heirs: Vec::new(),
+            meta_heirs: Vec::new(),
+        })
         .await
         .unwrap();
     assert_eq!(map.version, 1);

@@ -60,7 +60,14 @@ async fn a_single_member_leads_at_once_and_runs_a_servers_whole_life() {
     assert_eq!((map.version, map.servers[1].state), (4, State::Up));
 
     // Drained and retired: no lease any more.
-    other.propose(Command::Drain { server: 1 }).await.unwrap();
+    other
+        .propose(Command::Drain {
+            server: 1,
+            heirs: Vec::new(),
+            meta_heirs: Vec::new(),
+        })
+        .await
+        .unwrap();
     let map = other.propose(Command::Retire { server: 1 }).await.unwrap();
     assert_eq!((map.version, map.servers[1].state), (6, State::Retired));
     assert!(matches!(other.renew().await, Err(Error::Refused)));

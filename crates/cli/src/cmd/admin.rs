@@ -274,7 +274,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             }
             // A lost server's copies, rebuilt on its heirs (docs/replication.md,
             // "Rebuild").
-            if let Some(e) = in_map.filter(|e| e.state == ServerState::Lost) {
+            if let Some(e) = in_map.filter(|e| e.state == ServerState::Lost || e.leaving) {
                 let name = |h: &u32| servers.get(*h as usize).map_or("?", |s| s.name.as_str());
                 let done: Vec<&str> = e
                     .heirs
@@ -287,10 +287,13 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     v,
                     serde_json::json!({"heirs_rebuilt": done, "heirs_rebuilding": left}),
                 );
-                let what = if left.is_empty() {
-                    "its copies rebuilt on the others".to_string()
-                } else {
-                    format!("its copies being rebuilt on {}", left.join(", "))
+                let what = match (e.leaving, left.is_empty()) {
+                    (true, true) => "drained".to_string(),
+                    (true, false) => {
+                        format!("draining: its copies being copied to {}", left.join(", "))
+                    }
+                    (false, true) => "its copies rebuilt on the others".to_string(),
+                    (false, false) => format!("its copies being rebuilt on {}", left.join(", ")),
                 };
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}{what}");

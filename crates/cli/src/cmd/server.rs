@@ -1,4 +1,5 @@
-//! `pvfs server`, `pvfs start`, `pvfs stop`: running servers.
+//! `pvfs server`, `pvfs start`, `pvfs stop`: running servers; `pvfs server drain`:
+//! retiring one.
 //!
 //! A running server records its process id in `STORAGE/server.pid` (and removes it
 //! on a clean stop); `start` launches `pvfs server` processes in the background with
@@ -10,7 +11,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Args, Subcommand};
 use pvfs_client::Client;
 use pvfs_config::{Config, ServerConfig};
 
@@ -19,12 +20,62 @@ use crate::ConfigArg;
 
 /// Options of `pvfs server`.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ServerArgs {
+    #[command(subcommand)]
+    action: Option<ServerAction>,
     #[command(flatten)]
     config: ConfigArg,
     /// Which server of the configuration to run.
-    #[arg(long)]
+    #[arg(long, required = true)]
+    name: Option<String>,
+}
+
+/// What `pvfs server` does besides running a server.
+#[derive(Subcommand)]
+enum ServerAction {
+    /// Moves everything off a server so that it can be retired: the others take
+    /// copies of all it holds while it serves on, then it leaves the file system
+    /// for good (`pvfs status` shows the progress).
+    Drain(DrainArgs),
+}
+
+/// Options of `pvfs server drain`.
+#[derive(Args)]
+struct DrainArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// The server to drain.
     name: String,
+}
+
+/// `pvfs server drain NAME`: asks the authority to drain the server.
+fn drain(a: DrainArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    crate::cmd::with_client(&config_path, |client| async move {
+        let map = client.drain(&a.name).await?;
+        let index = client
+            .config()
+            .server_index(&a.name)
+            .context("the server left the configuration")?;
+        let heirs: Vec<&str> = map
+            .heirs_rebuilding(index as u32)
+            .into_iter()
+            .filter_map(|h| client.config().servers.get(h as usize))
+            .map(|s| s.name.as_str())
+            .collect();
+        println!(
+            "draining {}: {} take copies of what it holds; it is retired once they hold them \
+             (pvfs status shows the progress)",
+            a.name,
+            if heirs.is_empty() {
+                "the other servers".to_string()
+            } else {
+                heirs.join(", ")
+            }
+        );
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// Options of `pvfs start`.
@@ -62,6 +113,10 @@ pub fn log_file(sc: &ServerConfig) -> PathBuf {
 
 /// Runs one server in the foreground until SIGTERM or SIGINT.
 pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
+    let name = match a.action {
+        Some(ServerAction::Drain(d)) => return drain(d),
+        None => a.name.context("--name is required")?,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("PVFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -73,12 +128,12 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     let sc = config
         .servers
         .iter()
-        .find(|s| s.name == a.name)
+        .find(|s| s.name == name)
         .cloned()
         .with_context(|| {
             format!(
                 "no server named {:?} in {}",
-                a.name,
+                name,
                 a.config.config.display()
             )
         })?;
@@ -114,7 +169,7 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
                 tracing::warn!("cannot write {}: {e}", pid_path.display());
             }
         };
-        pvfs_server::run(config, &a.name, shutdown, ready).await
+        pvfs_server::run(config, &name, shutdown, ready).await
     });
     // Only remove the pid file if it is ours (another instance may have failed to start).
     if read_pid(&pid_path) == Some(std::process::id()) {
@@ -123,9 +178,9 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     result.with_context(|| match running_pid(&sc) {
         // The usual reason its store is in use.
         Some(pid) if pid != std::process::id() => {
-            format!("server {} (already running as pid {pid})", a.name)
+            format!("server {} (already running as pid {pid})", name)
         }
-        _ => format!("server {}", a.name),
+        _ => format!("server {}", name),
     })?;
     Ok(ExitCode::SUCCESS)
 }

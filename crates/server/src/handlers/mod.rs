@@ -13,6 +13,7 @@ pub mod create;
 pub mod create_datafiles;
 pub mod datafiles;
 pub mod dir_stats;
+pub mod drain;
 pub mod drop_link;
 pub mod fallocate;
 pub mod forget;
