@@ -282,11 +282,39 @@ fn a_drained_server_hands_its_copies_over_while_it_serves_and_is_retired() {
     );
     let tc = TestClient::new(config.clone());
     let (mut copies, on_v) = write_first(&tc, v);
+    // A file of one copy, on it alone: no heir takes it.
+    let data = config.data_servers();
+    let base = data.iter().position(|&s| s == v).unwrap() as u32;
+    let one = pvfs_proto::LayoutSpec {
+        replicas: Some(1),
+        stripe_count: Some(1),
+        base: Some(base),
+        ..Default::default()
+    };
+    tc.run(Duration::from_secs(30), async |c| {
+        let f = c.create("/one", 0o644, one, true).await.unwrap();
+        f.write_at(0, b"only here").await.unwrap();
+    });
 
     // Drained while a client writes and reads: no error, and it serves meanwhile.
     let busy = Busy::start(&config);
     let out = cluster.run_cli(&["server", "drain", &sv]);
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    // Not retired while the file of one copy is there; removed, it is.
+    poll(
+        &format!("{sv} drained but for the file of one copy"),
+        scaled(Duration::from_secs(120)),
+        || {
+            cluster
+                .log(&sv)
+                .contains("drained but for datafiles of files with one copy")
+                .then_some(())
+        },
+    );
+    assert_eq!(state_of(&cluster, &sv).as_deref(), Some("draining"));
+    tc.run(Duration::from_secs(30), async |c| {
+        c.unlink("/one").await.unwrap()
+    });
     assert!(
         out.stdout.contains(&format!("draining {sv}")),
         "{}",

@@ -57,6 +57,7 @@ pub async fn copy_ranges(
         let mut at = start;
         while at < end {
             let step_end = end.min(at.saturating_add(STEP));
+            let began = tokio::time::Instant::now();
             let held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
             let (size, data) = read_from(ctx, source, handle, &copies, at, step_end - at).await?;
             let got = data.len() as u64;
@@ -75,7 +76,7 @@ pub async fn copy_ranges(
             })
             .await?;
             drop(held);
-            ctx.copy_pace.spent(got).await;
+            ctx.copy_pace.spent(got, began).await;
             if at + got >= size {
                 break;
             }

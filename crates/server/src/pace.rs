@@ -23,16 +23,17 @@ impl Pace {
         }
     }
 
-    /// `bytes` were copied: waits until they fit the bandwidth, counting from the
-    /// later of now and the end of the time the bytes before them took.
-    pub async fn spent(&self, bytes: u64) {
+    /// `bytes` were copied by a step that began at `began`: waits until they fit
+    /// the bandwidth, counting from the later of the step's start and the end of
+    /// the time the bytes before them took (the step's own time counts; a pause
+    /// before it does not).
+    pub async fn spent(&self, bytes: u64, began: Instant) {
         if self.per_sec == 0 || bytes == 0 {
             return;
         }
         let until = {
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            let from = next.map_or(now, |t| t.max(now));
+            let from = next.map_or(began, |t| t.max(began));
             let until = from + Duration::from_secs_f64(bytes as f64 / self.per_sec as f64);
             *next = Some(until);
             until
@@ -50,7 +51,7 @@ mod tests {
         let pace = Pace::new(10 << 20);
         let start = Instant::now();
         for _ in 0..20 {
-            pace.spent(1 << 20).await;
+            pace.spent(1 << 20, Instant::now()).await;
         }
         assert_eq!(
             start.elapsed(),
@@ -60,12 +61,19 @@ mod tests {
         // A pause between copies is not made up for by a burst after it.
         tokio::time::sleep(Duration::from_secs(5)).await;
         let again = Instant::now();
-        pace.spent(5 << 20).await;
+        pace.spent(5 << 20, again).await;
         assert_eq!(again.elapsed(), Duration::from_millis(500));
+        // The step's own time counts: one that took 300 ms to copy 5 MiB waits
+        // 200 ms more, not 500.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let began = Instant::now();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        pace.spent(5 << 20, began).await;
+        assert_eq!(began.elapsed(), Duration::from_millis(500));
         // Without a limit nothing waits.
         let free = Pace::new(0);
         let t = Instant::now();
-        free.spent(u64::MAX).await;
+        free.spent(u64::MAX, t).await;
         assert_eq!(t.elapsed(), Duration::ZERO);
     }
 }

@@ -29,10 +29,7 @@ use pvfs_proto::{req, Errno, Handle, Request, Response, Roles};
 use crate::copy::source;
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::refill::{copy_whole, scan, Meter};
-
-/// Objects asked for at once while counting.
-const PAGE: u32 = 256;
+use crate::refill::{copy_whole, Meter, ObjectPages};
 
 /// A pass under way: the lost servers, the datafiles and bytes it counted, and
 /// when it began copying.
@@ -115,6 +112,10 @@ pub async fn run(ctx: Arc<Ctx>) {
     // The map version of the last pass that removed the copies of places this
     // server left.
     let mut shed_at = 0;
+    // When a drained server looks again for files of one copy it holds, and how
+    // long it waits between looks.
+    let mut retry_retire: Option<Instant> = None;
+    let again = ctx.config.replication.lease * 5;
     loop {
         tick.tick().await;
         let Ok(map) = ctx.lease.map() else {
@@ -139,7 +140,26 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
         }
         if map.state(me) == Some(ServerState::Draining) && map.heirs_rebuilding(me).is_empty() {
-            retire(&ctx).await;
+            // Files of one copy have no heir: they keep it here until they are
+            // gone (looked for again every five leases).
+            if retry_retire.is_none_or(|at| Instant::now() >= at) {
+                match alone_here(&ctx).await {
+                    Ok(0) => retire(&ctx).await,
+                    Ok(n) => {
+                        retry_retire = Some(Instant::now() + again);
+                        tracing::warn!(
+                            datafiles = n,
+                            "drained but for datafiles of files with one copy, which only this \
+                             server holds: not retired until they are copied elsewhere (pvfs cp \
+                             --replicas 2) or removed"
+                        );
+                    }
+                    Err(e) => {
+                        retry_retire = Some(Instant::now() + again);
+                        tracing::info!("drained, not retired yet: {e}");
+                    }
+                }
+            }
             continue;
         }
         let lost = owed(&map, me);
@@ -198,42 +218,50 @@ fn left(map: &ClusterMap, copies: &[u32], me: u32) -> bool {
 async fn shed(ctx: &Arc<Ctx>, map: &ClusterMap) -> OpResult<u64> {
     let me = ctx.me as u32;
     let mut removed = 0;
-    for g in ctx.config.meta_servers() {
-        let mut after = None;
-        loop {
-            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
-            for attr in &attrs {
-                let ObjDetail::File { layout } = &attr.detail else {
-                    continue;
-                };
-                for df in &layout.datafiles {
-                    let copies: Vec<u32> = df.replicas().collect();
-                    if copies.len() < 2 || !left(map, &copies, me) {
-                        continue;
-                    }
-                    let limit = ctx.config.timeouts.request;
-                    let _held = ctx.chain_locks.lock(df.handle, 0, u64::MAX, limit).await?;
-                    if !left(&ctx.lease.map()?, &copies, me) {
-                        continue;
-                    }
-                    let (store, handle) = (ctx.data.clone(), df.handle);
-                    ctx.blocking(move || Ok(store.remove(handle)?)).await?;
-                    removed += 1;
-                }
+    let mut pages = ObjectPages::new(ctx);
+    while let Some(attrs) = pages.next(ctx).await? {
+        for (handle, copies) in datafiles_of(&attrs) {
+            if copies.len() < 2 || !left(map, &copies, me) {
+                continue;
             }
-            match attrs.last() {
-                Some(a) if more => after = Some(a.handle),
-                _ => break,
+            let limit = ctx.config.timeouts.request;
+            let _held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
+            if !left(&ctx.lease.map()?, &copies, me) {
+                continue;
             }
+            let store = ctx.data.clone();
+            ctx.blocking(move || Ok(store.remove(handle)?)).await?;
+            removed += 1;
         }
     }
     Ok(removed)
+}
+
+/// Every datafile of the files among `attrs`, with its copies' servers in layout
+/// order (one for a file of one copy).
+fn datafiles_of(attrs: &[pvfs_proto::Attr]) -> impl Iterator<Item = (Handle, Vec<u32>)> + '_ {
+    attrs.iter().flat_map(|attr| {
+        let layout = match &attr.detail {
+            ObjDetail::File { layout } => Some(layout),
+            _ => None,
+        };
+        layout.into_iter().flat_map(|l| {
+            l.datafiles.iter().map(move |d| {
+                let copies = d.replicas().take(l.replicas.max(1) as usize).collect();
+                (d.handle, copies)
+            })
+        })
+    })
 }
 
 /// The version since which this server (`me`) holds, as an heir that has not
 /// rebuilt it yet, a place among the copies of a datafile whose layout copies are
 /// `copies`; None when it holds none so.
 fn takes(map: &ClusterMap, copies: &[u32], me: u32) -> Option<u64> {
+    // A file of one copy has no heirs: clients reach its one server alone.
+    if copies.len() < 2 {
+        return None;
+    }
     map.holders(copies)
         .into_iter()
         .find(|h| h.server == me && !map.rebuilt(h))
@@ -264,36 +292,23 @@ async fn count(
 ) -> OpResult<(u64, u64)> {
     let me = ctx.me as u32;
     let (mut datafiles, mut bytes) = (0, 0);
-    for g in ctx.config.meta_servers() {
-        let mut after = None;
-        loop {
-            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
-            let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
-            for attr in &attrs {
-                let ObjDetail::File { layout } = &attr.detail else {
-                    continue;
-                };
-                for df in &layout.datafiles {
-                    let copies: Vec<u32> = df.replicas().collect();
-                    let Some(since) = takes(map, &copies, me) else {
-                        continue;
-                    };
-                    if copied.contains(&(df.handle, since)) {
-                        continue;
-                    }
-                    datafiles += 1;
-                    if let Some(from) = source(map, &copies, me, None) {
-                        by_source.entry(from).or_default().push(df.handle);
-                    }
-                }
+    let mut pages = ObjectPages::new(ctx);
+    while let Some(attrs) = pages.next(ctx).await? {
+        let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
+        for (handle, copies) in datafiles_of(&attrs) {
+            let Some(since) = takes(map, &copies, me) else {
+                continue;
+            };
+            if copied.contains(&(handle, since)) {
+                continue;
             }
-            for (from, handles) in by_source {
-                bytes += sizes(ctx, map, from, handles).await?;
+            datafiles += 1;
+            if let Some(from) = source(map, &copies, me, None) {
+                by_source.entry(from).or_default().push(handle);
             }
-            match attrs.last() {
-                Some(a) if more => after = Some(a.handle),
-                _ => break,
-            }
+        }
+        for (from, handles) in by_source {
+            bytes += sizes(ctx, map, from, handles).await?;
         }
     }
     Ok((datafiles, bytes))
@@ -317,6 +332,20 @@ async fn sizes(
             format!("GetSizes answered with {}", other.op_name()),
         )),
     }
+}
+
+/// How many datafiles of files with one copy this server holds (no heir takes
+/// them: a drained server is retired only without any).
+async fn alone_here(ctx: &Arc<Ctx>) -> OpResult<u64> {
+    let me = ctx.me as u32;
+    let mut alone = 0;
+    let mut pages = ObjectPages::new(ctx);
+    while let Some(attrs) = pages.next(ctx).await? {
+        alone += datafiles_of(&attrs)
+            .filter(|(_, copies)| copies.as_slice() == [me])
+            .count() as u64;
+    }
+    Ok(alone)
 }
 
 /// This server, drained (every heir holds what it took of it), leaves for good.

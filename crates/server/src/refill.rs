@@ -227,6 +227,38 @@ where
     Ok(copied)
 }
 
+/// Every object of every metadata group, a page at a time (`ScanObjects`, routed
+/// to whichever server serves each group).
+pub struct ObjectPages {
+    groups: std::vec::IntoIter<usize>,
+    /// The group being read and the last object read of it; None once done.
+    at: Option<(usize, Option<Handle>)>,
+}
+
+impl ObjectPages {
+    /// From the first object of the first group.
+    pub fn new(ctx: &Ctx) -> ObjectPages {
+        let mut groups = ctx.config.meta_servers().into_iter();
+        let at = groups.next().map(|g| (g, None));
+        ObjectPages { groups, at }
+    }
+
+    /// The next page; None after the last.
+    pub async fn next(&mut self, ctx: &Arc<Ctx>) -> OpResult<Option<Vec<pvfs_proto::Attr>>> {
+        while let Some((g, after)) = self.at {
+            let (attrs, more) = scan(ctx, g, after, PAGE).await?;
+            self.at = match attrs.last() {
+                Some(a) if more => Some((g, Some(a.handle))),
+                _ => self.groups.next().map(|g| (g, None)),
+            };
+            if !attrs.is_empty() {
+                return Ok(Some(attrs));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// A page of metadata group `g`'s objects after `after`, and whether more follow.
 pub(crate) async fn scan(
     ctx: &Arc<Ctx>,

@@ -422,8 +422,9 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
 
 /// The data servers a new file's datafiles go round: those of the configuration,
 /// but, for a file whose first server is left to the file system, without the
-/// servers the map calls lost (their heirs would stand in for them, and a one-copy
-/// datafile there could not be written); its width is then at most theirs.
+/// servers the map calls lost or that are being drained (their heirs would stand
+/// in for them, and a one-copy datafile there could not be written, or would be
+/// lost with the drained server); its width is then at most theirs.
 fn placement_servers(ctx: &Ctx, spec: LayoutSpec) -> Vec<usize> {
     let all = ctx.config.data_servers();
     if spec.base.is_some() {
@@ -435,7 +436,11 @@ fn placement_servers(ctx: &Ctx, spec: LayoutSpec) -> Vec<usize> {
     let live: Vec<usize> = all
         .iter()
         .copied()
-        .filter(|&s| !map.state(s as u32).is_some_and(|st| st.gone()))
+        .filter(|&s| {
+            map.servers
+                .get(s)
+                .is_none_or(|e| !e.state.gone() && !e.leaving)
+        })
         .collect();
     let copies = spec.replicas.unwrap_or(1).max(1) as usize;
     if live.len() < copies {

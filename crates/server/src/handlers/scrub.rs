@@ -113,6 +113,7 @@ async fn scrub_one(
             return Ok(Some(at));
         }
         let data = Arc::clone(&ctx.data);
+        let began = tokio::time::Instant::now();
         let read = ctx
             .blocking(move || {
                 let mut buf = vec![0u8; CHUNK];
@@ -122,7 +123,7 @@ async fn scrub_one(
         match read {
             Ok(n) => {
                 found.bytes += n;
-                ctx.scrub_pace.spent(n).await;
+                ctx.scrub_pace.spent(n, began).await;
                 if n < CHUNK as u64 {
                     return Ok(None);
                 }
