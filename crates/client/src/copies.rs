@@ -329,9 +329,9 @@ impl<'a> Route<'a> {
         };
         let servers = &self.servers;
         let target = match self.pick {
-            Pick::Head => map.head(servers),
+            Pick::Head => map.head(self.df.handle, servers),
             Pick::Read { spread } => {
-                let up = map.readable(servers);
+                let up = map.readable(self.df.handle, servers);
                 (!up.is_empty()).then(|| up[spread % up.len()])
             }
         };
@@ -363,7 +363,7 @@ impl<'a> Route<'a> {
         match &self.map {
             None => vec![self.df.server as usize],
             Some(map) => map
-                .chain(&self.servers)
+                .chain(self.df.handle, &self.servers)
                 .into_iter()
                 .map(|s| s as usize)
                 .collect(),
@@ -385,8 +385,8 @@ impl<'a> Route<'a> {
         self.pool
             .watch_map(self.creds, map.version, call, |now| {
                 let usable = match self.pick {
-                    Pick::Head => now.chain(&self.servers),
-                    Pick::Read { .. } => now.readable(&self.servers),
+                    Pick::Head => now.chain(self.df.handle, &self.servers),
+                    Pick::Read { .. } => now.readable(self.df.handle, &self.servers),
                 };
                 (!usable.contains(&(server as u32))).then(|| {
                     Error::of_kind(

@@ -529,7 +529,7 @@ impl Client {
     fn whole_copies(&self, snap: &Snapshot, df: &pvfs_proto::Datafile) -> Vec<u32> {
         let listed: Vec<u32> = df.replicas().collect();
         match &snap.map {
-            Some(map) if listed.len() > 1 => map.whole_holders(&listed),
+            Some(map) if listed.len() > 1 => map.whole_holders(df.handle, &listed),
             _ => listed,
         }
     }
@@ -586,7 +586,7 @@ impl Client {
         let good = match majority {
             Some(&(s, _)) => s,
             None => match self.cluster_map().await {
-                Ok(Some(map)) => match map.head(&copies).filter(|&h| sound(h)) {
+                Ok(Some(map)) => match map.head(df.handle, &copies).filter(|&h| sound(h)) {
                     Some(s) => s,
                     None => match holders.iter().copied().find(|&s| sound(s)) {
                         Some(s) => s,

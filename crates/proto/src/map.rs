@@ -150,8 +150,10 @@ wire_struct!(MapServer {
 /// (each kind has its own heirs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Held {
-    /// A datafile: the lost server's `heirs`.
-    Data,
+    /// The datafile of this handle: the lost server's `heirs`, the rotation
+    /// through them starting from a point the handle moves (so the copies of a
+    /// lost server spread over all its heirs).
+    Data(crate::types::Handle),
     /// A metadata group: its `meta_heirs`.
     Meta,
 }
@@ -250,7 +252,7 @@ pub fn holders_of(
 ) -> Vec<u32> {
     let listed: Vec<u32> = df.replicas().take(replicas.max(1) as usize).collect();
     match map {
-        Some(map) if listed.len() > 1 => map.holder_servers(&listed),
+        Some(map) if listed.len() > 1 => map.holder_servers(df.handle, &listed),
         _ => listed,
     }
 }
@@ -267,15 +269,15 @@ impl ClusterMap {
     /// `copies` (`docs/replication.md`, "Rebuild"). Each place of the layout has a
     /// line of servers: its layout server, and after each server of the line was
     /// first lost, the heir it picked, rotating through its heirs from a place the
-    /// datafile's copies choose, the first that was never in a line of this
-    /// datafile. The place is held by the first server of its line that is not
+    /// datafile's handle and copies choose (a lost server's copies spread over all
+    /// its heirs), the first that was never in a line of this datafile. The place is held by the first server of its line that is not
     /// lost (none: the place is left out). Losses are taken in the order they
     /// first happened and their picks never change, so a later loss never moves a
     /// copy, and a server back from being lost takes its place back (from when
     /// its server is lost again, the heir after it holds the place again, as
     /// from a new loss: [`Holder::since`]).
-    pub fn holders(&self, copies: &[u32]) -> Vec<Holder> {
-        self.holders_of(Held::Data, copies)
+    pub fn holders(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<Holder> {
+        self.holders_of(Held::Data(handle), copies)
     }
 
     /// [`ClusterMap::holders`] of a set of copies of `what`: a metadata group's
@@ -309,8 +311,8 @@ impl ClusterMap {
 
     /// The line of each place of `copies` ([`ClusterMap::holders`]): its layout
     /// server, then the heirs picked as each was first lost.
-    pub fn lines(&self, copies: &[u32]) -> Vec<Vec<u32>> {
-        self.lines_of(Held::Data, copies)
+    pub fn lines(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<Vec<u32>> {
+        self.lines_of(Held::Data(handle), copies)
     }
 
     /// [`ClusterMap::lines`] of a set of copies of `what`.
@@ -333,11 +335,14 @@ impl ClusterMap {
                 break;
             };
             let e = &self.servers[lost as usize];
-            let heirs = match what {
-                Held::Data => &e.heirs,
-                Held::Meta => &e.meta_heirs,
+            let (heirs, salt) = match what {
+                Held::Data(handle) => (&e.heirs, handle as usize),
+                Held::Meta => (&e.meta_heirs, 0),
             };
-            let rot = copies.first().map_or(0, |&c| c as usize) + at;
+            let rot = salt
+                .wrapping_add(copies.first().map_or(0, |&c| c as usize))
+                .wrapping_add(at)
+                % heirs.len().max(1);
             let pick = (0..heirs.len())
                 .map(|k| heirs[(rot + k) % heirs.len()])
                 .find(|c| !seen.contains(c));
@@ -353,14 +358,17 @@ impl ClusterMap {
     }
 
     /// The servers of [`ClusterMap::holders`].
-    pub fn holder_servers(&self, copies: &[u32]) -> Vec<u32> {
-        self.holders(copies).into_iter().map(|h| h.server).collect()
+    pub fn holder_servers(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<u32> {
+        self.holders(handle, copies)
+            .into_iter()
+            .map(|h| h.server)
+            .collect()
     }
 
     /// The servers of [`ClusterMap::holders`] whose copies are whole but for what
     /// they missed while down: all but heirs still rebuilding.
-    pub fn whole_holders(&self, copies: &[u32]) -> Vec<u32> {
-        self.holders(copies)
+    pub fn whole_holders(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<u32> {
+        self.holders(handle, copies)
             .into_iter()
             .filter(|h| self.rebuilt(h))
             .map(|h| h.server)
@@ -369,8 +377,8 @@ impl ClusterMap {
 
     /// Whether `server` holds a copy of a datafile whose layout puts its copies on
     /// `copies` ([`ClusterMap::holders`]).
-    pub fn holds(&self, copies: &[u32], server: u32) -> bool {
-        self.holds_of(Held::Data, copies, server)
+    pub fn holds(&self, handle: crate::types::Handle, copies: &[u32], server: u32) -> bool {
+        self.holds_of(Held::Data(handle), copies, server)
     }
 
     /// [`ClusterMap::holds`] for a set of copies of `what`.
@@ -382,8 +390,8 @@ impl ClusterMap {
 
     /// The holders of copies on `copies` that are out of `chain` (down, or gone
     /// with nobody to stand for them): what they miss is recorded for them.
-    pub fn absent(&self, copies: &[u32], chain: &[u32]) -> Vec<u32> {
-        let mut held = self.holder_servers(copies);
+    pub fn absent(&self, handle: crate::types::Handle, copies: &[u32], chain: &[u32]) -> Vec<u32> {
+        let mut held = self.holder_servers(handle, copies);
         held.retain(|s| !chain.contains(s));
         held
     }
@@ -428,14 +436,17 @@ impl ClusterMap {
     /// (`docs/replication.md`, "Placement"). The one function that says which copy
     /// leads, for clients and servers alike. A server missing from the map is left
     /// out.
-    pub fn chain(&self, copies: &[u32]) -> Vec<u32> {
-        self.members(copies).into_iter().map(|h| h.server).collect()
+    pub fn chain(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<u32> {
+        self.members(handle, copies)
+            .into_iter()
+            .map(|h| h.server)
+            .collect()
     }
 
     /// [`ClusterMap::chain`] with who each member stands for.
-    fn members(&self, copies: &[u32]) -> Vec<Holder> {
+    fn members(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<Holder> {
         let mut members: Vec<(u64, usize, Holder)> = self
-            .holders(copies)
+            .holders(handle, copies)
             .into_iter()
             .enumerate()
             .filter_map(|(at, h)| {
@@ -455,8 +466,8 @@ impl ClusterMap {
     /// The copy of `copies` that takes writes now: the first member of the chain that
     /// is up, else the first draining one (a recovering one never leads, nor an heir
     /// still rebuilding).
-    pub fn head(&self, copies: &[u32]) -> Option<u32> {
-        let chain = self.members(copies);
+    pub fn head(&self, handle: crate::types::Handle, copies: &[u32]) -> Option<u32> {
+        let chain = self.members(handle, copies);
         let first = |want| {
             chain
                 .iter()
@@ -484,8 +495,8 @@ impl ClusterMap {
     /// The copies of `copies` that may serve reads: those up or draining (a
     /// recovering copy may lack what it missed, an heir still rebuilding what it
     /// took), in chain order.
-    pub fn readable(&self, copies: &[u32]) -> Vec<u32> {
-        self.members(copies)
+    pub fn readable(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<u32> {
+        self.members(handle, copies)
             .into_iter()
             .filter(|h| self.state(h.server) != Some(ServerState::Recovering) && self.rebuilt(h))
             .map(|h| h.server)
@@ -599,29 +610,29 @@ mod tests {
     fn chains_leave_out_dead_copies_and_put_returning_ones_last() {
         use ServerState::*;
         let all_up = map_of(&[(Up, 0); 4]);
-        assert_eq!(all_up.chain(&[2, 0, 3]), [2, 0, 3]);
-        assert_eq!(all_up.head(&[2, 0, 3]), Some(2));
-        assert_eq!(all_up.readable(&[2, 0, 3]), [2, 0, 3]);
+        assert_eq!(all_up.chain(0, &[2, 0, 3]), [2, 0, 3]);
+        assert_eq!(all_up.head(0, &[2, 0, 3]), Some(2));
+        assert_eq!(all_up.readable(0, &[2, 0, 3]), [2, 0, 3]);
         // The head is down: the next copy leads.
         let m = map_of(&[(Up, 0), (Up, 0), (Down, 0), (Lost, 0)]);
-        assert_eq!(m.chain(&[2, 0, 3]), [0]);
-        assert_eq!(m.head(&[2, 0, 3]), Some(0));
+        assert_eq!(m.chain(0, &[2, 0, 3]), [0]);
+        assert_eq!(m.head(0, &[2, 0, 3]), Some(0));
         // It came back (recovering since version 5): it joins at the tail, never
         // leads, serves no reads; once up it stays at the tail.
         let m = map_of(&[(Up, 0), (Up, 0), (Recovering, 5), (Up, 0)]);
-        assert_eq!(m.chain(&[2, 0, 3]), [0, 3, 2]);
-        assert_eq!(m.head(&[2, 0, 3]), Some(0));
-        assert_eq!(m.readable(&[2, 0, 3]), [0, 3]);
+        assert_eq!(m.chain(0, &[2, 0, 3]), [0, 3, 2]);
+        assert_eq!(m.head(0, &[2, 0, 3]), Some(0));
+        assert_eq!(m.readable(0, &[2, 0, 3]), [0, 3]);
         let m = map_of(&[(Up, 0), (Up, 0), (Up, 5), (Up, 7)]);
-        assert_eq!(m.chain(&[2, 0, 3]), [0, 2, 3]);
+        assert_eq!(m.chain(0, &[2, 0, 3]), [0, 2, 3]);
         // A draining copy leads only when no copy is up; a recovering one never;
         // unknown servers are left out.
         let m = map_of(&[(Recovering, 3), (Draining, 0)]);
-        assert_eq!(m.chain(&[0, 1, 7]), [1, 0]);
-        assert_eq!(m.head(&[0, 1, 7]), Some(1));
-        assert_eq!(m.readable(&[0, 1]), [1]);
-        assert_eq!(m.head(&[0]), None);
-        assert!(m.readable(&[0]).is_empty());
+        assert_eq!(m.chain(0, &[0, 1, 7]), [1, 0]);
+        assert_eq!(m.head(0, &[0, 1, 7]), Some(1));
+        assert_eq!(m.readable(0, &[0, 1]), [1]);
+        assert_eq!(m.head(0, &[0]), None);
+        assert!(m.readable(0, &[0]).is_empty());
     }
 
     #[test]
@@ -643,7 +654,7 @@ mod tests {
         let picks: Vec<u32> = [[0, 1], [1, 2], [4, 1]]
             .iter()
             .map(|c| {
-                let h = m.holders(c);
+                let h = m.holders(0, c);
                 assert_eq!(h.len(), 2);
                 let heir = h.iter().find(|h| h.heir_of == Some(1)).unwrap();
                 assert!(!c.contains(&heir.server), "an heir holds no copy already");
@@ -654,31 +665,35 @@ mod tests {
         assert!(picks.iter().any(|&p| p != picks[0]), "{picks:?}");
         // The heir joins at the tail, takes writes, serves no read until rebuilt.
         let heir = picks[1];
-        assert_eq!(m.chain(&[1, 2]), [2, heir]);
-        assert_eq!(m.head(&[1, 2]), Some(2));
-        assert_eq!(m.readable(&[1, 2]), [2]);
+        assert_eq!(m.chain(0, &[1, 2]), [2, heir]);
+        assert_eq!(m.head(0, &[1, 2]), Some(2));
+        assert_eq!(m.readable(0, &[1, 2]), [2]);
         m.servers[heir as usize].rebuilt_at = 3;
-        assert_eq!(m.readable(&[1, 2]), [2], "rebuilt before it took the place");
+        assert_eq!(
+            m.readable(0, &[1, 2]),
+            [2],
+            "rebuilt before it took the place"
+        );
         m.servers[heir as usize].rebuilt_at = 5;
-        assert_eq!(m.readable(&[1, 2]), [2, heir]);
+        assert_eq!(m.readable(0, &[1, 2]), [2, heir]);
         // A later loss moves no earlier heir; the next heir stands for it.
-        let before = m.holders(&[1, 2]);
+        let before = m.holders(0, &[1, 2]);
         lose(&mut m, 2, 7, vec![0, 3, 4]);
-        let after = m.holders(&[1, 2]);
+        let after = m.holders(0, &[1, 2]);
         assert_eq!(after[0], before[0]);
         assert_eq!(after[1].heir_of, Some(2));
         assert_ne!(after[1].server, after[0].server);
         // Not rebuilt yet, the second heir does not lead even when it is first.
-        assert_eq!(m.head(&[1, 2]), Some(heir));
+        assert_eq!(m.head(0, &[1, 2]), Some(heir));
         // An heir lost in turn is stood for by its own heir, since its loss.
         lose(&mut m, heir as usize, 9, vec![0, 3, 4]);
-        let again = m.holders(&[1, 2]);
+        let again = m.holders(0, &[1, 2]);
         assert_eq!(again[1], after[1]);
         assert_eq!((again[0].heir_of, again[0].since), (Some(heir), 9));
         // The first lost server comes back: it holds its place again, and nothing
         // else moves.
         m.servers[1].state = Recovering;
-        let back = m.holders(&[1, 2]);
+        let back = m.holders(0, &[1, 2]);
         assert_eq!(
             back[0],
             Holder {
@@ -690,7 +705,7 @@ mod tests {
         assert_eq!(back[1], after[1]);
         // Lost again: its line goes on where it was, past the heirs already in it.
         lose(&mut m, 1, 12, Vec::new());
-        let relost = m.holders(&[1, 2]);
+        let relost = m.holders(0, &[1, 2]);
         assert_eq!(
             (relost[0].server, relost[0].heir_of),
             (again[0].server, again[0].heir_of),
@@ -700,11 +715,23 @@ mod tests {
             relost[0].since, 12,
             "the heir holds the place since the new loss"
         );
+        // Over many datafiles of one set, the picks spread over every heir that
+        // holds no copy of the set already.
+        let mut m = map_of(&[(Up, 0); 6]);
+        m.servers[2].state = Lost;
+        m.servers[2].lost_at = 3;
+        m.servers[2].heirs = vec![0, 1, 3, 4, 5];
+        let mut picked: Vec<u32> = (0..64u64)
+            .map(|h| m.holders(h, &[2, 3])[0].server)
+            .collect();
+        picked.sort_unstable();
+        picked.dedup();
+        assert_eq!(picked, [0, 1, 4, 5]);
         // No heir left to pick: the copy is left out.
         let mut m = map_of(&[(Up, 0), (Lost, 0)]);
         m.servers[1].heirs = vec![0];
         m.servers[1].lost_at = 1;
         m.servers[1].left_at = 1;
-        assert_eq!(m.holder_servers(&[0, 1]), [0]);
+        assert_eq!(m.holder_servers(0, &[0, 1]), [0]);
     }
 }

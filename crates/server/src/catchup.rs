@@ -260,7 +260,9 @@ async fn pull_record(
     rec: &MissedRecord,
 ) -> OpResult<u64> {
     let me = ctx.me as u32;
-    if !map.holds(&rec.copies, me) || !map.holds(&rec.copies, recorder as u32) {
+    if !map.holds(rec.handle, &rec.copies, me)
+        || !map.holds(rec.handle, &rec.copies, recorder as u32)
+    {
         return Err(OpError::internal(
             Errno::EPROTO,
             format!(
@@ -269,15 +271,16 @@ async fn pull_record(
             ),
         ));
     }
-    let source = source(map, &rec.copies, me, Some(recorder as u32)).ok_or_else(|| {
-        OpError::busy(
-            Errno::EAGAIN,
-            format!(
-                "no copy of datafile {:#x} is up to copy what this server missed from",
-                rec.handle
-            ),
-        )
-    })?;
+    let source =
+        source(map, rec.handle, &rec.copies, me, Some(recorder as u32)).ok_or_else(|| {
+            OpError::busy(
+                Errno::EAGAIN,
+                format!(
+                    "no copy of datafile {:#x} is up to copy what this server missed from",
+                    rec.handle
+                ),
+            )
+        })?;
     copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
 }
 
@@ -313,8 +316,8 @@ pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
     let mut bytes = 0;
     for (id, r) in ctx.unfinished.cut() {
         let map = ctx.lease.map()?;
-        let chain = map.chain(&r.copies);
-        let readable = map.readable(&r.copies);
+        let chain = map.chain(r.handle, &r.copies);
+        let readable = map.readable(r.handle, &r.copies);
         let last = chain.iter().rev().copied().find(|c| readable.contains(c));
         match last {
             Some(s) if s != me => {
@@ -330,7 +333,7 @@ pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
             }
             None if chain != [me] => continue,
             _ => {
-                let absent = map.absent(&r.copies, &chain);
+                let absent = map.absent(r.handle, &r.copies, &chain);
                 ctx.missed
                     .record(&absent, r.handle, &r.copies, r.start, r.end);
             }

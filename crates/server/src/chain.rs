@@ -48,13 +48,19 @@ pub fn map_error(message: impl Into<String>) -> OpError {
     OpError::map(message)
 }
 
-/// Checks that this server (`me`) may act on a copy of a datafile whose copies are
-/// `copies` in `role`: it holds a lease, its map is the sender's, and the map puts it
-/// where `role` needs it. A datafile with one copy needs none of this.
-pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Place> {
+/// Checks that this server (`me`) may act on a copy of datafile `handle` whose
+/// copies are `copies` in `role`: it holds a lease, its map is the sender's, and the
+/// map puts it where `role` needs it. A datafile with one copy needs none of this.
+pub fn place(
+    lease: &Lease,
+    me: u32,
+    handle: Handle,
+    copies: &Copies,
+    role: Role,
+) -> OpResult<Place> {
     debug_assert!(copies.replicated());
     let map = current_map(lease, copies.map)?;
-    if !map.holds(&copies.servers, me) {
+    if !map.holds(handle, &copies.servers, me) {
         return Err(OpError::not_here(
             Errno::ESTALE,
             format!(
@@ -63,13 +69,13 @@ pub fn place(lease: &Lease, me: u32, copies: &Copies, role: Role) -> OpResult<Pl
             ),
         ));
     }
-    let chain = map.chain(&copies.servers);
+    let chain = map.chain(handle, &copies.servers);
     let pos = chain.iter().position(|&s| s == me);
     let ok = match (role, pos) {
         (_, None) => false,
-        (Role::Head, Some(_)) => map.head(&copies.servers) == Some(me),
+        (Role::Head, Some(_)) => map.head(handle, &copies.servers) == Some(me),
         (Role::Member, Some(p)) => p == copies.hop as usize && p > 0,
-        (Role::Reader, Some(_)) => map.readable(&copies.servers).contains(&me),
+        (Role::Reader, Some(_)) => map.readable(handle, &copies.servers).contains(&me),
     };
     let Some(pos) = pos.filter(|_| ok) else {
         return Err(map_error(format!(
@@ -118,13 +124,14 @@ pub fn check_readable(lease: &Lease, me: u32, version: u64) -> OpResult<()> {
 /// How often a copy waiting on the next one checks whether the map still has it.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
-/// Runs `call`, a wait on `next`, the next copy in the chain of a datafile whose
-/// copies are on `servers`, giving up with a map error once this server's map no
+/// Runs `call`, a wait on `next`, the next copy in the chain of datafile `handle`
+/// whose copies are on `servers`, giving up with a map error once this server's map no
 /// longer has `next` in the chain: a copy that stopped answering (`SIGSTOP`, a cut
 /// network) holds a change up only until the authority replaced it, not for the
 /// whole request timeout; the sender retries under the new map.
 pub async fn watch_next<T>(
     lease: &Lease,
+    handle: Handle,
     servers: &[u32],
     next: u32,
     call: impl std::future::Future<Output = OpResult<T>>,
@@ -135,7 +142,7 @@ pub async fn watch_next<T>(
             r = &mut call => return r,
             () = tokio::time::sleep(WATCH_EVERY) => {
                 if let Ok(map) = lease.map() {
-                    if !map.chain(servers).contains(&next) {
+                    if !map.chain(handle, servers).contains(&next) {
                         return Err(map_error(format!(
                             "the next copy (server {next}) left the chain under cluster map version {}",
                             map.version

@@ -17,15 +17,17 @@ use crate::error::{OpError, OpResult};
 /// Bytes copied per step (each under the datafile's lock here).
 const STEP: u64 = 4 << 20;
 
-/// The copy of `copies` to copy from: `prefer` when it may serve reads under `map`,
-/// else the first other copy that may; None when no copy but `me`'s is readable.
+/// The copy of datafile `handle` (copies on `copies`) to copy from: `prefer` when
+/// it may serve reads under `map`, else the first other copy that may; None when
+/// no copy but `me`'s is readable.
 pub fn source(
     map: &pvfs_proto::map::ClusterMap,
+    handle: Handle,
     copies: &[u32],
     me: u32,
     prefer: Option<u32>,
 ) -> Option<usize> {
-    let readable = map.readable(copies);
+    let readable = map.readable(handle, copies);
     prefer
         .filter(|p| readable.contains(p))
         .or_else(|| readable.iter().copied().find(|&c| c != me))

@@ -39,7 +39,7 @@ pub async fn mend(
     let me = ctx.me as u32;
     if copies.replicated() {
         let map = ctx.lease.map()?;
-        if let Some(from) = source(&map, &copies.servers, me, None) {
+        if let Some(from) = source(&map, handle, &copies.servers, me, None) {
             copy_ranges(
                 ctx,
                 from,

@@ -209,8 +209,11 @@ fn returned(map: &ClusterMap, me: u32, after: u64) -> bool {
 
 /// Whether `me` is in a line of a datafile whose layout copies are `copies` but
 /// holds none of its places: an heir whose lost server came back.
-fn left(map: &ClusterMap, copies: &[u32], me: u32) -> bool {
-    map.lines(copies).iter().any(|l| l[1..].contains(&me)) && !map.holds(copies, me)
+fn left(map: &ClusterMap, handle: Handle, copies: &[u32], me: u32) -> bool {
+    map.lines(handle, copies)
+        .iter()
+        .any(|l| l[1..].contains(&me))
+        && !map.holds(handle, copies, me)
 }
 
 /// Removes this server's copies of the datafiles whose places it left under `map`
@@ -221,12 +224,12 @@ async fn shed(ctx: &Arc<Ctx>, map: &ClusterMap) -> OpResult<u64> {
     let mut pages = ObjectPages::new(ctx);
     while let Some(attrs) = pages.next(ctx).await? {
         for (handle, copies) in datafiles_of(&attrs) {
-            if copies.len() < 2 || !left(map, &copies, me) {
+            if copies.len() < 2 || !left(map, handle, &copies, me) {
                 continue;
             }
             let limit = ctx.config.timeouts.request;
             let _held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
-            if !left(&ctx.lease.map()?, &copies, me) {
+            if !left(&ctx.lease.map()?, handle, &copies, me) {
                 continue;
             }
             let store = ctx.data.clone();
@@ -257,12 +260,12 @@ fn datafiles_of(attrs: &[pvfs_proto::Attr]) -> impl Iterator<Item = (Handle, Vec
 /// The version since which this server (`me`) holds, as an heir that has not
 /// rebuilt it yet, a place among the copies of a datafile whose layout copies are
 /// `copies`; None when it holds none so.
-fn takes(map: &ClusterMap, copies: &[u32], me: u32) -> Option<u64> {
+fn takes(map: &ClusterMap, handle: Handle, copies: &[u32], me: u32) -> Option<u64> {
     // A file of one copy has no heirs: clients reach its one server alone.
     if copies.len() < 2 {
         return None;
     }
-    map.holders(copies)
+    map.holders(handle, copies)
         .into_iter()
         .find(|h| h.server == me && !map.rebuilt(h))
         .map(|h| h.since)
@@ -279,7 +282,9 @@ async fn rebuild(
     let me = ctx.me as u32;
     let (datafiles, bytes) = count(ctx, map, copied).await?;
     ctx.rebuilding.begin(lost, datafiles, bytes);
-    let key = |handle: Handle, copies: &[u32]| takes(map, copies, me).map(|since| (handle, since));
+    let key = |handle: Handle, copies: &[u32]| {
+        takes(map, handle, copies, me).map(|since| (handle, since))
+    };
     copy_whole(ctx, map, map.version, copied, &key, &ctx.rebuilding.meter).await
 }
 
@@ -296,14 +301,14 @@ async fn count(
     while let Some(attrs) = pages.next(ctx).await? {
         let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
         for (handle, copies) in datafiles_of(&attrs) {
-            let Some(since) = takes(map, &copies, me) else {
+            let Some(since) = takes(map, handle, &copies, me) else {
                 continue;
             };
             if copied.contains(&(handle, since)) {
                 continue;
             }
             datafiles += 1;
-            if let Some(from) = source(map, &copies, me, None) {
+            if let Some(from) = source(map, handle, &copies, me, None) {
                 by_source.entry(from).or_default().push(handle);
             }
         }

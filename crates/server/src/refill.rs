@@ -94,7 +94,7 @@ pub async fn refill(
 ) -> OpResult<Refilled> {
     let me = ctx.me as u32;
     let copied_before = progress.of_stay(since);
-    let key = |handle: Handle, copies: &[u32]| map.holds(copies, me).then_some(handle);
+    let key = |handle: Handle, copies: &[u32]| map.holds(handle, copies, me).then_some(handle);
     copy_whole(ctx, map, version, copied_before, &key, &Meter::default()).await
 }
 
@@ -202,8 +202,8 @@ where
             done.datafiles += 1;
             continue;
         }
-        let Some(from) = source(map, &copies, me, None) else {
-            let holders = map.holders(&copies);
+        let Some(from) = source(map, df.handle, &copies, me, None) else {
+            let holders = map.holders(df.handle, &copies);
             if holders.len() == 1
                 || holders
                     .iter()

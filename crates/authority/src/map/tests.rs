@@ -1236,11 +1236,14 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
     // must hold every byte; and an heir never moves while its lost server stays
     // gone.
     const N: usize = 6;
+    // Each set of copies with three datafiles' handles (the rotation through the
+    // heirs depends on the handle).
     let sets: Vec<Vec<u32>> = (0..N as u32)
         .flat_map(|k| {
             let n = N as u32;
             [vec![k, (k + 1) % n], vec![k, (k + 2) % n, (k + 4) % n]]
         })
+        .flat_map(|set| [set.clone(), set.clone(), set])
         .collect();
     let mut m = Map::new(N);
     for s in 0..N as NodeId {
@@ -1311,8 +1314,9 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
         m.check().unwrap();
         let after = as_cluster_map(&m);
         for (i, set) in sets.iter().enumerate() {
-            let was = before.holders(set);
-            let now = after.holders(set);
+            let handle = i as u64;
+            let was = before.holders(handle, set);
+            let now = after.holders(handle, set);
             let mut servers: Vec<u32> = now.iter().map(|h| h.server).collect();
             servers.sort_unstable();
             servers.dedup();
@@ -1365,11 +1369,12 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                     whole.remove(&(i, h.server));
                 }
             }
-            for s in after.readable(set).into_iter().chain(after.head(set)) {
+            let serving = after.readable(handle, set);
+            for s in serving.into_iter().chain(after.head(handle, set)) {
                 assert!(
                     whole.contains(&(i, s)),
                     "server {s} serves {set:?} without every byte after {cmd:?} ({a:?}): {:?}",
-                    after.holders(set)
+                    after.holders(handle, set)
                 );
             }
         }

@@ -28,7 +28,7 @@ pub fn check_place(ctx: &Ctx, handle: Handle, copies: &Copies) -> OpResult<Optio
     } else {
         Role::Member
     };
-    chain::place(&ctx.lease, ctx.me as u32, copies, role).map(Some)
+    chain::place(&ctx.lease, ctx.me as u32, handle, copies, role).map(Some)
 }
 
 /// Records the bytes `start .. end` of datafile `handle` as missed by every server
@@ -43,11 +43,13 @@ pub fn record_missed(
     end: u64,
 ) {
     // Every copy in the chain (the usual case): nothing to record, nothing to
-    // allocate on the write's path.
-    if place.chain.len() == copies.servers.len() {
+    // allocate on the write's path (while a server is drained, its heirs hold
+    // places beside it: the count says nothing then).
+    let draining = || place.map.servers.iter().any(|e| e.leaving);
+    if place.chain.len() == copies.servers.len() && !draining() {
         return;
     }
-    let absent = place.map.absent(&copies.servers, &place.chain);
+    let absent = place.map.absent(handle, &copies.servers, &place.chain);
     ctx.missed
         .record(&absent, handle, &copies.servers, start, end);
 }
@@ -123,7 +125,7 @@ pub async fn change(
                 .await?;
             ctx.peers.answer(next as usize, &mut call).await
         };
-        if let Err(e) = chain::watch_next(&ctx.lease, servers, next, passed).await {
+        if let Err(e) = chain::watch_next(&ctx.lease, handle, servers, next, passed).await {
             // Applied here, cut short further down the chain.
             drop(ticket);
             crate::catchup::settle_soon(ctx);

@@ -25,7 +25,10 @@ impl Handler for req::CopyDatafile {
         let me = ctx.me as u32;
         let map = ctx.lease.map()?;
         let version = map.version;
-        if self.from == me || !map.holds(&self.copies, me) || !map.holds(&self.copies, self.from) {
+        if self.from == me
+            || !map.holds(self.handle, &self.copies, me)
+            || !map.holds(self.handle, &self.copies, self.from)
+        {
             return Err(OpError::invalid(
                 Errno::EINVAL,
                 format!(

@@ -62,7 +62,13 @@ impl Handler for req::Read {
         let ctx = cx.ctx;
         ctx.require_data()?;
         if copies.replicated() {
-            chain::place(&ctx.lease, ctx.me as u32, &copies, Role::Reader)?;
+            chain::place(
+                &ctx.lease,
+                ctx.me as u32,
+                self.handle,
+                &copies,
+                Role::Reader,
+            )?;
             check_stripe(stripe, index)?;
             check_regions(&regions, stripe)?;
             // Bytes on their way down the chain are read once the tail has them;

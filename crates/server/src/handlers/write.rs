@@ -145,7 +145,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
             // with the request).
             if let (Some((next, call)), false) = (forward.as_ref(), first_chunk) {
                 let sent = async { Ok(call.send_data(&[&chunk.buf], end).await?) };
-                chain::watch_next(&ctx.lease, &copies.servers, *next, sent)
+                chain::watch_next(&ctx.lease, handle, &copies.servers, *next, sent)
                     .await
                     .map_err(|e| copies::passed_on(ctx, *next, e))?;
             }
@@ -215,7 +215,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     // Acknowledged only once the rest of the chain has it.
     if let Some((next, mut call)) = forward.take() {
         let answer = ctx.peers.answer(next as usize, &mut call);
-        match chain::watch_next(&ctx.lease, &copies.servers, next, answer).await {
+        match chain::watch_next(&ctx.lease, handle, &copies.servers, next, answer).await {
             Ok(Response::Written { .. }) => {
                 if let Some(t) = ticket {
                     t.finished();
