@@ -95,7 +95,7 @@ pub struct Ctx {
     /// rebuild_bandwidth`).
     pub copy_pace: Arc<crate::pace::Pace>,
     /// The rebuild of lost servers' copies under way here (`crate::rebuild`).
-    pub rebuilding: Arc<crate::rebuild::Status>,
+    pub rebuilding: Arc<crate::progress::Status>,
     /// The pace of this server's scrub reads (`[replication] scrub_bandwidth`).
     pub scrub_pace: Arc<crate::pace::Pace>,
     /// The scrub pass under way here (`crate::scrub_pass`).

@@ -41,6 +41,7 @@ pub mod pace;
 pub mod peer;
 pub mod perms;
 pub mod precreate;
+pub mod progress;
 pub mod promote;
 pub mod random;
 pub mod ratelimit;

@@ -17,59 +17,17 @@
 //! longer hold (each under its lock, the map looked at again there).
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use pvfs_proto::attr::ObjDetail;
 use pvfs_proto::map::{ClusterMap, ServerState};
-use pvfs_proto::message::Rebuilding;
 use pvfs_proto::{req, Errno, Handle, Request, Response, Roles};
 
 use crate::copy::source;
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
-use crate::refill::{copy_whole, Meter, ObjectPages};
-
-/// A pass under way: the lost servers, the datafiles and bytes it counted, and
-/// when it began copying.
-type Pass = (Vec<u32>, u64, u64, Instant);
-
-/// The pass under way, for `StatFs` (`pvfs status`).
-#[derive(Debug, Default)]
-pub struct Status {
-    /// The pass under way, if any.
-    pass: Mutex<Option<Pass>>,
-    /// What it copied so far.
-    meter: Meter,
-}
-
-impl Status {
-    /// The pass under way, if any.
-    pub fn report(&self) -> Option<Rebuilding> {
-        let pass = self.pass.lock().unwrap_or_else(|e| e.into_inner());
-        let (lost, datafiles_total, bytes_total, began) = pass.as_ref()?;
-        Some(Rebuilding {
-            lost: lost.clone(),
-            datafiles_total: *datafiles_total,
-            datafiles_done: self.meter.datafiles.load(Ordering::Relaxed),
-            bytes_total: *bytes_total,
-            bytes_done: self.meter.bytes.load(Ordering::Relaxed),
-            elapsed_ms: began.elapsed().as_millis() as u64,
-        })
-    }
-
-    fn begin(&self, lost: &[u32], datafiles: u64, bytes: u64) {
-        self.meter.datafiles.store(0, Ordering::Relaxed);
-        self.meter.bytes.store(0, Ordering::Relaxed);
-        let mut pass = self.pass.lock().unwrap_or_else(|e| e.into_inner());
-        *pass = Some((lost.to_vec(), datafiles, bytes, Instant::now()));
-    }
-
-    fn end(&self) {
-        *self.pass.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-}
+use crate::refill::{copy_whole, ObjectPages};
 
 /// The lost or draining servers that `me` may have taken copies of since it last
 /// rebuilt: it is an heir of a server gone or being drained now, and one began to

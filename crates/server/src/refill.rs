@@ -32,6 +32,7 @@ use pvfs_proto::{req, Errno, Handle, Request, Response};
 use crate::copy::{copy_ranges, source};
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
+use crate::progress::Meter;
 
 /// Objects asked for at once.
 const PAGE: u32 = 256;
@@ -96,16 +97,6 @@ pub async fn refill(
     let copied_before = progress.of_stay(since);
     let key = |handle: Handle, copies: &[u32]| map.holds(handle, copies, me).then_some(handle);
     copy_whole(ctx, map, version, copied_before, &key, &Meter::default()).await
-}
-
-/// Bytes and datafiles copied so far by a [`copy_whole`], read while it runs
-/// (`pvfs status`).
-#[derive(Debug, Default)]
-pub struct Meter {
-    /// Datafiles copied.
-    pub datafiles: std::sync::atomic::AtomicU64,
-    /// Bytes copied.
-    pub bytes: std::sync::atomic::AtomicU64,
 }
 
 /// Copies whole, from a copy that may serve reads under map `version`, every
