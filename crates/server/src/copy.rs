@@ -9,13 +9,20 @@
 use std::sync::Arc;
 
 use pvfs_proto::map::Copies;
-use pvfs_proto::{req, Errno, FrameKind, Handle, Regions, Request, Response, Stripe};
+use pvfs_proto::{req, Errno, ErrorKind, FrameKind, Handle, Regions, Request, Response, Stripe};
 
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 
 /// Bytes copied per step (each under the datafile's lock here).
 const STEP: u64 = 4 << 20;
+
+/// How many times one copy goes on under a newer map (another heir's report, a
+/// server back) before it gives up.
+const MAP_MOVES: u32 = 8;
+
+/// How long a copy refused for another map version waits for this server's map.
+const MAP_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The copy of datafile `handle` (copies on `copies`) to copy from: `prefer` when
 /// it may serve reads under `map`, else the first other copy that may; None when
@@ -47,13 +54,16 @@ pub async fn copy_ranges(
     version: u64,
     ranges: &[u64],
 ) -> OpResult<u64> {
-    let copies = Copies {
+    let mut copies = Copies {
         servers: copies.to_vec(),
         map: version,
         hop: 1,
     };
     let limit = ctx.config.timeouts.request;
     let mut bytes = 0;
+    // Steps the source refused for another map version: the copy goes on under the
+    // newest map while the source still serves reads and this server holds a copy.
+    let mut moved = 0;
     for pair in ranges.chunks_exact(2) {
         let (start, end) = (pair[0], pair[1]);
         let mut at = start;
@@ -61,7 +71,26 @@ pub async fn copy_ranges(
             let step_end = end.min(at.saturating_add(STEP));
             let began = tokio::time::Instant::now();
             let held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
-            let (size, data) = read_from(ctx, source, handle, &copies, at, step_end - at).await?;
+            let read = read_from(ctx, source, handle, &copies, at, step_end - at).await;
+            let (size, data) = match read {
+                Err(e) if e.kind == ErrorKind::Map && moved < MAP_MOVES => {
+                    drop(held);
+                    moved += 1;
+                    tokio::time::sleep(MAP_WAIT).await;
+                    let map = ctx.lease.map()?;
+                    let me = ctx.me as u32;
+                    if !map
+                        .readable(handle, &copies.servers)
+                        .contains(&(source as u32))
+                        || !map.holds(handle, &copies.servers, me)
+                    {
+                        return Err(e);
+                    }
+                    copies.map = map.version;
+                    continue;
+                }
+                r => r?,
+            };
             let got = data.len() as u64;
             bytes += got;
             let store = ctx.data.clone();
