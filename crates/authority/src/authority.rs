@@ -248,7 +248,10 @@ impl Authority {
                 // Only the leader's lease table may say a server's lease lapsed: a `Down`
                 // from anyone else could take the place of a server that still serves.
                 // A renewal has its own request (its lease is recorded).
-                Command::Down { .. } | Command::Lost { .. } | Command::Renew { .. } => {
+                Command::Down { .. }
+                | Command::Lost { .. }
+                | Command::Renew { .. }
+                | Command::Grow { .. } => {
                     Reply::Rejected(format!("{cmd:?} is proposed by the authority itself"))
                 }
                 Command::CaughtUp { .. }

@@ -157,6 +157,9 @@ impl Leases {
     fn decide(&self, map: &Map, now: Instant, params: &Params) -> Vec<Command> {
         let mut t = self.lock();
         let mut cmds = Vec::new();
+        if let Some(grow) = grow(map, params) {
+            cmds.push(grow);
+        }
         for (i, s) in map.servers.iter().enumerate() {
             let server = i as NodeId;
             if s.state != State::Down {
@@ -201,6 +204,24 @@ impl Leases {
         }
         cmds
     }
+}
+
+/// The [`Command::Grow`] to propose when the configuration has servers the map
+/// lacks, all of them data servers only: a metadata server added would move the
+/// names of every directory whose shards wrap around the metadata servers
+/// (`docs/namespace.md`), so the map does not take one (the server's start refuses
+/// such a configuration too, with the reason).
+fn grow(map: &Map, params: &Params) -> Option<Command> {
+    let have = map.servers.len();
+    if params.servers <= have {
+        return None;
+    }
+    if params.meta_servers.iter().any(|&m| m as usize >= have) {
+        return None;
+    }
+    Some(Command::Grow {
+        servers: params.servers as NodeId,
+    })
 }
 
 /// Checks the leases every [`CHECK_EVERY`] while this member leads; runs until aborted.

@@ -52,6 +52,9 @@ pub struct Params {
     /// The metadata servers, in configuration order: a lost server's places in
     /// metadata groups go to those of them not gone.
     pub meta_servers: Vec<NodeId>,
+    /// How many servers the configuration has: the leader grows a map with fewer
+    /// ([`Command::Grow`]) when the ones it lacks are data servers only.
+    pub servers: usize,
 }
 
 impl Params {

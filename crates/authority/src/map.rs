@@ -172,6 +172,16 @@ pub enum Command {
         /// The server.
         server: NodeId,
     },
+    /// Servers were added at the end of the configuration: the map grows to
+    /// `servers` entries, the new ones down until they renew (they come back
+    /// recovering, as a server that was down, with nothing to catch up with). Never
+    /// shrinks; proposed by the leader when its configuration has more servers than
+    /// the map, none of the new ones a metadata server (`docs/configuration.md`,
+    /// "Adding a server").
+    Grow {
+        /// How many servers the map has then.
+        servers: NodeId,
+    },
     /// A metadata primary's standby on `server` does not confirm its changes while it
     /// renews its lease: its renewals are refused from now on, so it is down within
     /// a lease like a silent server (and comes back recovering, with new copies), and
@@ -231,6 +241,8 @@ impl Command {
             | Command::Lead { server, .. }
             | Command::Serve { server, .. }
             | Command::Yield { server, .. } => server,
+            // The last server it adds.
+            Command::Grow { servers } => servers.saturating_sub(1),
         }
     }
 }
@@ -375,6 +387,9 @@ impl Map {
     }
 
     fn apply_inner(&mut self, cmd: &Command, log_index: u64) -> Applied {
+        if let Command::Grow { servers } = *cmd {
+            return self.grow(servers);
+        }
         let Some(i) = usize::try_from(cmd.server())
             .ok()
             .filter(|&i| i < self.servers.len())
@@ -557,6 +572,8 @@ impl Map {
                 debug_assert_eq!(self.primary(g), store, "back to the copy that served last");
                 Applied::Changed
             }
+            // Applied before the server is looked up (it is not in the map yet).
+            Command::Grow { .. } => Applied::Unchanged,
         }
     }
 
@@ -713,6 +730,27 @@ impl Map {
     }
 
     /// Server `i` comes back: `Recovering`, joined now.
+    /// [`Command::Grow`]: new entries for the servers past the map's, down since
+    /// this version (a new map), holding nothing (`fresh`), never lost, left or
+    /// seen.
+    fn grow(&mut self, servers: NodeId) -> Applied {
+        let Ok(n) = usize::try_from(servers) else {
+            return Applied::Unchanged;
+        };
+        if n <= self.servers.len() {
+            return Applied::Unchanged;
+        }
+        self.version += 1;
+        let mut entry = Map::new(1).servers.remove(0);
+        entry.state = State::Down;
+        entry.since = self.version;
+        // Nothing on it, as on a new disk; `joined` 0 tells it from one
+        // (`MapServer::added`).
+        entry.fresh = true;
+        self.servers.resize(n, entry);
+        Applied::Changed
+    }
+
     fn rejoin(&mut self, i: usize) {
         self.enter(i, State::Recovering);
         self.servers[i].joined = self.version;

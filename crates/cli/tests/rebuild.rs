@@ -50,13 +50,7 @@ fn logged_all(cluster: &Cluster, what: &str, field: &str) -> u64 {
 fn back_and_clean(cluster: &Cluster, name: &str) {
     cluster.restart(name);
     wait_state(cluster, name, "up", Duration::from_secs(60));
-    let fsck = cluster.run_cli(&["fsck", "--json"]);
-    assert_eq!(
-        fsck.json_any()["problems"],
-        serde_json::json!([]),
-        "{}",
-        fsck.stdout
-    );
+    cluster.assert_clean();
 }
 
 /// Checks no server logged a panic.

@@ -249,7 +249,9 @@ impl Pool {
                 Errno::EIO,
                 format!(
                     "server index {server} is not in the configuration ({} servers): \
-                     the file's layout names a server this client does not know (pvfs fsck reports it)",
+                     the file's layout names a server this client does not know (a server \
+                     added since this client read its configuration: start it again with \
+                     the new one; else pvfs fsck reports it)",
                     self.config.servers.len()
                 ),
             ));

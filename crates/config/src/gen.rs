@@ -417,23 +417,29 @@ pub(crate) fn to_toml(c: &Config) -> String {
         ),
     ]);
     for s in &c.servers {
-        let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]
-            .into_iter()
-            .filter_map(|(r, name)| s.roles.contains(r).then_some(name))
-            .collect();
-        out.extend([
-            String::new(),
-            "[[servers]]".into(),
-            format!("name = {}", quote(&s.name)),
-            format!("address = {}", quote(&s.address)),
-            format!("roles = [{}]", roles.join(", ")),
-            format!("handles = \"{}\"", s.handles),
-            format!("storage = {}", quote(&s.storage.to_string_lossy())),
-        ]);
-        if let Some(d) = &s.domain {
-            out.push(format!("domain = {}", quote(d)));
-        }
+        out.push(String::new());
+        out.push(server_toml(s));
     }
     out.push(String::new());
+    out.join("\n")
+}
+
+/// One server's `[[servers]]` table, as TOML lines (no newline at the end).
+pub(crate) fn server_toml(s: &ServerConfig) -> String {
+    let roles: Vec<&str> = [(Roles::META, "\"meta\""), (Roles::DATA, "\"data\"")]
+        .into_iter()
+        .filter_map(|(r, name)| s.roles.contains(r).then_some(name))
+        .collect();
+    let mut out = vec![
+        "[[servers]]".to_string(),
+        format!("name = {}", quote(&s.name)),
+        format!("address = {}", quote(&s.address)),
+        format!("roles = [{}]", roles.join(", ")),
+        format!("handles = \"{}\"", s.handles),
+        format!("storage = {}", quote(&s.storage.to_string_lossy())),
+    ];
+    if let Some(d) = &s.domain {
+        out.push(format!("domain = {}", quote(d)));
+    }
     out.join("\n")
 }

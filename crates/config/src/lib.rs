@@ -475,6 +475,53 @@ impl Config {
         gen::to_toml(self)
     }
 
+    /// Adds data server `server` at the end of the configuration file at `path`:
+    /// its text (comments and all) stays, a `[[servers]]` table is appended, the
+    /// result must load, and replaces the file at once (`docs/configuration.md`,
+    /// "Adding a server"). `server.handles` and `server.roles` are ignored: the new
+    /// server holds data only, and gets the next range of handles after every
+    /// server's. Returns the configuration written.
+    pub fn add_data_server(path: &Path, mut server: ServerConfig) -> Result<Config, ConfigError> {
+        let old = Config::load(path)?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: path.display().to_string(),
+            line: None,
+            key: "servers".into(),
+            message,
+        };
+        if old.server_index(&server.name).is_some() {
+            return Err(invalid(format!(
+                "a server is named {:?} already",
+                server.name
+            )));
+        }
+        // The next range after every server's, on a 2^40 boundary as `generate`'s.
+        let last = old
+            .servers
+            .iter()
+            .map(|s| s.handles.last)
+            .max()
+            .unwrap_or(0);
+        let first = ((last >> 40) + 1).checked_shl(40).filter(|&f| f > last);
+        let Some((first, end)) = first.and_then(|f| Some((f, f.checked_add((1 << 40) - 1)?)))
+        else {
+            return Err(invalid("no handles left for another server".into()));
+        };
+        server.handles = HandleRange { first, last: end };
+        server.roles = Roles::DATA;
+        let mut text = text.trim_end().to_string();
+        text.push_str("\n\n");
+        text.push_str(&gen::server_toml(&server));
+        text.push('\n');
+        Config::parse(&text, &path.display().to_string())?;
+        write_private(path, text.as_bytes(), true)?;
+        Config::load(path)
+    }
+
     /// Generates a configuration for a new file system (see [`GenOptions`]).
     pub fn generate(opts: &GenOptions) -> Result<Config, ConfigError> {
         gen::generate(opts)

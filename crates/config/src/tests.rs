@@ -746,3 +746,37 @@ fn generated_authority_outlives_the_faults_the_copies_survive() {
     assert_eq!(members(3, 5), vec![0, 1, 2, 3, 4]);
     assert_eq!(members(3, 4), vec![0, 1, 2]);
 }
+
+#[test]
+fn a_data_server_added_keeps_the_file_and_takes_the_next_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.toml");
+    let text = format!("# the site's own comment\n{BASE}");
+    std::fs::write(&path, &text).unwrap();
+    let before = Config::load(&path).unwrap();
+    let new = ServerConfig {
+        name: "d".into(),
+        address: "127.0.0.1:7009".into(),
+        roles: Roles::META,
+        handles: HandleRange { first: 1, last: 2 },
+        storage: "d".into(),
+        domain: Some("rack2".into()),
+    };
+    let after = Config::add_data_server(&path, new.clone()).unwrap();
+    assert_eq!(after.servers.len(), before.servers.len() + 1);
+    assert_eq!(after.servers[..before.servers.len()], before.servers[..]);
+    let d = after.servers.last().unwrap();
+    let highest = before.servers.iter().map(|s| s.handles.last).max().unwrap();
+    assert_eq!((d.name.as_str(), d.roles), ("d", Roles::DATA));
+    assert_eq!(d.handles.first, highest + 1);
+    assert_eq!(d.handles.last - d.handles.first, (1 << 40) - 1);
+    assert_eq!(d.storage, dir.path().join("d"));
+    assert_eq!(d.domain.as_deref(), Some("rack2"));
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.starts_with(&text), "{written}");
+    assert_eq!(Config::load(&path).unwrap(), after);
+    // A name taken: refused, and the file stays as it is.
+    let e = Config::add_data_server(&path, new).unwrap_err();
+    assert!(e.to_string().contains("named \"d\" already"), "{e}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
+}

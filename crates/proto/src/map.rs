@@ -264,6 +264,14 @@ impl Copies {
     }
 }
 
+impl MapServer {
+    /// Added to the file system (`Grow`) and not up since: it holds nothing, no
+    /// copy and no record of what other servers missed, and takes no new files.
+    pub fn added(&self) -> bool {
+        self.fresh && self.joined == 0
+    }
+}
+
 impl ClusterMap {
     /// The servers holding the copies of a datafile whose layout puts them on
     /// `copies` (`docs/replication.md`, "Rebuild"). Each place of the layout has a

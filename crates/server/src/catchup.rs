@@ -169,6 +169,10 @@ pub async fn catch_up(
                 copied.bytes += from.bytes;
             }
             Some(s) if s.gone() => {}
+            // Added to the configuration and not yet to the map, or added and
+            // never up since: it recorded nothing.
+            None => {}
+            _ if map.servers.get(s).is_some_and(|e| e.added()) => {}
             // Copying every datafile whole, it needs no record of what it missed.
             _ if stay.refill => {}
             state => {

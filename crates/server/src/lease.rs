@@ -117,6 +117,7 @@ impl Lease {
                 .into_iter()
                 .map(|i| i as NodeId)
                 .collect(),
+            servers: config.servers.len(),
         };
         let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
         let storage = &config.servers[me].storage;
@@ -544,6 +545,7 @@ impl Lease {
             rebuild_after: Duration::from_secs(600),
             data_servers: Vec::new(),
             meta_servers: Vec::new(),
+            servers: 1,
         };
         let mut lease = Lease::none();
         lease.renewer = Some(Renewer::new(0, 1, 0, vec![0], Arc::new(Nobody), params));

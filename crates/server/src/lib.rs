@@ -49,6 +49,7 @@ pub mod rebuild;
 pub mod refill;
 pub mod replicate;
 pub mod reply;
+pub mod roster;
 pub mod scrub_pass;
 pub mod seals;
 pub mod session;
@@ -101,6 +102,10 @@ pub enum ServerError {
     /// A file system could not be laid out (`local::LocalServer::configure`).
     #[error("{0}")]
     Setup(String),
+    /// The configuration's servers are not those this storage was used with, but
+    /// for data servers added at the end (`roster`).
+    #[error("{0}")]
+    Servers(String),
     /// A key file could not be used.
     #[error("{0} (pvfs keygen makes one; docs/security.md)")]
     Key(#[from] pvfs_auth::KeyError),
@@ -183,6 +188,10 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         source,
     };
     std::fs::create_dir_all(&sc.storage).map_err(|e| storage_err(StorageError::Io(Arc::new(e))))?;
+    // Storage a caller made (the simulator's) is not kept in a directory of its own.
+    if setup.storage.is_none() {
+        roster::check(&config, &sc.storage).map_err(ServerError::Servers)?;
+    }
     let id = Identity {
         fsid: config.fsid,
         server: sc.name.clone(),

@@ -198,6 +198,7 @@ impl Peers {
         request: Request,
         retry: Option<RetryKey>,
     ) -> OpResult<Response> {
+        self.known(idx)?;
         let effect = request.effect();
         let scope = request.scope();
         let retry = match effect {
@@ -284,15 +285,30 @@ impl Peers {
     /// The body of `request` for server `idx`, sent as this server itself (no user,
     /// no retry key).
     fn server_body(&self, idx: usize, request: Request) -> OpResult<Vec<u8>> {
-        if idx >= self.conns.len() {
-            return Err(OpError::invalid(Errno::EINVAL, format!("no server {idx}")));
-        }
+        self.known(idx)?;
         Ok(encode(&RequestBody {
             creds: Creds::default(),
             request,
             retry: None,
             origin: 0,
         }))
+    }
+
+    /// Checks server `idx` is in this server's configuration: a layout or a map
+    /// from servers with a longer one (servers added, not every server restarted
+    /// with the new configuration yet) may name one that is not.
+    fn known(&self, idx: usize) -> OpResult<()> {
+        if idx < self.conns.len() {
+            return Ok(());
+        }
+        Err(OpError::invalid(
+            Errno::EIO,
+            format!(
+                "server index {idx} is not in this server's configuration ({} servers): \
+                 every server needs the configuration with the servers added",
+                self.conns.len()
+            ),
+        ))
     }
 
     /// One attempt of a call.

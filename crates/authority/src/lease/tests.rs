@@ -7,6 +7,7 @@ const PARAMS: Params = Params {
     rebuild_after: Duration::from_secs(10),
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
+    servers: 0,
 };
 
 fn ms(t0: Instant, ms: u64) -> Instant {
@@ -135,4 +136,43 @@ fn a_pause_counts_every_lease_again_from_its_end() {
     // A beat just within the gap is none; one just past it is.
     assert!(!l.beat(ms(t0, 2500) + PAUSED_AFTER));
     assert!(l.beat(ms(t0, 2501) + PAUSED_AFTER * 2));
+}
+
+#[test]
+fn the_leader_grows_the_map_to_added_data_servers_but_not_to_added_metadata_servers() {
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let map = Map::new(2);
+    l.lead(1, t0, 10, 2);
+    // The configuration has the map's servers: nothing to grow.
+    let same = Params {
+        data_servers: vec![0, 1],
+        meta_servers: vec![0],
+        servers: 2,
+        ..PARAMS
+    };
+    assert!(l.decide(&map, ms(t0, 1), &same).is_empty());
+    // Two data servers added at its end.
+    let grown = Params {
+        data_servers: vec![0, 1, 2, 3],
+        servers: 4,
+        ..same.clone()
+    };
+    assert_eq!(
+        l.decide(&map, ms(t0, 1), &grown),
+        vec![Command::Grow { servers: 4 }]
+    );
+    // One of them a metadata server: the map stays as it is.
+    let meta = Params {
+        meta_servers: vec![0, 3],
+        ..grown.clone()
+    };
+    assert!(l.decide(&map, ms(t0, 1), &meta).is_empty());
+    // A configuration with fewer servers than the map never shrinks it.
+    let fewer = Params {
+        data_servers: vec![0],
+        servers: 1,
+        ..same
+    };
+    assert!(l.decide(&map, ms(t0, 1), &fewer).is_empty());
 }

@@ -1411,3 +1411,47 @@ fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
         (x >> 33) % n
     }
 }
+
+#[test]
+fn grow_adds_servers_down_that_come_back_recovering_then_up() {
+    let mut m = with(State::Up);
+    let renew = |server| Command::Renew {
+        server,
+        incarnation: 9,
+        storage: 4,
+    };
+    // Not in the map yet: refused.
+    assert_eq!(m.apply(&renew(4), 50), Applied::Refused);
+    assert_eq!(m.apply(&Command::Grow { servers: 5 }, 51), Applied::Changed);
+    assert_eq!((m.version, m.servers.len()), (11, 5));
+    for new in &m.servers[3..] {
+        assert_eq!((new.state, new.since, new.lost_at), (State::Down, 11, 0));
+        assert!(new.fresh && new.joined == 0 && new.heirs.is_empty());
+        assert!(!new.refill && !new.leaving);
+    }
+    let before = with(State::Up);
+    assert_eq!(m.servers[..3], before.servers[..]);
+    // Never shrinks, never grows twice to the same size.
+    let same = m.clone();
+    assert_eq!(
+        m.apply(&Command::Grow { servers: 5 }, 52),
+        Applied::Unchanged
+    );
+    assert_eq!(
+        m.apply(&Command::Grow { servers: 2 }, 53),
+        Applied::Unchanged
+    );
+    assert_eq!(m, same);
+    // The new server renews: recovering (nothing to copy whole), then up.
+    assert_eq!(m.apply(&renew(4), 54), Applied::Granted);
+    assert_eq!(m.servers[4].state, State::Recovering);
+    assert!(!m.servers[4].refill);
+    let caught_up = Command::CaughtUp {
+        server: 4,
+        incarnation: 9,
+        recovering_since: m.servers[4].since,
+    };
+    assert_eq!(m.apply(&caught_up, 55), Applied::Changed);
+    assert_eq!(m.servers[4].state, State::Up);
+    assert!(!m.servers[4].fresh && m.servers[4].joined != 0);
+}

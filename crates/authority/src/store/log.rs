@@ -58,7 +58,12 @@ fn read_range(
 }
 
 /// Writes `key` = `value` to `META` in one commit, durable unless `durable` is false.
-fn put_meta(db: &Database, key: &str, value: Vec<u8>, durable: bool) -> Result<(), AnyError> {
+pub(super) fn put_meta(
+    db: &Database,
+    key: &str,
+    value: Vec<u8>,
+    durable: bool,
+) -> Result<(), AnyError> {
     let mut txn = db.begin_write().any()?;
     if !durable {
         txn.set_durability(Durability::None).any()?;

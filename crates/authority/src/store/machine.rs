@@ -6,7 +6,9 @@
 //! leader commits). So a snapshot is written to disk (durably) before openraft learns of
 //! it, and openraft purges only logs a snapshot covers (checked in `LogStore::purge`).
 
-use super::{blocking, cover, encode, get_meta, AnyResult, Covered, Db, META, SNAPSHOT};
+use super::{
+    blocking, cover, encode, get_meta, AnyResult, Covered, Db, FIRST_SERVERS, META, SNAPSHOT,
+};
 use crate::map::{Applied, Map};
 use crate::raft::{Response, TypeConfig};
 use crate::NodeId;
@@ -62,6 +64,18 @@ pub(crate) struct Builder {
     covered: Covered,
 }
 
+/// The servers of the map the log is replayed from: recorded with the store's
+/// first start (`servers` then), whatever the configuration says later.
+fn first_servers(db: &Db, servers: usize) -> Result<usize, String> {
+    let fail = |e: AnyError| format!("read the map's first servers: {e}");
+    if let Some(n) = get_meta::<usize>(db, FIRST_SERVERS).map_err(fail)? {
+        return Ok(n);
+    }
+    let value = serde_json::to_vec(&servers).map_err(|e| e.to_string())?;
+    super::log::put_meta(db, FIRST_SERVERS, value, true).map_err(fail)?;
+    Ok(servers)
+}
+
 impl Machine {
     /// Opens the state machine of `db` (blocking): the stored snapshot's state, or a new map
     /// of `servers` servers; the receiver follows every map it applies. The error says what
@@ -79,14 +93,14 @@ impl Machine {
             Some(s) => {
                 let state = decode_state(&s.data)
                     .map_err(|e| format!("snapshot {}: {e}", s.meta.snapshot_id))?;
-                if state.map.servers.len() != servers {
-                    // The map is what the authority decided; a configuration that names a
-                    // different number of servers does not change it (growing the map is a
-                    // command of its own, not built yet).
+                if state.map.servers.len() > servers {
+                    // The map is what the authority decided; a configuration that names
+                    // fewer servers does not change it (one with more grows it:
+                    // `Command::Grow`).
                     tracing::warn!(
                         in_map = state.map.servers.len(),
                         configured = servers,
-                        "the authority's map has a different number of servers than the configuration"
+                        "the authority's map has more servers than the configuration"
                     );
                 }
                 state
@@ -94,7 +108,7 @@ impl Machine {
             None => SmState {
                 last_applied: None,
                 membership: StoredMembership::default(),
-                map: Map::new(servers),
+                map: Map::new(first_servers(&db, servers)?),
             },
         };
         let (published, rx) = watch::channel(state.map.clone());

@@ -43,6 +43,10 @@ const COMMITTED: &str = "committed";
 const PURGED: &str = "purged";
 /// The current snapshot: its meta and the serialized state machine.
 const SNAPSHOT: &str = "snapshot";
+/// How many servers the map had when this member's store was made: the map every
+/// replay of the log starts from (a configuration read later may have more, and a
+/// log replayed from another start would make another map).
+const FIRST_SERVERS: &str = "first_servers";
 /// The file in a member's directory.
 pub const FILE: &str = "raft.redb";
 

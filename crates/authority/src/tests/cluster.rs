@@ -9,6 +9,7 @@ const PARAMS: Params = Params {
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
+    servers: 0,
 };
 
 /// Generous: an election takes at most ~2.2 s with openraft's leader lease, and slow

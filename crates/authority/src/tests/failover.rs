@@ -8,6 +8,7 @@ const PARAMS: Params = Params {
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
+    servers: 0,
 };
 
 /// The longest a live server may go without a valid lease across the failover, given

@@ -11,6 +11,7 @@ const PARAMS: Params = Params {
     rebuild_after: Duration::from_secs(600),
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
+    servers: 0,
 };
 
 const ELECT: Duration = Duration::from_secs(15);

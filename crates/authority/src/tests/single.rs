@@ -8,6 +8,7 @@ const PARAMS: Params = Params {
     rebuild_after: Duration::from_millis(500),
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
+    servers: 0,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

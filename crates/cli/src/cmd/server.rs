@@ -1,5 +1,5 @@
 //! `pvfs server`, `pvfs start`, `pvfs stop`: running servers; `pvfs server drain`:
-//! retiring one.
+//! retiring one; `pvfs server add`: adding one to the configuration.
 //!
 //! A running server records its process id in `STORAGE/server.pid` (and removes it
 //! on a clean stop); `start` launches `pvfs server` processes in the background with
@@ -38,6 +38,54 @@ enum ServerAction {
     /// copies of all it holds while it serves on, then it leaves the file system
     /// for good (`pvfs status` shows the progress).
     Drain(DrainArgs),
+    /// Adds a data server at the end of the configuration file (its text stays;
+    /// the new server gets the next range of handles). Copy the file to every
+    /// node, start the new server, then restart the others one at a time: new
+    /// files then take it in their share (docs/configuration.md, "Adding a server").
+    Add(AddArgs),
+}
+
+/// Options of `pvfs server add`.
+#[derive(Args)]
+struct AddArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// The new server's name.
+    name: String,
+    /// The `host:port` it listens on.
+    #[arg(long)]
+    address: String,
+    /// Its storage directory (relative: to the configuration file's directory).
+    #[arg(long)]
+    storage: PathBuf,
+    /// Its failure domain (a rack, a power feed); default: a domain of its own.
+    #[arg(long)]
+    domain: Option<String>,
+}
+
+/// `pvfs server add NAME`: appends a data server to the configuration file.
+fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
+    let server = ServerConfig {
+        name: a.name.clone(),
+        address: a.address,
+        roles: pvfs_proto::Roles::DATA,
+        handles: pvfs_config::HandleRange { first: 0, last: 0 },
+        storage: a.storage,
+        domain: a.domain,
+    };
+    let config = Config::add_data_server(&a.config.config, server)?;
+    let added = config.servers.last().context("no server written")?;
+    println!(
+        "added data server {} ({}, handles {}) to {}: copy it to every node, start {} \
+         (pvfs server --name {}), then restart the other servers one at a time",
+        added.name,
+        added.address,
+        added.handles,
+        a.config.config.display(),
+        added.name,
+        added.name
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Options of `pvfs server drain`.
@@ -115,6 +163,7 @@ pub fn log_file(sc: &ServerConfig) -> PathBuf {
 pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     let name = match a.action {
         Some(ServerAction::Drain(d)) => return drain(d),
+        Some(ServerAction::Add(d)) => return add(d),
         None => a.name.context("--name is required")?,
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("PVFS_LOG")

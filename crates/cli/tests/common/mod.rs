@@ -1187,7 +1187,7 @@ impl Builder {
             config,
             names,
             children: Mutex::new(BTreeMap::new()),
-            _ports: ports,
+            ports,
             watchdog: Some(watchdog),
             user_dir: Mutex::new(None),
             server_env: self.server_env,
@@ -1224,7 +1224,7 @@ pub struct Cluster {
     names: Vec<String>,
     children: Mutex<BTreeMap<String, Child>>,
     /// The servers' ports, reserved for the cluster's life.
-    _ports: PortBlock,
+    ports: PortBlock,
     watchdog: Option<Watchdog>,
     /// A directory every user may read, for [`Cluster::user_config`].
     user_dir: Mutex<Option<tempfile::TempDir>>,
@@ -1377,6 +1377,47 @@ impl Cluster {
     /// A new client on the current tokio runtime.
     pub fn new_client(&self) -> Client {
         Client::new(self.config.clone())
+    }
+
+    /// Adds data server `name` at the end of the configuration with `pvfs server
+    /// add` (on the next port of the cluster's block, storing under the cluster's
+    /// directory), without starting it: [`Cluster::restart`] starts it.
+    #[allow(dead_code)]
+    pub fn add_data_server(&mut self, name: &str) {
+        assert!(
+            self.hosts.is_none(),
+            "servers on hosts of their own get no more"
+        );
+        let port = self.ports.base + self.names.len() as u16;
+        let address = format!("127.0.0.1:{port}");
+        let out = self.run_cli(&[
+            "server",
+            "add",
+            name,
+            "--address",
+            &address,
+            "--storage",
+            name,
+        ]);
+        out.ok();
+        self.config = Config::load(&self.config_path).unwrap();
+        self.names.push(name.to_string());
+    }
+
+    /// Checks `pvfs fsck` finds no problem, and no server logged a panic.
+    #[allow(dead_code)]
+    pub fn assert_clean(&self) {
+        let fsck = self.run_cli(&["fsck", "--json"]);
+        assert_eq!(
+            fsck.json_any()["problems"],
+            serde_json::json!([]),
+            "{}",
+            fsck.stdout
+        );
+        for n in &self.names {
+            let log = self.log(n);
+            assert!(!log.contains("panicked"), "{n}:\n{log}");
+        }
     }
 
     /// Starts every server that is not running and waits until all answer.

@@ -424,7 +424,8 @@ pub fn check_spec(ctx: &Ctx, spec: LayoutSpec) -> OpResult<()> {
 /// but, for a file whose first server is left to the file system, without the
 /// servers the map calls lost or that are being drained (their heirs would stand
 /// in for them, and a one-copy datafile there could not be written, or would be
-/// lost with the drained server); its width is then at most theirs.
+/// lost with the drained server), and servers added to the configuration that the
+/// map does not have yet or that never came up; its width is then at most theirs.
 fn placement_servers(ctx: &Ctx, spec: LayoutSpec) -> Vec<usize> {
     let all = ctx.config.data_servers();
     if spec.base.is_some() {
@@ -439,7 +440,7 @@ fn placement_servers(ctx: &Ctx, spec: LayoutSpec) -> Vec<usize> {
         .filter(|&s| {
             map.servers
                 .get(s)
-                .is_none_or(|e| !e.state.gone() && !e.leaving)
+                .is_some_and(|e| !e.state.gone() && !e.leaving && !e.added())
         })
         .collect();
     let copies = spec.replicas.unwrap_or(1).max(1) as usize;
