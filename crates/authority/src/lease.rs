@@ -198,6 +198,7 @@ impl Leases {
                         server,
                         heirs: heirs_among(&params.data_servers),
                         meta_heirs: heirs_among(&params.meta_servers),
+                        domains: params.domains.clone(),
                     });
                 }
             }

@@ -55,6 +55,11 @@ pub struct Params {
     /// How many servers the configuration has: the leader grows a map with fewer
     /// ([`Command::Grow`]) when the ones it lacks are data servers only.
     pub servers: usize,
+    /// Every server's failure domain, by index (servers in one domain share the
+    /// index of its first server; one without a domain has its own index); empty
+    /// when the configuration names no domain: heirs are picked apart from the
+    /// other copies' domains.
+    pub domains: Vec<NodeId>,
 }
 
 impl Params {

@@ -85,6 +85,11 @@ pub struct ServerEntry {
     /// before then serve reads.
     #[serde(default)]
     pub rebuilt_at: u64,
+    /// Since it was first lost or drained: every server's failure domain then
+    /// (`ClusterMap::holders` picks its heirs apart from the other copies' domains;
+    /// empty: none named).
+    #[serde(default)]
+    pub domains: Vec<NodeId>,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
@@ -131,6 +136,9 @@ pub enum Command {
         /// The metadata servers that take its places in metadata groups, alike.
         #[serde(default)]
         meta_heirs: Vec<NodeId>,
+        /// Every server's failure domain (`Params::domains`; empty: none named).
+        #[serde(default)]
+        domains: Vec<NodeId>,
     },
     /// An heir holds every copy it took of lost servers under map `version`: those
     /// serve reads from now on.
@@ -165,6 +173,9 @@ pub enum Command {
         /// The metadata servers that take its places in metadata groups, alike.
         #[serde(default)]
         meta_heirs: Vec<NodeId>,
+        /// Every server's failure domain, as [`Command::Lost`]'s.
+        #[serde(default)]
+        domains: Vec<NodeId>,
     },
     /// A drained (or lost) server leaves for good: a draining one only once every
     /// heir rebuilt what it took of it.
@@ -282,6 +293,7 @@ impl Map {
             left_at: 0,
             leaving: false,
             rebuilt_at: 0,
+            domains: Vec::new(),
         };
         Map {
             version: 0,
@@ -429,11 +441,12 @@ impl Map {
             Command::Lost {
                 ref heirs,
                 ref meta_heirs,
+                ref domains,
                 ..
             } => {
                 let applied = self.transition(i, State::Down, State::Lost);
                 if applied == Applied::Changed {
-                    self.leave(i, heirs, meta_heirs);
+                    self.leave(i, heirs, meta_heirs, domains);
                 }
                 applied
             }
@@ -487,11 +500,12 @@ impl Map {
             Command::Drain {
                 ref heirs,
                 ref meta_heirs,
+                ref domains,
                 ..
             } => {
                 let applied = self.transition(i, State::Up, State::Draining);
                 if applied == Applied::Changed {
-                    self.leave(i, heirs, meta_heirs);
+                    self.leave(i, heirs, meta_heirs, domains);
                     self.servers[i].leaving = true;
                 }
                 applied
@@ -580,7 +594,7 @@ impl Map {
     /// Server `i` begins to leave (lost or drained; its state already changed): its
     /// heirs hold its places from now on. The heirs of its first leave stay its
     /// heirs: no other loss's pick (`ClusterMap::holders`) ever moves.
-    fn leave(&mut self, i: usize, heirs: &[NodeId], meta_heirs: &[NodeId]) {
+    fn leave(&mut self, i: usize, heirs: &[NodeId], meta_heirs: &[NodeId], domains: &[NodeId]) {
         let version = self.version;
         if self.servers[i].lost_at == 0 {
             let keep =
@@ -590,6 +604,7 @@ impl Map {
             let entry = &mut self.servers[i];
             entry.heirs = heirs;
             entry.meta_heirs = meta_heirs;
+            entry.domains = domains.to_vec();
             entry.lost_at = version;
         }
         // A server being drained that is lost meanwhile left when its drain began:

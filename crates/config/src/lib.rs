@@ -537,6 +537,27 @@ impl Config {
         self.servers.iter().position(|s| s.handles.contains(handle))
     }
 
+    /// Every server's failure domain as a number: the index of the first server
+    /// in its domain (one without a domain is a domain of its own). Empty when no
+    /// server names a domain.
+    pub fn domains(&self) -> Vec<usize> {
+        if self.servers.iter().all(|s| s.domain.is_none()) {
+            return Vec::new();
+        }
+        self.servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match &s.domain {
+                Some(d) => self
+                    .servers
+                    .iter()
+                    .position(|o| o.domain.as_ref() == Some(d))
+                    .unwrap_or(i),
+                None => i,
+            })
+            .collect()
+    }
+
     /// Indices of the metadata servers, in file order.
     pub fn meta_servers(&self) -> Vec<usize> {
         self.with_role(Roles::META)

@@ -130,6 +130,11 @@ pub struct MapServer {
     /// The map version under which it last held every copy it took as an heir
     /// (0: never): its copies as an heir since then serve reads.
     pub rebuilt_at: u64,
+    /// The failure domain of every server (by index; servers in one domain share
+    /// its number) when it was first lost or drained: each place's heir is picked
+    /// in a domain none of the other places' servers is in, when one is left.
+    /// Empty: no domains were named, any heir will do.
+    pub domains: Vec<u32>,
 }
 wire_struct!(MapServer {
     state: ServerState,
@@ -144,6 +149,7 @@ wire_struct!(MapServer {
     left_at: u64,
     leaving: bool,
     rebuilt_at: u64,
+    domains: Vec<u32>,
 });
 
 /// What a set of copies holds: a datafile's bytes, or a metadata group's store
@@ -335,7 +341,8 @@ impl ClusterMap {
     }
 
     /// The line of each place of `copies` ([`ClusterMap::holders`]): its layout
-    /// server, then the heirs picked as each was first lost.
+    /// server, then the heirs picked as each was first lost (in a failure domain
+    /// apart from the other places', when the map names domains and one is left).
     pub fn lines(&self, handle: crate::types::Handle, copies: &[u32]) -> Vec<Vec<u32>> {
         self.lines_of(Held::Data(handle), copies)
     }
@@ -368,9 +375,22 @@ impl ClusterMap {
                 .wrapping_add(copies.first().map_or(0, |&c| c as usize))
                 .wrapping_add(at)
                 % heirs.len().max(1);
-            let pick = (0..heirs.len())
+            // In rotation, the first heir never seen in a domain none of the other
+            // places' servers (as of this loss) is in; else the first never seen.
+            let domain = |s: u32| e.domains.get(s as usize).copied();
+            let others: Vec<u32> = lines
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != at)
+                .filter_map(|(_, (line, _))| domain(*line.last()?))
+                .collect();
+            let order = (0..heirs.len())
                 .map(|k| heirs[(rot + k) % heirs.len()])
-                .find(|c| !seen.contains(c));
+                .filter(|c| !seen.contains(c));
+            let pick = order
+                .clone()
+                .find(|&c| domain(c).is_some_and(|d| !others.contains(&d)))
+                .or_else(|| order.clone().next());
             match pick {
                 Some(heir) => {
                     seen.push(heir);
@@ -555,6 +575,11 @@ mod tests {
                     left_at: 3,
                     leaving: i == 4,
                     rebuilt_at: i as u64,
+                    domains: if i == 2 {
+                        vec![0, 0, 2, 2, 4]
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .collect(),
         };
@@ -597,6 +622,7 @@ mod tests {
                     left_at: 0,
                     leaving: false,
                     rebuilt_at: 0,
+                    domains: Vec::new(),
                 })
                 .collect(),
         }
@@ -758,5 +784,54 @@ mod tests {
         m.servers[1].lost_at = 1;
         m.servers[1].left_at = 1;
         assert_eq!(m.holder_servers(0, &[0, 1]), [0]);
+    }
+
+    #[test]
+    fn heirs_are_picked_apart_from_the_other_copies_domains() {
+        use ServerState::*;
+        // Three racks of two: {0, 1}, {2, 3}, {4, 5}; copies on 0 and 2, and 0 lost.
+        let picks = |domains: Vec<u32>| -> Vec<u32> {
+            let mut m = map_of(&[(Up, 0); 6]);
+            m.servers[0].state = Lost;
+            m.servers[0].lost_at = 3;
+            m.servers[0].heirs = vec![1, 2, 3, 4, 5];
+            m.servers[0].domains = domains;
+            let mut picked: Vec<u32> = (0..64u64)
+                .map(|h| m.holders(h, &[0, 2])[0].server)
+                .collect();
+            picked.sort_unstable();
+            picked.dedup();
+            picked
+        };
+        // Never beside the other copy in its rack, spread over the rest.
+        assert_eq!(picks(vec![0, 0, 2, 2, 4, 4]), [1, 4, 5]);
+        // Without domains any heir not holding a copy will do: 3 too.
+        assert_eq!(picks(Vec::new()), [1, 3, 4, 5]);
+        // No heir apart left: one in the same domain rather than none.
+        let mut m = map_of(&[(Up, 0); 4]);
+        m.servers[0].state = Lost;
+        m.servers[0].lost_at = 3;
+        m.servers[0].heirs = vec![3];
+        m.servers[0].domains = vec![0, 0, 2, 2];
+        assert_eq!(m.holder_servers(7, &[0, 2]), [3, 2]);
+        // A later loss leaves the earlier pick where it is: the other copy's
+        // domain is taken as it was when the first was lost.
+        let mut m = map_of(&[(Up, 0); 6]);
+        let domains = vec![0, 0, 2, 2, 4, 4];
+        for (s, at, heirs) in [
+            (0usize, 3u64, vec![1, 2, 3, 4, 5]),
+            (2, 5, vec![0, 1, 3, 4, 5]),
+        ] {
+            m.servers[s].state = Lost;
+            m.servers[s].lost_at = at;
+            m.servers[s].heirs = heirs;
+            m.servers[s].domains = domains.clone();
+        }
+        for h in 0..64u64 {
+            let held = m.holder_servers(h, &[0, 2]);
+            assert_eq!(held.len(), 2, "{h}: {held:?}");
+            let rack = |s: u32| domains[s as usize];
+            assert_ne!(rack(held[0]), rack(held[1]), "{h}: {held:?}");
+        }
     }
 }

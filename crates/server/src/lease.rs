@@ -118,6 +118,7 @@ impl Lease {
                 .map(|i| i as NodeId)
                 .collect(),
             servers: config.servers.len(),
+            domains: config.domains().into_iter().map(|d| d as NodeId).collect(),
         };
         let wire: Arc<dyn Wire> = Arc::new(PeerWire(peers));
         let storage = &config.servers[me].storage;
@@ -394,6 +395,7 @@ impl Lease {
             server: NodeId::from(server),
             heirs: heirs(&renewer.params().data_servers),
             meta_heirs: heirs(&renewer.params().meta_servers),
+            domains: renewer.params().domains.clone(),
         };
         self.propose(drain).await?;
         self.map()
@@ -517,6 +519,11 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 left_at: s.left_at,
                 leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
+                domains: s
+                    .domains
+                    .iter()
+                    .filter_map(|&d| u32::try_from(d).ok())
+                    .collect(),
             })
             .collect(),
     }
@@ -546,6 +553,7 @@ impl Lease {
             data_servers: Vec::new(),
             meta_servers: Vec::new(),
             servers: 1,
+            domains: Vec::new(),
         };
         let mut lease = Lease::none();
         lease.renewer = Some(Renewer::new(0, 1, 0, vec![0], Arc::new(Nobody), params));

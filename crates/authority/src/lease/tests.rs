@@ -8,6 +8,7 @@ const PARAMS: Params = Params {
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
     servers: 0,
+    domains: Vec::new(),
 };
 
 fn ms(t0: Instant, ms: u64) -> Instant {
@@ -106,7 +107,8 @@ fn down_servers_are_lost_after_rebuild_after_from_when_this_leader_saw_them() {
         vec![Command::Lost {
             server: 1,
             heirs: Vec::new(),
-            meta_heirs: Vec::new()
+            meta_heirs: Vec::new(),
+            domains: Vec::new(),
         }]
     );
     // Back meanwhile, then down again: the count starts over.

@@ -31,6 +31,7 @@ fn with(state: State) -> Map {
         refill: false,
         heirs: Vec::new(),
         meta_heirs: Vec::new(),
+        domains: Vec::new(),
         lost_at: 0,
         left_at: 0,
         leaving: false,
@@ -85,6 +86,7 @@ fn new_map_is_all_up_at_version_zero() {
                 refill: false,
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
+                domains: Vec::new(),
                 lost_at: 0,
                 left_at: 0,
                 leaving: false,
@@ -326,6 +328,7 @@ fn lost_only_from_down() {
                 server: 1,
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
         );
         if state == State::Down {
@@ -371,6 +374,7 @@ fn drain_only_from_up() {
                 server: 1,
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
         );
         if state == State::Up {
@@ -408,6 +412,7 @@ fn commands_for_unknown_servers_change_nothing() {
             server: 3,
             heirs: Vec::new(),
             meta_heirs: Vec::new(),
+            domains: Vec::new(),
         },
         Command::CaughtUp {
             server: 3,
@@ -418,6 +423,7 @@ fn commands_for_unknown_servers_change_nothing() {
             server: 3,
             heirs: Vec::new(),
             meta_heirs: Vec::new(),
+            domains: Vec::new(),
         },
         Command::Retire { server: 3 },
     ];
@@ -448,7 +454,8 @@ fn a_server_lives_a_whole_life() {
             &Command::Lost {
                 server: 0,
                 heirs: Vec::new(),
-                meta_heirs: Vec::new()
+                meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
             3
         ),
@@ -468,7 +475,8 @@ fn a_server_lives_a_whole_life() {
             &Command::Drain {
                 server: 0,
                 heirs: Vec::new(),
-                meta_heirs: Vec::new()
+                meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
             6
         ),
@@ -505,6 +513,7 @@ fn versions_only_grow_and_move_exactly_with_states() {
                 server,
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
             3 => Command::CaughtUp {
                 server,
@@ -515,6 +524,7 @@ fn versions_only_grow_and_move_exactly_with_states() {
                 server,
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
+                domains: Vec::new(),
             },
             _ => Command::Retire { server },
         };
@@ -1145,6 +1155,7 @@ fn a_lost_server_gets_heirs_once_and_heirs_that_rebuilt_are_recorded() {
         server,
         heirs: heirs.to_vec(),
         meta_heirs: heirs.to_vec(),
+        domains: Vec::new(),
     };
     assert_eq!(m.apply(&lost(1, &[0, 1, 2, 3]), 5), Applied::Changed);
     let v = m.version;
@@ -1216,6 +1227,7 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 refill: s.refill,
                 heirs: ids(&s.heirs),
                 meta_heirs: ids(&s.meta_heirs),
+                domains: ids(&s.domains),
                 lost_at: s.lost_at,
                 left_at: s.left_at,
                 leaving: s.leaving,
@@ -1263,6 +1275,8 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
         .collect();
     let mut next = draws(0x9e37_79b9_7f4a_7c15);
     let mut counts = [0usize; 6];
+    // Half the losses and drains name racks of two servers.
+    let racks: Vec<NodeId> = (0..N as NodeId).map(|s| s - s % 2).collect();
     for index in 1..40_000u64 {
         let server = next(N as u64);
         let e = &m.servers[server as usize];
@@ -1277,6 +1291,11 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                 server,
                 heirs: (0..N as NodeId).collect(),
                 meta_heirs: (0..N as NodeId).collect(),
+                domains: if next(2) == 0 {
+                    racks.clone()
+                } else {
+                    Vec::new()
+                },
             },
             54 if retired < 2 && e.state == State::Draining => Command::Retire { server },
             k if k >= 50 => Command::Rebuilt {
@@ -1297,6 +1316,11 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                     server,
                     heirs: (0..N as NodeId).collect(),
                     meta_heirs: (0..N as NodeId).collect(),
+                    domains: if next(2) == 0 {
+                        racks.clone()
+                    } else {
+                        Vec::new()
+                    },
                 },
                 5 | 6 => Command::CaughtUp {
                     server,

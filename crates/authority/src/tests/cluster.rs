@@ -10,6 +10,7 @@ const PARAMS: Params = Params {
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
     servers: 0,
+    domains: Vec::new(),
 };
 
 /// Generous: an election takes at most ~2.2 s with openraft's leader lease, and slow

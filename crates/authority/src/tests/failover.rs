@@ -9,6 +9,7 @@ const PARAMS: Params = Params {
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
     servers: 0,
+    domains: Vec::new(),
 };
 
 /// The longest a live server may go without a valid lease across the failover, given

@@ -12,6 +12,7 @@ const PARAMS: Params = Params {
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
     servers: 0,
+    domains: Vec::new(),
 };
 
 const ELECT: Duration = Duration::from_secs(15);
@@ -64,6 +65,7 @@ async fn restarting_every_member_keeps_the_map_from_snapshot_and_log() {
         server: 3,
         heirs: Vec::new(),
         meta_heirs: Vec::new(),
+        domains: Vec::new(),
     })
     .await
     .unwrap();
@@ -129,6 +131,7 @@ async fn a_member_behind_the_purged_log_catches_up_from_a_snapshot() {
             server: 3,
             heirs: Vec::new(),
             meta_heirs: Vec::new(),
+            domains: Vec::new(),
         })
         .await
         .unwrap();

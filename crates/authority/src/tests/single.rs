@@ -9,6 +9,7 @@ const PARAMS: Params = Params {
     data_servers: Vec::new(),
     meta_servers: Vec::new(),
     servers: 0,
+    domains: Vec::new(),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,6 +67,7 @@ async fn a_single_member_leads_at_once_and_runs_a_servers_whole_life() {
             server: 1,
             heirs: Vec::new(),
             meta_heirs: Vec::new(),
+            domains: Vec::new(),
         })
         .await
         .unwrap();
