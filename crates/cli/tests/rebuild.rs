@@ -6,7 +6,8 @@
 //! two held is served by the rebuilt copies alone, byte for byte. The lost server
 //! comes back: it copies everything whole and takes its places back, its heirs
 //! remove the copies they stood in with, and the partner is killed again: the
-//! returned server's copies alone serve every byte.
+//! returned server's copies alone serve every byte. With failure domains named, a
+//! lost server's heirs keep every datafile's copies in distinct racks.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -337,4 +338,61 @@ fn a_drained_server_hands_its_copies_over_while_it_serves_and_is_retired() {
     assert!(!unknown.status.success());
     assert!(unknown.stderr.contains("no server"), "{}", unknown.stderr);
     no_panics(&cluster);
+}
+
+#[test]
+fn a_lost_servers_heirs_keep_the_copies_in_distinct_racks() {
+    // Racks a = {s0, s1} and b = {s2, s3}: every datafile has one copy in each.
+    let cluster = Cluster::builder()
+        .servers(4)
+        .genconfig_arg("--meta-servers")
+        .genconfig_arg("2")
+        .replicas(2)
+        .set("lease", r#""1s""#)
+        .set("rebuild_after", r#""5s""#)
+        .domains(&["a", "a", "b", "b"])
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let rack = |s: u32| config.servers[s as usize].domain.clone().unwrap();
+    let tc = TestClient::new(config.clone());
+    let (copies, on_v) = write_first(&tc, 3);
+    assert!(
+        copies.iter().all(|c| rack(c[0]) != rack(c[1])),
+        "{copies:?}"
+    );
+
+    // s3 is lost: the one server left in its rack takes all it held, none of the
+    // servers beside the other copies (heirs in rotation would pick s0 and s1 too).
+    cluster.kill("s3", libc::SIGKILL);
+    wait_state(&cluster, "s3", "lost", Duration::from_secs(60));
+    poll(
+        "s3's copies rebuilt",
+        scaled(Duration::from_secs(120)),
+        || (status_row(&cluster, "s3")["heirs_rebuilding"] == serde_json::json!([])).then_some(()),
+    );
+    let map = tc.run(Duration::from_secs(30), async |c| {
+        c.cluster_map().await.unwrap().expect("a cluster map")
+    });
+    let handles = tc.run(Duration::from_secs(60), async |c| {
+        let mut handles = Vec::new();
+        for i in 0..24 {
+            let f = c.open(&format!("/a{i}")).await.unwrap();
+            handles.extend(f.layout().datafiles.iter().map(|d| d.handle));
+        }
+        handles
+    });
+    assert_eq!(handles.len(), copies.len());
+    let mut took = 0;
+    for (h, c) in handles.iter().zip(&copies) {
+        let held = map.holder_servers(*h, c);
+        assert_eq!(held.len(), 2, "{h:#x} {c:?}: {held:?}");
+        assert_ne!(rack(held[0]), rack(held[1]), "{h:#x} {c:?}: {held:?}");
+        took += u64::from(c.contains(&3) && held.contains(&2) && !c.contains(&2));
+    }
+    assert_eq!(took, on_v, "s2 took every copy s3 held");
+    tc.run(Duration::from_secs(120), async |c| {
+        check_files(&c, "/a", 0..24).await;
+    });
+    cluster.assert_clean();
 }

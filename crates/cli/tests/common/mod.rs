@@ -1003,6 +1003,8 @@ pub struct Builder {
     server_env: Vec<(Option<String>, String, String)>,
     /// Each server on a host of its own ([`hosts::Hosts`]).
     on_hosts: bool,
+    /// Each server's failure domain, in order ([`Builder::domains`]).
+    domains: Vec<String>,
 }
 
 impl Builder {
@@ -1079,6 +1081,13 @@ impl Builder {
     /// Adds an argument to `pvfs genconfig`.
     pub fn genconfig_arg(mut self, a: &str) -> Self {
         self.extra.push(a.into());
+        self
+    }
+
+    /// Names each server's failure domain (`domain =`), in configuration order.
+    #[allow(dead_code)]
+    pub fn domains(mut self, domains: &[&str]) -> Self {
+        self.domains = domains.iter().map(|d| d.to_string()).collect();
         self
     }
 
@@ -1171,6 +1180,14 @@ impl Builder {
             }
             std::fs::write(&config_path, out).unwrap();
         }
+        if !self.domains.is_empty() {
+            let mut config = Config::load(&config_path).unwrap();
+            assert_eq!(self.domains.len(), config.servers.len());
+            for (s, d) in config.servers.iter_mut().zip(&self.domains) {
+                s.domain = Some(d.clone());
+            }
+            config.write(&config_path, true).unwrap();
+        }
         let config = Config::load(&config_path).expect("generated configuration does not load");
         if let Some(r) = &self.request_timeout {
             assert_eq!(
@@ -1247,6 +1264,7 @@ impl Cluster {
             munge_socket: None,
             server_env: Vec::new(),
             on_hosts: false,
+            domains: Vec::new(),
         }
     }
 
