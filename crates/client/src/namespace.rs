@@ -1330,6 +1330,14 @@ impl Client {
         });
         match self.rpc(s_server, unlink).await {
             Ok(_) => Ok((replaced, left, tickets)),
+            // The old name is gone or names another object: another rename or an
+            // unlink took it between the steps. With nothing replaced, the new name
+            // is taken back, so this rename did not happen at all (the caller looks
+            // the names up again) rather than leaving a second name behind.
+            Err(e) if replaced.is_none() && (e.errno == Errno::ENOENT || e.is_changed()) => {
+                self.take_back(ddir, dname, src, counted).await;
+                Err(e)
+            }
             Err(e) => {
                 tracing::warn!("rename left the old name {sname:?} in place: {e}");
                 // The replaced object lost its link already: finish with it.
@@ -1337,6 +1345,36 @@ impl Client {
                     self.settle(old.handle, &left, tickets).await;
                 }
                 Err(e)
+            }
+        }
+    }
+
+    /// Removes the name `dname` in `ddir` that the first step of a rename gave
+    /// `src`, while it still names `src`: its link taken back (`counted`; at zero
+    /// the object goes, as after an unlink of its last name), or a directory's
+    /// second name dropped. A failure leaves the name to fsck, and says so.
+    async fn take_back(&self, ddir: &Dir, dname: &str, src: &DirEntry, counted: bool) {
+        let unlink = Request::Unlink(req::Unlink {
+            dir: ddir.handle,
+            name: dname.to_string(),
+            expect: Some(src.handle),
+            want: UnlinkWant::Any,
+            fate: if counted {
+                LinkDrop::Delete
+            } else {
+                LinkDrop::Moved
+            },
+        });
+        match self.rpc(self.entry_server(ddir, dname), unlink).await {
+            Ok(Response::Unlinked {
+                entry,
+                left,
+                tickets,
+                ..
+            }) => self.settle(entry.handle, &left, tickets).await,
+            Ok(other) => tracing::warn!("{}", unexpected("Unlink", &other)),
+            Err(e) => {
+                tracing::warn!("a rename cut short left the new name {dname:?} in place: {e}")
             }
         }
     }
