@@ -76,12 +76,33 @@ fn a_data_server_added_takes_its_share_of_new_files_after_a_rolling_restart() {
     all_up_with_standby_copies(&cluster);
 
     // A client that still has the old configuration: a clear error, no hang.
-    let e = tc.run(Duration::from_secs(60), async |c| {
-        let f = c.open("/n0").await.unwrap();
+    // Reads go to the copy it knows; a write to a datafile whose chain the new
+    // server heads cannot.
+    let width = copies.len() / 10;
+    let (file, datafile) = copies
+        .chunks(width)
+        .enumerate()
+        .find_map(|(i, file)| Some((i, file.iter().position(|c| c[0] == 4)?)))
+        .unwrap();
+    let stripe = config.defaults.stripe_size;
+    let e = tc.run(Duration::from_secs(120), async |c| {
+        let f = c.open(&format!("/n{file}")).await.unwrap();
         let mut buf = vec![0u8; 1 << 20];
-        f.read_at(0, &mut buf).await.unwrap_err()
+        f.read_at(0, &mut buf).await.unwrap();
+        f.write_at(datafile as u64 * stripe, b"x")
+            .await
+            .unwrap_err()
     });
     assert!(e.to_string().contains("not in the configuration"), "{e}");
+    // And `pvfs status` with the old one says why.
+    let old_path = cluster.dir().join("old.toml");
+    old.write(&old_path, false).unwrap();
+    let out = common::run_pvfs(
+        &["status", "--config", old_path.to_str().unwrap()],
+        &[],
+        &["PVFS_CONFIG"],
+    );
+    assert!(out.stderr.contains("servers were added"), "{}", out.stderr);
 
     cluster.assert_clean();
     cluster.assert_all_running();

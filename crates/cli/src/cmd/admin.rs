@@ -183,6 +183,14 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 None
             }
         };
+        if let Some(m) = map.as_ref().filter(|m| m.servers.len() > servers.len()) {
+            eprintln!(
+                "pvfs: the cluster map has {} servers and this configuration {}: servers were \
+                 added since it was written (docs/configuration.md, \"Adding a server\")",
+                m.servers.len(),
+                servers.len()
+            );
+        }
         let mut not_up = 0;
         let mut down = 0;
         let mut sick = Vec::new();
