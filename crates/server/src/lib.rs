@@ -153,6 +153,11 @@ pub struct GivenStorage {
     pub sync: SyncPolicy,
     /// The datafiles.
     pub data: Arc<dyn pvfs_storage::DataBackend>,
+    /// How the metadata copy of another server's group that this server takes over
+    /// as its standby (`promote`) is opened as a store, from the files of the copy
+    /// (`groups/<name>/` in its storage directory); it then commits on its caller's
+    /// thread, as the server's own store. None: local files, with a writer thread.
+    pub copies: Option<pvfs_storage::OpenDisks>,
 }
 
 impl Setup {
@@ -204,6 +209,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             path: sc.storage.display().to_string(),
             source: StorageError::Corrupt { what },
         })?;
+    let copy_disks = setup.storage.as_ref().and_then(|g| g.copies.clone());
     let (meta, data): (MetaStore, Arc<dyn pvfs_storage::DataBackend>) = match setup.storage {
         None => (
             MetaStore::open_with_sync(
@@ -297,6 +303,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             peers.clone(),
             fence.clone(),
             (config.timeouts.request / 2, config.replication.lease),
+            setup.exec,
         )
     });
     // The mark covers open files' holds too: after a start that may have forgotten
@@ -312,7 +319,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         me,
         meta,
         data,
-        inline: inline::InlineIo::default(),
+        inline: inline::InlineIo::for_exec(setup.exec),
         peers,
         policy,
         tls,
@@ -354,6 +361,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         standbys,
         shipping,
         fence,
+        copy_disks,
+        taken_over: std::sync::OnceLock::new(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -402,6 +411,7 @@ pub async fn serve(
         ctx.policy.groups.clone(),
         promote::Promoted::superseded_in(&sc.storage),
     ));
+    let _ = ctx.taken_over.set(promoted.clone());
     let failover = tokio::spawn(promote::run(ctx.clone(), promoted.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);

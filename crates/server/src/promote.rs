@@ -508,12 +508,18 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
     let range = (sc.handles.first, sc.handles.last);
     let cache = usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX);
     let sync = host.standbys.sync();
+    // Disks a caller gave (the simulator's): the store commits on the caller's
+    // thread, as the server's own store does then.
+    let disks = host.copy_disks.clone();
     let (meta, mark) = host
         .blocking(move || {
             if fresh {
                 GroupMarker::Primary.set(&dir)?;
             }
-            let meta = MetaStore::open_with_sync(&dir, &id, range, cache, sync)?;
+            let meta = match disks {
+                Some(disks) => MetaStore::open_on_callers_thread(&dir, &id, range, disks, sync)?,
+                None => MetaStore::open_with_sync(&dir, &id, range, cache, sync)?,
+            };
             let mut mark = LockMark::open(&dir)?;
             if fresh {
                 // The last primary's clients may hold locks and open files it knew
@@ -533,6 +539,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             host.peers.clone(),
             fence.clone(),
             (config.timeouts.request / 2, config.replication.lease),
+            host.exec,
         )
     });
     let locks =
@@ -551,10 +558,12 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             version: pvfs_proto::VERSION.to_string(),
         },
         me: g,
+        copy_disks: host.copy_disks.clone(),
+        taken_over: std::sync::OnceLock::new(),
         precreate: crate::precreate::Precreator::new(&config, g, meta.clone(), host.peers.clone()),
         meta,
         data: host.data.clone(),
-        inline: crate::inline::InlineIo::default(),
+        inline: crate::inline::InlineIo::for_exec(host.exec),
         pool: host.pool.clone(),
         peers: host.peers.clone(),
         policy,
