@@ -168,3 +168,62 @@ fn seeds_that_found_bugs() {
         must(seed, &Options::default());
     }
 }
+
+/// A replicated file system (two copies of everything: an authority on three
+/// servers, leases, chains of data copies, metadata standbys) in the simulator,
+/// without faults: the workload's every answer is checked, the maps are checked at
+/// every step (one map per version, no map going back, one primary per metadata
+/// group among the servers holding a lease), fsck is clean at the end, and a seed
+/// replays exactly.
+#[test]
+fn a_replicated_file_system_replays_exactly() {
+    let mut opts = Options::replicated();
+    opts.ops = 40;
+    opts.crashes = false;
+    opts.resets = false;
+    opts.latency.stall_chance = 0.0;
+    let a = must(1, &opts);
+    let b = must(1, &opts);
+    assert_eq!(
+        (a.events, a.trace_hash, a.sim_time),
+        (b.events, b.trace_hash, b.sim_time),
+        "two runs of one replicated seed differ"
+    );
+    assert!(a.counts.ops >= 100 && a.counts.ok >= 30, "{a:?}");
+    assert!(a.map_checks >= 50, "the maps were hardly looked at: {a:?}");
+    let c = must(2, &opts);
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// The replicated file system under crashes of one server at a time (each killed
+/// process restarted 20 ms-3 s later, the next crash once the map calls it up
+/// again), connection resets and stalled writes, with the replication invariants
+/// checked all along. Not in the default run: runs with crashes do not replay
+/// exactly yet, and some runs find an acknowledged write that reads back empty
+/// (`docs/testing.md`, "The simulator"). `PVFS_SIM_SEED` (default 1) and
+/// `PVFS_SIM_SEEDS` (default 4) choose the seeds.
+#[test]
+#[ignore = "runs with crashes do not replay exactly yet, and some find a lost write"]
+fn replicated_crashes_keep_every_invariant() {
+    let first = knob("PVFS_SIM_SEED", 1);
+    let seeds = knob("PVFS_SIM_SEEDS", 4);
+    assert!(seeds >= 1, "PVFS_SIM_SEEDS must be at least 1");
+    let opts = Options::replicated();
+    let (mut crashes, mut downs, mut taken) = (0, 0, 0);
+    for seed in first..first + seeds {
+        let r = must(seed, &opts);
+        crashes += r.crashes;
+        downs += r.down_maps;
+        taken += r.taken_over_maps;
+    }
+    println!(
+        "simulated {seeds} replicated file systems from seed {first}: {crashes} crashes, \
+         {downs} map versions with a server down, {taken} with a metadata group taken over"
+    );
+    assert!(crashes >= seeds * 5, "too few crashes: {crashes}");
+    assert!(downs >= seeds, "no server was ever called down: {downs}");
+    assert!(
+        taken >= seeds,
+        "no metadata group was ever taken over: {taken}"
+    );
+}
