@@ -209,6 +209,8 @@ pub struct Maps {
     pub taken_over: u64,
     /// Looks at the maps.
     pub looks: u64,
+    /// Where each new map version goes, with every server's state in it.
+    pub trace: Option<crate::Trace>,
 }
 
 impl Maps {
@@ -269,6 +271,19 @@ impl Maps {
                     }
                     if map.servers.iter().any(|s| s.led_by.is_some()) {
                         self.taken_over += 1;
+                    }
+                    if let Some(t) = &self.trace {
+                        let states: Vec<String> = map
+                            .servers
+                            .iter()
+                            .enumerate()
+                            .map(|(k, e)| {
+                                let led =
+                                    e.led_by.map_or(String::new(), |l| format!(" led by s{l}"));
+                                format!("s{k} {} joined {}{led}", e.state.name(), e.joined)
+                            })
+                            .collect();
+                        t.push(format!("map {}: {}", map.version, states.join(", ")));
                     }
                     self.by_version.insert(map.version, map.servers.clone());
                 }

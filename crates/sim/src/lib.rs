@@ -307,6 +307,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     .await
     .map_err(Failure::Setup)?;
     let mut maps = check::Maps::default();
+    maps.trace = Some(trace.clone());
     if replicated {
         // The file system serves once its authority formed and every server is up.
         let start = tokio::time::Instant::now();

@@ -1027,7 +1027,7 @@ impl Worker {
         let may = self.model.contents.get(&h).cloned().unwrap_or_default();
         if !may.contains(data) {
             return Err(self.fail(format!(
-                "{path} holds {:?}, the model allows {:?}",
+                "{path} ({h:#x}) holds {:?}, the model allows {:?}",
                 String::from_utf8_lossy(data),
                 may.iter()
                     .map(|c| String::from_utf8_lossy(c).into_owned())
