@@ -5,7 +5,10 @@
 //! (`pvfs_storage::sim`: what a crash keeps). A nemesis crashes and restarts
 //! servers and cuts links while clients run random workloads ([`workload`]) that
 //! check every answer against a model, and the namespace's invariants are checked
-//! on the servers' stores all along ([`check`]).
+//! on the servers' stores all along ([`check`]). With [`Options::replicas`] 2 the file
+//! system keeps two copies of everything (an authority on openraft, leases, chains of
+//! data copies, metadata standbys), the nemesis crashes one server at a time, and
+//! the maps are checked too ([`check::Maps`]).
 //!
 //! Everything a run does follows from its seed: the order tasks run in, every
 //! delay, every fault, every id and clock reading (`pvfs_proto::clock`). A failure
