@@ -25,7 +25,7 @@
 //! again at every start while the map names this server, and is never again
 //! overwritten as a standby copy until another copy served the group).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -55,7 +55,10 @@ pub struct Promoted {
     /// The names the handshake accepts besides the server's own (shared with
     /// `ServerPolicy::groups`).
     names: Arc<RwLock<Vec<String>>>,
-    taken: Mutex<HashMap<usize, Taken>>,
+    /// The groups taken over, by group: ordered, so that a stop closes them in
+    /// group order, not in one a random hash picks (a simulation's run follows from
+    /// its seed).
+    taken: Mutex<BTreeMap<usize, Taken>>,
     /// Whether this server's own store is superseded (read at start, set by [`run`]).
     superseded: AtomicBool,
     /// The map version of the last `Lead` proposed per group (one try per map).
@@ -85,7 +88,7 @@ impl Promoted {
         self.superseded.load(Ordering::Acquire)
     }
 
-    fn taken(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Taken>> {
+    fn taken(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Taken>> {
         self.taken.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -154,7 +157,7 @@ impl Promoted {
     /// Stops serving every group taken over (a clean stop): their requests drain,
     /// their stores commit and close.
     pub async fn close(&self) {
-        let taken: Vec<Taken> = self.taken().drain().map(|(_, t)| t).collect();
+        let taken: Vec<Taken> = std::mem::take(&mut *self.taken()).into_values().collect();
         self.set_names(&[]);
         for t in taken {
             stop(t).await;
