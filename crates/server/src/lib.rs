@@ -158,6 +158,10 @@ pub struct GivenStorage {
     /// (`groups/<name>/` in its storage directory); it then commits on its caller's
     /// thread, as the server's own store. None: local files, with a writer thread.
     pub copies: Option<pvfs_storage::OpenDisks>,
+    /// Whether the records of ranges other copies missed and of unfinished changes
+    /// (`missed`, `unfinished`) are files in the storage directory, as on a real
+    /// server (they outlive a crash); otherwise they are kept in memory.
+    pub records_on_disk: bool,
 }
 
 impl Setup {
@@ -197,9 +201,11 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         pvfs_config::MetadataSync::Every(t) => SyncPolicy::Every(t),
     };
     let range = (sc.handles.first, sc.handles.last);
-    // Storage a caller made (the simulator's) keeps its records of missed ranges in
-    // memory: it has no directory of its own.
-    let missed_dir = setup.storage.is_none().then_some(sc.storage.as_path());
+    // Storage a caller made keeps its records of missed ranges and unfinished
+    // changes in memory, unless it asks for them in the storage directory (the
+    // simulator's replicated runs: they outlive a crash, as on a real server).
+    let on_disk = setup.storage.as_ref().is_none_or(|g| g.records_on_disk);
+    let missed_dir = on_disk.then_some(sc.storage.as_path());
     let missed = missed::MissedLog::open(missed_dir).map_err(|what| ServerError::Storage {
         path: sc.storage.display().to_string(),
         source: StorageError::Corrupt { what },

@@ -112,6 +112,9 @@ pub struct Cluster {
     slots: Vec<Slot>,
     /// When the servers sync their metadata redo logs.
     sync: pvfs_storage::SyncPolicy,
+    /// Whether the servers keep their records of missed ranges and unfinished
+    /// changes in their storage directories (replicated file systems).
+    records_on_disk: bool,
 }
 
 /// The lease of a replicated file system in the simulator (`[replication] lease`):
@@ -191,6 +194,7 @@ impl Cluster {
             net,
             rng,
             slots,
+            records_on_disk: replicas > 1,
             sync: if sync_every_commit {
                 pvfs_storage::SyncPolicy::EveryCommit
             } else {
@@ -250,6 +254,7 @@ impl Cluster {
                 data: Arc::new(slot.data.clone()),
                 sync: self.sync,
                 copies: Some(copy_disks(alive.clone())),
+                records_on_disk: self.records_on_disk,
             }),
             exec: Exec::Inline,
             first_base: Some(self.rng.range(0, 1 << 16)),
