@@ -57,11 +57,21 @@ pub const SNAPSHOT_CHUNK: u64 = 128 << 10;
 /// The openraft configuration every member runs with.
 pub(crate) fn config() -> Result<openraft::Config, Error> {
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let (mut min, mut max) = (ms(ELECTION_MIN), ms(ELECTION_MAX));
+    // openraft draws a member's election timeout once, at its start, from the
+    // thread's own random numbers. A simulation draws it here from its seeded ones
+    // (`pvfs_proto::clock`), alike between the bounds, and leaves openraft one value
+    // to pick, so that its run follows from its seed (openraft then also takes that
+    // value for its leader lease, not the longest one).
+    if pvfs_proto::clock::simulated() {
+        min += pvfs_proto::clock::random_u64() % (max - min);
+        max = min + 1;
+    }
     let config = openraft::Config {
         cluster_name: "pvfs-authority".into(),
         heartbeat_interval: ms(HEARTBEAT),
-        election_timeout_min: ms(ELECTION_MIN),
-        election_timeout_max: ms(ELECTION_MAX),
+        election_timeout_min: min,
+        election_timeout_max: max,
         install_snapshot_timeout: ms(INSTALL_SNAPSHOT_TIMEOUT),
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
         max_in_snapshot_log_to_keep: KEEP_BEHIND_SNAPSHOT,

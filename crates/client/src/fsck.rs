@@ -120,8 +120,9 @@ impl FsckReport {
 /// Everything read from the servers.
 #[derive(Default)]
 struct Snapshot {
-    /// Object handle -> attributes.
-    objects: HashMap<Handle, Attr>,
+    /// Object handle -> attributes (ordered: the problems, the sums asked of the data
+    /// servers and the repairs go by handle, the same in every run).
+    objects: BTreeMap<Handle, Attr>,
     /// (directory, entry, server holding it).
     entries: Vec<(Handle, DirEntry, usize)>,
     /// Data server -> datafiles present.

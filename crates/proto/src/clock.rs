@@ -34,6 +34,13 @@ pub fn install(hooks: Box<dyn Hooks>) -> Installed {
     Installed(())
 }
 
+/// Whether this thread runs a simulation (its hooks are [`install`]ed): work that
+/// would go to another thread (a blocking pool) runs on this one instead, and random
+/// choices come from [`random_u64`], so that the run follows from its seed.
+pub fn simulated() -> bool {
+    HOOKS.with(|h| h.borrow().is_some())
+}
+
 /// The wall-clock time now, since the Unix epoch (`Timespec::now` wraps it).
 pub fn now() -> Duration {
     if let Some(t) = HOOKS.with(|h| h.borrow().as_ref().map(|h| h.now())) {

@@ -474,10 +474,11 @@ impl ClusterMap {
     }
 
     /// The chain of a datafile whose copies are on `copies` (in layout order): the
-    /// [`ClusterMap::holders`] whose servers are up, draining or recovering, ordered
-    /// by when they last came back (an heir: when it became one, if later) and then
-    /// by their place in the layout, so a server that returns, or an heir, joins at
-    /// the tail and a head moves only away from a server that is down
+    /// [`ClusterMap::holders`] whose servers are up, draining or recovering, the
+    /// recovering ones last, each part ordered by when they last came back (an
+    /// heir: when it became one, if later) and then by their place in the layout,
+    /// so a server that returns, or an heir, joins at the tail, the head is first,
+    /// and a head moves only away from a server that is down
     /// (`docs/replication.md`, "Placement"). The one function that says which copy
     /// leads, for clients and servers alike. A server missing from the map is left
     /// out.
@@ -504,7 +505,15 @@ impl ClusterMap {
                 .then_some((e.joined.max(since), at, h))
             })
             .collect();
-        members.sort_unstable_by_key(|&(joined, at, _)| (joined, at));
+        // Recovering copies after the others: the head (the first one up) is then
+        // first, and every copy that takes new writes is after it.
+        members.sort_unstable_by_key(|&(joined, at, h)| {
+            (
+                self.state(h.server) == Some(ServerState::Recovering),
+                joined,
+                at,
+            )
+        });
         members.into_iter().map(|(_, _, h)| h).collect()
     }
 
@@ -676,6 +685,14 @@ mod tests {
         assert_eq!(m.readable(0, &[2, 0, 3]), [0, 3]);
         let m = map_of(&[(Up, 0), (Up, 0), (Up, 5), (Up, 7)]);
         assert_eq!(m.chain(0, &[2, 0, 3]), [0, 2, 3]);
+        // A copy still recovering that came back before the head did (both were
+        // out) follows every copy that is up: the head is first and passes each
+        // change on to it. Ordered by when they came back alone, the head was last
+        // and passed nothing on: the recovering copy missed acknowledged writes,
+        // with nothing recorded for it to catch up.
+        let m = map_of(&[(Up, 7), (Recovering, 5)]);
+        assert_eq!(m.chain(0, &[1, 0]), [0, 1]);
+        assert_eq!(m.head(0, &[1, 0]), Some(0));
         // A draining copy leads only when no copy is up; a recovering one never;
         // unknown servers are left out.
         let m = map_of(&[(Recovering, 3), (Draining, 0)]);

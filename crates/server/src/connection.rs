@@ -10,7 +10,7 @@
 //! and a connection with nothing to do closed after `[timeouts] idle`, so no client
 //! can make the server buffer without bound or hold it for nothing.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pvfs_proto::frame::{peek_request_id, FrameError, FrameHeader, FrameKind};
@@ -116,7 +116,10 @@ pub async fn serve(
     let writer = Arc::new(FrameWriter::new(w, fd, Some(opened.macs.send)));
     let mut recv_mac = Some(opened.macs.recv);
     let mut r = BufReader::with_capacity(64 * 1024, raw_read);
-    let mut streams: HashMap<u64, mpsc::Sender<Data>> = HashMap::new();
+    // Ordered: when the connection ends, the streams' requests are woken in the
+    // order of their ids, not in one a random hash picks (a simulation's run must
+    // follow from its seed).
+    let mut streams: BTreeMap<u64, mpsc::Sender<Data>> = BTreeMap::new();
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     loop {
         // Wait for the next frame's first byte (without consuming anything, so the

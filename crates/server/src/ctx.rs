@@ -114,6 +114,12 @@ pub struct Ctx {
     pub shipping: Option<Arc<crate::replicate::Shipping>>,
     /// Whether this server may answer for its metadata group now (`crate::fence`).
     pub fence: Arc<crate::fence::Fence>,
+    /// How a standby's copy taken over as its group's store is opened, when the
+    /// caller gave the storage ([`crate::GivenStorage::copies`]); None: local files.
+    pub copy_disks: Option<pvfs_storage::OpenDisks>,
+    /// The metadata groups this server took over as their standby, once it serves
+    /// (`crate::serve` sets it): where their stores are, for the simulator's checks.
+    pub taken_over: std::sync::OnceLock<Arc<crate::promote::Promoted>>,
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

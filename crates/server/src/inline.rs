@@ -29,24 +29,38 @@ pub const SLOW: Duration = Duration::from_millis(1);
 /// How long the inline path stays closed after a slow call.
 pub const PAUSE: Duration = Duration::from_secs(1);
 
-/// Whether small storage calls may run inline now, and the timing that decides it.
-pub struct InlineIo(SlowGate);
+/// Whether small storage calls may run inline now, and the timing that decides it
+/// (none: never closed, for a simulation, whose runs must not depend on how long a
+/// call took).
+pub struct InlineIo(Option<SlowGate>);
 
 impl Default for InlineIo {
     fn default() -> InlineIo {
-        InlineIo(SlowGate::new(SLOW, PAUSE))
+        InlineIo(Some(SlowGate::new(SLOW, PAUSE)))
     }
 }
 
 impl InlineIo {
+    /// The inline path of a server whose blocking work runs as `exec` says: with
+    /// [`crate::exec::Exec::Inline`] (a simulation), never closed by a slow call.
+    pub fn for_exec(exec: crate::exec::Exec) -> InlineIo {
+        match exec {
+            crate::exec::Exec::Threads => InlineIo::default(),
+            crate::exec::Exec::Inline => InlineIo(None),
+        }
+    }
+
     /// Whether a call moving `bytes` may run inline now.
     pub fn allows(&self, bytes: usize) -> bool {
-        bytes <= INLINE_MAX && self.0.open()
+        bytes <= INLINE_MAX && self.0.as_ref().is_none_or(SlowGate::open)
     }
 
     /// Runs `call` here, timing it: a slow one closes the inline path for a while.
     pub fn run<R>(&self, call: impl FnOnce() -> R) -> R {
-        self.0.run(call)
+        match &self.0 {
+            Some(gate) => gate.run(call),
+            None => call(),
+        }
     }
 }
 

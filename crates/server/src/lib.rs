@@ -158,6 +158,15 @@ pub struct GivenStorage {
     pub sync: SyncPolicy,
     /// The datafiles.
     pub data: Arc<dyn pvfs_storage::DataBackend>,
+    /// How the metadata copy of another server's group that this server takes over
+    /// as its standby (`promote`) is opened as a store, from the files of the copy
+    /// (`groups/<name>/` in its storage directory); it then commits on its caller's
+    /// thread, as the server's own store. None: local files, with a writer thread.
+    pub copies: Option<pvfs_storage::OpenDisks>,
+    /// Whether the records of ranges other copies missed and of unfinished changes
+    /// (`missed`, `unfinished`) are files in the storage directory, as on a real
+    /// server (they outlive a crash); otherwise they are kept in memory.
+    pub records_on_disk: bool,
 }
 
 impl Setup {
@@ -201,9 +210,11 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         pvfs_config::MetadataSync::Every(t) => SyncPolicy::Every(t),
     };
     let range = (sc.handles.first, sc.handles.last);
-    // Storage a caller made (the simulator's) keeps its records of missed ranges in
-    // memory: it has no directory of its own.
-    let missed_dir = setup.storage.is_none().then_some(sc.storage.as_path());
+    // Storage a caller made keeps its records of missed ranges and unfinished
+    // changes in memory, unless it asks for them in the storage directory (the
+    // simulator's replicated runs: they outlive a crash, as on a real server).
+    let on_disk = setup.storage.as_ref().is_none_or(|g| g.records_on_disk);
+    let missed_dir = on_disk.then_some(sc.storage.as_path());
     let missed = missed::MissedLog::open(missed_dir).map_err(|what| ServerError::Storage {
         path: sc.storage.display().to_string(),
         source: StorageError::Corrupt { what },
@@ -213,6 +224,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             path: sc.storage.display().to_string(),
             source: StorageError::Corrupt { what },
         })?;
+    let copy_disks = setup.storage.as_ref().and_then(|g| g.copies.clone());
     let (meta, data): (MetaStore, Arc<dyn pvfs_storage::DataBackend>) = match setup.storage {
         None => (
             MetaStore::open_with_sync(
@@ -306,6 +318,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             peers.clone(),
             fence.clone(),
             (config.timeouts.request / 2, config.replication.lease),
+            setup.exec,
         )
     });
     // The mark covers open files' holds too: after a start that may have forgotten
@@ -321,7 +334,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         me,
         meta,
         data,
-        inline: inline::InlineIo::default(),
+        inline: inline::InlineIo::for_exec(setup.exec),
         peers,
         policy,
         tls,
@@ -363,6 +376,8 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         standbys,
         shipping,
         fence,
+        copy_disks,
+        taken_over: std::sync::OnceLock::new(),
         config,
     });
     ensure_root(&ctx).await.map_err(|e| ServerError::Storage {
@@ -411,6 +426,7 @@ pub async fn serve(
         ctx.policy.groups.clone(),
         promote::Promoted::superseded_in(&sc.storage),
     ));
+    let _ = ctx.taken_over.set(promoted.clone());
     let failover = tokio::spawn(promote::run(ctx.clone(), promoted.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);

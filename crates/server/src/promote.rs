@@ -25,7 +25,7 @@
 //! again at every start while the map names this server, and is never again
 //! overwritten as a standby copy until another copy served the group).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -55,7 +55,10 @@ pub struct Promoted {
     /// The names the handshake accepts besides the server's own (shared with
     /// `ServerPolicy::groups`).
     names: Arc<RwLock<Vec<String>>>,
-    taken: Mutex<HashMap<usize, Taken>>,
+    /// The groups taken over, by group: ordered, so that a stop closes them in
+    /// group order, not in one a random hash picks (a simulation's run follows from
+    /// its seed).
+    taken: Mutex<BTreeMap<usize, Taken>>,
     /// Whether this server's own store is superseded (read at start, set by [`run`]).
     superseded: AtomicBool,
     /// The map version of the last `Lead` proposed per group (one try per map).
@@ -85,7 +88,7 @@ impl Promoted {
         self.superseded.load(Ordering::Acquire)
     }
 
-    fn taken(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Taken>> {
+    fn taken(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Taken>> {
         self.taken.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -154,7 +157,7 @@ impl Promoted {
     /// Stops serving every group taken over (a clean stop): their requests drain,
     /// their stores commit and close.
     pub async fn close(&self) {
-        let taken: Vec<Taken> = self.taken().drain().map(|(_, t)| t).collect();
+        let taken: Vec<Taken> = std::mem::take(&mut *self.taken()).into_values().collect();
         self.set_names(&[]);
         for t in taken {
             stop(t).await;
@@ -508,12 +511,18 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
     let range = (sc.handles.first, sc.handles.last);
     let cache = usize::try_from(config.limits.meta_cache).unwrap_or(usize::MAX);
     let sync = host.standbys.sync();
+    // Disks a caller gave (the simulator's): the store commits on the caller's
+    // thread, as the server's own store does then.
+    let disks = host.copy_disks.clone();
     let (meta, mark) = host
         .blocking(move || {
             if fresh {
                 GroupMarker::Primary.set(&dir)?;
             }
-            let meta = MetaStore::open_with_sync(&dir, &id, range, cache, sync)?;
+            let meta = match disks {
+                Some(disks) => MetaStore::open_on_callers_thread(&dir, &id, range, disks, sync)?,
+                None => MetaStore::open_with_sync(&dir, &id, range, cache, sync)?,
+            };
             let mut mark = LockMark::open(&dir)?;
             if fresh {
                 // The last primary's clients may hold locks and open files it knew
@@ -533,6 +542,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             host.peers.clone(),
             fence.clone(),
             (config.timeouts.request / 2, config.replication.lease),
+            host.exec,
         )
     });
     let locks =
@@ -551,10 +561,12 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             version: pvfs_proto::VERSION.to_string(),
         },
         me: g,
+        copy_disks: host.copy_disks.clone(),
+        taken_over: std::sync::OnceLock::new(),
         precreate: crate::precreate::Precreator::new(&config, g, meta.clone(), host.peers.clone()),
         meta,
         data: host.data.clone(),
-        inline: crate::inline::InlineIo::default(),
+        inline: crate::inline::InlineIo::for_exec(host.exec),
         pool: host.pool.clone(),
         peers: host.peers.clone(),
         policy,

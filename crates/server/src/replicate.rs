@@ -92,6 +92,8 @@ pub struct Shipping {
     stepped: Mutex<std::collections::HashMap<u32, tokio::time::Instant>>,
     /// The authority's lease: an evicted standby is down within one.
     lease_time: Duration,
+    /// Where the reads of a copy run (the server's blocking work).
+    exec: crate::exec::Exec,
 }
 
 impl Shipping {
@@ -105,6 +107,7 @@ impl Shipping {
         peers: Arc<Peers>,
         fence: Arc<crate::fence::Fence>,
         (patience, lease_time): (Duration, Duration),
+        exec: crate::exec::Exec,
     ) -> Arc<Shipping> {
         assert!(members.len() > 1, "a group with standbys");
         Arc::new(Shipping {
@@ -134,6 +137,7 @@ impl Shipping {
             evictions: Mutex::default(),
             stepped: Mutex::default(),
             lease_time,
+            exec,
         })
     }
 }
@@ -259,13 +263,15 @@ impl Shipping {
         while at < len {
             let n = (len - at).min(STEP_BYTES as u64) as usize;
             let reader = log.clone();
-            let data = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; n];
-                reader.read_committed(at, &mut buf).map(|()| buf)
-            })
-            .await
-            .map_err(|e| OpError::internal(pvfs_proto::Errno::EIO, e.to_string()))?
-            .map_err(|e| OpError::from(StorageError::Io(Arc::new(e))))?;
+            let data = self
+                .exec
+                .spawn(move || {
+                    let mut buf = vec![0u8; n];
+                    reader.read_committed(at, &mut buf).map(|()| buf)
+                })
+                .await
+                .map_err(|e| OpError::internal(pvfs_proto::Errno::EIO, e.to_string()))?
+                .map_err(|e| OpError::from(StorageError::Io(Arc::new(e))))?;
             self.step(server, epoch, ReplicateStep::Chunk { offset: at, data })
                 .await?;
             at += n as u64;

@@ -1,7 +1,7 @@
 //! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
 //! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
 //! [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
-//! [--no-settle] [--trace] [--log]`. Prints one line per failing seed (with the command
+//! [--no-settle] [--replicas R] [--trace] [--log]`. Prints one line per failing seed (with the command
 //! that replays it) and a summary: runs, operations, faults, schedules a minute.
 
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use pvfs_sim::{run, Options};
 const USAGE: &str = "\
 usage: sim [--seed N] [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O]
            [--no-crashes] [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
-           [--no-settle] [--trace] [--log]
+           [--no-settle] [--replicas R] [--trace] [--log]
 
 Runs seeded schedules of the simulated cluster (servers, clients, network, disks in one
 thread, faults chosen by the seed) from seed N (default 1): COUNT of them, or as many as
@@ -20,8 +20,21 @@ fit in M minutes (default one). Prints one line per failing seed with the comman
 replays it, then a summary. PVFS_SIM_DUMP=1 prints a failing run's state; --log prints
 the servers' and clients' log lines (filter in PVFS_LOG, default debug). --no-settle:
 a client looks at once at what an operation without an answer did (as the simulator
-did first; only to replay seeds found then).
+did first; only to replay seeds found then). --replicas 2: a file system with two
+copies of everything (an authority, leases, chains, metadata standbys), crashes of one
+server at a time, no partitions and no power losses (add --partitions, --power-loss to
+have them), and the replication invariants checked.
 ";
+
+/// Stamps log lines with the simulated clock: seconds since the run's start.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let t = pvfs_proto::clock::now().saturating_sub(Duration::from_secs(pvfs_sim::EPOCH));
+        write!(w, "{}.{:06}", t.as_secs(), t.subsec_micros())
+    }
+}
 
 fn main() {
     let mut opts = Options::default();
@@ -65,6 +78,17 @@ fn main() {
             "--no-stalls" => opts.latency.stall_chance = 0.0,
             "--no-settle" => opts.settle = false,
             "--no-power-loss" => opts.power_loss = false,
+            "--replicas" => {
+                let r = num(val()) as u32;
+                if r > 1 {
+                    let o = Options::replicated();
+                    opts.replicas = r;
+                    opts.power_loss = o.power_loss;
+                    opts.partitions = o.partitions;
+                }
+            }
+            "--partitions" => opts.partitions = true,
+            "--power-loss" => opts.power_loss = true,
             "--trace" => trace = true,
             "--help" | "-h" => {
                 print!("{USAGE}");
@@ -72,9 +96,10 @@ fn main() {
             }
             "--log" => {
                 // Servers' and clients' log lines (PVFS_LOG, e.g. debug), stamped
-                // with the real clock.
+                // with the simulated clock (seconds since the run's start).
                 let filter = std::env::var("PVFS_LOG").unwrap_or_else(|_| "debug".into());
                 tracing_subscriber::fmt()
+                    .with_timer(SimTime)
                     .with_env_filter(filter)
                     .with_writer(std::io::stderr)
                     .init();
@@ -89,7 +114,7 @@ fn main() {
     let until = minutes.map(|m| start + Duration::from_secs_f64(m * 60.0));
     let count = seeds.unwrap_or(if until.is_some() { u64::MAX } else { 1 });
     let (mut runs, mut failed, mut ops, mut crashes, mut partitions) = (0u64, 0u64, 0u64, 0, 0);
-    let (mut resets, mut stalls) = (0u64, 0u64);
+    let (mut resets, mut stalls, mut downs, mut taken) = (0u64, 0u64, 0u64, 0u64);
     for s in seed..seed.saturating_add(count) {
         if until.is_some_and(|u| Instant::now() >= u) {
             break;
@@ -102,6 +127,8 @@ fn main() {
                 partitions += r.partitions;
                 resets += r.resets;
                 stalls += r.stalls;
+                downs += r.down_maps;
+                taken += r.taken_over_maps;
                 if trace || count == 1 {
                     println!("{r:?}");
                 }
@@ -125,7 +152,8 @@ fn main() {
     println!(
         "{runs} runs from seed {seed} in {secs:.1} s ({:.0} schedules a minute): {failed} failed; \
          {ops} operations, {crashes} crashes, {partitions} partitions, {resets} connections \
-         reset, {stalls} stalled writes",
+         reset, {stalls} stalled writes; replication: {downs} map versions with a server \
+         down, {taken} with a metadata group taken over",
         runs as f64 / secs * 60.0
     );
     if failed > 0 {

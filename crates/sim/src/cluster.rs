@@ -4,6 +4,8 @@
 //! over the same network. Servers crash (their connections break, their disks keep
 //! what a killed process or a power loss keeps) and restart.
 
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use pvfs_config::{Config, GenOptions};
 use pvfs_server::ctx::{Ctx, Faults};
 use pvfs_server::exec::Exec;
 use pvfs_server::{GivenStorage, Setup};
+use pvfs_storage::redo::{Disk, OsDisk};
 use pvfs_storage::sim::{MemData, SimDrive};
+use pvfs_storage::OpenDisks;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -28,9 +32,69 @@ struct Slot {
     crashes: u64,
 }
 
+/// A file of a metadata copy that a server took over as its group's store (a real
+/// file in its storage directory), as one process of the server has it open: once
+/// the process crashed, whatever of it is left fails on the file, as it would once
+/// dead, and leaves the file to the next process.
+#[derive(Debug)]
+struct ProcessFile {
+    file: OsDisk,
+    alive: Arc<AtomicBool>,
+}
+
+impl ProcessFile {
+    fn check(&self) -> std::io::Result<()> {
+        if self.alive.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(
+                "the process that opened the file crashed",
+            ))
+        }
+    }
+}
+
+impl Disk for ProcessFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.check()?;
+        self.file.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.file.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.file.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.check()?;
+        self.file.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.check()?;
+        self.file.sync()
+    }
+}
+
+/// How the process whose life `alive` says opens a metadata copy as a store.
+fn copy_disks(alive: Arc<AtomicBool>) -> OpenDisks {
+    Arc::new(move |db: &Path, log: &Path| {
+        let open = |p: &Path| -> std::io::Result<Box<dyn Disk>> {
+            Ok(Box::new(ProcessFile {
+                file: OsDisk::open(p)?,
+                alive: alive.clone(),
+            }))
+        };
+        Ok((open(db)?, open(log)?))
+    })
+}
+
 /// A running server instance.
 struct Running {
     ctx: Arc<Ctx>,
+    /// Whether this process lives (false once it crashed).
+    alive: Arc<AtomicBool>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     flusher: JoinHandle<()>,
@@ -48,7 +112,14 @@ pub struct Cluster {
     slots: Vec<Slot>,
     /// When the servers sync their metadata redo logs.
     sync: pvfs_storage::SyncPolicy,
+    /// Whether the servers keep their records of missed ranges and unfinished
+    /// changes in their storage directories (replicated file systems).
+    records_on_disk: bool,
 }
+
+/// The lease of a replicated file system in the simulator (`[replication] lease`):
+/// as short as the real-process failover tests take it.
+pub const LEASE: Duration = Duration::from_secs(1);
 
 /// How often a running server makes its metadata redo log durable (the
 /// `metadata_sync` interval of a real server).
@@ -59,17 +130,39 @@ impl Cluster {
     /// them. With `sync_every_commit`, every metadata commit is durable before its
     /// answer (`metadata_sync = "commit"`), so a power loss takes nothing that was
     /// acknowledged; otherwise the redo logs are synced every [`METADATA_SYNC`].
+    /// With `replicas` above 1, the file system keeps that many copies of every
+    /// file and metadata group, under an authority (`pvfs genconfig --replicas`)
+    /// with a [`LEASE`] lease.
     pub async fn start(
         servers: usize,
         net: SimNet,
         rng: Rng,
         sync_every_commit: bool,
+        replicas: u32,
     ) -> Result<Cluster, String> {
-        let dir = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+        // A replicated server keeps some state in files of its storage directory
+        // (the authority's raft log, the standby copies of metadata stores): in
+        // memory where the system has a file system there, so their syncs cost
+        // nothing.
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+        } else {
+            tempfile::tempdir()
+        }
+        .map_err(|e| format!("temporary directory: {e}"))?;
         let mut opts = GenOptions::new(servers, dir.path().join("storage"));
         opts.base_port = 7000;
         opts.fsid = Some(rng.range(1, 1 << 40));
+        opts.replicas = replicas;
         let mut config = Config::generate(&opts).map_err(|e| e.to_string())?;
+        if replicas > 1 {
+            config.replication.lease = LEASE;
+            // The standby copies of metadata stores, and a copy taken over as its
+            // group's store, sync their logs at every commit: with an interval, a
+            // thread of their own would sync them, and the runs would differ.
+            config.defaults.metadata_sync = pvfs_config::MetadataSync::Commit;
+        }
         config.security.key = dir.path().join("pvfs.key");
         config.security.server_key = dir.path().join("pvfs-server.key");
         config.timeouts.request = Duration::from_secs(4);
@@ -101,6 +194,7 @@ impl Cluster {
             net,
             rng,
             slots,
+            records_on_disk: replicas > 1,
             sync: if sync_every_commit {
                 pvfs_storage::SyncPolicy::EveryCommit
             } else {
@@ -151,6 +245,7 @@ impl Cluster {
             return Ok(());
         }
         self.net.up(&slot.name);
+        let alive = Arc::new(AtomicBool::new(true));
         let setup = Setup {
             faults: Faults::default(),
             transport: self.net.node(&slot.name),
@@ -158,6 +253,8 @@ impl Cluster {
                 disks: slot.drive.disks(),
                 data: Arc::new(slot.data.clone()),
                 sync: self.sync,
+                copies: Some(copy_disks(alive.clone())),
+                records_on_disk: self.records_on_disk,
             }),
             exec: Exec::Inline,
             first_base: Some(self.rng.range(0, 1 << 16)),
@@ -188,6 +285,7 @@ impl Cluster {
         });
         slot.running = Some(Running {
             ctx,
+            alive,
             stop,
             task,
             flusher,
@@ -207,6 +305,7 @@ impl Cluster {
         };
         slot.crashes += 1;
         self.net.down(&slot.name);
+        running.alive.store(false, Ordering::Relaxed);
         running.flusher.abort();
         if power_loss {
             let mut rnd = || rng.next_u64();

@@ -5,7 +5,10 @@
 //! (`pvfs_storage::sim`: what a crash keeps). A nemesis crashes and restarts
 //! servers and cuts links while clients run random workloads ([`workload`]) that
 //! check every answer against a model, and the namespace's invariants are checked
-//! on the servers' stores all along ([`check`]).
+//! on the servers' stores all along ([`check`]). With [`Options::replicas`] 2 the file
+//! system keeps two copies of everything (an authority on openraft, leases, chains of
+//! data copies, metadata standbys), the nemesis crashes one server at a time, and
+//! the maps are checked too ([`check::Maps`]).
 //!
 //! Everything a run does follows from its seed: the order tasks run in, every
 //! delay, every fault, every id and clock reading (`pvfs_proto::clock`). A failure
@@ -103,6 +106,12 @@ pub struct Options {
     /// the network's worst delay): without the wait a change made after the look
     /// seems to come from nowhere. Off only to replay seeds found before the wait.
     pub settle: bool,
+    /// Copies of every file and metadata group (1: none). With 2, the file system
+    /// runs an authority on three of its servers, leases, chains of data copies and
+    /// metadata standbys; the nemesis then crashes one server at a time, only once
+    /// the map calls every server up, and the replication invariants are checked
+    /// all along ([`check::Maps`]).
+    pub replicas: u32,
 }
 
 impl Options {
@@ -119,6 +128,21 @@ impl Options {
         o
     }
 
+    /// A replicated file system (two copies of everything) under crashes of one
+    /// server at a time and connection resets: what the simulator runs of
+    /// replication (`docs/testing.md`). Crashes are killed processes (what a server
+    /// keeps in files of its storage directory, the authority's log and the
+    /// metadata standby copies, is not in the simulated disks, which a power loss
+    /// would cut), and no links are cut.
+    pub fn replicated() -> Options {
+        Options {
+            replicas: 2,
+            power_loss: false,
+            partitions: false,
+            ..Options::default()
+        }
+    }
+
     /// The command that replays `seed` under these options.
     pub fn replay_command(&self, seed: u64) -> String {
         let off = [
@@ -129,7 +153,17 @@ impl Options {
             (!self.power_loss, " --no-power-loss"),
             (!self.settle, " --no-settle"),
         ];
-        let off: String = off.iter().filter(|o| o.0).map(|o| o.1).collect();
+        let mut off: String = off.iter().filter(|o| o.0).map(|o| o.1).collect();
+        if self.replicas > 1 {
+            // `--replicas` turns partitions and power losses off: it goes first, and
+            // what is on is said after it.
+            let on = [
+                (self.partitions, " --partitions"),
+                (self.power_loss, " --power-loss"),
+            ];
+            let on: String = on.iter().filter(|o| o.0).map(|o| o.1).collect();
+            off = format!(" --replicas {}{off}{on}", self.replicas);
+        }
         format!(
             "cargo run --release -p pvfs-sim --example sim -- --seed {seed} --servers {} \
              --clients {} --ops {}{off}",
@@ -155,6 +189,7 @@ impl Default for Options {
                 stall_max: Duration::from_millis(2500),
             },
             settle: true,
+            replicas: 1,
         }
     }
 }
@@ -178,6 +213,12 @@ pub struct Report {
     pub stalls: u64,
     /// Invariant checks of all stores.
     pub checks: u64,
+    /// Looks at every server's map (replicated runs).
+    pub map_checks: u64,
+    /// Map versions seen that call a server down (replicated runs).
+    pub down_maps: u64,
+    /// Map versions seen in which a standby leads a metadata group (replicated runs).
+    pub taken_over_maps: u64,
     /// Connections made.
     pub connections: u64,
     /// Simulated time the run took.
@@ -192,7 +233,7 @@ pub struct Report {
 }
 
 /// Seconds of the simulated clock's start (2026-01-01) since the Unix epoch.
-const EPOCH: u64 = 1_767_225_600;
+pub const EPOCH: u64 = 1_767_225_600;
 
 /// The simulation's clock and ids (`pvfs_proto::clock`).
 struct SimClock {
@@ -258,9 +299,32 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     // is the run its seed made before they existed.
     let net = SimNet::new(rng.clone(), Rng::new(seed ^ 0x57a1_1ed0), opts.latency);
     let reset_rng = Rng::new(seed ^ 0x4e5e_7000);
-    let mut cluster = Cluster::start(opts.servers, net.clone(), rng.clone(), opts.power_loss)
-        .await
-        .map_err(Failure::Setup)?;
+    let replicated = opts.replicas > 1;
+    let mut cluster = Cluster::start(
+        opts.servers,
+        net.clone(),
+        rng.clone(),
+        opts.power_loss,
+        opts.replicas,
+    )
+    .await
+    .map_err(Failure::Setup)?;
+    let mut maps = check::Maps::default();
+    maps.trace = Some(trace.clone());
+    if replicated {
+        // The file system serves once its authority formed and every server is up.
+        let start = tokio::time::Instant::now();
+        while !check::Maps::all_up(&cluster) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(Failure::Setup(
+                    "the servers were not all up within 60 s of simulated time".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            maps.check(&cluster)?;
+        }
+        trace.push("every server up".into());
+    }
     let crashes = Arc::new(Mutex::new(vec![0u64; opts.servers]));
     let shared = Arc::new(Shared {
         trace: trace.clone(),
@@ -268,6 +332,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         appends: Arc::new(Mutex::new(AppendWitness::default())),
         crashes: crashes.clone(),
         config: cluster.config.clone(),
+        replicated,
     });
     let mut workers = Vec::new();
     for k in 0..opts.clients {
@@ -294,10 +359,16 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     // The nemesis, and the invariant checks, until every client is done.
     let mut restart_at: Vec<Option<tokio::time::Instant>> = vec![None; opts.servers];
     let mut heal_at: Option<tokio::time::Instant> = None;
+    // The server that crashed last, and the newest map version then, until a map
+    // calls it up again since a later version (caught up after its restart).
+    let mut coming_back: Option<(usize, u64)> = None;
     while workers.iter().any(|w| !w.is_finished()) {
         tokio::time::sleep(Duration::from_millis(rng.range(2, 40))).await;
         check::always(&cluster)?;
         report.checks += 1;
+        if replicated {
+            maps.check(&cluster)?;
+        }
         let now = tokio::time::Instant::now();
         for (i, at) in restart_at.iter_mut().enumerate() {
             if at.is_some_and(|t| t <= now) {
@@ -306,6 +377,9 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                 trace.push(format!("restart {}", cluster.name(i)));
                 check::always(&cluster)?;
                 report.checks += 1;
+                if replicated {
+                    maps.check(&cluster)?;
+                }
             }
         }
         if heal_at.is_some_and(|t| t <= now) {
@@ -315,8 +389,28 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         }
         if opts.crashes && rng.chance(0.04) {
             let i = rng.range(0, opts.servers as u64) as usize;
-            if cluster.is_up(i) {
+            // With two copies one server may be down at a time: the next crash waits
+            // until every server runs and the map calls every one up again (caught up).
+            if let Some((j, v)) = coming_back {
+                let back = check::Maps::newest(&cluster).is_some_and(|m| {
+                    m.servers.get(j).is_some_and(|e| {
+                        e.state == pvfs_proto::map::ServerState::Up && e.joined > v
+                    })
+                });
+                if back {
+                    coming_back = None;
+                }
+            }
+            let one_at_a_time = !replicated
+                || (coming_back.is_none()
+                    && (0..opts.servers).all(|j| cluster.is_up(j))
+                    && check::Maps::all_up(&cluster));
+            if cluster.is_up(i) && one_at_a_time {
                 let power = opts.power_loss && rng.chance(0.5);
+                if replicated {
+                    let version = check::Maps::newest(&cluster).map_or(0, |m| m.version);
+                    coming_back = Some((i, version));
+                }
                 cluster.crash(i, power).await;
                 if let Ok(mut c) = crashes.lock() {
                     c[i] += 1;
@@ -327,7 +421,10 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                 }
                 let how = if power { "power loss" } else { "crash" };
                 trace.push(format!("{how} {}", cluster.name(i)));
-                restart_at[i] = Some(now + Duration::from_millis(rng.range(20, 1500)));
+                // A replicated server stays down past its lease now and then, so
+                // that the authority calls it down and its roles move.
+                let most = if replicated { 3000 } else { 1500 };
+                restart_at[i] = Some(now + Duration::from_millis(rng.range(20, most)));
             }
         }
         if opts.resets && reset_rng.chance(0.04) {
@@ -359,6 +456,21 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     net.calm();
     for i in 0..opts.servers {
         cluster.start_server(i).await.map_err(Failure::Setup)?;
+    }
+    if replicated {
+        // Every server back in the map (caught up) before the last checks.
+        let start = tokio::time::Instant::now();
+        while !check::Maps::all_up(&cluster) {
+            if start.elapsed() > Duration::from_secs(120) {
+                return Err(Failure::Stuck(format!(
+                    "the servers were not all up within 120 s of the end: {:?}",
+                    check::Maps::newest(&cluster)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            maps.check(&cluster)?;
+        }
+        trace.push("every server up".into());
     }
     let mut done = Vec::new();
     for w in workers {
@@ -416,6 +528,12 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         c.held_reads += counts.held_reads;
         c.appends += counts.appends;
     }
+    if replicated {
+        maps.check(&cluster)?;
+    }
+    report.map_checks = maps.looks;
+    report.down_maps = maps.downs;
+    report.taken_over_maps = maps.taken_over;
     report.connections = net.connections();
     report.stalls = net.stalls();
     cluster.stop().await;

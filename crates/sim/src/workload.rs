@@ -176,6 +176,9 @@ pub struct Shared {
     /// The metadata server of each directory handle (for counting cross-server
     /// renames): the configuration.
     pub config: pvfs_config::Config,
+    /// Whether metadata groups move between servers (a replicated file system): a
+    /// crash of any server may then take the shared lock from its holder.
+    pub replicated: bool,
 }
 
 /// One simulated client.
@@ -1024,7 +1027,7 @@ impl Worker {
         let may = self.model.contents.get(&h).cloned().unwrap_or_default();
         if !may.contains(data) {
             return Err(self.fail(format!(
-                "{path} holds {:?}, the model allows {:?}",
+                "{path} ({h:#x}) holds {:?}, the model allows {:?}",
                 String::from_utf8_lossy(data),
                 may.iter()
                     .map(|c| String::from_utf8_lossy(c).into_owned())
@@ -1200,10 +1203,17 @@ impl Worker {
     }
 
     fn crashes_of(&self, server: usize) -> u64 {
+        let replicated = self.shared.replicated;
         self.shared
             .crashes
             .lock()
-            .map(|c| c.get(server).copied().unwrap_or(0))
+            .map(|c| {
+                if replicated {
+                    c.iter().sum()
+                } else {
+                    c.get(server).copied().unwrap_or(0)
+                }
+            })
             .unwrap_or(0)
     }
 

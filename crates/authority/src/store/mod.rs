@@ -13,7 +13,9 @@
 //! covers it ([`Covered`]), and refuses if it never does.
 //!
 //! redb commits block the thread on the disk, so every access runs on tokio's blocking
-//! pool: the raft core and the runtime's other tasks never wait behind an fsync.
+//! pool: the raft core and the runtime's other tasks never wait behind an fsync. In a
+//! simulation (`pvfs_proto::clock::simulated`) it runs on the caller's thread: another
+//! thread would make the order of events, and so the run, differ from its seed's.
 
 mod log;
 mod machine;
@@ -145,7 +147,7 @@ fn io(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: AnyError) -> StorageErr
     StorageIOError::new(subject, verb, e).into()
 }
 
-/// Runs the blocking `f` on tokio's blocking pool.
+/// Runs the blocking `f` on tokio's blocking pool (in a simulation, here).
 async fn blocking<T, F>(
     subject: ErrorSubject<NodeId>,
     verb: ErrorVerb,
@@ -155,6 +157,9 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, AnyError> + Send + 'static,
 {
+    if pvfs_proto::clock::simulated() {
+        return f().map_err(|e| io(subject, verb, e));
+    }
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(io(subject, verb, e)),

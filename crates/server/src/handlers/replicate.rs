@@ -46,13 +46,16 @@ impl Handler for req::Replicate {
                 replay(&ctx, &copy, epoch, Arc::new(records)).await?
             }
             ReplicateStep::Begin { len } => {
-                blocking(move || store.begin(epoch, len).map(|()| 0)).await?
+                blocking(ctx.exec, move || store.begin(epoch, len).map(|()| 0)).await?
             }
             ReplicateStep::Chunk { offset, data } => {
-                blocking(move || store.chunk(epoch, offset, &data).map(|()| 0)).await?
+                blocking(ctx.exec, move || {
+                    store.chunk(epoch, offset, &data).map(|()| 0)
+                })
+                .await?
             }
             ReplicateStep::End { next } => {
-                blocking(move || {
+                blocking(ctx.exec, move || {
                     store.end(epoch, next)?;
                     Ok(store.holds(epoch).unwrap_or(0))
                 })
@@ -84,11 +87,14 @@ async fn replay(
         let moved = copy.moved.notified();
         tokio::pin!(moved);
         moved.as_mut().enable();
-        let result = if unsynced && ctx.inline.allows(records.len()) {
+        // A simulation replays every batch here: the batch's size, which the
+        // store's page layout decides, must not decide how its run goes on.
+        let here = ctx.exec == crate::exec::Exec::Inline;
+        let result = if here || (unsynced && ctx.inline.allows(records.len())) {
             ctx.inline.run(|| copy.store.records(epoch, &records))
         } else {
             let (store, records) = (copy.store.clone(), records.clone());
-            match tokio::task::spawn_blocking(move || store.records(epoch, &records)).await {
+            match ctx.exec.spawn(move || store.records(epoch, &records)).await {
                 Ok(r) => r,
                 Err(e) => return Err(task_error(e)),
             }
@@ -102,11 +108,13 @@ async fn replay(
     }
 }
 
-/// Runs a step that writes or syncs files on a blocking thread.
+/// Runs a step that writes or syncs files on a blocking thread (where `exec` runs
+/// blocking work).
 async fn blocking(
+    exec: crate::exec::Exec,
     step: impl FnOnce() -> Result<u64, StandbyError> + Send + 'static,
 ) -> OpResult<u64> {
-    tokio::task::spawn_blocking(step)
+    exec.spawn(step)
         .await
         .map_err(task_error)?
         .map_err(standby_error)
