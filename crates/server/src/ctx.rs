@@ -119,7 +119,17 @@ pub struct Ctx {
     pub copy_disks: Option<pvfs_storage::OpenDisks>,
     /// The metadata groups this server took over as their standby, once it serves
     /// (`crate::serve` sets it): where their stores are, for the simulator's checks.
-    pub taken_over: std::sync::OnceLock<Arc<crate::promote::Promoted>>,
+    pub taken_over: std::sync::OnceLock<Arc<dyn TakenOver>>,
+}
+
+/// Where the stores of the metadata groups a server took over as their standby
+/// are (`crate::promote::Promoted`), seen from below the modules that take them
+/// over.
+pub trait TakenOver: Send + Sync {
+    /// The store serving the group of server `name`, if this server took it over.
+    fn store_of(&self, name: &str) -> Option<MetaStore>;
+    /// Whether this server's own store was superseded by a copy taken over.
+    fn superseded(&self) -> bool;
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

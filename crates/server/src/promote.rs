@@ -67,6 +67,16 @@ pub struct Promoted {
     count: std::sync::atomic::AtomicUsize,
 }
 
+impl crate::ctx::TakenOver for Promoted {
+    fn store_of(&self, name: &str) -> Option<pvfs_storage::MetaStore> {
+        self.by_name(name).map(|group| group.meta.clone())
+    }
+
+    fn superseded(&self) -> bool {
+        Promoted::superseded(self)
+    }
+}
+
 impl Promoted {
     /// Nothing taken over; `superseded`: this server's own store no longer holds
     /// its group. `names` is the handshake's list of other names.

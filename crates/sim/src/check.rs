@@ -53,8 +53,8 @@ fn stores(cluster: &Cluster) -> Vec<(usize, pvfs_storage::MetaStore)> {
             // A group taken over (by its standby, or back by its own server from
             // its copy) is served by the copy's store; a server's own store serves
             // its group until it is superseded.
-            match taken.by_name(cluster.name(g)) {
-                Some(group) => Some((g, group.meta.clone())),
+            match taken.store_of(cluster.name(g)) {
+                Some(store) => Some((g, store)),
                 None if s == g && !taken.superseded() => Some((g, ctx.meta.clone())),
                 None => None,
             }
