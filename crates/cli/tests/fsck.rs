@@ -602,10 +602,8 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
     assert!(fsck_json(&cluster, false).kinds.is_empty());
 
     // s4 is taken out of the configuration (an administrator's mistake: its data was
-    // not moved first). The other servers restart with the new configuration.
-    for name in cluster.names() {
-        cluster.stop_clean(&name);
-    }
+    // not moved first). The servers refuse to start with it; clients that read it
+    // meet layouts naming a server they do not know.
     let full = std::fs::read_to_string(cluster.config_path()).unwrap();
     let at = full
         .find("[[servers]]\nname = \"s4\"")
@@ -616,9 +614,16 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
         .to_string()
         + "\n";
     std::fs::write(cluster.config_path(), &without).unwrap();
-    for name in ["s0", "s1", "s2", "s3"] {
-        cluster.restart(name);
-    }
+    let refused = cluster.run_cli(&["server", "--name", "s0"]);
+    assert!(!refused.status.success(), "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("used with 5 servers and the configuration has 4"),
+        "{}",
+        refused.stderr
+    );
+    cluster.assert_all_running();
 
     let found = fsck_json(&cluster, false);
     assert_eq!(
@@ -672,13 +677,7 @@ fn fsck_reports_layouts_naming_a_server_no_longer_configured() {
         .err_containing("not in the configuration");
 
     // Fixed by hand (s4 back in the configuration): clean, and both files intact.
-    for name in ["s0", "s1", "s2", "s3"] {
-        cluster.stop_clean(name);
-    }
     std::fs::write(cluster.config_path(), &full).unwrap();
-    for name in cluster.names() {
-        cluster.restart(&name);
-    }
     let clean = fsck_json(&cluster, false);
     assert!(clean.kinds.is_empty(), "{}", clean.out.stdout);
     let tc = cluster.client();

@@ -331,7 +331,13 @@ impl<'a> Route<'a> {
         let target = match self.pick {
             Pick::Head => map.head(self.df.handle, servers),
             Pick::Read { spread } => {
-                let up = map.readable(self.df.handle, servers);
+                // A copy on a server this client's configuration lacks (one added
+                // since it read it) is left out while another may serve.
+                let mut up = map.readable(self.df.handle, servers);
+                let known = self.pool.config().servers.len();
+                if up.iter().any(|&s| (s as usize) < known) {
+                    up.retain(|&s| (s as usize) < known);
+                }
                 (!up.is_empty()).then(|| up[spread % up.len()])
             }
         };
