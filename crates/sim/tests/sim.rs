@@ -117,14 +117,20 @@ fn a_seed_replays_exactly() {
         "built without --cfg tokio_unstable (.cargo/config.toml): runs cannot replay exactly"
     );
     assert!(a.events > 100, "{a:?}");
+    assert_same_run(&a, &b);
+    // Another seed does something else (the hash is not constant).
+    let c = must(8, &opts);
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// Checks two runs of one seed did the same: as many events, the same trace, the
+/// same simulated time.
+fn assert_same_run(a: &Report, b: &Report) {
     assert_eq!(
         (a.events, a.trace_hash, a.sim_time),
         (b.events, b.trace_hash, b.sim_time),
         "two runs of one seed differ"
     );
-    // Another seed does something else (the hash is not constant).
-    let c = must(8, &opts);
-    assert_ne!(a.trace_hash, c.trace_hash);
 }
 
 /// Seeds that found bugs, with what they found (each fixed), under the faults they
@@ -185,11 +191,7 @@ fn replicated_crashes_keep_every_invariant_and_replay() {
     opts.latency.stall_chance = 0.0;
     let a = must(1, &opts);
     let b = must(1, &opts);
-    assert_eq!(
-        (a.events, a.trace_hash, a.sim_time),
-        (b.events, b.trace_hash, b.sim_time),
-        "two runs of one replicated seed differ"
-    );
+    assert_same_run(&a, &b);
     let c = must(10, &opts);
     assert_ne!(a.trace_hash, c.trace_hash);
     let crashes = a.crashes + c.crashes;
