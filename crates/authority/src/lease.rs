@@ -28,6 +28,12 @@
 //!
 //! `Down` carries `unless_renewed_after: index`: if a renewal beyond `index` is applied
 //! before the `Down` (one in flight while the leader decided), the `Down` does nothing.
+//!
+//! It also names every other server whose lease lapsed by the same count, with its
+//! `index` (`lapsed`): such a server served nothing from that moment on unless a
+//! renewal of it beyond `index` is granted later, which the map sees. The map keeps
+//! that list with the server that went down (`ServerEntry::quiet`), so that a new
+//! disk on one of them is known to have lost nothing the other lacks.
 
 use crate::map::{Command, Map, State};
 use crate::raft::{TypeConfig, ELECTION_MAX};
@@ -160,11 +166,11 @@ impl Leases {
         if let Some(grow) = grow(map, params) {
             cmds.push(grow);
         }
+        // Every server whose leases lapsed, serving or not, with the newest renewal
+        // accounted for: a `Down` names the others (`ServerEntry::quiet`).
+        let mut lapsed = Vec::new();
         for (i, s) in map.servers.iter().enumerate() {
             let server = i as NodeId;
-            if s.state != State::Down {
-                t.down_since.remove(&server);
-            }
             let seen = t.seen.entry(server).or_insert(Seen { at: now, index: 0 });
             if s.renewed > seen.index {
                 // A renewal applied that nobody recorded yet: it was sent before now.
@@ -173,11 +179,26 @@ impl Leases {
                     index: s.renewed,
                 });
             }
+            if now >= seen.at + params.lease {
+                lapsed.push((server, seen.index));
+            }
+        }
+        for (i, s) in map.servers.iter().enumerate() {
+            let server = i as NodeId;
+            if s.state != State::Down {
+                t.down_since.remove(&server);
+            }
+            let lapsed_at = lapsed.iter().find(|&&(l, _)| l == server).map(|&(_, u)| u);
             if s.state.serving() {
-                if now >= seen.at + params.lease {
+                if let Some(index) = lapsed_at {
                     cmds.push(Command::Down {
                         server,
-                        unless_renewed_after: seen.index,
+                        unless_renewed_after: index,
+                        lapsed: lapsed
+                            .iter()
+                            .copied()
+                            .filter(|&(l, _)| l != server)
+                            .collect(),
                     });
                 }
             } else if s.state == State::Down {

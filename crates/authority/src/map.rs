@@ -90,6 +90,21 @@ pub struct ServerEntry {
     /// empty: none named).
     #[serde(default)]
     pub domains: Vec<NodeId>,
+    /// Since it last went down from `up` or `draining` (its last [`Command::Down`]),
+    /// and while it has not been up since: the servers that served nothing after
+    /// it went out as far as the map can tell, each with the log index of its last
+    /// granted renewal when the leader decided so. Such a server held no lease
+    /// after that moment unless a renewal of it was granted past that index, so
+    /// while none was it took no write and no metadata change this server missed.
+    #[serde(default)]
+    pub quiet: Vec<(NodeId, u64)>,
+    /// Servers whose storage was replaced while this one was out and that served
+    /// nothing after it went out ([`ServerEntry::quiet`] then): their old disks
+    /// held no record of what it missed nor a metadata change its copies lack, so
+    /// it need not copy whole, and its standby copy of a group they led, if it
+    /// followed to the moment this server went out, holds the group's every change.
+    #[serde(default)]
+    pub spared_by: Vec<NodeId>,
 }
 
 /// What the authority decides: every server's state, and one version for the whole map.
@@ -123,6 +138,12 @@ pub enum Command {
         server: NodeId,
         /// The server's `renewed` as the leader saw it when it decided.
         unless_renewed_after: u64,
+        /// The other servers whose leases the leader saw lapsed when it decided,
+        /// each with the newest renewal's log index it accounted for: they served
+        /// nothing from then on unless a later renewal was granted
+        /// ([`ServerEntry::quiet`]).
+        #[serde(default)]
+        lapsed: Vec<(NodeId, u64)>,
     },
     /// The leader saw the server down longer than `rebuild_after`: it is gone for
     /// good, and its copies of datafiles go to `heirs`.
@@ -294,6 +315,8 @@ impl Map {
             leaving: false,
             rebuilt_at: 0,
             domains: Vec::new(),
+            quiet: Vec::new(),
+            spared_by: Vec::new(),
         };
         Map {
             version: 0,
@@ -323,6 +346,23 @@ impl Map {
                 return Err(Error::Decode(format!(
                     "server {i} since {} joined {} is past the map's version {}",
                     s.since, s.joined, self.version
+                )));
+            }
+            let names = |l: &[NodeId]| {
+                l.iter()
+                    .all(|&o| o != i as NodeId && (o as usize) < self.servers.len())
+            };
+            let quiet: Vec<NodeId> = s.quiet.iter().map(|q| q.0).collect();
+            if !names(&quiet)
+                || !names(&s.spared_by)
+                || (matches!(s.state, State::Up | State::Draining)
+                    && !(s.quiet.is_empty() && s.spared_by.is_empty()))
+            {
+                return Err(Error::Decode(format!(
+                    "server {i} is {} with quiet {:?} and spared by {:?}",
+                    s.state.name(),
+                    s.quiet,
+                    s.spared_by
                 )));
             }
             if (s.fresh || s.refill) && matches!(s.state, State::Up | State::Draining) {
@@ -427,12 +467,21 @@ impl Map {
             }
             Command::Down {
                 unless_renewed_after,
+                ref lapsed,
                 ..
             } => {
                 // A renewal applied after the leader looked granted a lease that runs
                 // past this command: the server is alive, and must not be marked down.
                 if entry.state.serving() && entry.renewed <= unless_renewed_after {
+                    let quiet = self.quiet_since_out(i, lapsed);
+                    let was_in = matches!(entry.state, State::Up | State::Draining);
                     self.enter(i, State::Down);
+                    let entry = &mut self.servers[i];
+                    if was_in {
+                        // A new absence: what spared the last one says nothing of it.
+                        entry.spared_by.clear();
+                    }
+                    entry.quiet = quiet;
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -492,6 +541,8 @@ impl Map {
                     let entry = &mut self.servers[i];
                     entry.fresh = false;
                     entry.refill = false;
+                    entry.quiet.clear();
+                    entry.spared_by.clear();
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -697,9 +748,25 @@ impl Map {
             }
             self.servers[i].fresh = true;
             self.servers[i].refill = true;
+            // `renewed` is still that of its last renewal before this one.
+            let renewed = self.servers[i].renewed;
             for (j, e) in self.servers.iter_mut().enumerate() {
-                if j != i && matches!(e.state, State::Down | State::Lost | State::Recovering) {
-                    e.refill = true;
+                if j == i {
+                    continue;
+                }
+                e.spared_by.retain(|&s| s != i as NodeId);
+                if matches!(e.state, State::Down | State::Lost | State::Recovering) {
+                    // It lost nothing with this disk only if this server served
+                    // nothing since it went out.
+                    let quiet = e
+                        .quiet
+                        .iter()
+                        .any(|&(s, u)| s == i as NodeId && renewed <= u);
+                    if quiet {
+                        e.spared_by.push(i as NodeId);
+                    } else {
+                        e.refill = true;
+                    }
                 }
             }
             return Applied::Granted;
@@ -767,8 +834,39 @@ impl Map {
     }
 
     fn rejoin(&mut self, i: usize) {
+        let was_in = matches!(self.servers[i].state, State::Up | State::Draining);
         self.enter(i, State::Recovering);
-        self.servers[i].joined = self.version;
+        let entry = &mut self.servers[i];
+        entry.joined = self.version;
+        if was_in {
+            // Restarted while the map had it in: its absence began without a
+            // `Down`, so nobody is known to have been quiet since.
+            entry.quiet.clear();
+            entry.spared_by.clear();
+        }
+    }
+
+    /// What [`ServerEntry::quiet`] of server `i` becomes as it goes down, with
+    /// `lapsed` the leader's view when it decided: from `up` or `draining`, the
+    /// servers of `lapsed` that have had no renewal granted since; from
+    /// `recovering` (its absence goes on), those of its earlier list still quiet.
+    fn quiet_since_out(&self, i: usize, lapsed: &[(NodeId, u64)]) -> Vec<(NodeId, u64)> {
+        let still = |&(s, u): &(NodeId, u64)| {
+            s != i as NodeId && self.server(s).is_some_and(|e| e.renewed <= u)
+        };
+        let mut quiet: Vec<(NodeId, u64)> = if self.servers[i].state == State::Recovering {
+            self.servers[i]
+                .quiet
+                .iter()
+                .copied()
+                .filter(still)
+                .collect()
+        } else {
+            lapsed.iter().copied().filter(still).collect()
+        };
+        quiet.sort_unstable();
+        quiet.dedup_by_key(|q| q.0);
+        quiet
     }
 
     /// Moves server `i` from `from` to `to`, or changes nothing if it is not in `from`.

@@ -149,6 +149,100 @@ fn new_disk_under_load(v: usize, down_first: bool) {
     assert!(log.contains("votes again"));
 }
 
+/// Two partners called down together (the authority's leader paused past their
+/// leases, then counted every lease again from when it went on), and one of them
+/// gets a new disk while the other is still out. The new disk served nothing after
+/// its partner went out, so the partner missed nothing it held: it keeps its
+/// copies (it does not copy whole), takes the new disk's metadata group over while
+/// it catches up, and both come back up with every byte. Without the map's account
+/// of who was quiet, each waits for the other for good: the partner for a copy to
+/// copy from and for the group's primary to send it a whole copy, the new disk for
+/// its partner to serve its group.
+#[test]
+fn partners_called_down_together_come_back_when_one_gets_a_new_disk() {
+    let cluster = common::four_with_two_copies();
+    let config = cluster.config().clone();
+    let tc = TestClient::new(config.clone());
+    let (copies, _) = write_first(&tc, 0);
+    let leader = poll("a leader", scaled(Duration::from_secs(10)), || {
+        cluster.run_cli(&["status", "--json"]).json_any()["authority_leader"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let l = config
+        .servers
+        .iter()
+        .position(|s| s.name == leader)
+        .unwrap();
+    // A metadata group whose members are not the leader, nor both members of the
+    // authority (the leader and the third member stay a majority): its primary
+    // `p` gets the new disk, its standby `s` stays out meanwhile.
+    let members = &config.replication.authority;
+    let (p, s) = config
+        .meta_servers()
+        .into_iter()
+        .map(|g| (g, config.meta_group(g)[1] as usize))
+        .find(|&(g, s)| g != l && s != l && !(members.contains(&g) && members.contains(&s)))
+        .unwrap();
+    let (sp, ss) = (
+        config.servers[p].name.clone(),
+        config.servers[s].name.clone(),
+    );
+    assert!(
+        copies
+            .iter()
+            .any(|c| c.contains(&(p as u32)) && c.contains(&(s as u32))),
+        "no datafile has its copies on {sp} and {ss}"
+    );
+    let took_over_before = cluster.log(&ss).matches(TOOK_OVER).count();
+
+    // The leader and the two stop at once; the leader goes on after three leases,
+    // takes the gap for a pause of its own, and counts every lease again from
+    // then (or an election does): the two lapse together, in one look.
+    for n in [&leader, &sp, &ss] {
+        cluster.kill(n, libc::SIGSTOP);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.kill(&leader, libc::SIGCONT);
+    poll(
+        &format!("{sp} and {ss} down"),
+        scaled(Duration::from_secs(30)),
+        || {
+            let v = cluster.run_cli(&["status", "--json"]).json_any();
+            (common::map_state(&v, &sp).as_deref() == Some("down")
+                && common::map_state(&v, &ss).as_deref() == Some("down"))
+            .then_some(())
+        },
+    );
+
+    // `p` gets a new disk while `s` is still stopped, and renews from it.
+    cluster.kill(&sp, libc::SIGKILL);
+    cluster.empty_storage(&sp);
+    cluster.restart(&sp);
+    wait_state(&cluster, &sp, "recovering", scaled(Duration::from_secs(30)));
+    // `s` goes on: both come back.
+    cluster.kill(&ss, libc::SIGCONT);
+    wait_refilled(&cluster, &sp);
+    wait_state(&cluster, &ss, "up", scaled(Duration::from_secs(60)));
+    assert!(
+        cluster.log(&ss).matches(TOOK_OVER).count() > took_over_before,
+        "{ss} did not take {sp}'s metadata over:\n{}",
+        cluster.log_tail(&ss)
+    );
+    assert!(
+        !cluster.log(&ss).contains(REFILLED),
+        "{ss} copied every datafile whole, though {sp}'s old disk held nothing it lacked"
+    );
+    check_all(&tc, 0);
+    // Whatever had copies on both is served by the new disk's copies alone.
+    cluster.kill(&ss, libc::SIGKILL);
+    check_all(&tc, 0);
+    cluster.restart(&ss);
+    all_up_with_standby_copies(&cluster);
+    assert_fsck_clean(&cluster);
+    cluster.assert_clean();
+}
+
 /// Reserves one datafile handle of data server `server` as a metadata server would
 /// (`Precreate`, with the file system's key, at whichever server serves `server`'s
 /// metadata group now, or at `server` itself when it has none); the handle, or the

@@ -24,7 +24,7 @@ use thiserror::Error;
 /// "PVFS" read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PVFS");
 /// Protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 15;
+pub const PROTOCOL_VERSION: u16 = 16;
 /// Size of the fixed frame header.
 pub const HEADER_LEN: usize = 32;
 /// Largest body accepted.
@@ -214,8 +214,9 @@ mod tests {
             Err(FrameError::BadMagic(_))
         ));
         let mut b = good;
-        b[4] = 16;
-        assert_eq!(FrameHeader::decode(&b), Err(FrameError::Version(16)));
+        let other = PROTOCOL_VERSION + 1;
+        b[4..6].copy_from_slice(&other.to_le_bytes());
+        assert_eq!(FrameHeader::decode(&b), Err(FrameError::Version(other)));
         assert_eq!(peek_request_id(&b), 77);
         let mut b = good;
         b[6] = 7;

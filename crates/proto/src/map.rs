@@ -135,6 +135,12 @@ pub struct MapServer {
     /// in a domain none of the other places' servers is in, when one is left.
     /// Empty: no domains were named, any heir will do.
     pub domains: Vec<u32>,
+    /// Servers whose storage was replaced while this one was out and that served
+    /// nothing after it went out: their old disks held nothing it lacks, so its
+    /// standby copy of a group one of them led, if it followed the group to the
+    /// moment this server went out, holds every change of the group and may take
+    /// the group over while this server catches up.
+    pub spared_by: Vec<u32>,
 }
 wire_struct!(MapServer {
     state: ServerState,
@@ -150,6 +156,7 @@ wire_struct!(MapServer {
     leaving: bool,
     rebuilt_at: u64,
     domains: Vec<u32>,
+    spared_by: Vec<u32>,
 });
 
 /// What a set of copies holds: a datafile's bytes, or a metadata group's store
@@ -589,6 +596,7 @@ mod tests {
                     } else {
                         Vec::new()
                     },
+                    spared_by: if i == 3 { vec![2] } else { Vec::new() },
                 })
                 .collect(),
         };
@@ -631,6 +639,7 @@ mod tests {
                     left_at: 0,
                     leaving: false,
                     rebuilt_at: 0,
+                    spared_by: Vec::new(),
                     domains: Vec::new(),
                 })
                 .collect(),

@@ -524,6 +524,11 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .iter()
                     .filter_map(|&d| u32::try_from(d).ok())
                     .collect(),
+                spared_by: s
+                    .spared_by
+                    .iter()
+                    .filter_map(|&d| u32::try_from(d).ok())
+                    .collect(),
             })
             .collect(),
     }

@@ -242,7 +242,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
         // follows may be first).
         if !promoted.superseded() && view.store(me) == Some(me) && map.primary(me as u32).is_none()
         {
-            propose(host, promoted, map, me, true).await;
+            propose(host, promoted, view, me, true).await;
         }
     }
     // The map is at least as new as the one that came with this server's lease, and
@@ -290,7 +290,7 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
                     .standbys
                     .dir(g)
                     .is_some_and(|d| GroupMarker::Primary.is_set(&d));
-            propose(host, promoted, map, g, store).await;
+            propose(host, promoted, view, g, store).await;
         }
         // The copy stays the group's store while the map names this server (one
         // whose lease lapsed serves again from it) or while no other copy served
@@ -331,11 +331,14 @@ async fn look(host: &Arc<Ctx>, promoted: &Promoted, view: &View) -> OpResult<()>
 /// Asks the authority to let this server lead group `g`, whose primary does not
 /// serve: only while this server is up, with a copy that followed the primary to
 /// its end or the copy that served the group last (`store`), and once per map.
-async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usize, store: bool) {
+async fn propose(host: &Arc<Ctx>, promoted: &Promoted, view: &View, g: usize, store: bool) {
+    let map = &view.map;
     // Only an `up` server: one recovering has not shown yet that its copies are
-    // current (they follow again only from a new copy).
+    // current (they follow again only from a new copy), unless its copy of this
+    // group is whole by the map's account.
     let up = map.state(host.me as u32) == Some(pvfs_proto::map::ServerState::Up);
-    if !up || !host.lease.valid() || !(store || host.standbys.following(g)) {
+    let spared = spared_copy(host, map, g, view.store(g));
+    if !(up || spared) || !host.lease.valid() || !(store || spared || host.standbys.following(g)) {
         return;
     }
     if !promoted.first_proposal(g, map.version) {
@@ -356,6 +359,24 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, map: &ClusterMap, g: usiz
     }
 }
 
+/// Whether this server's copy of group `g` holds every change of the group though
+/// it follows no primary: it followed the group until this server came back from
+/// being out ([`crate::standby::Standbys::kept`]), and `last`, the copy that
+/// served the group last, is on a server whose storage was replaced since and
+/// that served nothing after this server went out (the map's `spared_by`): it
+/// acknowledged nothing this copy lacks, and holds nothing now.
+fn spared_copy(host: &Ctx, map: &ClusterMap, g: usize, last: Option<usize>) -> bool {
+    let Some(last) = last.filter(|&l| l != host.me) else {
+        return false;
+    };
+    host.standbys.kept(g)
+        && map.servers.get(last).is_some_and(|e| e.fresh)
+        && map
+            .servers
+            .get(host.me)
+            .is_some_and(|e| e.spared_by.contains(&(last as u32)))
+}
+
 /// Serves group `g` from this server's copy (the map of `view` names it the
 /// primary): the copy, closed as a standby's, opens as the group's store, and serves
 /// once the map records it as the group's store (`Serve`). A copy never opened here
@@ -374,7 +395,7 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, view: &View) 
         "{view:?}"
     );
     let fresh = !GroupMarker::Primary.is_set(&dir);
-    if fresh && !host.standbys.following(g) {
+    if fresh && !host.standbys.following(g) && !spared_copy(host, &view.map, g, view.store(g)) {
         if view.served(g) {
             // A `Serve` is proposed only once the marker is written: the copy that
             // served has it. Never hand back a group this server answered for.

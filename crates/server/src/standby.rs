@@ -18,6 +18,19 @@ pub struct GroupCopy {
     pub store: Arc<StandbyStore>,
     /// Notified after every step applied to it.
     pub moved: tokio::sync::Notify,
+    /// The copy followed its primary until this server came back from being out
+    /// (it stopped following then), and has not begun another copy since: it holds
+    /// every change the group acknowledged before this server went out. Kept in
+    /// memory only (a restart forgets it).
+    kept: std::sync::atomic::AtomicBool,
+}
+
+impl GroupCopy {
+    /// The copy begins anew (a primary sends a whole copy): it no longer holds
+    /// what it held when this server went out.
+    pub fn renew(&self) {
+        self.kept.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// The standby copies of one server, by group.
@@ -106,10 +119,20 @@ impl Standbys {
             .map(|(g, c)| (*g, c.clone()))
             .collect();
         for (g, c) in open {
+            c.kept.store(c.store.following(), Ordering::Release);
             if let Err(e) = c.store.unfollow() {
                 tracing::warn!(group = g, "cannot stop following: {e}");
             }
         }
+    }
+
+    /// Whether the copy of `group` followed its primary until this server came
+    /// back from being out, and began no other copy since ([`GroupCopy`]).
+    pub fn kept(&self, group: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(&group)
+            .is_some_and(|c| c.kept.load(Ordering::Acquire))
     }
 
     /// How the copies sync their logs (the server's `[defaults] metadata_sync`).
@@ -179,6 +202,9 @@ impl Standbys {
     /// copy.
     pub fn unfollow(&self, group: usize) {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = open.get(&group) {
+            c.renew();
+        }
         if let Some(c) = open.get(&group).filter(|c| c.store.following()) {
             if let Err(e) = c.store.unfollow() {
                 tracing::warn!(group, "cannot stop following: {e}");
@@ -208,6 +234,7 @@ impl Standbys {
         let copy = Arc::new(GroupCopy {
             store: Arc::new(StandbyStore::open(&self.dirs[k], self.sync)?),
             moved: tokio::sync::Notify::new(),
+            kept: Default::default(),
         });
         open.insert(group, copy.clone());
         Ok(Some(copy))

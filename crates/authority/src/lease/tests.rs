@@ -28,11 +28,13 @@ fn a_new_leader_counts_every_lease_from_its_election() {
         vec![
             Command::Down {
                 server: 0,
-                unless_renewed_after: 40
+                unless_renewed_after: 40,
+                lapsed: vec![(1, 40)],
             },
             Command::Down {
                 server: 1,
-                unless_renewed_after: 40
+                unless_renewed_after: 40,
+                lapsed: vec![(0, 40)],
             },
         ]
     );
@@ -62,7 +64,8 @@ fn a_recorded_renewal_postpones_down_and_names_its_index() {
         l.decide(&map, now + PARAMS.lease, &PARAMS),
         vec![Command::Down {
             server: 0,
-            unless_renewed_after: 12
+            unless_renewed_after: 12,
+            lapsed: Vec::new(),
         }]
     );
 }
@@ -81,7 +84,8 @@ fn a_renewal_seen_only_in_the_map_counts_from_when_it_is_seen() {
         l.decide(&map, ms(t0, 3500), &PARAMS),
         vec![Command::Down {
             server: 0,
-            unless_renewed_after: 15
+            unless_renewed_after: 15,
+            lapsed: Vec::new(),
         }]
     );
 }
@@ -177,4 +181,43 @@ fn the_leader_grows_the_map_to_added_data_servers_but_not_to_added_metadata_serv
         ..same
     };
     assert!(l.decide(&map, ms(t0, 1), &fewer).is_empty());
+}
+
+#[test]
+fn a_down_names_every_other_server_whose_lease_lapsed_then() {
+    // Server 0 serving and silent, server 1 down and silent, server 2 renewed late:
+    // 0's `Down` names 1 (and the index it accounted for), not 2, whose lease holds.
+    let t0 = Instant::now();
+    let l = Leases::default();
+    let mut map = Map::new(3);
+    map.servers[1].state = State::Down;
+    l.lead(1, t0, 10, 3);
+    map.servers[2].renewed = 14;
+    // Seen in the map at 1500 ms: counted from then.
+    assert!(l.decide(&map, ms(t0, 1500), &PARAMS).is_empty());
+    assert_eq!(
+        l.decide(&map, ms(t0, 2000), &PARAMS),
+        vec![Command::Down {
+            server: 0,
+            unless_renewed_after: 10,
+            lapsed: vec![(1, 10)],
+        }]
+    );
+    // Once 2's lease lapsed too, both name each other.
+    let cmds = l.decide(&map, ms(t0, 3500), &PARAMS);
+    assert_eq!(
+        cmds,
+        vec![
+            Command::Down {
+                server: 0,
+                unless_renewed_after: 10,
+                lapsed: vec![(1, 10), (2, 14)],
+            },
+            Command::Down {
+                server: 2,
+                unless_renewed_after: 14,
+                lapsed: vec![(0, 10), (1, 10)],
+            },
+        ]
+    );
 }

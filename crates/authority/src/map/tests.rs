@@ -32,6 +32,8 @@ fn with(state: State) -> Map {
         heirs: Vec::new(),
         meta_heirs: Vec::new(),
         domains: Vec::new(),
+        quiet: Vec::new(),
+        spared_by: Vec::new(),
         lost_at: 0,
         left_at: 0,
         leaving: false,
@@ -87,6 +89,8 @@ fn new_map_is_all_up_at_version_zero() {
                 heirs: Vec::new(),
                 meta_heirs: Vec::new(),
                 domains: Vec::new(),
+                quiet: Vec::new(),
+                spared_by: Vec::new(),
                 lost_at: 0,
                 left_at: 0,
                 leaving: false,
@@ -103,6 +107,7 @@ fn encode_decode_round_trip_and_refuse_garbage() {
         &Command::Down {
             server: 1,
             unless_renewed_after: 40,
+            lapsed: Vec::new(),
         },
         41,
     );
@@ -266,6 +271,7 @@ fn down_marks_a_serving_server_not_renewed_since() {
                 Command::Down {
                     server: 1,
                     unless_renewed_after: unless,
+                    lapsed: Vec::new(),
                 },
             );
             if state.serving() {
@@ -300,6 +306,7 @@ fn renew_committed_between_decision_and_down_wins() {
         &Command::Down {
             server: 1,
             unless_renewed_after: 40,
+            lapsed: Vec::new(),
         },
         50,
     );
@@ -312,6 +319,7 @@ fn renew_committed_between_decision_and_down_wins() {
             Command::Down {
                 server: 1,
                 unless_renewed_after: 39,
+                lapsed: Vec::new(),
             },
         );
         assert_eq!(a, Applied::Unchanged, "{state:?}");
@@ -407,6 +415,7 @@ fn commands_for_unknown_servers_change_nothing() {
         Command::Down {
             server: 3,
             unless_renewed_after: u64::MAX,
+            lapsed: Vec::new(),
         },
         Command::Lost {
             server: 3,
@@ -446,6 +455,7 @@ fn a_server_lives_a_whole_life() {
     let down = Command::Down {
         server: 0,
         unless_renewed_after: 1,
+        lapsed: Vec::new(),
     };
     assert_eq!(m.apply(&down, 2), Applied::Changed);
     assert_eq!((m.version, m.servers[0].state), (1, State::Down));
@@ -508,6 +518,15 @@ fn versions_only_grow_and_move_exactly_with_states() {
             1 => Command::Down {
                 server,
                 unless_renewed_after: index.saturating_sub(next(40)),
+                lapsed: {
+                    let mut l = Vec::new();
+                    for s in 0..5 {
+                        if next(2) == 0 {
+                            l.push((s, index.saturating_sub(next(40))));
+                        }
+                    }
+                    l
+                },
             },
             2 => Command::Lost {
                 server,
@@ -566,6 +585,7 @@ fn a_caught_up_from_before_a_later_fall_is_void() {
     let down = |after| Command::Down {
         server: 0,
         unless_renewed_after: after,
+        lapsed: Vec::new(),
     };
     assert_eq!(m.apply(&renew, 1), Applied::Granted);
     assert_eq!(m.apply(&down(1), 2), Applied::Changed);
@@ -734,6 +754,7 @@ fn an_evicted_server_gets_no_lease_until_it_is_down_and_comes_back_recovering() 
         let down = Command::Down {
             server: 1,
             unless_renewed_after: 40,
+            lapsed: Vec::new(),
         };
         assert_eq!(m.apply(&down, 53), Applied::Changed);
         assert!(!m.servers[1].evicted);
@@ -819,6 +840,113 @@ fn a_renewal_from_a_replaced_disk_comes_back_fresh_and_everyone_out_refills() {
 }
 
 #[test]
+fn a_new_disk_on_a_server_quiet_since_another_went_out_spares_it() {
+    // Servers 2 and 3 lapse together (the leader decided both `Down`s at once);
+    // then 2 comes back with a new disk. 2 served nothing after 3 went out, so its
+    // old disk held nothing 3 lacks: 3 keeps its copies and records (no refill), and
+    // may take 2's group over while it catches up.
+    let renew = |server, incarnation, storage| Command::Renew {
+        server,
+        incarnation,
+        storage,
+    };
+    let down = |server, unless, lapsed: Vec<(NodeId, u64)>| Command::Down {
+        server,
+        unless_renewed_after: unless,
+        lapsed,
+    };
+    let start = || {
+        let mut m = Map::new(4);
+        for s in 0..4 {
+            assert_eq!(m.apply(&renew(s, 5, 100 + s), 10 + s), Applied::Granted);
+        }
+        m
+    };
+    let mut m = start();
+    assert_eq!(m.apply(&down(2, 12, vec![(3, 13)]), 20), Applied::Changed);
+    assert_eq!(
+        m.apply(&down(3, 13, vec![(2, 12), (0, 9)]), 21),
+        Applied::Changed
+    );
+    assert_eq!(
+        m.servers[3].quiet,
+        vec![(2, 12)],
+        "0 renewed since: not quiet"
+    );
+    // 3 comes back first (same disk), recovering; then 2 with a new disk.
+    assert_eq!(m.apply(&renew(3, 5, 103), 22), Applied::Granted);
+    assert_eq!(m.apply(&renew(2, 6, 999), 23), Applied::Granted);
+    assert!(m.servers[2].fresh && m.servers[2].refill);
+    let e = &m.servers[3];
+    assert_eq!(
+        (e.state, e.refill, e.spared_by.clone()),
+        (State::Recovering, false, vec![2])
+    );
+    // Recovering, 3 takes over the group of the primary whose disk spared it (the
+    // server's takeover asks for a recovering taker only then).
+    assert_eq!(m.apply(&lead(2, 3), 24), Applied::Changed);
+    assert_eq!(m.primary(2), 3);
+    // Up again: nothing of that absence is kept.
+    let since = m.servers[3].since;
+    let caught_up = Command::CaughtUp {
+        server: 3,
+        incarnation: 5,
+        recovering_since: since,
+    };
+    assert_eq!(m.apply(&caught_up, 25), Applied::Changed);
+    assert!(m.servers[3].quiet.is_empty() && m.servers[3].spared_by.is_empty());
+
+    // Negative: 2 had a renewal granted after 3 went out (it may have taken writes
+    // 3 missed, recorded on the disk it lost): 3 refills, and takes no group over
+    // while recovering.
+    let mut m = start();
+    assert_eq!(m.apply(&down(3, 13, vec![(2, 12)]), 20), Applied::Changed);
+    assert_eq!(m.apply(&renew(2, 5, 102), 21), Applied::Granted);
+    assert_eq!(m.apply(&down(2, 21, vec![]), 22), Applied::Changed);
+    assert_eq!(m.apply(&renew(3, 5, 103), 23), Applied::Granted);
+    assert_eq!(m.apply(&renew(2, 6, 999), 24), Applied::Granted);
+    assert!(m.servers[3].refill && m.servers[3].spared_by.is_empty());
+
+    // A renewal granted between the leader's decision and the `Down`'s commit
+    // makes that server not quiet either.
+    let mut m = start();
+    assert_eq!(m.apply(&renew(2, 5, 102), 20), Applied::Granted);
+    assert_eq!(m.apply(&down(3, 13, vec![(2, 12)]), 21), Applied::Changed);
+    assert!(m.servers[3].quiet.is_empty());
+
+    // Down again while still recovering: only those quiet all along stay quiet.
+    let mut m = start();
+    assert_eq!(
+        m.apply(&down(3, 13, vec![(1, 11), (2, 12)]), 20),
+        Applied::Changed
+    );
+    assert_eq!(m.apply(&renew(3, 5, 103), 21), Applied::Granted);
+    assert_eq!(m.apply(&renew(1, 5, 101), 22), Applied::Granted);
+    assert_eq!(
+        m.apply(&down(3, 21, vec![(1, 22), (2, 12)]), 23),
+        Applied::Changed
+    );
+    assert_eq!(m.servers[3].quiet, vec![(2, 12)]);
+
+    // A restart while up starts an absence without a `Down`: nobody is quiet.
+    let mut m = start();
+    assert_eq!(m.apply(&down(3, 13, vec![(2, 12)]), 20), Applied::Changed);
+    assert_eq!(m.apply(&renew(3, 5, 103), 21), Applied::Granted);
+    let since = m.servers[3].since;
+    m.apply(
+        &Command::CaughtUp {
+            server: 3,
+            incarnation: 5,
+            recovering_since: since,
+        },
+        22,
+    );
+    m.servers[3].quiet = vec![(2, 12)]; // as if left over
+    assert_eq!(m.apply(&renew(3, 6, 103), 23), Applied::Granted);
+    assert!(m.servers[3].quiet.is_empty());
+}
+
+#[test]
 fn a_new_disk_seen_while_evicted_is_still_new_once_down() {
     // Server 1, evicted (its renewals refused until it is down), gets a new disk and
     // renews from it: refused, and nothing of it recorded, so that once down it
@@ -837,6 +965,7 @@ fn a_new_disk_seen_while_evicted_is_still_new_once_down() {
     let down = Command::Down {
         server: 1,
         unless_renewed_after: 1,
+        lapsed: Vec::new(),
     };
     assert_eq!(m.apply(&down, 4), Applied::Changed);
     assert_eq!(m.apply(&renew(6, 200), 5), Applied::Granted);
@@ -1054,6 +1183,15 @@ fn a_group_store_changes_only_by_a_serve() {
             1 => Command::Down {
                 server,
                 unless_renewed_after: index,
+                lapsed: {
+                    let mut l = Vec::new();
+                    for s in 0..N as NodeId {
+                        if next(2) == 0 {
+                            l.push((s, index.saturating_sub(next(20))));
+                        }
+                    }
+                    l
+                },
             },
             2 => Command::CaughtUp {
                 server,
@@ -1191,7 +1329,8 @@ fn a_lost_server_gets_heirs_once_and_heirs_that_rebuilt_are_recorded() {
         m.apply(
             &Command::Down {
                 server: 1,
-                unless_renewed_after: 8
+                unless_renewed_after: 8,
+                lapsed: Vec::new(),
             },
             9
         ),
@@ -1232,6 +1371,7 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 left_at: s.left_at,
                 leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
+                spared_by: ids(&s.spared_by),
             })
             .collect(),
     }
@@ -1311,6 +1451,7 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                 2 => Command::Down {
                     server,
                     unless_renewed_after: index,
+                    lapsed: Vec::new(),
                 },
                 3 | 4 => Command::Lost {
                     server,

@@ -128,6 +128,7 @@ async fn a_silent_server_is_down_after_its_lease_and_recovers_when_it_renews_aga
         .propose(Command::Down {
             server: 0,
             unless_renewed_after: u64::MAX,
+            lapsed: Vec::new(),
         })
         .await;
     assert!(matches!(forged, Err(Error::Rejected(_))), "{forged:?}");

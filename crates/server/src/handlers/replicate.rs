@@ -46,6 +46,7 @@ impl Handler for req::Replicate {
                 replay(&ctx, &copy, epoch, Arc::new(records)).await?
             }
             ReplicateStep::Begin { len } => {
+                copy.renew();
                 blocking(ctx.exec, move || store.begin(epoch, len).map(|()| 0)).await?
             }
             ReplicateStep::Chunk { offset, data } => {
