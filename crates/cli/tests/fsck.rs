@@ -788,3 +788,64 @@ fn fsck_finds_copies_that_differ_and_makes_them_agree() {
         }
     });
 }
+
+#[test]
+fn a_nameless_file_whose_copies_differ_is_removed_whole() {
+    // A file loses its name but keeps its object (an interrupted unlink), and its
+    // copies differ (one went bad): the repair removes the file, copies and all,
+    // mending no copy of it, and leaves nothing behind for the next check.
+    let cluster = common::with_copies(4, 2);
+    let tc = cluster.client();
+    let data = Rng::new(0x5eed_0a1d).bytes(200_000);
+    let (dir, df) = tc.run(call(), async |c| {
+        c.mkdir_all("/d", 0o755).await.unwrap();
+        let f = c
+            .create("/d/gone", 0o644, LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        f.write_at(0, &data).await.unwrap();
+        f.fsync().await.unwrap();
+        let (dir, _) = shards_of(&c, "/d").await;
+        (dir, f.layout().datafiles[0])
+    });
+    let copies: Vec<usize> = df.replicas().map(|s| s as usize).collect();
+    assert_eq!(copies.len(), 2);
+    flip_bit(&cluster, copies[1], df.handle, 1000);
+    tc.run(call(), async |c| {
+        c.unlink_at(dir, "gone", true).await.unwrap()
+    });
+    let found = fsck_json(&cluster, false);
+    assert_eq!(
+        found.kinds.get("OrphanObject"),
+        Some(&(1, 0)),
+        "{}",
+        found.out.stdout
+    );
+    assert_eq!(
+        found.kinds.get("CopiesDiffer"),
+        Some(&(1, 0)),
+        "{}",
+        found.out.stdout
+    );
+    let fixed = fsck_json(&cluster, true);
+    assert_eq!(
+        fixed.kinds.get("OrphanObject"),
+        Some(&(1, 1)),
+        "{}",
+        fixed.out.stdout
+    );
+    assert_eq!(
+        fixed.kinds.get("CopiesDiffer"),
+        None,
+        "{}",
+        fixed.out.stdout
+    );
+    let after = fsck_json(&cluster, false);
+    assert!(after.kinds.is_empty(), "after repair: {}", after.out.stdout);
+    for s in copies {
+        assert!(
+            !cluster.datafile_path(s, df.handle).exists(),
+            "a copy of the removed file's datafile is left on {s}"
+        );
+    }
+}

@@ -346,8 +346,17 @@ impl Client {
         // Datafiles: lost ones (created by their server, missing from its disk), and
         // orphans. A datafile missing and never created is a hole.
         let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
+        // The datafiles of the files removed above.
+        let mut of_removed: BTreeSet<Handle> = BTreeSet::new();
         for (h, a) in &snap.objects {
             let Some(layout) = a.layout() else { continue };
+            // A file removed above as nameless owns nothing any more: a copy of its
+            // datafiles its removal did not reach (its server was down when the
+            // file lost its last name) is an orphan, removed below.
+            if removed.contains(h) {
+                of_removed.extend(layout.datafiles.iter().map(|df| df.handle));
+                continue;
+            }
             // Every copy of a datafile belongs to its file, an heir's too.
             for df in &layout.datafiles {
                 for s in holders_of(snap.map.as_ref(), layout.replicas, df) {
@@ -364,12 +373,8 @@ impl Client {
                         .is_some_and(|s| s.contains(&df.handle))
                 })
                 .collect();
-            // A layout reported above as impossible cannot be asked about its sizes; a
-            // file removed above as nameless needs no datafile back.
-            if lost.is_empty()
-                || removed.contains(h)
-                || !layout.datafiles.iter().all(|df| self.can_hold(df))
-            {
+            // A layout reported above as impossible cannot be asked about its sizes.
+            if lost.is_empty() || !layout.datafiles.iter().all(|df| self.can_hold(df)) {
                 continue;
             }
             // How much of the file, as its other datafiles place it, was on them.
@@ -427,6 +432,10 @@ impl Client {
             );
         }
         for (h, df, sums) in self.differing_copies(&snap).await? {
+            // A file removed above: its copies are orphans now, not copies to mend.
+            if removed.contains(&h) {
+                continue;
+            }
             let what = sums
                 .iter()
                 .map(|(s, (size, crc))| match (*size, *crc) {
@@ -453,11 +462,21 @@ impl Client {
         }
         for (server, present) in &snap.datafiles {
             let known = referenced.get(server);
-            let orphans: Vec<Handle> = present
+            let mut orphans: Vec<Handle> = present
                 .iter()
                 .filter(|h| !known.is_some_and(|k| k.contains(h)))
                 .copied()
                 .collect();
+            // The removal of a file removed above took its datafiles where it reached
+            // them: only those still here are orphans.
+            if orphans.iter().any(|h| of_removed.contains(h)) {
+                let now = self
+                    .scan_handles(*server, |after| {
+                        Request::ScanDatafiles(req::ScanDatafiles { after, max: PAGE })
+                    })
+                    .await?;
+                orphans.retain(|h| !of_removed.contains(h) || now.contains(h));
+            }
             for h in orphans {
                 let fixed = repair && self.remove_orphan_datafile(*server, h).await;
                 add(
