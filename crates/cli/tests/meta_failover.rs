@@ -44,6 +44,14 @@ fn create_until(
     })
 }
 
+/// The objects `pvfs df --json` counts in the whole file system.
+fn df_objects(cluster: &Cluster) -> u64 {
+    let v = cluster.run_cli(&["df", "--json"]).json_any();
+    v["objects"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no object count: {v}"))
+}
+
 /// Checks that every name in `names` is there, as a directory, once.
 fn all_there(tc: &TestClient, names: &[String]) {
     tc.run(Duration::from_secs(120), async |c| {
@@ -101,6 +109,7 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
     let root = config.root_handle();
     let shards = config.meta_servers().len() as u32;
 
+    let objects_before = df_objects(&cluster);
     // s0 dies while a client creates names; about a quarter of them are s0's.
     let (made, longest) = fail_while_creating(&cluster, (&s0, libc::SIGKILL), &s1, "a");
     let on_s0 = made
@@ -114,6 +123,12 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
     );
     let tc = TestClient::new(config.clone());
     all_there(&tc, &made);
+    // `pvfs df` counts s0's group where it is served now: every object once.
+    assert_eq!(
+        df_objects(&cluster),
+        objects_before + made.len() as u64,
+        "objects counted by pvfs df with {s0} down and its group served by {s1}"
+    );
 
     // s0 back: its group stays with s1; s0 follows it as a standby, and is up once
     // it holds a whole copy of its own group from s1.

@@ -130,6 +130,8 @@ pub trait TakenOver: Send + Sync {
     fn store_of(&self, name: &str) -> Option<MetaStore>;
     /// Whether this server's own store was superseded by a copy taken over.
     fn superseded(&self) -> bool;
+    /// The stores of every group this server took over, in group order.
+    fn stores(&self) -> Vec<MetaStore>;
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

@@ -75,6 +75,10 @@ impl crate::ctx::TakenOver for Promoted {
     fn superseded(&self) -> bool {
         Promoted::superseded(self)
     }
+
+    fn stores(&self) -> Vec<pvfs_storage::MetaStore> {
+        self.taken().values().map(|t| t.ctx.meta.clone()).collect()
+    }
 }
 
 impl Promoted {

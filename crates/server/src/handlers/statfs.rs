@@ -1,4 +1,9 @@
 //! `StatFs`: space of this server's storage, how many objects it holds, and its health.
+//!
+//! Objects are counted where their metadata group is served: a server counts its
+//! own store's unless a standby's copy superseded it, and the stores of the groups
+//! it took over as their standby, so `pvfs df` counts each group once, also while a
+//! standby serves it.
 
 use pvfs_proto::message::StatFsReply;
 use pvfs_proto::{req, Changed, Response};
@@ -20,11 +25,21 @@ impl Handler for req::StatFs {
 
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         let ctx = cx.ctx;
-        let objects = match ctx.meta.read().and_then(|r| r.count_objects()) {
-            Ok(n) => n,
-            Err(StorageError::Failed { .. }) => 0,
-            Err(e) => return Err(e.into()),
+        let count =
+            |meta: &pvfs_storage::MetaStore| match meta.read().and_then(|r| r.count_objects()) {
+                Ok(n) => Ok(n),
+                Err(StorageError::Failed { .. }) => Ok(0),
+                Err(e) => Err(e),
+            };
+        let taken = ctx.taken_over.get();
+        let mut objects = if taken.is_some_and(|t| t.superseded()) {
+            0
+        } else {
+            count(&ctx.meta)?
         };
+        for store in taken.map(|t| t.stores()).unwrap_or_default() {
+            objects += count(&store)?;
+        }
         let data = ctx.data.clone();
         let (space, datafiles) = ctx
             .blocking(move || Ok((data.statfs()?, data.count()?)))
