@@ -187,7 +187,10 @@ async fn stop(t: Taken) {
     t.ctx.feed.close();
     let drain = t.ctx.config.timeouts.request;
     let _ = tokio::time::timeout(drain, t.ctx.inflight.wait_idle()).await;
-    t.ctx.meta.close().await;
+    // Released, not only closed: connections opened for the group may hold this
+    // context for as long as they last, and the copy must open again here if the
+    // map names this server once more.
+    t.ctx.meta.release().await;
 }
 
 /// Looks at the map every [`LOOK_EVERY`] until the task is dropped: routes the
@@ -439,7 +442,7 @@ async fn take_over(host: &Arc<Ctx>, promoted: &Promoted, g: usize, view: &View) 
         match host.lease.propose_serve(g).await {
             Ok(Some(version)) => version,
             outcome => {
-                ctx.meta.close().await;
+                ctx.meta.release().await;
                 return Err(outcome.err().unwrap_or_else(|| {
                     OpError::busy(
                         Errno::EAGAIN,

@@ -619,6 +619,29 @@ impl MetaStore {
         }
     }
 
+    /// Closes as [`MetaStore::close`] does, and lets go of the database as well:
+    /// reads fail with [`StorageError::Closed`] from then on, and once the reads in
+    /// progress end the file may be opened again in this process (a standby that
+    /// stopped serving a group's copy and serves it again opens it anew, while
+    /// connections opened for the group may still hold this store).
+    pub async fn release(&self) {
+        self.close().await;
+        let gen = {
+            let mut st = write_lock(&self.inner.state);
+            match std::mem::replace(&mut *st, State::Closed { gen: None }) {
+                State::Closed { gen } => gen,
+                // Failed meanwhile: kept until a reopen retires it.
+                other => {
+                    *st = other;
+                    None
+                }
+            }
+        };
+        // Dropped here, off the lock: the last holder of a generation closes its
+        // database.
+        drop(gen);
+    }
+
     /// Makes every commit answered so far stable on disk (syncs the redo log; a no-op
     /// when nothing waits, as always with [`SyncPolicy::EveryCommit`]): what a
     /// client's fsync asks of a metadata server. A sync that fails fails the store (the

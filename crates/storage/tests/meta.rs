@@ -780,3 +780,28 @@ fn object_records_of_version_1_read_without_acls_and_new_ones_keep_them() {
     assert_eq!(r.get_object(old.handle).unwrap(), Some(old));
     assert_eq!(r.get_object(with_acl.handle).unwrap(), Some(with_acl));
 }
+
+#[test]
+fn a_released_store_opens_again_while_a_clone_lives_on() {
+    // A standby that stops serving a group's copy and serves it again opens the
+    // copy anew while connections opened for the group may still hold the old
+    // store: closed, the old store keeps the database open (its reads go on) and
+    // the second open is refused; released, it lets go, and the open succeeds.
+    let dir = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let store = open(dir.path());
+        let held = store.clone();
+        store.close().await;
+        assert!(held.read().is_ok(), "a closed store still reads");
+        let again = MetaStore::open(dir.path(), &id(), RANGE);
+        assert!(
+            again.is_err(),
+            "opened twice in one process while a clone holds it"
+        );
+        store.release().await;
+        assert!(matches!(held.read(), Err(StorageError::Closed)));
+        let again = MetaStore::open(dir.path(), &id(), RANGE).unwrap();
+        assert!(again.read().is_ok());
+        again.close().await;
+    });
+}
