@@ -303,18 +303,48 @@ fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
     cluster.kill("s4", libc::SIGKILL);
     wait_state(&cluster, "s4", "down", Duration::from_secs(30));
     cluster.restart("s4");
+    wait_state(&cluster, "s4", "up", Duration::from_secs(60));
+    let (made, _) = busy.finish();
+    // A server handing places is killed while s4 copies them again: the others
+    // record what it misses of the places it holds beside s4, and once s4 holds
+    // them it neither copies them back nor stays recovering.
     common::poll(
-        "s4 rebalanced",
+        "s4 copying again",
+        common::scaled(Duration::from_secs(60)),
+        || {
+            let row = status_row(&cluster, "s4");
+            (row["rebuilding"]["bytes_done"].as_u64().unwrap_or(0) > 0).then_some(())
+        },
+    );
+    cluster.kill("s2", libc::SIGKILL);
+    wait_state(&cluster, "s2", "down", Duration::from_secs(30));
+    // Changes s2 misses: new files, and old ones written again.
+    let new = TestClient::new(config.clone());
+    new.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/d", 0..4).await;
+        for i in 0..4 {
+            let f = c.open(&format!("/a{i}")).await.unwrap();
+            f.write_at(0, &common::churn::content("/a", i))
+                .await
+                .unwrap();
+            f.fsync().await.unwrap();
+        }
+    });
+    common::poll(
+        "s4 rebalanced with s2 down",
         common::scaled(Duration::from_secs(240)),
         || {
             let row = status_row(&cluster, "s4");
             (row["rebalance"]["copying_from"] == serde_json::json!([])).then_some(())
         },
     );
-    let (made, _) = busy.finish();
-    let new = TestClient::new(config.clone());
+    cluster.restart("s2");
+    wait_state(&cluster, "s2", "up", Duration::from_secs(60));
     check_all(&new, made);
-    new.run(Duration::from_secs(120), async |c| check_big(&c).await);
+    new.run(Duration::from_secs(120), async |c| {
+        check_big(&c).await;
+        check_files(&c, "/d", 0..4).await;
+    });
 
     // About a fifth of the old copies are on s4 now, and only there: the servers
     // that handed them shed theirs.
