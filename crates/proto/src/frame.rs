@@ -214,8 +214,8 @@ mod tests {
             Err(FrameError::BadMagic(_))
         ));
         let mut b = good;
-        b[4] = 16;
-        assert_eq!(FrameHeader::decode(&b), Err(FrameError::Version(16)));
+        b[4] = 17;
+        assert_eq!(FrameHeader::decode(&b), Err(FrameError::Version(17)));
         assert_eq!(peek_request_id(&b), 77);
         let mut b = good;
         b[6] = 7;
