@@ -220,6 +220,10 @@ pub enum Command {
         /// One place in `share` goes.
         #[serde(default)]
         share: u32,
+        /// Every server's failure domain, as [`Command::Lost`]'s: a place goes
+        /// to `server` only if no other place's server is in its domain.
+        #[serde(default)]
+        domains: Vec<NodeId>,
     },
     /// A metadata primary's standby on `server` does not confirm its changes while it
     /// renews its lease: its renewals are refused from now on, so it is down within
@@ -568,7 +572,10 @@ impl Map {
                 _ => Applied::Unchanged,
             },
             Command::Rebalance {
-                ref from, share, ..
+                ref from,
+                share,
+                ref domains,
+                ..
             } => {
                 // Only to a server up (it copies at once), handed nothing before
                 // (a rebalance asked again changes nothing).
@@ -596,7 +603,16 @@ impl Map {
                 }
                 self.version += 1;
                 let at = self.version;
-                self.servers[i].hands.push(Hand { from, share, at });
+                let domains = domains
+                    .iter()
+                    .filter_map(|&d| u32::try_from(d).ok())
+                    .collect();
+                self.servers[i].hands.push(Hand {
+                    from,
+                    share,
+                    at,
+                    domains,
+                });
                 Applied::Changed
             }
             Command::Evict { .. } => {

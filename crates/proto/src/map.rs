@@ -157,11 +157,17 @@ pub struct Hand {
     pub share: u32,
     /// The map version of the hand.
     pub at: u64,
+    /// Every server's failure domain at the hand (by index; empty: none named):
+    /// a place goes to the server handed it only if no other place's server is
+    /// in its domain.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub domains: Vec<u32>,
 }
 wire_struct!(Hand {
     from: Vec<u32>,
     share: u32,
     at: u64,
+    domains: Vec<u32>,
 });
 
 impl Hand {
@@ -496,7 +502,17 @@ impl ClusterMap {
             if let Some((to, h)) = hand {
                 lines[at].after = h.at;
                 if let Held::Data(handle) = what {
-                    if h.takes(handle, last, to) && !seen.contains(&to) {
+                    // Never into a failure domain another place's server is in.
+                    let domain = |s: u32| h.domains.get(s as usize).copied();
+                    let apart = domain(to).is_none_or(|d| {
+                        !lines
+                            .iter()
+                            .enumerate()
+                            .filter(|&(j, _)| j != at)
+                            .filter_map(|(_, l)| l.steps.last())
+                            .any(|s| domain(s.server) == Some(d))
+                    });
+                    if h.takes(handle, last, to) && !seen.contains(&to) && apart {
                         seen.push(to);
                         lines[at].steps.push(Step {
                             server: to,
@@ -758,6 +774,7 @@ mod tests {
                             from: vec![0, 1],
                             share: 5,
                             at: 6,
+                            domains: Vec::new(),
                         }]
                     } else {
                         Vec::new()
@@ -988,6 +1005,7 @@ mod tests {
             from: vec![0, 1, 2, 3],
             share: 5,
             at: 10,
+            domains: Vec::new(),
         }];
         m
     }
@@ -1096,11 +1114,13 @@ mod tests {
             from: vec![0, 1, 2, 3],
             share: 3,
             at: 10,
+            domains: Vec::new(),
         }];
         m.servers[5].hands = vec![Hand {
             from: vec![0, 1, 2, 3, 4],
             share: 3,
             at: 12,
+            domains: Vec::new(),
         }];
         m.servers[4].rebuilt_at = 11;
         m.servers[5].rebuilt_at = 13;
@@ -1138,6 +1158,34 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_keeps_the_copies_in_distinct_domains() {
+        // Racks {0, 1} and {2, 3, 4}; 4 added and handed half of every place.
+        let mut m = map_of(&[(ServerState::Up, 0); 5]);
+        m.version = 11;
+        m.servers[4].hands = vec![Hand {
+            from: vec![0, 1, 2, 3],
+            share: 2,
+            at: 10,
+            domains: vec![0, 0, 2, 2, 2],
+        }];
+        m.servers[4].rebuilt_at = 10;
+        let mut moved = 0;
+        for h in 0..200u64 {
+            let held = m.holder_servers(h, &[0, 2]);
+            assert_eq!(held.len(), 2);
+            let rack = |s: u32| [0, 0, 2, 2, 2][s as usize];
+            assert_ne!(rack(held[0]), rack(held[1]), "{h}: {held:?}");
+            // Only the place in the other rack goes to 4.
+            assert_eq!(held[0], 0, "{h}: {held:?}");
+            moved += usize::from(held[1] == 4);
+        }
+        assert!(moved > 50, "{moved}");
+        // Without domains, either place may go.
+        m.servers[4].hands[0].domains.clear();
+        assert!((0..200u64).any(|h| m.holder_servers(h, &[0, 2])[0] == 4));
+    }
+
+    #[test]
     fn a_hand_is_taken_in_order_with_the_losses() {
         use ServerState::*;
         // Server 1 lost at 5 with heirs 0, 2, 3; server 4 handed a share of 0, 2
@@ -1153,6 +1201,7 @@ mod tests {
             from: vec![0, 2, 3],
             share: 2,
             at: 10,
+            domains: Vec::new(),
         }];
         let mut via_heir = 0;
         for h in 0..200u64 {

@@ -410,16 +410,17 @@ impl Lease {
         from: Vec<u32>,
         share: u32,
     ) -> OpResult<bool> {
-        if self.renewer.is_none() {
+        let Some(renewer) = &self.renewer else {
             return Err(OpError::posix(
                 Errno::EOPNOTSUPP,
                 "this file system has no authority ([replication] authority)",
             ));
-        }
+        };
         let rebalance = pvfs_authority::Command::Rebalance {
             server: NodeId::from(server),
             from: from.into_iter().map(NodeId::from).collect(),
             share,
+            domains: renewer.params().domains.clone(),
         };
         Ok(self.propose(rebalance).await?.is_some_and(|map| {
             map.server(NodeId::from(server))

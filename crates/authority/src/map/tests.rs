@@ -1316,6 +1316,11 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                     .unwrap_or(server),
                 from: (0..N as NodeId).collect(),
                 share: 3,
+                domains: if next(2) == 0 {
+                    racks.clone()
+                } else {
+                    Vec::new()
+                },
             },
             k if k >= 50 => Command::Rebuilt {
                 server,
@@ -1514,6 +1519,7 @@ fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() 
         server: 4,
         from,
         share: 5,
+        domains: Vec::new(),
     };
     // Not up yet: nothing.
     assert_eq!(m.apply(&rebalance(vec![0, 1, 2, 3]), 2), Applied::Unchanged);
@@ -1539,7 +1545,8 @@ fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() 
             &Command::Rebalance {
                 server: 4,
                 from: vec![0],
-                share: 0
+                share: 0,
+                domains: Vec::new(),
             },
             5
         ),
@@ -1556,7 +1563,8 @@ fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() 
         [Hand {
             from: vec![0, 1, 2],
             share: 5,
-            at: v + 1
+            at: v + 1,
+            domains: Vec::new(),
         }]
     );
     // Asked again: nothing more.
@@ -1580,7 +1588,8 @@ fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() 
         Command::Rebalance {
             server: 4,
             from: Vec::new(),
-            share: 0
+            share: 0,
+            domains: Vec::new(),
         }
     );
     let mut bad = m.clone();
