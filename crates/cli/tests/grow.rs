@@ -340,6 +340,14 @@ fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
     );
     cluster.restart("s2");
     wait_state(&cluster, "s2", "up", Duration::from_secs(60));
+    let status = cluster.run_cli(&["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("rebalanced: holds its share of the copies of s0, s1, s2, s3"),
+        "{}",
+        status.stdout
+    );
     check_all(&new, made);
     new.run(Duration::from_secs(120), async |c| {
         check_big(&c).await;
