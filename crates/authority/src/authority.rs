@@ -262,6 +262,7 @@ impl Authority {
                 }
                 Command::CaughtUp { .. }
                 | Command::Drain { .. }
+                | Command::Rebalance { .. }
                 | Command::Retire { .. }
                 | Command::Evict { .. }
                 | Command::Lead { .. }

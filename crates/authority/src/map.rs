@@ -105,7 +105,19 @@ pub struct ServerEntry {
     /// followed to the moment this server went out, holds the group's every change.
     #[serde(default)]
     pub spared_by: Vec<NodeId>,
+    /// It joined the file system by [`Command::Grow`]: `pvfs rebalance` hands it a
+    /// share of the old servers' places.
+    #[serde(default)]
+    pub grown: bool,
+    /// The shares of other servers' places handed to it ([`Command::Rebalance`]),
+    /// oldest first: each moves through the lines (`ClusterMap::lines`).
+    #[serde(default)]
+    pub hands: Vec<Hand>,
 }
+
+/// A share of some servers' places handed to one ([`Command::Rebalance`]): the
+/// wire's, so the authority and clients compute the same lines.
+pub use pvfs_proto::map::Hand;
 
 /// What the authority decides: every server's state, and one version for the whole map.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -214,6 +226,26 @@ pub enum Command {
         /// How many servers the map has then.
         servers: NodeId,
     },
+    /// `pvfs rebalance`: server `server` (up, never handed a share before) is
+    /// handed `1/share` of the places of each of `from` (those not gone nor
+    /// leaving when it applies; never `server` itself): each such place whose
+    /// datafile falls in the share takes `server` next in its line, the server
+    /// handing it holding it beside until `server` rebuilt since
+    /// (`docs/replication.md`, "Rebalance").
+    Rebalance {
+        /// The server handed the shares.
+        server: NodeId,
+        /// The servers handing a share of their places.
+        #[serde(default)]
+        from: Vec<NodeId>,
+        /// One place in `share` goes.
+        #[serde(default)]
+        share: u32,
+        /// Every server's failure domain, as [`Command::Lost`]'s: a place goes
+        /// to `server` only if no other place's server is in its domain.
+        #[serde(default)]
+        domains: Vec<NodeId>,
+    },
     /// A metadata primary's standby on `server` does not confirm its changes while it
     /// renews its lease: its renewals are refused from now on, so it is down within
     /// a lease like a silent server (and comes back recovering, with new copies), and
@@ -268,6 +300,7 @@ impl Command {
             | Command::Rebuilt { server, .. }
             | Command::CaughtUp { server, .. }
             | Command::Drain { server, .. }
+            | Command::Rebalance { server, .. }
             | Command::Retire { server }
             | Command::Evict { server }
             | Command::Lead { server, .. }
@@ -317,6 +350,8 @@ impl Map {
             domains: Vec::new(),
             quiet: Vec::new(),
             spared_by: Vec::new(),
+            grown: false,
+            hands: Vec::new(),
         };
         Map {
             version: 0,
@@ -402,6 +437,20 @@ impl Map {
                     s.heirs,
                     s.lost_at,
                     s.rebuilt_at
+                )));
+            }
+            if s.hands.iter().any(|h| {
+                h.at == 0
+                    || h.at > self.version
+                    || h.share == 0
+                    || h.from.is_empty()
+                    || h.from
+                        .iter()
+                        .any(|&f| f as usize == i || f as usize >= self.servers.len())
+            }) {
+                return Err(Error::Decode(format!(
+                    "server {i} was handed {:?} in a map of version {}",
+                    s.hands, self.version
                 )));
             }
             // A primary that has not served yet is never the copy that served last:
@@ -573,6 +622,50 @@ impl Map {
                 }
                 _ => Applied::Unchanged,
             },
+            Command::Rebalance {
+                ref from,
+                share,
+                ref domains,
+                ..
+            } => {
+                // Only to a server up (it copies at once), handed nothing before
+                // (a rebalance asked again changes nothing).
+                if entry.state != State::Up
+                    || entry.leaving
+                    || !entry.hands.is_empty()
+                    || share == 0
+                {
+                    return Applied::Unchanged;
+                }
+                let mut from: Vec<u32> = from
+                    .iter()
+                    .copied()
+                    .filter(|&f| f != i as NodeId)
+                    .filter(|&f| {
+                        self.server(f)
+                            .is_some_and(|e| !e.state.gone() && !e.leaving)
+                    })
+                    .filter_map(|f| u32::try_from(f).ok())
+                    .collect();
+                from.sort_unstable();
+                from.dedup();
+                if from.is_empty() {
+                    return Applied::Unchanged;
+                }
+                self.version += 1;
+                let at = self.version;
+                let domains = domains
+                    .iter()
+                    .filter_map(|&d| u32::try_from(d).ok())
+                    .collect();
+                self.servers[i].hands.push(Hand {
+                    from,
+                    share,
+                    at,
+                    domains,
+                });
+                Applied::Changed
+            }
             Command::Evict { .. } => {
                 if entry.state.serving() && !entry.evicted {
                     self.version += 1;
@@ -829,6 +922,7 @@ impl Map {
         // Nothing on it, as on a new disk; `joined` 0 tells it from one
         // (`MapServer::added`).
         entry.fresh = true;
+        entry.grown = true;
         self.servers.resize(n, entry);
         Applied::Changed
     }

@@ -72,6 +72,8 @@ enum Command {
     Fsck(cmd::fsck::FsckArgs),
     /// Check every block of every datafile against its checksum, mending damaged ones from other copies.
     Scrub(cmd::scrub::ScrubArgs),
+    /// Move a share of the copies of replicated files onto data servers added to the file system.
+    Rebalance(cmd::server::RebalanceArgs),
     /// Mount a file system with FUSE (in the background unless --foreground).
     Mount(cmd::mount::MountArgs),
     /// Unmount a FUSE mount (also when its daemon is dead or hung).
@@ -114,6 +116,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Fsck(a) => cmd::fsck::run(a),
         Command::Scrub(a) => cmd::scrub::run(a),
+        Command::Rebalance(a) => cmd::server::rebalance(a),
         Command::Mount(a) => cmd::mount::mount(a),
         Command::Umount(a) => cmd::mount::umount(a),
     };

@@ -42,17 +42,47 @@ impl Client {
                 format!("no server {name:?} in the configuration"),
             ));
         };
+        self.ask_for_map("Drain", || {
+            Request::Drain(req::Drain {
+                server: server as u32,
+            })
+        })
+        .await
+    }
+
+    /// `pvfs rebalance`: hands each data server of `names` (none: every one added
+    /// to the file system and handed nothing yet) a share of the other data
+    /// servers' copies (`docs/replication.md`, "Rebalance"); the map after it.
+    pub async fn rebalance(&self, names: &[String]) -> Result<ClusterMap> {
+        let config = self.config();
+        let mut to = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(server) = config.server_index(name) else {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("no server {name:?} in the configuration"),
+                ));
+            };
+            to.push(server as u32);
+        }
+        self.ask_for_map("Rebalance", || {
+            Request::Rebalance(req::Rebalance { to: to.clone() })
+        })
+        .await
+    }
+
+    /// Asks the servers in turn, the authority's members first, until one answers
+    /// `request()` with a map, or refuses it for what it is.
+    async fn ask_for_map(&self, op: &str, request: impl Fn() -> Request) -> Result<ClusterMap> {
+        let config = self.config();
         let members = config.replication.authority.iter().copied();
         let others =
             (0..config.servers.len()).filter(|i| !config.replication.authority.contains(i));
         let mut last = Error::new(Errno::EHOSTDOWN, "no server answered");
         for i in members.chain(others) {
-            let request = Request::Drain(req::Drain {
-                server: server as u32,
-            });
-            match self.rpc(i, request).await {
+            match self.rpc(i, request()).await {
                 Ok(Response::Map { map }) => return Ok(map),
-                Ok(other) => return Err(unexpected("Drain", &other)),
+                Ok(other) => return Err(unexpected(op, &other)),
                 // Refused for what it is (not up, no authority): no other server
                 // answers otherwise.
                 Err(e)

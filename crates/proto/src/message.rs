@@ -670,6 +670,11 @@ requests! {
         /// "Metadata: a primary and standbys"). ESTALE: the standby needs a new
         /// copy. Servers only.
         73 => Replicate { group: u32, epoch: u64, step: ReplicateStep } effect Idempotent, flow Reply, scope Server,
+        /// `pvfs rebalance`: hands each server of `to` (none: every data server
+        /// added to the file system and handed nothing yet) a share of every other
+        /// data server's places (`docs/replication.md`, "Rebalance"). Answered with
+        /// the map after it (`Map`). Key holders only.
+        74 => Rebalance { to: Vec<u32> } effect Idempotent, flow Reply, scope Server,
     }
 }
 

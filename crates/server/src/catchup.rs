@@ -264,9 +264,7 @@ async fn pull_record(
     rec: &MissedRecord,
 ) -> OpResult<u64> {
     let me = ctx.me as u32;
-    if !map.holds(rec.handle, &rec.copies, me)
-        || !map.holds(rec.handle, &rec.copies, recorder as u32)
-    {
+    if rec.copies.len() < 2 {
         return Err(OpError::internal(
             Errno::EPROTO,
             format!(
@@ -275,16 +273,25 @@ async fn pull_record(
             ),
         ));
     }
-    let source =
-        source(map, rec.handle, &rec.copies, me, Some(recorder as u32)).ok_or_else(|| {
-            OpError::busy(
-                Errno::EAGAIN,
-                format!(
-                    "no copy of datafile {:#x} is up to copy what this server missed from",
-                    rec.handle
-                ),
-            )
-        })?;
+    // A place this server no longer holds (it handed it on, `pvfs rebalance`):
+    // nothing to copy, its copy is shed.
+    if !map.holds(rec.handle, &rec.copies, me) {
+        return Ok(0);
+    }
+    // The recorder's copy when it still holds a place (it may have handed its own
+    // on since it recorded this), else another that is up.
+    let prefer = map
+        .holds(rec.handle, &rec.copies, recorder as u32)
+        .then_some(recorder as u32);
+    let source = source(map, rec.handle, &rec.copies, me, prefer).ok_or_else(|| {
+        OpError::busy(
+            Errno::EAGAIN,
+            format!(
+                "no copy of datafile {:#x} is up to copy what this server missed from",
+                rec.handle
+            ),
+        )
+    })?;
     copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
 }
 
@@ -320,6 +327,13 @@ pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
     let mut bytes = 0;
     for (id, r) in ctx.unfinished.cut() {
         let map = ctx.lease.map()?;
+        // A place this server no longer holds (handed on, `pvfs rebalance`, or
+        // given back to a lost server that came back): its copy is not read
+        // again, and is shed; copying into it would make it again.
+        if !map.holds(r.handle, &r.copies, me) && map.state(me).is_some_and(|s| !s.gone()) {
+            ctx.unfinished.settled(id);
+            continue;
+        }
         let chain = map.chain(r.handle, &r.copies);
         let readable = map.readable(r.handle, &r.copies);
         let last = chain.iter().rev().copied().find(|c| readable.contains(c));

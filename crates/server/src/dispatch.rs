@@ -95,6 +95,7 @@ pub async fn handle(
         Request::CopyDatafile(r) => serve(incoming, r).await,
         Request::Scrub(r) => serve(incoming, r).await,
         Request::Drain(r) => serve(incoming, r).await,
+        Request::Rebalance(r) => serve(incoming, r).await,
         Request::Lock(r) => serve(incoming, r).await,
         Request::Unlock(r) => serve(incoming, r).await,
         Request::TestLock(r) => serve(incoming, r).await,

@@ -401,6 +401,33 @@ impl Lease {
         self.map()
     }
 
+    /// Asks the authority to hand server `server` `1/share` of the places of each
+    /// of `from` (`crate::handlers::rebalance`); whether the map it answered has
+    /// the share handed.
+    pub async fn propose_rebalance(
+        &self,
+        server: u32,
+        from: Vec<u32>,
+        share: u32,
+    ) -> OpResult<bool> {
+        let Some(renewer) = &self.renewer else {
+            return Err(OpError::posix(
+                Errno::EOPNOTSUPP,
+                "this file system has no authority ([replication] authority)",
+            ));
+        };
+        let rebalance = pvfs_authority::Command::Rebalance {
+            server: NodeId::from(server),
+            from: from.into_iter().map(NodeId::from).collect(),
+            share,
+            domains: renewer.params().domains.clone(),
+        };
+        Ok(self.propose(rebalance).await?.is_some_and(|map| {
+            map.server(NodeId::from(server))
+                .is_some_and(|e| !e.hands.is_empty())
+        }))
+    }
+
     /// Tells the authority this server, drained, leaves for good (every heir holds
     /// what it took of it, `crate::rebuild`); whether the map it answered retires it.
     pub async fn propose_retire(&self) -> OpResult<bool> {
@@ -529,6 +556,8 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .iter()
                     .filter_map(|&d| u32::try_from(d).ok())
                     .collect(),
+                grown: s.grown,
+                hands: s.hands.clone(),
             })
             .collect(),
     }

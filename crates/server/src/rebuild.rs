@@ -31,24 +31,27 @@ use crate::refill::{copy_whole, ObjectPages};
 
 /// The lost or draining servers that `me` may have taken copies of since it last
 /// rebuilt: it is an heir of a server gone or being drained now, and one began to
-/// leave after its last rebuild (a pass finds which places it took,
+/// leave after its last rebuild; and the servers that handed `me` a share of their
+/// places (`pvfs rebalance`) since then (a pass finds which places it took,
 /// `ClusterMap::holders`). Empty: nothing to rebuild.
 pub fn owed(map: &ClusterMap, me: u32) -> Vec<u32> {
     let Some(mine) = map.servers.get(me as usize) else {
         return Vec::new();
     };
     let leaving = |e: &pvfs_proto::map::MapServer| e.state.gone() || e.leaving;
-    if !map
-        .servers
-        .iter()
-        .any(|e| leaving(e) && e.heirs.contains(&me))
+    let handed = map.hands_rebuilding(me);
+    if handed.is_empty()
+        && !map
+            .servers
+            .iter()
+            .any(|e| leaving(e) && e.heirs.contains(&me))
     {
         return Vec::new();
     }
     (0..map.servers.len() as u32)
         .filter(|&l| {
             let e = &map.servers[l as usize];
-            leaving(e) && e.left_at > mine.rebuilt_at
+            (leaving(e) && e.left_at > mine.rebuilt_at) || handed.contains(&l)
         })
         .collect()
 }
@@ -70,6 +73,9 @@ pub async fn run(ctx: Arc<Ctx>) {
     // The map version of the last pass that removed the copies of places this
     // server left.
     let mut shed_at = 0;
+    // The hands of this server's places (`pvfs rebalance`) whose copies a pass
+    // removed here, as (server handed to, version of the hand).
+    let mut shed_hands: HashSet<(u32, u64)> = HashSet::new();
     // When a drained server looks again for files of one copy it holds, and how
     // long it waits between looks.
     let mut retry_retire: Option<Instant> = None;
@@ -79,14 +85,24 @@ pub async fn run(ctx: Arc<Ctx>) {
         let Ok(map) = ctx.lease.map() else {
             continue;
         };
-        if returned(&map, me, shed_at) {
+        let handed = handed_on(&map, me);
+        let up = matches!(map.state(me), Some(ServerState::Up | ServerState::Draining));
+        let came_back = returned(&map, me, shed_at);
+        if came_back || (up && !handed.is_subset(&shed_hands)) {
             match shed(&ctx, &map).await {
                 Ok(removed) => {
                     shed_at = map.version;
-                    if removed > 0 {
+                    shed_hands.extend(handed);
+                    if removed > 0 && came_back {
                         tracing::info!(
                             datafiles = removed,
                             "removed the copies this server held for lost servers that came back"
+                        );
+                    } else if removed > 0 {
+                        tracing::info!(
+                            datafiles = removed,
+                            "removed the copies of places this server handed on (pvfs \
+                             rebalance) to servers that hold them now"
                         );
                     }
                 }
@@ -165,12 +181,28 @@ fn returned(map: &ClusterMap, me: u32, after: u64) -> bool {
         .any(|e| e.heirs.contains(&me) && e.state == ServerState::Up && e.since > after)
 }
 
-/// Whether `me` is in a line of a datafile whose layout copies are `copies` but
-/// holds none of its places: an heir whose lost server came back.
-fn left(map: &ClusterMap, handle: Handle, copies: &[u32], me: u32) -> bool {
-    map.lines(handle, copies)
+/// The hands of `me`'s places (`pvfs rebalance`) that the servers handed them
+/// rebuilt, as (server handed to, version of the hand): `me` may hold copies of
+/// places it no longer holds.
+fn handed_on(map: &ClusterMap, me: u32) -> HashSet<(u32, u64)> {
+    map.servers
         .iter()
-        .any(|l| l[1..].contains(&me))
+        .enumerate()
+        .flat_map(|(to, e)| {
+            e.hands
+                .iter()
+                .filter(move |h| h.from.contains(&me) && e.rebuilt_at >= h.at)
+                .map(move |h| (to as u32, h.at))
+        })
+        .collect()
+}
+
+/// Whether `me` is in a line of a datafile whose layout copies are `copies` but
+/// holds none of its places: an heir whose lost server came back, or a server
+/// that handed the place on (`pvfs rebalance`) to one that rebuilt it since.
+fn left(map: &ClusterMap, handle: Handle, copies: &[u32], me: u32) -> bool {
+    map.state(me).is_some_and(|s| !s.gone())
+        && map.lines(handle, copies).iter().any(|l| l.contains(&me))
         && !map.holds(handle, copies, me)
 }
 

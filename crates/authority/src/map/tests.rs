@@ -38,6 +38,8 @@ fn with(state: State) -> Map {
         left_at: 0,
         leaving: false,
         rebuilt_at: 0,
+        grown: false,
+        hands: Vec::new(),
     };
     m
 }
@@ -95,6 +97,8 @@ fn new_map_is_all_up_at_version_zero() {
                 left_at: 0,
                 leaving: false,
                 rebuilt_at: 0,
+                grown: false,
+                hands: Vec::new(),
             }
         );
     }
@@ -1372,6 +1376,8 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
                 spared_by: ids(&s.spared_by),
+                grown: s.grown,
+                hands: s.hands.clone(),
             })
             .collect(),
     }
@@ -1414,7 +1420,7 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
         .flat_map(|(i, set)| set.iter().map(move |&s| (i, s)))
         .collect();
     let mut next = draws(0x9e37_79b9_7f4a_7c15);
-    let mut counts = [0usize; 6];
+    let mut counts = [0usize; 7];
     // Half the losses and drains name racks of two servers.
     let racks: Vec<NodeId> = (0..N as NodeId).map(|s| s - s % 2).collect();
     for index in 1..40_000u64 {
@@ -1438,6 +1444,24 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                 },
             },
             54 if retired < 2 && e.state == State::Draining => Command::Retire { server },
+            // `pvfs rebalance`: a third of every other server's places.
+            // To a server up, handed nothing yet, if there is one (servers are
+            // seldom up in this run).
+            55 => Command::Rebalance {
+                server: (0..N as NodeId)
+                    .find(|&s| {
+                        let e = &m.servers[s as usize];
+                        e.state == State::Up && e.hands.is_empty()
+                    })
+                    .unwrap_or(server),
+                from: (0..N as NodeId).collect(),
+                share: 3,
+                domains: if next(2) == 0 {
+                    racks.clone()
+                } else {
+                    Vec::new()
+                },
+            },
             k if k >= 50 => Command::Rebuilt {
                 server,
                 version: m.version,
@@ -1491,8 +1515,12 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
             // that stood for it).
             let returned = before.state(server as u32) == Some(State::Lost)
                 && after.state(server as u32) == Some(State::Recovering);
+            // A server handed places rebuilt them: the servers that handed them,
+            // heirs among them, hold them no longer.
+            let handed = matches!(cmd, Command::Rebuilt { .. })
+                && !after.servers[server as usize].hands.is_empty();
             for h in &was {
-                if let Some(l) = h.heir_of.filter(|_| !returned) {
+                if let Some(l) = h.heir_of.filter(|_| !returned && !handed) {
                     let stays = after.state(l).is_some_and(|s| s.gone())
                         && !after.state(h.server).is_some_and(|s| s.gone());
                     assert!(
@@ -1552,6 +1580,7 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
                     counts[3] += 1
                 }
                 Command::Drain { .. } => counts[4] += 1,
+                Command::Rebalance { .. } => counts[6] += 1,
                 Command::Retire { .. } if before.state(server as u32) == Some(State::Draining) => {
                     counts[5] += 1
                 }
@@ -1561,7 +1590,7 @@ fn no_copy_serves_a_read_before_it_is_whole_through_losses_rebuilds_and_returns(
     }
     // Drains are rare (a drained server leaves for good), losses are not.
     assert!(
-        counts[..4].iter().all(|&n| n > 50) && counts[4] >= 3 && counts[5] >= 1,
+        counts[..4].iter().all(|&n| n > 50) && counts[4] >= 3 && counts[5] >= 1 && counts[6] >= 2,
         "every kind happened: {counts:?}"
     );
 }
@@ -1619,4 +1648,114 @@ fn grow_adds_servers_down_that_come_back_recovering_then_up() {
     assert_eq!(m.apply(&caught_up, 55), Applied::Changed);
     assert_eq!(m.servers[4].state, State::Up);
     assert!(!m.servers[4].fresh && m.servers[4].joined != 0);
+}
+
+#[test]
+fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() {
+    // Four servers and one added.
+    let mut m = Map::new(4);
+    assert_eq!(m.apply(&Command::Grow { servers: 5 }, 1), Applied::Changed);
+    assert!(m.servers[4].grown && !m.servers[0].grown);
+    let rebalance = |from: Vec<NodeId>| Command::Rebalance {
+        server: 4,
+        from,
+        share: 5,
+        domains: Vec::new(),
+    };
+    // Not up yet: nothing.
+    assert_eq!(m.apply(&rebalance(vec![0, 1, 2, 3]), 2), Applied::Unchanged);
+    let renew = Command::Renew {
+        server: 4,
+        incarnation: 3,
+        storage: 9,
+    };
+    assert_eq!(m.apply(&renew, 3), Applied::Granted);
+    let caught_up = Command::CaughtUp {
+        server: 4,
+        incarnation: 3,
+        recovering_since: m.servers[4].since,
+    };
+    assert_eq!(m.apply(&caught_up, 4), Applied::Changed);
+    // A server gone hands nothing; none left: nothing.
+    m.servers[3].state = State::Retired;
+    m.servers[3].lost_at = 1;
+    m.servers[3].left_at = 1;
+    assert_eq!(m.apply(&rebalance(vec![3, 4]), 5), Applied::Unchanged);
+    assert_eq!(
+        m.apply(
+            &Command::Rebalance {
+                server: 4,
+                from: vec![0],
+                share: 0,
+                domains: Vec::new(),
+            },
+            5
+        ),
+        Applied::Unchanged
+    );
+    let v = m.version;
+    assert_eq!(
+        m.apply(&rebalance(vec![2, 0, 1, 3, 4, 9]), 6),
+        Applied::Changed
+    );
+    assert_eq!(m.version, v + 1);
+    assert_eq!(
+        m.servers[4].hands,
+        [Hand {
+            from: vec![0, 1, 2],
+            share: 5,
+            at: v + 1,
+            domains: Vec::new(),
+        }]
+    );
+    // Asked again: nothing more.
+    let same = m.clone();
+    assert_eq!(m.apply(&rebalance(vec![0, 1, 2]), 7), Applied::Unchanged);
+    assert_eq!(m, same);
+    // An old log's map (no `grown`, no `hands`) still reads; the hands survive a
+    // round trip; a hand naming its own server is not a map the authority made.
+    let mut old = serde_json::to_value(Map::new(2)).unwrap();
+    for e in old["servers"].as_array_mut().unwrap() {
+        let e = e.as_object_mut().unwrap();
+        e.remove("grown");
+        e.remove("hands");
+    }
+    let old = Map::decode(&serde_json::to_vec(&old).unwrap()).unwrap();
+    assert_eq!(old, Map::new(2));
+    assert_eq!(Map::decode(&m.encode()).unwrap(), m);
+    let cmd: Command = serde_json::from_str(r#"{"Rebalance":{"server":4}}"#).unwrap();
+    assert_eq!(
+        cmd,
+        Command::Rebalance {
+            server: 4,
+            from: Vec::new(),
+            share: 0,
+            domains: Vec::new(),
+        }
+    );
+    let mut bad = m.clone();
+    bad.servers[4].hands[0].from.push(4);
+    assert!(bad.check().is_err());
+    // Clients see it: about a fifth of the places go to 4, held beside their
+    // servers until 4 rebuilt, then by 4 alone.
+    let wire = as_cluster_map(&m);
+    let sets = [[0u32, 1], [1, 2], [2, 0]];
+    let moved = (0..300u64)
+        .flat_map(|h| sets.iter().map(move |c| (h, c)))
+        .filter(|(h, c)| wire.holders(*h, &c[..]).iter().any(|x| x.server == 4))
+        .count();
+    assert!(moved > 200 && moved < 400, "{moved}");
+    let rebuilt = Command::Rebuilt {
+        server: 4,
+        version: m.version,
+    };
+    assert_eq!(m.apply(&rebuilt, 8), Applied::Changed);
+    let wire = as_cluster_map(&m);
+    for h in 0..300u64 {
+        for c in sets {
+            let held = wire.holder_servers(h, &c);
+            assert_eq!(held.len(), 2);
+            assert!(held.contains(&4) || held == c);
+        }
+    }
 }

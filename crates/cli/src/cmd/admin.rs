@@ -306,6 +306,41 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}{what}");
             }
+            // Shares of other servers' places handed to it (`pvfs rebalance`,
+            // docs/replication.md, "Rebalance"): they hold them beside it until it
+            // copied them, then shed their copies.
+            if let Some(e) = in_map.filter(|e| !e.hands.is_empty()) {
+                let name = |h: &u32| servers.get(*h as usize).map_or("?", |s| s.name.as_str());
+                let from: Vec<&str> = e
+                    .hands
+                    .iter()
+                    .flat_map(|h| h.from.iter())
+                    .map(name)
+                    .collect();
+                let left: Vec<&str> = map
+                    .as_ref()
+                    .map_or(Vec::new(), |m| m.hands_rebuilding(at))
+                    .iter()
+                    .map(name)
+                    .collect();
+                v = merge(
+                    v,
+                    serde_json::json!({"rebalance": {"from": from, "copying_from": left}}),
+                );
+                let what = if left.is_empty() {
+                    format!(
+                        "rebalanced: holds its share of the copies of {}",
+                        from.join(", ")
+                    )
+                } else {
+                    format!(
+                        "rebalancing: its share of the copies of {} being copied to it",
+                        left.join(", ")
+                    )
+                };
+                let sep = if detail.is_empty() { "" } else { "; " };
+                detail = format!("{detail}{sep}{what}");
+            }
             if let Some(rb) = space.and_then(|st| st.rebuilding.as_ref()) {
                 let left = rb.bytes_total.saturating_sub(rb.bytes_done);
                 // The rate so far; none before a second of copying or a byte copied.

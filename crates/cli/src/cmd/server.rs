@@ -126,6 +126,50 @@ fn drain(a: DrainArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Options of `pvfs rebalance`.
+#[derive(Args)]
+pub struct RebalanceArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// The data servers to move copies to; default: every data server added
+    /// (pvfs server add) that was not rebalanced to yet.
+    names: Vec<String>,
+}
+
+/// `pvfs rebalance [NAME...]`: asks the authority to hand each added data server
+/// its share of the other data servers' copies of replicated files
+/// (docs/replication.md, "Rebalance").
+pub fn rebalance(a: RebalanceArgs) -> anyhow::Result<ExitCode> {
+    let config_path = a.config.config.clone();
+    crate::cmd::with_client(&config_path, |client| async move {
+        let map = client.rebalance(&a.names).await?;
+        let name = |s: u32| {
+            client
+                .config()
+                .servers
+                .get(s as usize)
+                .map_or_else(|| format!("server {s}"), |c| c.name.clone())
+        };
+        for (to, e) in map.servers.iter().enumerate() {
+            let Some(h) = e.hands.last() else {
+                continue;
+            };
+            if map.hands_rebuilding(to as u32).is_empty() {
+                continue;
+            }
+            let from: Vec<String> = h.from.iter().map(|&s| name(s)).collect();
+            println!(
+                "rebalancing onto {}: it takes 1/{} of the copies of replicated files on {}; \
+                 they shed theirs once it holds them (pvfs status shows the progress)",
+                name(to as u32),
+                h.share,
+                from.join(", ")
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
 /// Options of `pvfs start`.
 #[derive(Args)]
 pub struct StartArgs {

@@ -44,9 +44,17 @@ pub fn record_missed(
 ) {
     // Every copy in the chain (the usual case): nothing to record, nothing to
     // allocate on the write's path (while a server is drained, its heirs hold
-    // places beside it: the count says nothing then).
-    let draining = || place.map.servers.iter().any(|e| e.leaving);
-    if place.chain.len() == copies.servers.len() && !draining() {
+    // places beside it, and while a server handed places (`pvfs rebalance`) has
+    // not rebuilt them, the servers that handed them hold them beside it: the
+    // count says nothing then).
+    let beside = || {
+        place
+            .map
+            .servers
+            .iter()
+            .any(|e| e.leaving || e.hands.iter().any(|h| e.rebuilt_at < h.at))
+    };
+    if place.chain.len() == copies.servers.len() && !beside() {
         return;
     }
     let absent = place.map.absent(handle, &copies.servers, &place.chain);

@@ -35,6 +35,7 @@ pub mod ping;
 pub mod precreate;
 pub mod read;
 pub mod readdir;
+pub mod rebalance;
 pub mod remove_datafiles;
 pub mod remove_object;
 pub mod remove_xattr;
