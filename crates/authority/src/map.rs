@@ -95,7 +95,8 @@ pub struct ServerEntry {
     /// it went out as far as the map can tell, each with the log index of its last
     /// granted renewal when the leader decided so. Such a server held no lease
     /// after that moment unless a renewal of it was granted past that index, so
-    /// while none was it took no write and no metadata change this server missed.
+    /// while none was it took no write and no metadata change this server missed;
+    /// a granted renewal past the index takes it off the list (a new map version).
     #[serde(default)]
     pub quiet: Vec<(NodeId, u64)>,
     /// Servers whose storage was replaced while this one was out and that served
@@ -507,10 +508,22 @@ impl Map {
                 storage,
                 ..
             } => {
+                let before = self.version;
                 let applied = self.renew(i, incarnation, storage);
                 // Only a granted renewal holds a `Down` off (a refused one gave no lease).
                 if applied == Applied::Granted {
                     self.servers[i].renewed = log_index;
+                    // It holds a lease again: no longer quiet for anyone (a new map,
+                    // since the map shows whom each server waits for).
+                    let mut unquiet = false;
+                    for e in &mut self.servers {
+                        let n = e.quiet.len();
+                        e.quiet.retain(|&(s, u)| s != i as NodeId || log_index <= u);
+                        unquiet |= e.quiet.len() != n;
+                    }
+                    if unquiet && self.version == before {
+                        self.version += 1;
+                    }
                 }
                 applied
             }
@@ -522,7 +535,13 @@ impl Map {
                 // A renewal applied after the leader looked granted a lease that runs
                 // past this command: the server is alive, and must not be marked down.
                 if entry.state.serving() && entry.renewed <= unless_renewed_after {
-                    let quiet = self.quiet_since_out(i, lapsed);
+                    // An evicted server's primaries answered without its copies
+                    // before it went out: nobody's quiet since spares it anything.
+                    let quiet = if entry.evicted {
+                        Vec::new()
+                    } else {
+                        self.quiet_since_out(i, lapsed)
+                    };
                     let was_in = matches!(entry.state, State::Up | State::Draining);
                     self.enter(i, State::Down);
                     let entry = &mut self.servers[i];

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{four_with_two_copies, poll, scaled, state_of, Cluster, TestClient};
+use common::churn::{check_all, wait_state, write_first};
+use common::{
+    all_up_with_standby_copies, four_with_two_copies, poll, scaled, state_of, Cluster, TestClient,
+};
 
 /// Creates `/{prefix}{i}` for i = 0, 1, … until `stop`, each once (a create that
 /// fails is the test's failure); the names made and the longest call.
@@ -397,4 +400,45 @@ fn a_standby_named_in_a_stopped_primarys_place_and_killed_before_it_served_hands
         cluster.log(&s0)
     );
     std::fs::remove_file(&hold).unwrap();
+}
+
+#[test]
+fn a_server_out_briefly_while_its_partner_is_dead_comes_back_up() {
+    // s2 dies (not yet lost); s3, its metadata standby and the other copy of the
+    // files they share, serves its group. Then s3 stops (`SIGSTOP`) past its lease
+    // and is called down, and goes on. s2 was down before s3 went out, so it
+    // recorded nothing s3 missed: s3 catches up without it and is up, and every file
+    // reads back, those with copies on s2 and s3 from s3's copies alone. Without the
+    // map's account of who served nothing since s3 went out, s3 waits for s2's
+    // records until s2 is lost.
+    let cluster = four_with_two_copies();
+    let config = cluster.config().clone();
+    let (s2, s3) = (
+        config.servers[2].name.clone(),
+        config.servers[3].name.clone(),
+    );
+    assert_eq!(config.meta_group(2), vec![2, 3]);
+    let tc = TestClient::new(config.clone());
+    let (copies, _) = write_first(&tc, 2);
+    assert!(
+        copies.iter().any(|c| c.contains(&2) && c.contains(&3)),
+        "no datafile has its copies on {s2} and {s3}"
+    );
+    cluster.kill(&s2, libc::SIGKILL);
+    wait_state(&cluster, &s2, "down", scaled(Duration::from_secs(30)));
+    cluster.kill(&s3, libc::SIGSTOP);
+    wait_state(&cluster, &s3, "down", scaled(Duration::from_secs(30)));
+    cluster.kill(&s3, libc::SIGCONT);
+    wait_state(&cluster, &s3, "up", scaled(Duration::from_secs(30)));
+    check_all(&tc, 0);
+    let made: Vec<String> = (0..16).map(|i| format!("m{i}")).collect();
+    tc.run(Duration::from_secs(120), async |c| {
+        for n in &made {
+            c.mkdir(&format!("/{n}"), 0o755).await.unwrap();
+        }
+    });
+    all_there(&tc, &made);
+    cluster.restart(&s2);
+    all_up_with_standby_copies(&cluster);
+    cluster.assert_clean();
 }

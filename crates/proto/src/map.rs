@@ -141,6 +141,10 @@ pub struct MapServer {
     /// moment this server went out, holds every change of the group and may take
     /// the group over while this server catches up.
     pub spared_by: Vec<u32>,
+    /// While it is out or catching up: the servers that served nothing since it
+    /// went out (their leases lapsed by then and none was granted since). They
+    /// recorded nothing of what it missed, so its catch-up does not wait for them.
+    pub quiet: Vec<u32>,
     /// Joined the file system by `Grow` (added to its configuration): what
     /// `pvfs rebalance` hands old copies to.
     pub grown: bool,
@@ -205,6 +209,7 @@ wire_struct!(MapServer {
     rebuilt_at: u64,
     domains: Vec<u32>,
     spared_by: Vec<u32>,
+    quiet: Vec<u32>,
     grown: bool,
     hands: Vec<Hand>,
 });
@@ -776,6 +781,7 @@ mod tests {
                         Vec::new()
                     },
                     spared_by: if i == 3 { vec![2] } else { Vec::new() },
+                    quiet: if i == 1 { vec![0, 2] } else { Vec::new() },
                     grown: i == 3,
                     hands: if i == 3 {
                         vec![Hand {
@@ -830,6 +836,7 @@ mod tests {
                     leaving: false,
                     rebuilt_at: 0,
                     spared_by: Vec::new(),
+                    quiet: Vec::new(),
                     domains: Vec::new(),
                     grown: false,
                     hands: Vec::new(),

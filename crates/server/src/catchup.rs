@@ -175,6 +175,11 @@ pub async fn catch_up(
             _ if map.servers.get(s).is_some_and(|e| e.added()) => {}
             // Copying every datafile whole, it needs no record of what it missed.
             _ if stay.refill => {}
+            // It served nothing since this server went out: it recorded nothing.
+            _ if map
+                .servers
+                .get(ctx.me)
+                .is_some_and(|e| e.quiet.contains(&(s as u32))) => {}
             state => {
                 return Err(OpError::busy(
                     Errno::EAGAIN,

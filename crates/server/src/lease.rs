@@ -556,6 +556,11 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .iter()
                     .filter_map(|&d| u32::try_from(d).ok())
                     .collect(),
+                quiet: s
+                    .quiet
+                    .iter()
+                    .filter_map(|&(d, _)| u32::try_from(d).ok())
+                    .collect(),
                 grown: s.grown,
                 hands: s.hands.clone(),
             })

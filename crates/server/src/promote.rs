@@ -369,19 +369,21 @@ async fn propose(host: &Arc<Ctx>, promoted: &Promoted, view: &View, g: usize, st
 /// Whether this server's copy of group `g` holds every change of the group though
 /// it follows no primary: it followed the group until this server came back from
 /// being out ([`crate::standby::Standbys::kept`]), and `last`, the copy that
-/// served the group last, is on a server whose storage was replaced since and
-/// that served nothing after this server went out (the map's `spared_by`): it
-/// acknowledged nothing this copy lacks, and holds nothing now.
+/// served the group last, is on a server that served nothing after this server
+/// went out (the map's `quiet`), or whose storage was replaced since while it had
+/// served nothing (`spared_by`; it holds nothing now): it acknowledged nothing
+/// this copy lacks.
 fn spared_copy(host: &Ctx, map: &ClusterMap, g: usize, last: Option<usize>) -> bool {
     let Some(last) = last.filter(|&l| l != host.me) else {
         return false;
     };
-    host.standbys.kept(g)
-        && map.servers.get(last).is_some_and(|e| e.fresh)
-        && map
-            .servers
-            .get(host.me)
-            .is_some_and(|e| e.spared_by.contains(&(last as u32)))
+    let Some(me) = map.servers.get(host.me) else {
+        return false;
+    };
+    let quiet = me.quiet.contains(&(last as u32));
+    let spared =
+        me.spared_by.contains(&(last as u32)) && map.servers.get(last).is_some_and(|e| e.fresh);
+    host.standbys.kept(g) && (quiet || spared)
 }
 
 /// Serves group `g` from this server's copy (the map of `view` names it the

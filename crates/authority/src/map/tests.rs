@@ -553,11 +553,12 @@ fn versions_only_grow_and_move_exactly_with_states() {
         };
         let before = m.clone();
         let a = m.apply(&cmd, index);
-        // A replaced disk while recovering changes `fresh`, not the state.
+        // A replaced disk while recovering changes `fresh`, not the state; a
+        // renewal of a quiet server changes who is quiet.
         let states = |m: &Map| {
             m.servers
                 .iter()
-                .map(|s| (s.state, s.fresh, s.since))
+                .map(|s| (s.state, s.fresh, s.since, s.quiet.clone()))
                 .collect::<Vec<_>>()
         };
         let changed = states(&before) != states(&m);
@@ -931,6 +932,26 @@ fn a_new_disk_on_a_server_quiet_since_another_went_out_spares_it() {
         Applied::Changed
     );
     assert_eq!(m.servers[3].quiet, vec![(2, 12)]);
+
+    // A renewal granted to a quiet server takes it off every list, in a new map.
+    let mut m = start();
+    assert_eq!(
+        m.apply(&down(3, 13, vec![(1, 11), (2, 12)]), 20),
+        Applied::Changed
+    );
+    let v = m.version;
+    assert_eq!(m.apply(&renew(1, 5, 101), 21), Applied::Granted);
+    assert_eq!(
+        (m.servers[3].quiet.clone(), m.version),
+        (vec![(2, 12)], v + 1)
+    );
+
+    // An evicted server goes out with nobody quiet: its primaries answered
+    // without its copies before.
+    let mut m = start();
+    assert_eq!(m.apply(&Command::Evict { server: 3 }, 20), Applied::Changed);
+    assert_eq!(m.apply(&down(3, 13, vec![(2, 12)]), 21), Applied::Changed);
+    assert!(m.servers[3].quiet.is_empty());
 
     // A restart while up starts an absence without a `Down`: nobody is quiet.
     let mut m = start();
@@ -1376,6 +1397,7 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
                 spared_by: ids(&s.spared_by),
+                quiet: s.quiet.iter().map(|q| q.0 as u32).collect(),
                 grown: s.grown,
                 hands: s.hands.clone(),
             })
