@@ -17,13 +17,7 @@ use common::{all_up_with_standby_copies, TestClient};
 
 #[test]
 fn a_data_server_added_takes_its_share_of_new_files_after_a_rolling_restart() {
-    let mut cluster = common::Cluster::builder()
-        .servers(4)
-        .genconfig_arg("--meta-servers")
-        .genconfig_arg("2")
-        .replicas(2)
-        .set("lease", r#""1s""#)
-        .start();
+    let mut cluster = common::two_meta_of_four(&[]);
     all_up_with_standby_copies(&cluster);
     let old = cluster.config().clone();
     let tc = TestClient::new(old.clone());
@@ -179,18 +173,6 @@ fn on_disk(storage: &std::path::Path) -> std::collections::HashSet<u64> {
     found
 }
 
-/// `pvfs status --json`'s row of server `name`.
-fn status_row(cluster: &common::Cluster, name: &str) -> serde_json::Value {
-    let status = cluster.run_cli(&["status", "--json"]).json_any();
-    status["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} in {status}"))
-}
-
 /// How many big files (`/c0` ..) the rebalance test writes, of [`BIG_SIZE`] bytes.
 const BIG: u64 = 6;
 const BIG_SIZE: usize = 4 << 20;
@@ -234,14 +216,7 @@ const SHED: &str = "removed the copies of places this server handed on";
 fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
     // Slow copies (1 MiB/s per server) of 48 MiB of big files, so the move takes
     // a while: the server taking copies is killed in the middle of it.
-    let mut cluster = common::Cluster::builder()
-        .servers(4)
-        .genconfig_arg("--meta-servers")
-        .genconfig_arg("2")
-        .replicas(2)
-        .set("lease", r#""1s""#)
-        .set("rebuild_bandwidth", r#""1M""#)
-        .start();
+    let mut cluster = common::two_meta_of_four(&[("rebuild_bandwidth", r#""1M""#)]);
     all_up_with_standby_copies(&cluster);
     let old = cluster.config().clone();
     let tc = TestClient::new(old.clone());
@@ -290,11 +265,11 @@ fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
         "s4 copying",
         common::scaled(Duration::from_secs(60)),
         || {
-            let row = status_row(&cluster, "s4");
+            let row = common::status_row(&cluster, "s4");
             (row["rebuilding"]["bytes_done"].as_u64().unwrap_or(0) > 0).then_some(())
         },
     );
-    let row = status_row(&cluster, "s4");
+    let row = common::status_row(&cluster, "s4");
     assert_ne!(
         row["rebalance"]["copying_from"],
         serde_json::json!([]),
@@ -312,7 +287,7 @@ fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
         "s4 copying again",
         common::scaled(Duration::from_secs(60)),
         || {
-            let row = status_row(&cluster, "s4");
+            let row = common::status_row(&cluster, "s4");
             (row["rebuilding"]["bytes_done"].as_u64().unwrap_or(0) > 0).then_some(())
         },
     );
@@ -334,7 +309,7 @@ fn rebalance_moves_a_share_of_old_copies_onto_an_added_server() {
         "s4 rebalanced with s2 down",
         common::scaled(Duration::from_secs(240)),
         || {
-            let row = status_row(&cluster, "s4");
+            let row = common::status_row(&cluster, "s4");
             (row["rebalance"]["copying_from"] == serde_json::json!([])).then_some(())
         },
     );

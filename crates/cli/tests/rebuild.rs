@@ -62,18 +62,6 @@ fn no_panics(cluster: &Cluster) {
     }
 }
 
-/// `pvfs status --json`'s row of server `name`.
-fn status_row(cluster: &Cluster, name: &str) -> serde_json::Value {
-    let status = cluster.run_cli(&["status", "--json"]).json_any();
-    status["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} in {status}"))
-}
-
 #[test]
 fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_returns() {
     // Two metadata servers: s2 and s3 hold data only.
@@ -101,7 +89,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
         &format!("{sv}'s copies rebuilt"),
         scaled(Duration::from_secs(120)),
         || {
-            let row = status_row(&cluster, &sv);
+            let row = common::status_row(&cluster, &sv);
             (row["heirs_rebuilding"] == serde_json::json!([])).then_some(row)
         },
     );
@@ -117,7 +105,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
     // Gone for good with every copy rebuilt: the file system is healthy again.
     let status = cluster.run_cli(&["status", "--json"]);
     assert!(status.status.success(), "{}", status.stdout);
-    assert_eq!(status_row(&cluster, &sv)["map_state"], "lost");
+    assert_eq!(common::status_row(&cluster, &sv)["map_state"], "lost");
 
     // Its partner goes: whatever had copies on both is served by the rebuilt
     // copies alone.
@@ -238,7 +226,10 @@ fn a_lost_metadata_servers_places_in_groups_go_to_heirs_that_serve_when_the_next
     poll(
         &format!("{sv}'s copies rebuilt"),
         scaled(Duration::from_secs(120)),
-        || (status_row(&cluster, &sv)["heirs_rebuilding"] == serde_json::json!([])).then_some(()),
+        || {
+            (common::status_row(&cluster, &sv)["heirs_rebuilding"] == serde_json::json!([]))
+                .then_some(())
+        },
     );
     let (made, more) = busy.finish();
     copies.extend(more);
@@ -369,7 +360,10 @@ fn a_lost_servers_heirs_keep_the_copies_in_distinct_racks() {
     poll(
         "s3's copies rebuilt",
         scaled(Duration::from_secs(120)),
-        || (status_row(&cluster, "s3")["heirs_rebuilding"] == serde_json::json!([])).then_some(()),
+        || {
+            (common::status_row(&cluster, "s3")["heirs_rebuilding"] == serde_json::json!([]))
+                .then_some(())
+        },
     );
     let map = tc.run(Duration::from_secs(30), async |c| {
         c.cluster_map().await.unwrap().expect("a cluster map")

@@ -517,6 +517,12 @@ pub struct Recovering {
     pub refill: bool,
 }
 
+/// Node ids as the wire carries them (none is past `u32`: they index the
+/// configuration's servers).
+fn ids(v: &[NodeId]) -> Vec<u32> {
+    v.iter().filter_map(|&i| u32::try_from(i).ok()).collect()
+}
+
 /// The authority's map as the wire carries it to clients.
 fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
     ClusterMap {
@@ -532,30 +538,14 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                 led_by: s.led_by.and_then(|l| u32::try_from(l).ok()),
                 fresh: s.fresh,
                 refill: s.refill,
-                heirs: s
-                    .heirs
-                    .iter()
-                    .filter_map(|&h| u32::try_from(h).ok())
-                    .collect(),
-                meta_heirs: s
-                    .meta_heirs
-                    .iter()
-                    .filter_map(|&h| u32::try_from(h).ok())
-                    .collect(),
+                heirs: ids(&s.heirs),
+                meta_heirs: ids(&s.meta_heirs),
                 lost_at: s.lost_at,
                 left_at: s.left_at,
                 leaving: s.leaving,
                 rebuilt_at: s.rebuilt_at,
-                domains: s
-                    .domains
-                    .iter()
-                    .filter_map(|&d| u32::try_from(d).ok())
-                    .collect(),
-                spared_by: s
-                    .spared_by
-                    .iter()
-                    .filter_map(|&d| u32::try_from(d).ok())
-                    .collect(),
+                domains: ids(&s.domains),
+                spared_by: ids(&s.spared_by),
                 quiet: s
                     .quiet
                     .iter()

@@ -1964,6 +1964,19 @@ pub fn all_up_with_standby_copies(cluster: &Cluster) {
     );
 }
 
+/// `pvfs status --json`'s row of server `name`.
+#[allow(dead_code)]
+pub fn status_row(cluster: &Cluster, name: &str) -> serde_json::Value {
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    status["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {status}"))
+}
+
 /// A server's state in the JSON of `pvfs status --json`.
 #[allow(dead_code)]
 pub fn map_state(v: &serde_json::Value, name: &str) -> Option<String> {
