@@ -79,8 +79,8 @@ pub struct Ticket {
 impl Ticket {
     /// The rest of the chain has the change.
     pub fn finished(self) {
+        // Dropped next, a ticket no longer running is not cut short.
         self.of.lock().running.remove(&self.id);
-        std::mem::forget(self);
     }
 }
 
@@ -287,6 +287,13 @@ mod tests {
         let running = log.begin(9, &[2, 0], 10, 20).unwrap();
         ended.finished();
         drop(cut);
+        // Tickets that ended or were cut short hold nothing (the log's file stays
+        // open only while something holds it).
+        assert_eq!(
+            Arc::strong_count(&log),
+            2,
+            "the running ticket and this test"
+        );
         let now = log.cut();
         assert_eq!(now.len(), 1);
         assert_eq!(now[0].1.handle, 8);

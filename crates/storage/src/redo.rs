@@ -211,9 +211,11 @@ pub trait RecordTap: Send + Sync {
     fn written(&self, seq: u64, record: Arc<[u8]>);
 }
 
-/// The tap of a log, if any.
+/// The tap of a log, if any: held weakly, since the receiver holds the log (a
+/// primary's shipping keeps it to copy the store): a strong tap would keep both,
+/// and the disk files, alive once every owner dropped them.
 #[derive(Default)]
-struct TapSlot(Option<Arc<dyn RecordTap>>);
+struct TapSlot(Option<std::sync::Weak<dyn RecordTap>>);
 
 impl fmt::Debug for TapSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -759,7 +761,8 @@ impl fmt::Debug for LogShipper {
 
 impl LogShipper {
     /// Sets (or, with None, removes) the receiver of every record written from now
-    /// on; returns the sequence number of the next record, the first it receives.
+    /// on, held weakly (it receives records while its owners keep it); returns the
+    /// sequence number of the next record, the first it receives.
     pub fn tap(&self, tap: Option<Arc<dyn RecordTap>>) -> u64 {
         self.0.tap(tap)
     }
@@ -795,7 +798,7 @@ trait Ship: Send + Sync {
 impl<D: Disk> Ship for Core<D> {
     fn tap(&self, tap: Option<Arc<dyn RecordTap>>) -> u64 {
         let mut log = self.lock();
-        log.tap = TapSlot(tap);
+        log.tap = TapSlot(tap.as_ref().map(Arc::downgrade));
         log.next_seq
     }
 
@@ -1053,7 +1056,7 @@ impl<D: Disk> redb::StorageBackend for LoggedFile<D> {
         log.tail += rec.len() as u64;
         log.next_seq = seq + 1;
         log.synced_len = len;
-        if let Some(tap) = &log.tap.0 {
+        if let Some(tap) = log.tap.0.as_ref().and_then(std::sync::Weak::upgrade) {
             tap.written(seq, rec.into());
         }
         let done = std::mem::take(&mut log.pending);

@@ -232,3 +232,25 @@ fn split_first(records: &[u8]) -> (usize, ()) {
     let body = u32::from_le_bytes(records[12..16].try_into().unwrap()) as usize;
     (20 + body, ())
 }
+
+/// A store dropped while it ships to standbys frees its shipping, and with it the
+/// log and its open files: the shipping holds the log (to copy the store) and the
+/// log hands each record to the shipping, which must not keep both alive.
+#[test]
+fn a_dropped_store_frees_its_shipping_and_its_log() {
+    let rt = rt();
+    let d = tempfile::tempdir().unwrap();
+    let primary = MetaStore::open(&d.path().join("primary"), &id(), RANGE).unwrap();
+    let tap = Arc::new(Tapped::default());
+    primary.replicate_with(tap.clone());
+    rt.block_on(put(&primary, RANGE.0 + 1, 1));
+    assert!(tap.take().1 >= 1, "the shipping receives the commit");
+    let shipping = Arc::downgrade(&tap);
+    drop(tap);
+    drop(primary);
+    assert_eq!(
+        shipping.strong_count(),
+        0,
+        "the dropped store's log still holds its shipping"
+    );
+}
