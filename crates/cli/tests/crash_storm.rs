@@ -1230,24 +1230,39 @@ fn storm(mode: Mode) {
 }
 
 /// Waits until every server but those in `faulted` is up in the cluster map (back,
-/// and caught up).
+/// and caught up), and every metadata group served with a whole copy on each of
+/// them.
 fn all_up(cluster: &Cluster, faulted: &[usize]) {
     common::poll(
-        "every server not faulted up",
+        "every server not faulted up, every metadata group on its copies",
         common::scaled(Duration::from_secs(60)),
         || up_but(cluster, faulted).then_some(()),
     );
 }
 
-/// Whether every server but those in `faulted` is up in the cluster map now.
+/// Whether every server but those in `faulted` is up in the cluster map now, and
+/// every metadata group served with every standby not faulted following it: a
+/// server up again may still be copying a group that was served without it, and
+/// until it holds the copy, the group's only copy is its primary's.
 fn up_but(cluster: &Cluster, faulted: &[usize]) -> bool {
     let status = cluster.run_cli(&["status", "--json"]).json_any();
-    cluster
-        .names()
+    let names = cluster.names();
+    let up = names
         .iter()
         .enumerate()
         .filter(|(i, _)| !faulted.contains(i))
-        .all(|(_, n)| common::map_state(&status, n).as_deref() == Some("up"))
+        .all(|(_, n)| common::map_state(&status, n).as_deref() == Some("up"));
+    let faulted: Vec<&str> = faulted.iter().map(|&i| names[i].as_str()).collect();
+    let served = common::served_groups(&status);
+    let config = cluster.config();
+    let groups = config.meta_servers();
+    up && groups.iter().all(|&g| {
+        served.get(&names[g]).is_some_and(|(_, standbys)| {
+            standbys
+                .iter()
+                .all(|(s, state)| state == "following" || faulted.contains(&s.as_str()))
+        })
+    })
 }
 
 /// Runs one step: the clients' operations at the same time, each client on a thread

@@ -132,6 +132,18 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
         objects_before + made.len() as u64,
         "objects counted by pvfs df with {s0} down and its group served by {s1}"
     );
+    // `pvfs status` shows s0's group served by s1 on one copy, its standby down.
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    let served = common::served_groups(&status);
+    assert_eq!(
+        served.get(&s0),
+        Some(&(s1.clone(), vec![(s0.clone(), "down".to_string())])),
+        "{status}"
+    );
+    assert!(
+        status["metadata_groups_on_one_copy"].as_u64() >= Some(1),
+        "{status}"
+    );
 
     // s0 back: its group stays with s1; s0 follows it as a standby, and is up once
     // it holds a whole copy of its own group from s1.
@@ -146,6 +158,23 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
         },
     );
     assert!(cluster.storage(&s0).join("superseded").exists());
+    // Once s0 holds a whole copy, every group is on two copies again.
+    poll(
+        "every metadata group on two copies",
+        scaled(Duration::from_secs(60)),
+        || {
+            let status = cluster.run_cli(&["status", "--json"]).json_any();
+            (status["metadata_groups_on_one_copy"] == 0).then_some(status)
+        },
+    );
+    let status = cluster.run_cli(&["status", "--json"]).json_any();
+    let served = common::served_groups(&status);
+    assert_eq!(
+        served.get(&s0),
+        Some(&(s1.clone(), vec![(s0.clone(), "following".to_string())])),
+        "{status}"
+    );
+    assert_eq!(served.len(), config.meta_servers().len(), "{status}");
 
     // s1 dies in turn: s0 takes its group back, from the copy it followed.
     let (more, _) = fail_while_creating(&cluster, (&s1, libc::SIGKILL), &s0, "b");

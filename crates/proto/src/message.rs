@@ -790,6 +790,9 @@ pub struct StatFsReply {
     pub sums_unsure: bool,
     /// The rebuild under way here of copies that lost servers held, if any.
     pub rebuilding: Option<Rebuilding>,
+    /// The metadata groups this server serves as their primary, with where each of
+    /// their standbys stands (empty without copies).
+    pub groups: Vec<GroupCopies>,
 }
 wire_struct!(StatFsReply {
     total_bytes: u64,
@@ -801,6 +804,41 @@ wire_struct!(StatFsReply {
     fs_id: u64,
     sums_unsure: bool,
     rebuilding: Option<Rebuilding>,
+    groups: Vec<GroupCopies>,
+});
+
+/// A metadata group the answering server serves as its primary, and its standbys
+/// (`docs/replication.md`, "Metadata: a primary and standbys"), for `pvfs status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupCopies {
+    /// The group, by its server's index.
+    pub group: u32,
+    /// Every other server holding a place in the group.
+    pub standbys: Vec<StandbyCopy>,
+}
+wire_struct!(GroupCopies {
+    group: u32,
+    standbys: Vec<StandbyCopy>,
+});
+
+/// Where one standby of a metadata group stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StandbyCopy {
+    /// The standby.
+    pub server: u32,
+    /// It holds a whole copy and every commit acknowledged (a second copy of the
+    /// group); otherwise it is down or its copy is under way.
+    pub following: bool,
+    /// Bytes sent of the copy under way (0 when none is).
+    pub copied: u64,
+    /// Bytes of the copy under way (0 when none is).
+    pub total: u64,
+}
+wire_struct!(StandbyCopy {
+    server: u32,
+    following: bool,
+    copied: u64,
+    total: u64,
 });
 
 /// How far a server is in rebuilding the copies it takes of lost servers

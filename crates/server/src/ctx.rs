@@ -132,6 +132,11 @@ pub trait TakenOver: Send + Sync {
     fn superseded(&self) -> bool;
     /// The stores of every group this server took over, in group order.
     fn stores(&self) -> Vec<MetaStore>;
+    /// The groups (by their server's index) this server took over and may answer
+    /// for now: their fence holds under its lease.
+    fn answering(&self) -> Vec<usize>;
+    /// Where the standbys of every group this server took over and serves stand.
+    fn copies(&self) -> Vec<pvfs_proto::message::GroupCopies>;
 }
 
 /// Faults a test asks a server to inject, from the environment variable `PVFS_FAULTS`:

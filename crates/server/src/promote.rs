@@ -79,6 +79,21 @@ impl crate::ctx::TakenOver for Promoted {
     fn stores(&self) -> Vec<pvfs_storage::MetaStore> {
         self.taken().values().map(|t| t.ctx.meta.clone()).collect()
     }
+
+    fn copies(&self) -> Vec<pvfs_proto::message::GroupCopies> {
+        self.taken()
+            .values()
+            .filter_map(|t| t.ctx.shipping.as_ref().and_then(|s| s.report()))
+            .collect()
+    }
+
+    fn answering(&self) -> Vec<usize> {
+        self.taken()
+            .iter()
+            .filter(|(_, t)| t.ctx.fence.holds(&t.ctx.lease))
+            .map(|(&g, _)| g)
+            .collect()
+    }
 }
 
 impl Promoted {

@@ -52,6 +52,8 @@ struct Follower {
     /// Records not yet confirmed by it, in order, and their bytes.
     queue: VecDeque<(u64, Arc<[u8]>)>,
     queued: usize,
+    /// Bytes sent of the copy under way, and its length.
+    copied: (u64, u64),
 }
 
 /// What the tasks and the store's callbacks share.
@@ -129,6 +131,7 @@ impl Shipping {
                         phase: Phase::NeedCopy,
                         queue: VecDeque::new(),
                         queued: 0,
+                        copied: (0, 0),
                     })
                     .collect(),
             }),
@@ -254,6 +257,7 @@ impl Shipping {
             f.phase = Phase::Copying { from };
             f.queue.clear();
             f.queued = 0;
+            f.copied = (0, 0);
             (log, epoch, from)
         };
         let len = log.committed_len();
@@ -276,10 +280,11 @@ impl Shipping {
                 .await?;
             at += n as u64;
             // A new log meanwhile (a reopen) or too many records kept: start over.
-            let st = self.lock();
+            let mut st = self.lock();
             if st.epoch != epoch || st.followers[slot].phase != (Phase::Copying { from }) {
                 return Err(OpError::changed("the copy was overtaken"));
             }
+            st.followers[slot].copied = (at, len);
         }
         let held = self
             .step(server, epoch, ReplicateStep::End { next: from })
@@ -370,6 +375,39 @@ impl Shipping {
 
     /// Whether this server ships to standby `server` now: it leads the group, holds
     /// a lease and the map keeps the standby in the group.
+    /// The group's standbys and where each stands, while this server serves the
+    /// group (for `pvfs status`); None otherwise.
+    pub fn report(&self) -> Option<pvfs_proto::message::GroupCopies> {
+        let map = self.lease.map().ok()?;
+        if !self.fence.holds(&self.lease) {
+            return None;
+        }
+        let st = self.lock();
+        let standbys = st
+            .followers
+            .iter()
+            .filter(|f| map.holds_of(Held::Meta, &self.listed, f.server))
+            .map(|f| {
+                let following =
+                    matches!(f.phase, Phase::Following { .. }) && self.kept(&map, f.server);
+                let (copied, total) = match f.phase {
+                    Phase::Copying { .. } => f.copied,
+                    _ => (0, 0),
+                };
+                pvfs_proto::message::StandbyCopy {
+                    server: f.server,
+                    following,
+                    copied,
+                    total,
+                }
+            })
+            .collect();
+        Some(pvfs_proto::message::GroupCopies {
+            group: self.group,
+            standbys,
+        })
+    }
+
     fn ships_to(&self, server: u32) -> bool {
         self.fence.holds(&self.lease) && self.lease.map().is_ok_and(|m| self.kept(&m, server))
     }

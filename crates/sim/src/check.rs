@@ -235,8 +235,8 @@ impl Maps {
     /// (`docs/replication.md`, "Invariants"): every server that knows map version
     /// `v` knows the same map (so one version names one head per datafile and one
     /// primary per metadata group); no server's map goes back while it runs; and,
-    /// now, at most one server that holds its lease takes itself for a metadata
-    /// group's primary, or for the head of a chain.
+    /// now, at most one server answers for a metadata group (its fence for the
+    /// group holds under its lease and map).
     pub fn check(&mut self, cluster: &Cluster) -> Result<(), Failure> {
         self.looks += 1;
         let mut known = Vec::new();
@@ -288,14 +288,20 @@ impl Maps {
                     self.by_version.insert(map.version, map.servers.clone());
                 }
             }
-            known.push((i, ctx.lease.valid(), map));
+            // The metadata groups this server answers for now: its own while its
+            // fence holds, and those it took over whose fences hold. A map naming
+            // it primary of a group whose store is another copy's (it never
+            // served) does not: it hands the group back or copies it first.
+            let mut answering = ctx.taken_over.get().map_or(Vec::new(), |t| t.answering());
+            if ctx.fence.replicated() && ctx.fence.holds(&ctx.lease) {
+                answering.push(i);
+            }
+            known.push((i, answering, map));
         }
-        let leading: Vec<&(usize, bool, pvfs_proto::map::ClusterMap)> =
-            known.iter().filter(|k| k.1).collect();
         for g in cluster.config.meta_servers() {
-            let claim: Vec<usize> = leading
+            let claim: Vec<usize> = known
                 .iter()
-                .filter(|(i, _, m)| m.primary(g as u32) == Some(*i as u32))
+                .filter(|(_, answering, _)| answering.contains(&g))
                 .map(|k| k.0)
                 .collect();
             if claim.len() > 1 {
@@ -305,8 +311,8 @@ impl Maps {
                     .map(|(i, _, m)| format!("{}: {m:?}", cluster.name(*i)))
                     .collect();
                 return Err(Failure::Check(format!(
-                    "servers {claim:?} each hold a lease and a map that names them the \
-                     primary of metadata group {}: {maps:#?}",
+                    "servers {claim:?} each answer for metadata group {} under their \
+                     lease and map: {maps:#?}",
                     cluster.name(g)
                 )));
             }

@@ -195,6 +195,8 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         let mut down = 0;
         let mut sick = Vec::new();
         let mut rows = Vec::new();
+        // Metadata groups served with a standby down or still copying.
+        let mut single_copy = 0;
         for ((sc, r), s) in servers.iter().zip(&reports).zip(&fs.servers) {
             // The ping's health, else the statfs's (the later of two answers).
             let health = r.health.as_ref().or(s.health.as_ref());
@@ -382,6 +384,19 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}checksums unsure since a reboot (run pvfs scrub)");
             }
+            // The metadata groups it serves as their primary and where their
+            // standbys stand (docs/replication.md, "Metadata: a primary and
+            // standbys"): a group whose standby is down or still copying is on one
+            // copy.
+            if let Some(st) = space.filter(|st| !st.groups.is_empty()) {
+                let (groups, one_copy) = group_copies(&st.groups, servers, map.as_ref());
+                single_copy += one_copy.len();
+                v = merge(v, serde_json::json!({"metadata_groups": groups}));
+                if !one_copy.is_empty() {
+                    let sep = if detail.is_empty() { "" } else { "; " };
+                    detail = format!("{detail}{sep}{}", one_copy.join("; "));
+                }
+            }
             if let Some(rtt) = rtt {
                 v = merge(v, serde_json::json!({"rtt_us": rtt.as_micros() as u64}));
             }
@@ -410,6 +425,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         if a.json {
             let mut v = serde_json::json!({
                 "healthy": down == 0 && sick.is_empty() && not_up == 0,
+                "metadata_groups_on_one_copy": single_copy,
                 "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
             });
             if let Some(m) = &map {
@@ -452,6 +468,55 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The JSON of the metadata groups a server serves, and a line for each standby
+/// that does not follow its group (down, or its copy under way or not begun).
+fn group_copies(
+    groups: &[pvfs_proto::message::GroupCopies],
+    servers: &[pvfs_config::ServerConfig],
+    map: Option<&pvfs_proto::map::ClusterMap>,
+) -> (Vec<serde_json::Value>, Vec<String>) {
+    let name = |s: u32| servers.get(s as usize).map_or("?", |c| c.name.as_str());
+    let mut one_copy = Vec::new();
+    let json = groups
+        .iter()
+        .map(|g| {
+            let standbys: Vec<serde_json::Value> = g
+                .standbys
+                .iter()
+                .map(|c| {
+                    let down =
+                        map.is_some_and(|m| m.state(c.server).is_some_and(|st| !st.serving()));
+                    let state = match (c.following, down, c.total > 0) {
+                        (true, _, _) => "following",
+                        (false, true, _) => "down",
+                        (false, false, true) => "copying",
+                        (false, false, false) => "no copy yet",
+                    };
+                    if !c.following {
+                        let what = match state {
+                            "copying" => format!(
+                                "copying it to {}, {} of {}",
+                                name(c.server),
+                                format_size(c.copied),
+                                format_size(c.total)
+                            ),
+                            "down" => format!("its standby {} down", name(c.server)),
+                            _ => format!("its standby {} has no copy yet", name(c.server)),
+                        };
+                        one_copy.push(format!("metadata of {} on one copy: {what}", name(g.group)));
+                    }
+                    serde_json::json!({
+                        "server": name(c.server), "state": state,
+                        "copied": c.copied, "total": c.total,
+                    })
+                })
+                .collect();
+            serde_json::json!({"group": name(g.group), "standbys": standbys})
+        })
+        .collect();
+    (json, one_copy)
 }
 
 /// Space per server and in total; servers that do not answer are reported, not waited

@@ -1964,6 +1964,35 @@ pub fn all_up_with_standby_copies(cluster: &Cluster) {
     );
 }
 
+/// The metadata groups `pvfs status --json` shows served: per group, the server
+/// serving it and each standby with its state.
+#[allow(dead_code)]
+pub fn served_groups(
+    status: &serde_json::Value,
+) -> std::collections::BTreeMap<String, (String, Vec<(String, String)>)> {
+    let mut out = std::collections::BTreeMap::new();
+    for row in status["servers"].as_array().into_iter().flatten() {
+        for g in row["metadata_groups"].as_array().into_iter().flatten() {
+            let standbys = g["standbys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let field = |k: &str| c[k].as_str().unwrap_or("?").to_string();
+                    (field("server"), field("state"))
+                })
+                .collect();
+            let group = g["group"].as_str().unwrap_or("?").to_string();
+            let by = row["name"].as_str().unwrap_or("?").to_string();
+            assert!(
+                out.insert(group, (by, standbys)).is_none(),
+                "a group served twice: {status}"
+            );
+        }
+    }
+    out
+}
+
 /// `pvfs status --json`'s row of server `name`.
 #[allow(dead_code)]
 pub fn status_row(cluster: &Cluster, name: &str) -> serde_json::Value {

@@ -40,6 +40,9 @@ impl Handler for req::StatFs {
         for store in taken.map(|t| t.stores()).unwrap_or_default() {
             objects += count(&store)?;
         }
+        // The groups served here and where their standbys stand.
+        let mut groups: Vec<_> = ctx.shipping.iter().filter_map(|s| s.report()).collect();
+        groups.extend(taken.map(|t| t.copies()).unwrap_or_default());
         let data = ctx.data.clone();
         let (space, datafiles) = ctx
             .blocking(move || Ok((data.statfs()?, data.count()?)))
@@ -55,6 +58,7 @@ impl Handler for req::StatFs {
                 fs_id: space.fs_id,
                 sums_unsure: ctx.data.sums_unsure(),
                 rebuilding: ctx.rebuilding.report(),
+                groups,
             },
             health: ctx.health.report(&ctx.meta),
         }
