@@ -411,7 +411,13 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                     let version = check::Maps::newest(&cluster).map_or(0, |m| m.version);
                     coming_back = Some((i, version));
                 }
+                // Traced when the server drops off the network: what is left of
+                // its process may take a while to stop (the time the crash takes
+                // in the trace until the server is gone).
+                let how = if power { "power loss" } else { "crash" };
+                trace.push(format!("{how} {}", cluster.name(i)));
                 cluster.crash(i, power).await;
+                trace.push(format!("{} gone", cluster.name(i)));
                 if let Ok(mut c) = crashes.lock() {
                     c[i] += 1;
                 }
@@ -419,8 +425,6 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                 if power {
                     report.power_losses += 1;
                 }
-                let how = if power { "power loss" } else { "crash" };
-                trace.push(format!("{how} {}", cluster.name(i)));
                 // A replicated server stays down past its lease now and then, so
                 // that the authority calls it down and its roles move.
                 let most = if replicated { 3000 } else { 1500 };
