@@ -327,6 +327,41 @@ pub enum Applied {
 }
 
 impl Map {
+    /// One line of every server's state, by its index in the configuration, for a
+    /// server's log when the map changes: `#0 up; #1 down; #2 recovering (new disk,
+    /// refill); #3 up, serves #1`.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::with_capacity(self.servers.len());
+        for (i, e) in self.servers.iter().enumerate() {
+            let mut flags = Vec::new();
+            if e.fresh {
+                flags.push("new disk");
+            }
+            if e.refill {
+                flags.push("refill");
+            }
+            if e.evicted {
+                flags.push("evicted");
+            }
+            let mut part = format!("#{i} {}", e.state.name());
+            if !flags.is_empty() {
+                part.push_str(&format!(" ({})", flags.join(", ")));
+            }
+            let led: Vec<String> = self
+                .servers
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.led_by == Some(i as NodeId))
+                .map(|(g, _)| format!("#{g}"))
+                .collect();
+            if !led.is_empty() {
+                part.push_str(&format!(", serves {}", led.join(" ")));
+            }
+            parts.push(part);
+        }
+        parts.join("; ")
+    }
+
     /// A new file system's map: version 0, every server `Up` since 0, never left, never seen.
     pub fn new(servers: usize) -> Map {
         let entry = ServerEntry {

@@ -60,7 +60,13 @@ struct Held {
 impl Held {
     /// Keeps `map` if it is not older than the one held.
     fn note(&mut self, map: Map) {
-        if self.map.as_ref().is_none_or(|m| m.version <= map.version) {
+        let old = self.map.as_ref().map(|m| m.version);
+        if old.is_none_or(|v| v <= map.version) {
+            // A new version is a change of some server's state or of who serves
+            // a group: the log keeps the history of the cluster as seen here.
+            if old.is_none_or(|v| v < map.version) {
+                tracing::info!(version = map.version, "cluster map: {}", map.summary());
+            }
             self.map = Some(map);
         }
     }

@@ -1781,3 +1781,17 @@ fn rebalance_hands_a_share_of_the_old_servers_places_to_a_server_added_and_up() 
         }
     }
 }
+
+#[test]
+fn a_summary_names_every_server_state_flag_and_group_served_for_another() {
+    let mut m = Map::new(3);
+    m.servers[1].state = State::Down;
+    m.servers[1].led_by = Some(2);
+    m.servers[0].state = State::Recovering;
+    m.servers[0].fresh = true;
+    m.servers[0].refill = true;
+    assert_eq!(
+        m.summary(),
+        "#0 recovering (new disk, refill); #1 down; #2 up, serves #1"
+    );
+}
