@@ -1247,11 +1247,16 @@ fn all_up(cluster: &Cluster, faulted: &[usize]) {
 fn up_but(cluster: &Cluster, faulted: &[usize]) -> bool {
     let status = cluster.run_cli(&["status", "--json"]).json_any();
     let names = cluster.names();
-    let up = names
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !faulted.contains(i))
-        .all(|(_, n)| common::map_state(&status, n).as_deref() == Some("up"));
+    // An evicted server is up in the map until the authority calls it down.
+    let evicted = status["servers"]
+        .as_array()
+        .is_some_and(|rows| rows.iter().any(|r| r["evicted"] == true));
+    let up = !evicted
+        && names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !faulted.contains(i))
+            .all(|(_, n)| common::map_state(&status, n).as_deref() == Some("up"));
     let faulted: Vec<&str> = faulted.iter().map(|&i| names[i].as_str()).collect();
     let served = common::served_groups(&status);
     let config = cluster.config();

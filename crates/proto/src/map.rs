@@ -151,6 +151,10 @@ pub struct MapServer {
     /// The shares of other servers' places handed to this server (`pvfs
     /// rebalance`, `docs/replication.md`, "Rebalance"), oldest first.
     pub hands: Vec<Hand>,
+    /// Its renewals are refused until the map calls it down: a metadata primary
+    /// evicted it for not confirming a change (it holds no lease within one, and
+    /// its group's changes are then answered without it).
+    pub evicted: bool,
 }
 
 /// A share of some servers' places handed to one server (`pvfs rebalance`): each
@@ -212,6 +216,7 @@ wire_struct!(MapServer {
     quiet: Vec<u32>,
     grown: bool,
     hands: Vec<Hand>,
+    evicted: bool,
 });
 
 /// What a set of copies holds: a datafile's bytes, or a metadata group's store
@@ -793,6 +798,7 @@ mod tests {
                     } else {
                         Vec::new()
                     },
+                    evicted: i == 4,
                 })
                 .collect(),
         };
@@ -840,6 +846,7 @@ mod tests {
                     domains: Vec::new(),
                     grown: false,
                     hands: Vec::new(),
+                    evicted: false,
                 })
                 .collect(),
         }

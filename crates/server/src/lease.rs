@@ -559,6 +559,7 @@ fn wire_map(map: &Map, leader: Option<NodeId>) -> ClusterMap {
                     .collect(),
                 grown: s.grown,
                 hands: s.hands.clone(),
+                evicted: s.evicted,
             })
             .collect(),
     }

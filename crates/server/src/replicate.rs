@@ -54,6 +54,11 @@ struct Follower {
     queued: usize,
     /// Bytes sent of the copy under way, and its length.
     copied: (u64, u64),
+    /// It was evicted for not confirming a change and has not confirmed every
+    /// change since (nor taken a new copy): changes are answered without it once
+    /// the map calls it down, so it is no second copy of the group whatever its
+    /// phase says.
+    evicted: bool,
 }
 
 /// What the tasks and the store's callbacks share.
@@ -132,6 +137,7 @@ impl Shipping {
                         queue: VecDeque::new(),
                         queued: 0,
                         copied: (0, 0),
+                        evicted: false,
                     })
                     .collect(),
             }),
@@ -294,6 +300,7 @@ impl Shipping {
             return Err(OpError::changed("the copy was overtaken"));
         }
         st.followers[slot].phase = Phase::Following { held };
+        st.followers[slot].evicted = false;
         drop(st);
         self.changed.notify_waiters();
         tracing::info!(
@@ -388,8 +395,9 @@ impl Shipping {
             .iter()
             .filter(|f| map.holds_of(Held::Meta, &self.listed, f.server))
             .map(|f| {
-                let following =
-                    matches!(f.phase, Phase::Following { .. }) && self.kept(&map, f.server);
+                let following = matches!(f.phase, Phase::Following { .. })
+                    && !f.evicted
+                    && self.kept(&map, f.server);
                 let (copied, total) = match f.phase {
                     Phase::Copying { .. } => f.copied,
                     _ => (0, 0),
@@ -427,6 +435,11 @@ impl Shipping {
             if let Some((_, rec)) = f.queue.pop_front() {
                 f.queued -= rec.len();
             }
+        }
+        // Holding every change written so far, it lacks nothing answered without
+        // it (an eviction the authority did not commit leaves it in the group).
+        if f.queue.is_empty() && matches!(f.phase, Phase::Following { .. }) {
+            f.evicted = false;
         }
         drop(st);
         self.changed.notify_waiters();
@@ -498,6 +511,14 @@ impl Shipping {
                     continue;
                 }
                 last.insert(server, now);
+            }
+            for f in self
+                .lock()
+                .followers
+                .iter_mut()
+                .filter(|f| f.server == server)
+            {
+                f.evicted = true;
             }
             match self.lease.propose_evict(server).await {
                 Ok(()) => tracing::warn!(

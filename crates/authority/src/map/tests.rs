@@ -1400,6 +1400,7 @@ fn as_cluster_map(m: &Map) -> pvfs_proto::map::ClusterMap {
                 quiet: s.quiet.iter().map(|q| q.0 as u32).collect(),
                 grown: s.grown,
                 hands: s.hands.clone(),
+                evicted: s.evicted,
             })
             .collect(),
     }

@@ -241,19 +241,33 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             };
             let rtt = r.result.as_ref().ok().map(|(rtt, _)| rtt);
             let map_state = in_map.map_or("-", |e| e.state.name());
-            if in_map.is_some_and(|e| e.state != ServerState::Up) && !settled {
+            // Evicted by a metadata primary: the map calls it down within a lease.
+            let evicted = in_map.is_some_and(|e| e.evicted);
+            if in_map.is_some_and(|e| e.state != ServerState::Up || e.evicted) && !settled {
                 not_up += 1;
             }
             let mut v = serde_json::json!({
                 "name": r.name, "address": r.address, "roles": sc.roles.describe(),
-                "ok": state == "ok" && matches!(map_state, "-" | "up"),
+                "ok": state == "ok" && matches!(map_state, "-" | "up") && !evicted,
             });
+            if evicted {
+                v = merge(v, serde_json::json!({"evicted": true}));
+            }
             if let Some(e) = in_map {
                 v = merge(
                     v,
                     serde_json::json!({"map_state": map_state, "map_since": e.since}),
                 );
             }
+            let detail = if evicted {
+                let sep = if detail.is_empty() { "" } else { "; " };
+                format!(
+                    "{detail}{sep}evicted: it did not confirm its metadata group's changes in \
+                     time, and is called down within a lease"
+                )
+            } else {
+                detail
+            };
             // A metadata group a standby took over (docs/replication.md, "Failover").
             let served_by = in_map
                 .and_then(|e| e.led_by)
