@@ -1296,10 +1296,20 @@ fn run_step(
         let names = cluster.names();
         // The servers faulted now.
         let mut faulted: Vec<usize> = Vec::new();
+        // When a server stopped or cut off was last mended: it may not have
+        // confirmed a change of its metadata group meanwhile, and its primary may
+        // evict it up to the patience later (the map then calls it down within a
+        // lease). A fault in that window would be a second one.
+        let mut resumed: Option<Instant> = None;
+        let config = cluster.config();
+        let settle = config.timeouts.request / 2 + config.replication.lease;
         while let Ok((what, done)) = requests.recv() {
             let mut did = true;
             match what {
                 Control::Kill(i, how) => {
+                    if let Some(at) = resumed.take() {
+                        std::thread::sleep(settle.saturating_sub(at.elapsed()));
+                    }
                     // Copies survive as many faults at once as they are less one,
                     // once the others are mended: every other server up again,
                     // holding what it missed. With nothing faulted that is waited
@@ -1335,6 +1345,9 @@ fn run_step(
                 }
                 Control::Restart(i, how) => {
                     faulted.retain(|&f| f != i);
+                    if matches!(how, Fault::Stop | Fault::Cut) {
+                        resumed = Some(Instant::now());
+                    }
                     match how {
                         Fault::Kill => cluster.restart(&names[i]),
                         Fault::Stop => drop(cluster.kill(&names[i], libc::SIGCONT)),
