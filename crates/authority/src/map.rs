@@ -327,10 +327,15 @@ pub enum Applied {
 }
 
 impl Map {
-    /// One line of every server's state, by its index in the configuration, for a
-    /// server's log when the map changes: `#0 up; #1 down; #2 recovering (new disk,
-    /// refill); #3 up, serves #1`.
-    pub fn summary(&self) -> String {
+    /// One line of every server's state, named by `names` (the configuration's
+    /// order), for a server's log when the map changes: `s0 up; s1 down; s2
+    /// recovering (new disk, refill); s3 up, serves s1`.
+    pub fn summary(&self, names: &[String]) -> String {
+        let name = |i: usize| {
+            names
+                .get(i)
+                .map_or_else(|| format!("server {i}"), Clone::clone)
+        };
         let mut parts = Vec::with_capacity(self.servers.len());
         for (i, e) in self.servers.iter().enumerate() {
             let mut flags = Vec::new();
@@ -343,7 +348,7 @@ impl Map {
             if e.evicted {
                 flags.push("evicted");
             }
-            let mut part = format!("#{i} {}", e.state.name());
+            let mut part = format!("{} {}", name(i), e.state.name());
             if !flags.is_empty() {
                 part.push_str(&format!(" ({})", flags.join(", ")));
             }
@@ -352,7 +357,7 @@ impl Map {
                 .iter()
                 .enumerate()
                 .filter(|(_, g)| g.led_by == Some(i as NodeId))
-                .map(|(g, _)| format!("#{g}"))
+                .map(|(g, _)| name(g))
                 .collect();
             if !led.is_empty() {
                 part.push_str(&format!(", serves {}", led.join(" ")));

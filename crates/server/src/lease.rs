@@ -55,6 +55,8 @@ struct Held {
     /// The newest version of the maps that came with the renewals making `until`:
     /// what the lease holds under ([`Lease::valid_under`]).
     granted: u64,
+    /// The servers' names, for the log line of each new map.
+    names: Vec<String>,
 }
 
 impl Held {
@@ -65,7 +67,11 @@ impl Held {
             // A new version is a change of some server's state or of who serves
             // a group: the log keeps the history of the cluster as seen here.
             if old.is_none_or(|v| v < map.version) {
-                tracing::info!(version = map.version, "cluster map: {}", map.summary());
+                tracing::info!(
+                    version = map.version,
+                    "cluster map: {}",
+                    map.summary(&self.names)
+                );
             }
             self.map = Some(map);
         }
@@ -160,7 +166,10 @@ impl Lease {
                 wire,
                 params,
             )),
-            held: Mutex::new(Held::default()),
+            held: Mutex::new(Held {
+                names: config.servers.iter().map(|s| s.name.clone()).collect(),
+                ..Held::default()
+            }),
             every: r.lease / 4,
             log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
             me: me as NodeId,

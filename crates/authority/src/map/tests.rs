@@ -1791,8 +1791,9 @@ fn a_summary_names_every_server_state_flag_and_group_served_for_another() {
     m.servers[0].state = State::Recovering;
     m.servers[0].fresh = true;
     m.servers[0].refill = true;
+    let names: Vec<String> = ["a", "b"].iter().map(|n| n.to_string()).collect();
     assert_eq!(
-        m.summary(),
-        "#0 recovering (new disk, refill); #1 down; #2 up, serves #1"
+        m.summary(&names),
+        "a recovering (new disk, refill); b down; server 2 up, serves b"
     );
 }
