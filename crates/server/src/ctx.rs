@@ -148,17 +148,22 @@ pub struct Faults {
     /// While this file exists, a server the map names a metadata group's primary
     /// does not open its copy (as if it stalled just before).
     hold_take_over: Option<std::path::PathBuf>,
+    /// While this file exists, a request adding a name to a directory waits before
+    /// it looks at the directory's seal (as if it stalled there).
+    hold_names: Option<std::path::PathBuf>,
 }
 
 impl Faults {
     /// Parses `PVFS_FAULTS` (for tests: `drop-reply:OP:N,…` drops the replies to the
     /// next N requests of operation OP; `hold-take-over:PATH` keeps a server the map
-    /// names a metadata group's primary from opening its copy while PATH exists).
+    /// names a metadata group's primary from opening its copy while PATH exists;
+    /// `hold-names:PATH` stalls requests adding names to directories while it does).
     /// Anything it does not understand is an error, so a typo cannot silently turn
     /// fault injection off.
     pub fn from_env() -> Result<Faults, String> {
         let mut drops = std::collections::HashMap::new();
         let mut hold_take_over = None;
+        let mut hold_names = None;
         let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
         for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
@@ -175,6 +180,13 @@ impl Faults {
                         .map_err(|_| format!("PVFS_FAULTS: {item:?}: bad count {n:?}"))?;
                     drops.insert(op.to_string(), n);
                 }
+                ["hold-names", path] if !path.is_empty() => {
+                    tracing::warn!(
+                        "fault injection active: names added to directories wait while \
+                         {path} exists"
+                    );
+                    hold_names = Some(std::path::PathBuf::from(path));
+                }
                 ["hold-take-over", path] if !path.is_empty() => {
                     tracing::warn!(
                         "fault injection active: no metadata taken over while {path} exists"
@@ -184,8 +196,8 @@ impl Faults {
                 [""] => {}
                 _ => {
                     return Err(format!(
-                        "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT or \
-                         hold-take-over:PATH)"
+                        "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT, \
+                         hold-take-over:PATH or hold-names:PATH)"
                     ))
                 }
             }
@@ -196,7 +208,22 @@ impl Faults {
         Ok(Faults {
             drop_replies: std::sync::Mutex::new(drops),
             hold_take_over,
+            hold_names,
         })
+    }
+
+    /// Waits, at most `limit`, while a test holds requests that add names.
+    pub async fn hold_names(&self, limit: std::time::Duration) {
+        let Some(path) = self.hold_names.as_deref() else {
+            return;
+        };
+        let until = tokio::time::Instant::now() + limit;
+        if path.exists() {
+            tracing::warn!("a name to add waits: held by a test's fault");
+        }
+        while path.exists() && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// Whether a metadata group the map names this server the primary of is to be

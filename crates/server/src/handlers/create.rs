@@ -117,7 +117,7 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
     let mut plan = plan(ctx, creds, what)?;
     stock_pools(ctx, &mut plan).await?;
     let range = ctx.config.servers[ctx.me].handles;
-    let abandoned = sealed::gate(ctx, parent).await?;
+    let admission = Arc::new(sealed::gate(ctx, parent).await?);
     // A file the caller opens: held before its name is visible (`crate::holds`).
     let holder = (hold != 0 && matches!(plan, Plan::File { .. }))
         .then(|| (ctx.holds.clone(), (caller.lock_who(), caller.origin), hold));
@@ -133,14 +133,14 @@ async fn create(cx: &Cx<'_>, r: req::Create) -> OpResult<Response> {
         let name = name.clone();
         let minter = ctx.clone();
         let creator = creds.uid;
-        let seals = ctx.seals.clone();
         let holder_in = holder.clone();
+        let admission = admission.clone();
         let held = Arc::new(std::sync::Mutex::new(None));
         let held_in = held.clone();
         let result = cx
             .once
             .commit(&ctx.meta, move |t| {
-                sealed::check_unsealed(t, &seals, parent, abandoned)?;
+                admission.check(t)?;
                 if t.get_entry(parent, &name)?.is_some() {
                     return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
                 }

@@ -43,14 +43,13 @@ impl Handler for req::Link {
         }
         let dir_attr = lookup::change(ctx, caller, dir).await?;
         lookup::check_placement(ctx, &dir_attr, &name)?;
-        let abandoned = sealed::gate(ctx, dir).await?;
-        let seals = ctx.seals.clone();
+        let admission = sealed::gate(ctx, dir).await?;
         if ctx.is_local(handle) {
             let creds = caller.creds.clone();
             let linked = cx
                 .once
                 .commit(&ctx.meta, move |t| {
-                    sealed::check_unsealed(t, &seals, dir, abandoned)?;
+                    admission.check(t)?;
                     let attr = lifetime::add_link(t, handle, &creds, false)?;
                     put_name(t, dir, &name, attr)
                 })
@@ -63,7 +62,7 @@ impl Handler for req::Link {
         let added = cx
             .once
             .commit(&ctx.meta, move |t| {
-                sealed::check_unsealed(t, &seals, dir, abandoned)?;
+                admission.check(t)?;
                 put_name(t, dir, &name, attr)
             })
             .await;

@@ -67,8 +67,7 @@ impl Handler for req::LinkEntry {
         // in the commit when it lives here): a crash before its old name goes leaves
         // a hard link, never a name without its link.
         let count = counted && kind != ObjKind::Dir;
-        let abandoned = sealed::gate(ctx, dir).await?;
-        let seals = ctx.seals.clone();
+        let admission = sealed::gate(ctx, dir).await?;
         let remote = count && !ctx.is_local(handle);
         if remote {
             lifetime::add_remote(ctx, caller, handle, true).await?;
@@ -77,7 +76,7 @@ impl Handler for req::LinkEntry {
         let committed = cx
             .once
             .commit(&ctx.meta, move |t| {
-                sealed::check_unsealed(t, &seals, dir, abandoned)?;
+                admission.check(t)?;
                 if count && !remote {
                     lifetime::add_link(t, handle, &creds, true)?;
                 }

@@ -81,8 +81,7 @@ impl Handler for req::Rename {
         let claims = crate::holds::Claims::new(&ctx.holds);
         let owner = (ctx.caps.clone(), claims.clone(), ctx.here());
         let uid = caller.creds.uid;
-        let abandoned = sealed::gate(ctx, dst_dir).await?;
-        let seals = ctx.seals.clone();
+        let admission = sealed::gate(ctx, dst_dir).await?;
         let mut response = cx
             .once
             .commit(&ctx.meta, move |t| {
@@ -92,7 +91,7 @@ impl Handler for req::Rename {
                 if handle != expect_src {
                     return Err(changed(src_dir, &src_name));
                 }
-                sealed::check_unsealed(t, &seals, dst_dir, abandoned)?;
+                admission.check(t)?;
                 let changed = Timespec::now();
                 t.delete_entry(src_dir, &src_name, changed)?;
                 let replaced = put_entry(t, dst_dir, &dst_name, handle, kind, replace, changed)?;
