@@ -15,7 +15,7 @@ use pvfs_proto::map::{MissedDone, MissedRecord, ServerState};
 use pvfs_proto::{req, Errno, Request, Response};
 
 use crate::chain;
-use crate::copy::{copy_ranges, source};
+use crate::copy::{copies_agree, copy_ranges, source, Size};
 use crate::ctx::Ctx;
 use crate::error::{OpError, OpResult};
 
@@ -288,16 +288,79 @@ async fn pull_record(
     let prefer = map
         .holds(rec.handle, &rec.copies, recorder as u32)
         .then_some(recorder as u32);
-    let source = source(map, rec.handle, &rec.copies, me, prefer).ok_or_else(|| {
-        OpError::busy(
-            Errno::EAGAIN,
-            format!(
-                "no copy of datafile {:#x} is up to copy what this server missed from",
-                rec.handle
-            ),
-        )
-    })?;
+    let source = match source(map, rec.handle, &rec.copies, me, prefer) {
+        Some(s) => (s, Size::Source),
+        None => match recovering_source(ctx, map, recorder as u32, rec) {
+            Some(Recovering::Newer(size)) => (recorder, size),
+            // Each took the same change while the other was out (a change cut short
+            // and settled on both, or a client's retry): nothing to copy when the
+            // copies hold the same bytes.
+            Some(Recovering::Both)
+                if copies_agree(ctx, recorder, rec.handle, &rec.copies, version, &rec.ranges)
+                    .await? =>
+            {
+                return Ok(0)
+            }
+            _ => {
+                return Err(OpError::busy(
+                    Errno::EAGAIN,
+                    format!(
+                        "no copy of datafile {:#x} is up to copy what this server missed from",
+                        rec.handle
+                    ),
+                ))
+            }
+        },
+    };
     copy_ranges(ctx, source, rec.handle, &rec.copies, version, &rec.ranges).await
+}
+
+/// What the recovering recorder of a record holds of its ranges
+/// ([`recovering_source`]).
+enum Recovering {
+    /// Their newest bytes, to copy, leaving this copy the size given.
+    Newer(Size),
+    /// This server recorded it as missing some of them too: each copy took changes
+    /// there while the other was out.
+    Both,
+}
+
+/// The recorder of `rec` as the copy to catch up from though it is recovering
+/// itself, when its copy holds the ranges' newest bytes: the datafile's only copies
+/// are its and this server's, it is in the chain (it takes changes), and this
+/// server, the only one that could, recorded it as missing none of those bytes.
+/// Two copies back from being out at different times each recorded what the other
+/// missed, and neither is up: each copies from the other what the other changed
+/// alone. The copy keeps the longer size when the ranges end (writes: this copy
+/// may hold writes past the source's end that the source missed); a range that
+/// reaches the end (a truncate) leaves the source's size, which is the newest, as
+/// this server's records of the source end before it. Where the two records
+/// overlap, which change came last is unknown: the copies go on only if they hold
+/// the same bytes there, else both wait for a copy that is up.
+fn recovering_source(
+    ctx: &Ctx,
+    map: &pvfs_proto::map::ClusterMap,
+    recorder: u32,
+    rec: &MissedRecord,
+) -> Option<Recovering> {
+    let me = ctx.me as u32;
+    let mut holders = map.holder_servers(rec.handle, &rec.copies);
+    holders.sort_unstable();
+    holders.dedup();
+    let mut pair = vec![me, recorder];
+    pair.sort_unstable();
+    if holders != pair || !map.chain(rec.handle, &rec.copies).contains(&recorder) {
+        return None;
+    }
+    if ctx.missed.misses_any(recorder, rec.handle, &rec.ranges) {
+        return Some(Recovering::Both);
+    }
+    let ends = rec.ranges.chunks_exact(2).all(|p| p[1] != u64::MAX);
+    Some(Recovering::Newer(if ends {
+        Size::Longer
+    } else {
+        Size::Source
+    }))
 }
 
 /// Settles the changes cut short here in the background, if there are any: called
@@ -346,7 +409,7 @@ pub async fn settle(ctx: &Arc<Ctx>) -> OpResult<u64> {
             Some(s) if s != me => {
                 bytes += copy_ranges(
                     ctx,
-                    s as usize,
+                    (s as usize, Size::Source),
                     r.handle,
                     &r.copies,
                     map.version,

@@ -23,6 +23,9 @@ pub enum Role {
     Member,
     /// A read: any copy that is up.
     Reader,
+    /// A read by a copy catching up (`crate::catchup`): any member of the chain,
+    /// recovering too (the reader chose it knowing what it holds).
+    Source,
 }
 
 /// This server's place in a datafile's chain.
@@ -76,6 +79,7 @@ pub fn place(
         (Role::Head, Some(_)) => map.head(handle, &copies.servers) == Some(me),
         (Role::Member, Some(p)) => p == copies.hop as usize && p > 0,
         (Role::Reader, Some(_)) => map.readable(handle, &copies.servers).contains(&me),
+        (Role::Source, Some(_)) => true,
     };
     let Some(pos) = pos.filter(|_| ok) else {
         return Err(map_error(format!(

@@ -41,14 +41,25 @@ pub fn source(
         .map(|c| c as usize)
 }
 
+/// Which size a copied range leaves this server's copy with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    /// The source's: it holds every change (a truncate this copy missed shortens
+    /// it, a write that extended the datafile lengthens it).
+    Source,
+    /// The longer of the two: the source missed writes this copy holds (only
+    /// writes, ranges that end: a missed truncate reaches the end).
+    Longer,
+}
+
 /// Makes this server's copy of datafile `handle` (whose copies are on `copies`) hold
 /// what `source`'s holds in `ranges` (`start, end` pairs; an end of `u64::MAX`
-/// reaches the end of the source's copy, whose size this copy takes), a step at a
+/// reaches the end of the source's copy), with the size `size` says, a step at a
 /// time under the datafile's lock here, paced by `[replication]
 /// rebuild_bandwidth`; the bytes copied.
 pub async fn copy_ranges(
     ctx: &Arc<Ctx>,
-    source: usize,
+    (source, size_from): (usize, Size),
     handle: Handle,
     copies: &[u32],
     version: u64,
@@ -100,7 +111,8 @@ pub async fn copy_ranges(
                 }
                 // The source's size is the datafile's: a truncate missed here
                 // shortens this copy, one that extended it lengthens it.
-                if store.stat(handle)?.size != size {
+                let here = store.stat(handle)?.size;
+                if here != size && (size_from == Size::Source || here < size) {
                     store.truncate(handle, size)?;
                 }
                 Ok(())
@@ -115,6 +127,54 @@ pub async fn copy_ranges(
         }
     }
     Ok(bytes)
+}
+
+/// Whether this server's copy of datafile `handle` and `source`'s hold the same
+/// size and the same bytes in `ranges` (`start, end` pairs, an end of `u64::MAX`
+/// reaching the end), compared a step at a time under the datafile's lock here.
+pub async fn copies_agree(
+    ctx: &Arc<Ctx>,
+    source: usize,
+    handle: Handle,
+    copies: &[u32],
+    version: u64,
+    ranges: &[u64],
+) -> OpResult<bool> {
+    let copies = Copies {
+        servers: copies.to_vec(),
+        map: version,
+        hop: 1,
+    };
+    let limit = ctx.config.timeouts.request;
+    for pair in ranges.chunks_exact(2) {
+        let (start, end) = (pair[0], pair[1]);
+        let mut at = start;
+        while at < end {
+            let step_end = end.min(at.saturating_add(STEP));
+            let held = ctx.chain_locks.lock(handle, 0, u64::MAX, limit).await?;
+            let (size, theirs) = read_from(ctx, source, handle, &copies, at, step_end - at).await?;
+            let store = ctx.data.clone();
+            let len = theirs.len();
+            let (here, ours) = ctx
+                .blocking(move || {
+                    let here = store.stat(handle)?.size;
+                    let mut buf = vec![0u8; len];
+                    let n = store.read_at(handle, at, &mut buf)?;
+                    buf.truncate(n);
+                    Ok((here, buf))
+                })
+                .await?;
+            drop(held);
+            if here != size || ours != theirs {
+                return Ok(false);
+            }
+            if at + theirs.len() as u64 >= size {
+                break;
+            }
+            at = step_end;
+        }
+    }
+    Ok(true)
 }
 
 /// Reads bytes `offset .. offset + len` of datafile `handle`'s copy on server `s`

@@ -42,7 +42,7 @@ pub async fn mend(
         if let Some(from) = source(&map, handle, &copies.servers, me, None) {
             copy_ranges(
                 ctx,
-                from,
+                (from, crate::copy::Size::Source),
                 handle,
                 &copies.servers,
                 map.version,

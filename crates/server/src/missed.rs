@@ -119,6 +119,22 @@ impl MissedLog {
         (out, it.next().is_some())
     }
 
+    /// Whether `server` is recorded here as missing any byte of datafile `handle` in
+    /// `ranges` (`start, end` pairs).
+    pub fn misses_any(&self, server: u32, handle: Handle, ranges: &[u64]) -> bool {
+        let g = self.lock();
+        let Some(e) = g.records.get(&(server, handle)) else {
+            return false;
+        };
+        ranges.chunks_exact(2).any(|pair| {
+            let (start, end) = (pair[0], pair[1]);
+            e.ranges
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, &e_end)| e_end > start)
+        })
+    }
+
     /// Drops the records of `server` it copied, each only if nothing was added to it
     /// since (its generation is the one copied).
     pub fn done(&self, server: u32, done: &[MissedDone]) {
@@ -331,6 +347,22 @@ impl Drop for Admitted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_tells_which_ranges_it_touches() {
+        let log = MissedLog::open(None).unwrap();
+        log.record(&[2], 77, &[0, 2], 100, 200);
+        log.record(&[2], 77, &[0, 2], 300, 400);
+        assert!(log.misses_any(2, 77, &[150, 160]));
+        assert!(log.misses_any(2, 77, &[0, 101]));
+        assert!(log.misses_any(2, 77, &[399, 1000]));
+        assert!(log.misses_any(2, 77, &[0, 50, 250, 301]));
+        assert!(!log.misses_any(2, 77, &[0, 100]), "ends are exclusive");
+        assert!(!log.misses_any(2, 77, &[200, 300]));
+        assert!(!log.misses_any(2, 77, &[400, u64::MAX]));
+        assert!(!log.misses_any(3, 77, &[0, u64::MAX]), "another server");
+        assert!(!log.misses_any(2, 78, &[0, u64::MAX]), "another datafile");
+    }
 
     #[test]
     fn ranges_merge_and_records_survive_a_reopen() {

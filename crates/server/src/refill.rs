@@ -211,7 +211,15 @@ where
                 ),
             ));
         };
-        done.bytes += copy_ranges(ctx, from, df.handle, &copies, version, &[0, u64::MAX]).await?;
+        done.bytes += copy_ranges(
+            ctx,
+            (from, crate::copy::Size::Source),
+            df.handle,
+            &copies,
+            version,
+            &[0, u64::MAX],
+        )
+        .await?;
         done.datafiles += 1;
         copied.push((df.handle, k));
     }

@@ -39,7 +39,7 @@ impl Handler for req::CopyDatafile {
         }
         crate::copy::copy_ranges(
             ctx,
-            self.from as usize,
+            (self.from as usize, crate::copy::Size::Source),
             self.handle,
             &self.copies,
             version,

@@ -62,13 +62,13 @@ impl Handler for req::Read {
         let ctx = cx.ctx;
         ctx.require_data()?;
         if copies.replicated() {
-            chain::place(
-                &ctx.lease,
-                ctx.me as u32,
-                self.handle,
-                &copies,
-                Role::Reader,
-            )?;
+            // A copy catching up reads from the copy it chose (`crate::catchup`).
+            let role = if copies.hop > 0 {
+                Role::Source
+            } else {
+                Role::Reader
+            };
+            chain::place(&ctx.lease, ctx.me as u32, self.handle, &copies, role)?;
             check_stripe(stripe, index)?;
             check_regions(&regions, stripe)?;
             // Bytes on their way down the chain are read once the tail has them;
