@@ -872,7 +872,26 @@ impl Client {
             .map_err(|e| e.for_path(path))
     }
 
+    /// Removes directory `name` of `parent`. While another rmdir (or a rename over
+    /// it) holds the directory's seals, waits and looks again: once that one removed
+    /// it, this one fails with ENOENT, as the loser of such a race on one machine
+    /// does; a seal left by an rmdir that died is taken over once it is older than
+    /// any rmdir may run (four request timeouts).
     pub(crate) async fn rmdir_in(&self, parent: &Dir, name: &str) -> Result<()> {
+        let deadline = Instant::now() + self.config().timeouts.request * 5;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.rmdir_once(parent, name).await {
+                Err(e) if e.kind == ErrorKind::Busy && Instant::now() + pause < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn rmdir_once(&self, parent: &Dir, name: &str) -> Result<()> {
         let (entry, attr) = self.lookup_want(parent, name, rights::REMOVE).await?;
         if entry.kind != ObjKind::Dir {
             return Err(Error::at(Errno::ENOTDIR, name));

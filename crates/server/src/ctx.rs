@@ -151,19 +151,23 @@ pub struct Faults {
     /// While this file exists, a request adding a name to a directory waits before
     /// it looks at the directory's seal (as if it stalled there).
     hold_names: Option<std::path::PathBuf>,
+    /// While the file exists, requests of the operation wait before they run.
+    hold_ops: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Faults {
     /// Parses `PVFS_FAULTS` (for tests: `drop-reply:OP:N,…` drops the replies to the
     /// next N requests of operation OP; `hold-take-over:PATH` keeps a server the map
     /// names a metadata group's primary from opening its copy while PATH exists;
-    /// `hold-names:PATH` stalls requests adding names to directories while it does).
+    /// `hold-names:PATH` stalls requests adding names to directories while it does,
+    /// `hold-op:OP:PATH` requests of operation OP).
     /// Anything it does not understand is an error, so a typo cannot silently turn
     /// fault injection off.
     pub fn from_env() -> Result<Faults, String> {
         let mut drops = std::collections::HashMap::new();
         let mut hold_take_over = None;
         let mut hold_names = None;
+        let mut hold_ops = Vec::new();
         let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
         for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
@@ -179,6 +183,18 @@ impl Faults {
                         .parse::<u32>()
                         .map_err(|_| format!("PVFS_FAULTS: {item:?}: bad count {n:?}"))?;
                     drops.insert(op.to_string(), n);
+                }
+                ["hold-op", op, path] if !path.is_empty() => {
+                    if !pvfs_proto::Request::OP_NAMES.contains(op) {
+                        return Err(format!(
+                            "PVFS_FAULTS: {item:?}: no operation {op:?} (one of {})",
+                            pvfs_proto::Request::OP_NAMES.join(", ")
+                        ));
+                    }
+                    tracing::warn!(
+                        "fault injection active: {op} requests wait while {path} exists"
+                    );
+                    hold_ops.push((op.to_string(), std::path::PathBuf::from(path)));
                 }
                 ["hold-names", path] if !path.is_empty() => {
                     tracing::warn!(
@@ -197,7 +213,7 @@ impl Faults {
                 _ => {
                     return Err(format!(
                         "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT, \
-                         hold-take-over:PATH or hold-names:PATH)"
+                         hold-take-over:PATH, hold-names:PATH or hold-op:OP:PATH)"
                     ))
                 }
             }
@@ -209,20 +225,23 @@ impl Faults {
             drop_replies: std::sync::Mutex::new(drops),
             hold_take_over,
             hold_names,
+            hold_ops,
         })
+    }
+
+    /// Waits, at most `limit`, while a test holds requests of operation `op`.
+    pub async fn hold_op(&self, op: &str, limit: std::time::Duration) {
+        for (held, path) in &self.hold_ops {
+            if held == op {
+                hold_while(path, limit, op).await;
+            }
+        }
     }
 
     /// Waits, at most `limit`, while a test holds requests that add names.
     pub async fn hold_names(&self, limit: std::time::Duration) {
-        let Some(path) = self.hold_names.as_deref() else {
-            return;
-        };
-        let until = tokio::time::Instant::now() + limit;
-        if path.exists() {
-            tracing::warn!("a name to add waits: held by a test's fault");
-        }
-        while path.exists() && tokio::time::Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        if let Some(path) = self.hold_names.as_deref() {
+            hold_while(path, limit, "a name to add").await;
         }
     }
 
@@ -244,6 +263,17 @@ impl Faults {
             }
             _ => false,
         }
+    }
+}
+
+/// Waits, at most `limit`, while `path` exists (a test's fault holding `what`).
+async fn hold_while(path: &std::path::Path, limit: std::time::Duration, what: &str) {
+    let until = tokio::time::Instant::now() + limit;
+    if path.exists() {
+        tracing::warn!("{what} waits: held by a test's fault");
+    }
+    while path.exists() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 

@@ -187,6 +187,9 @@ async fn serve<H: Handler>(incoming: Incoming<'_>, request: H) -> OpResult<Answe
         once,
         input,
     };
+    ctx.faults
+        .hold_op(H::NAME, ctx.config.timeouts.request / 2)
+        .await;
     let result = match recorded {
         // Boxed: the handlers' futures differ much in size (a rename's is kilobytes),
         // and every request's task would otherwise be as large as the largest.

@@ -11,6 +11,11 @@ use crate::op::{Access, Answer, Cx, Handler, Tickets};
 /// A caller without the key shows a REMOVE ticket for `dir` (from the lookup of its
 /// name: it may remove it). A retried seal is answered from its record: one that
 /// arrives after the rmdir gave up and unsealed must not seal the shard again.
+/// A shard another rmdir (or rename over the directory) sealed and may still be
+/// using is refused (EAGAIN, busy): each seal has one owner, and only it unseals,
+/// so an rmdir that loses a race to another never unseals the directory the winner
+/// removed (a name could then be added to it). A seal older than any rmdir may run
+/// (`crate::seals`) was abandoned, and a new seal takes it over.
 impl Handler for req::SealDir {
     fn access(&self) -> Access<'_> {
         Access::Ticket {
@@ -26,6 +31,17 @@ impl Handler for req::SealDir {
     async fn run(self, cx: Cx<'_>) -> OpResult<Answer> {
         let (ctx, dir, seal) = (cx.ctx, self.dir, self.seal);
         ctx.require_meta()?;
+        let taken = move || {
+            OpError::busy(
+                Errno::EAGAIN,
+                format!("directory {dir:#x} is being removed by another request (try again)"),
+            )
+        };
+        // Whether a seal found here now is another's that may still be in use.
+        let others = seal && !ctx.seals.abandoned(dir);
+        if others && ctx.meta.read()?.is_sealed(dir)? {
+            return Err(taken());
+        }
         if seal {
             ctx.seals.sealing(dir);
         }
@@ -37,6 +53,9 @@ impl Handler for req::SealDir {
                         Errno::ENOTEMPTY,
                         format!("directory {dir:#x} is not empty"),
                     ));
+                }
+                if others && t.is_sealed(dir)? {
+                    return Err(taken());
                 }
                 t.set_sealed(dir, seal);
                 Ok(Response::Done {})
