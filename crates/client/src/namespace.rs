@@ -57,6 +57,10 @@ const PAGE: u32 = 4096;
 /// Times a multi-step operation is retried when a concurrent change got in its way.
 const RETRIES: u32 = 5;
 
+/// How long a rename refused while a directory it touches is being removed waits
+/// before its next attempt, times the attempt.
+const BUSY_PAUSE: Duration = Duration::from_millis(25);
+
 /// A directory reached by a walk: what is needed to work inside it.
 #[derive(Clone, Debug)]
 pub struct Dir {
@@ -1007,6 +1011,11 @@ impl Client {
                 .await
             {
                 Err(e) if e.is_changed() && attempt < RETRIES => continue,
+                // Refused while the replaced directory or the new parent is being
+                // removed by another client: the next attempt sees how it ended.
+                Err(e) if e.kind == ErrorKind::Busy && attempt < RETRIES => {
+                    tokio::time::sleep(BUSY_PAUSE * attempt).await;
+                }
                 other => return other.map(|_| ()),
             }
         }
@@ -1040,6 +1049,11 @@ impl Client {
                 .await
             {
                 Err(e) if e.is_changed() && attempt < RETRIES => continue,
+                // Refused while the replaced directory or the new parent is being
+                // removed by another client: the next attempt sees how it ended.
+                Err(e) if e.kind == ErrorKind::Busy && attempt < RETRIES => {
+                    tokio::time::sleep(BUSY_PAUSE * attempt).await;
+                }
                 other => return other,
             }
         }
