@@ -16,20 +16,13 @@ use std::time::Duration;
 use common::{poll, scaled, Cluster};
 use pvfs_client::{Errno, LayoutSpec};
 
-/// The server's log line when a request adding a name starts to wait for the test.
-const HELD: &str = "a name to add waits: held by a test's fault";
-
 #[test]
 fn a_name_added_while_its_directory_is_removed_fails_and_leaves_nothing() {
     let scratch = tempfile::tempdir().unwrap();
     let hold = scratch.path().join("hold");
     // One server: the directory's owner holds every shard of it, the case where the
     // rmdir takes the seal away with the directory.
-    let cluster = Cluster::builder()
-        .servers(1)
-        .request_timeout("20s")
-        .server_env("PVFS_FAULTS", &format!("hold-names:{}", hold.display()))
-        .start();
+    let cluster = held_cluster(1, &format!("hold-names:{}", hold.display()));
     let setup = cluster.client();
     setup.run(Duration::from_secs(30), async |c| {
         let f = c
@@ -43,7 +36,6 @@ fn a_name_added_while_its_directory_is_removed_fails_and_leaves_nothing() {
             c.mkdir("/d", 0o755).await.unwrap();
         });
         std::fs::write(&hold, b"").unwrap();
-        let held_before = cluster.log("s0").matches(HELD).count();
         let config = cluster.config().clone();
         let adder = std::thread::spawn(move || {
             let tc = common::TestClient::new(config);
@@ -55,11 +47,7 @@ fn a_name_added_while_its_directory_is_removed_fails_and_leaves_nothing() {
                 _ => c.rename("/f", "/d/x").await,
             })
         });
-        poll(
-            &format!("the {adds} to wait in the server"),
-            scaled(Duration::from_secs(20)),
-            || (cluster.log("s0").matches(HELD).count() > held_before).then_some(()),
-        );
+        held(&cluster, "a name to add", round + 1);
         // The directory is empty: the rmdir of another client removes it.
         setup.run(Duration::from_secs(30), async |c| {
             c.rmdir("/d").await.unwrap();
@@ -72,14 +60,11 @@ fn a_name_added_while_its_directory_is_removed_fails_and_leaves_nothing() {
             "round {round}: a {adds} into a removed directory"
         );
         setup.run(Duration::from_secs(30), async |c| {
-            let names: Vec<String> = c
-                .readdir("/")
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|e| e.name)
-                .collect();
-            assert_eq!(names, ["f"], "round {round}: after the {adds}");
+            assert_eq!(
+                root_names(&c).await,
+                ["f"],
+                "round {round}: after the {adds}"
+            );
             let f = c.open("/f").await.unwrap();
             let mut buf = [0u8; 8];
             let n = f.read_at(0, &mut buf).await.unwrap();
@@ -98,37 +83,21 @@ fn an_rmdir_that_loses_a_race_to_another_fails_and_leaves_the_directory_sealed()
     let unlinks = scratch.path().join("unlinks");
     // Two metadata servers: the directory has a shard away from its owner, whose
     // seal stays after the directory is gone.
-    let cluster = Cluster::builder()
-        .servers(2)
-        .request_timeout("20s")
-        .server_env(
-            "PVFS_FAULTS",
-            &format!(
-                "hold-names:{},hold-op:Unlink:{}",
-                names.display(),
-                unlinks.display()
-            ),
-        )
-        .start();
+    let cluster = held_cluster(
+        2,
+        &format!(
+            "hold-names:{},hold-op:Unlink:{}",
+            names.display(),
+            unlinks.display()
+        ),
+    );
     let shards = u64::from(cluster.config().defaults.dir_shards);
     assert!(shards >= 2, "{shards} shards");
     let setup = cluster.client();
     setup.run(Duration::from_secs(30), async |c| {
         c.mkdir("/d", 0o755).await.unwrap();
     });
-    let held = |what: &str| -> usize {
-        ["s0", "s1"]
-            .iter()
-            .map(|s| cluster.log(s).matches(what).count())
-            .sum()
-    };
-    let started = |what: &'static str, n: usize| {
-        poll(
-            &format!("{n} {what} to wait in the servers"),
-            scaled(Duration::from_secs(20)),
-            || (held(&format!("{what} waits: held by a test's fault")) >= n).then_some(()),
-        )
-    };
+    let started = |what: &str, n: usize| held(&cluster, what, n);
     // Creates that looked the directory up before it goes, held before they look at
     // its seals: names on every shard.
     std::fs::write(&names, b"").unwrap();
@@ -190,9 +159,81 @@ fn an_rmdir_that_loses_a_race_to_another_fails_and_leaves_the_directory_sealed()
          it found them taken"
     );
     setup.run(Duration::from_secs(30), async |c| {
-        assert!(c.readdir("/").await.unwrap().is_empty());
+        assert!(root_names(&c).await.is_empty());
     });
     cluster.assert_clean();
+}
+
+#[test]
+fn a_rename_over_a_directory_being_removed_waits_for_the_removal() {
+    let scratch = tempfile::tempdir().unwrap();
+    let unlinks = scratch.path().join("unlinks");
+    let cluster = held_cluster(2, &format!("hold-op:Unlink:{}", unlinks.display()));
+    let setup = cluster.client();
+    let moved = setup.run(Duration::from_secs(30), async |c| {
+        c.mkdir("/d", 0o755).await.unwrap();
+        c.mkdir("/e", 0o755).await.unwrap().handle
+    });
+    // An rmdir of /d seals it and waits in its Unlink.
+    std::fs::write(&unlinks, b"").unwrap();
+    let config = cluster.config().clone();
+    let rmdir = std::thread::spawn(move || {
+        common::TestClient::new(config).run(Duration::from_secs(90), async |c| c.rmdir("/d").await)
+    });
+    held(&cluster, "Unlink", 1);
+    // A rename of /e over /d finds /d sealed: refused busy, it waits.
+    let config = cluster.config().clone();
+    let rename = std::thread::spawn(move || {
+        common::TestClient::new(config).run(Duration::from_secs(90), async |c| {
+            let r = c.rename("/e", "/d").await;
+            let seals = c.stats().per_op().get("SealDir").copied().unwrap_or(0);
+            (r, seals)
+        })
+    });
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    release(&unlinks);
+    rmdir.join().unwrap().unwrap();
+    let (renamed, seals) = rename.join().unwrap();
+    renamed.unwrap();
+    assert!(seals > 0, "the rename tried to seal /d");
+    // The rename happened after the removal: /d is /e's directory now.
+    setup.run(Duration::from_secs(30), async |c| {
+        assert_eq!(c.stat("/d").await.unwrap().handle, moved);
+        assert_eq!(root_names(&c).await, ["d"]);
+    });
+    cluster.assert_clean();
+}
+
+/// A file system of `servers` servers, each with `PVFS_FAULTS=faults`.
+fn held_cluster(servers: usize, faults: &str) -> Cluster {
+    Cluster::builder()
+        .servers(servers)
+        .request_timeout("20s")
+        .server_env("PVFS_FAULTS", faults)
+        .start()
+}
+
+/// Waits until the servers' logs say `n` requests of `what` wait for the test.
+fn held(cluster: &Cluster, what: &str, n: usize) {
+    let line = format!("{what} waits: held by a test's fault");
+    poll(
+        &format!("{n} {what} to wait in the servers"),
+        scaled(Duration::from_secs(20)),
+        || {
+            let count: usize = cluster
+                .names()
+                .iter()
+                .map(|s| cluster.log(s).matches(&line).count())
+                .sum();
+            (count >= n).then_some(())
+        },
+    )
+}
+
+/// The names in the root directory.
+async fn root_names(c: &pvfs_client::Client) -> Vec<String> {
+    let entries = c.readdir("/").await.unwrap();
+    entries.into_iter().map(|e| e.name).collect()
 }
 
 fn release(hold: &Path) {

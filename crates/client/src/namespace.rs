@@ -57,9 +57,34 @@ const PAGE: u32 = 4096;
 /// Times a multi-step operation is retried when a concurrent change got in its way.
 const RETRIES: u32 = 5;
 
-/// How long a rename refused while a directory it touches is being removed waits
-/// before its next attempt, times the attempt.
-const BUSY_PAUSE: Duration = Duration::from_millis(25);
+/// Waits between attempts of an operation refused (busy) while another client
+/// removes a directory it touches: pauses from 10 ms doubling to 200 ms, for at
+/// most five request timeouts, by when a seal left by an rmdir that died counts as
+/// abandoned (four request timeouts) and is taken over.
+struct BusyWait {
+    deadline: Instant,
+    pause: Duration,
+}
+
+impl BusyWait {
+    fn new(client: &Client) -> BusyWait {
+        BusyWait {
+            deadline: Instant::now() + client.config().timeouts.request * 5,
+            pause: Duration::from_millis(10),
+        }
+    }
+
+    /// Whether another attempt after `e` is worth it: it was refused busy, and a
+    /// pause still ends before the deadline.
+    fn again(&self, e: &Error) -> bool {
+        e.kind == ErrorKind::Busy && Instant::now() + self.pause < self.deadline
+    }
+
+    async fn pause(&mut self) {
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+    }
+}
 
 /// A directory reached by a walk: what is needed to work inside it.
 #[derive(Clone, Debug)]
@@ -882,14 +907,10 @@ impl Client {
     /// does; a seal left by an rmdir that died is taken over once it is older than
     /// any rmdir may run (four request timeouts).
     pub(crate) async fn rmdir_in(&self, parent: &Dir, name: &str) -> Result<()> {
-        let deadline = Instant::now() + self.config().timeouts.request * 5;
-        let mut pause = Duration::from_millis(10);
+        let mut busy = BusyWait::new(self);
         loop {
             match self.rmdir_once(parent, name).await {
-                Err(e) if e.kind == ErrorKind::Busy && Instant::now() + pause < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
+                Err(e) if busy.again(&e) => busy.pause().await,
                 other => return other,
             }
         }
@@ -993,6 +1014,7 @@ impl Client {
     /// its own subtree (EINVAL).
     pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
         let mut attempt = 0;
+        let mut busy = BusyWait::new(self);
         loop {
             attempt += 1;
             let (sdir, sname) = self.walk_parent(from).await.map_err(|e| e.for_path(from))?;
@@ -1013,8 +1035,9 @@ impl Client {
                 Err(e) if e.is_changed() && attempt < RETRIES => continue,
                 // Refused while the replaced directory or the new parent is being
                 // removed by another client: the next attempt sees how it ended.
-                Err(e) if e.kind == ErrorKind::Busy && attempt < RETRIES => {
-                    tokio::time::sleep(BUSY_PAUSE * attempt).await;
+                Err(e) if busy.again(&e) => {
+                    attempt -= 1;
+                    busy.pause().await;
                 }
                 other => return other.map(|_| ()),
             }
@@ -1034,6 +1057,7 @@ impl Client {
         keep_replaced: bool,
     ) -> Result<Option<(DirEntry, Remains)>> {
         let mut attempt = 0;
+        let mut busy = BusyWait::new(self);
         loop {
             attempt += 1;
             match self
@@ -1051,8 +1075,9 @@ impl Client {
                 Err(e) if e.is_changed() && attempt < RETRIES => continue,
                 // Refused while the replaced directory or the new parent is being
                 // removed by another client: the next attempt sees how it ended.
-                Err(e) if e.kind == ErrorKind::Busy && attempt < RETRIES => {
-                    tokio::time::sleep(BUSY_PAUSE * attempt).await;
+                Err(e) if busy.again(&e) => {
+                    attempt -= 1;
+                    busy.pause().await;
                 }
                 other => return other,
             }
