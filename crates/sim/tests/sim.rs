@@ -205,12 +205,12 @@ fn replicated_crashes_keep_every_invariant_and_replay() {
 
 /// Replicated runs with partitions too, whose two copies of a datafile both came
 /// back recovering, each holding changes the other missed: each copies from the
-/// other what the other changed alone. Seed 2: the two copies of one datafile each
-/// took writes while the other was out (one an append past the other's end, which
-/// the copy must not cut off), and of another datafile only one did; both waited
-/// for a copy that was up. Seed 61: both took the same change while the other was
-/// out (a change cut short, settled on each), so each recorded the same range as
-/// missed by the other; the copies agree there and go on.
+/// other what the other changed alone. In the first run the two copies of one
+/// datafile each took writes while the other was out (one an append past the
+/// other's end, which the copy must not cut off), and of another datafile only one
+/// did; both waited for a copy that was up. In the second both took the same change
+/// while the other was out (a change cut short, settled on each), so each recorded
+/// the same range as missed by the other; the copies agree there and go on.
 #[test]
 fn replicated_copies_back_at_once_catch_up_from_each_other() {
     let opts = Options {
