@@ -14,9 +14,10 @@ use pvfs_proto::{req, Errno, Request, Response};
 use tokio::time::Instant;
 
 use crate::error::{OpError, OpResult};
-use crate::peer::Peers;
+use crate::peer::{Lane, Peers};
 
-/// The authority's messages, carried on the servers' own peer connections.
+/// The authority's messages, carried on the servers' own connections to each other
+/// (one per pair kept for them: [`Peers::call_on`]).
 struct PeerWire(Arc<Peers>);
 
 impl Wire for PeerWire {
@@ -32,7 +33,7 @@ impl Wire for PeerWire {
             let idx =
                 usize::try_from(to).map_err(|_| WireError::Unreachable("no such server".into()))?;
             let request = Request::Authority(req::Authority { body });
-            match peers.call_within(idx, request, deadline).await {
+            match peers.call_on(Lane::Authority, idx, request, deadline).await {
                 Ok(Response::Authority { body }) => Ok(body),
                 Ok(other) => Err(WireError::Unreachable(format!(
                     "unexpected answer {}",

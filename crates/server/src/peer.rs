@@ -1,6 +1,8 @@
 //! Server-to-server calls (a metadata server asking a data server for pre-created
 //! datafile handles). One multiplexed connection per peer, made on first use and
-//! remade after a failure; every call has the configured deadline.
+//! remade after a failure; every call has the configured deadline. The authority's
+//! messages and the metadata changes shipped to standbys have connections of their
+//! own ([`Lane`]), remade when a call on them goes unanswered in time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,6 +26,10 @@ type Used = (Arc<MuxConn>, tokio::time::Instant);
 pub struct Peers {
     config: Config,
     conns: Vec<Mutex<Option<Used>>>,
+    /// Per lane and server, a connection of its own for small, urgent messages
+    /// ([`Lane`]): they never wait behind bulk data, and a connection that left
+    /// one unanswered in time is remade ([`Peers::call_on`]).
+    lanes: [Vec<Mutex<Option<Used>>>; 2],
     /// Per server, the connection to the standby serving its metadata group when
     /// one took it over, and which server that is.
     group_conns: Vec<Mutex<Option<(usize, Used)>>>,
@@ -58,6 +64,7 @@ impl Peers {
             transport,
             config: config.clone(),
             conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
+            lanes: [(); 2].map(|()| config.servers.iter().map(|_| Mutex::new(None)).collect()),
             group_conns: config.servers.iter().map(|_| Mutex::new(None)).collect(),
             routes: std::sync::RwLock::new(vec![None; config.servers.len()]),
             pool,
@@ -248,12 +255,43 @@ impl Peers {
         let body = self.server_body(idx, request)?;
         tokio::time::timeout(deadline, self.call_once(idx, scope, &body))
             .await
-            .unwrap_or_else(|_| {
-                Err(OpError::busy(
-                    Errno::ETIMEDOUT,
-                    format!("{} did not answer in time", self.config.servers[idx].name),
-                ))
-            })
+            .unwrap_or_else(|_| Err(self.late(idx)))
+    }
+
+    /// [`Peers::call_within`] on the connection kept for `lane`. A call left
+    /// unanswered in time shuts that connection down, so the next one goes out on
+    /// a new connection: a write stuck on a connection (a lost packet resent after
+    /// a growing backoff, a peer that stopped reading) holds back everything sent
+    /// after it on that connection, and a lease renewed, or a metadata change
+    /// shipped, behind it would lapse or be given up while the network is fine.
+    /// The other calls on it then fail and are resent by their senders, as after
+    /// any broken connection.
+    pub async fn call_on(
+        &self,
+        lane: Lane,
+        idx: usize,
+        request: Request,
+        deadline: std::time::Duration,
+    ) -> OpResult<Response> {
+        let body = self.server_body(idx, request)?;
+        let until = tokio::time::Instant::now() + deadline;
+        let dial = async {
+            let mut slot = self.lanes[lane as usize][idx].lock().await;
+            self.reuse_or_dial(&mut slot, idx, idx).await
+        };
+        let conn = tokio::time::timeout_at(until, dial)
+            .await
+            .map_err(|_| self.late(idx))??;
+        let answer = tokio::time::timeout_at(until, async {
+            let mut call = conn.call(&body, &[], true).await?;
+            let frame = call.recv().await?;
+            self.response(idx, &frame.body)
+        })
+        .await;
+        answer.unwrap_or_else(|_| {
+            conn.shutdown("a call was not answered in time");
+            Err(self.late(idx))
+        })
     }
 
     /// Starts `request` at server `idx` with the first of its data (`end`: no more
@@ -319,6 +357,14 @@ impl Peers {
         self.response(idx, &frame.body)
     }
 
+    /// Server `idx` did not answer a call within its deadline.
+    fn late(&self, idx: usize) -> OpError {
+        OpError::busy(
+            Errno::ETIMEDOUT,
+            format!("{} did not answer in time", self.config.servers[idx].name),
+        )
+    }
+
     /// Server `idx`'s answer in `body`: its response, or its error.
     pub fn response(&self, idx: usize, body: &[u8]) -> OpResult<Response> {
         let response: Response = decode(body).map_err(|e| {
@@ -336,6 +382,15 @@ impl Peers {
             other => Ok(other),
         }
     }
+}
+
+/// Connections kept apart from the one that carries everything else to a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// The authority's messages: lease renewals, raft.
+    Authority = 0,
+    /// A metadata group's changes shipped to its standbys.
+    Shipping = 1,
 }
 
 /// The pause between two attempts of a mutation whose connection broke.

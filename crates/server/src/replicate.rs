@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use crate::error::{OpError, OpResult};
 use crate::lease::Lease;
-use crate::peer::Peers;
+use crate::peer::{Lane, Peers};
 
 /// Bytes of the copy in one `Replicate` step, and most bytes of records in one.
 const STEP_BYTES: usize = 1 << 20;
@@ -199,10 +199,20 @@ impl Shipping {
                 Phase::NeedCopy | Phase::Copying { .. } => self.copy(slot, server).await,
                 Phase::Following { .. } => self.follow(slot, server).await,
             };
-            if let Err(e) = step {
-                tracing::debug!(standby = server, "metadata shipping starts over: {e}");
-                self.drop_follower(slot);
-                tokio::time::sleep(LOOK_EVERY * 4).await;
+            match step {
+                // The standby holds what it confirmed and skips what it holds: a
+                // connection that broke or stalled costs a resend from there, not
+                // a new copy.
+                Err(e) if matches!(phase, Phase::Following { .. }) && link_failed(&e) => {
+                    tracing::debug!(standby = server, "metadata records sent again: {e}");
+                    tokio::time::sleep(LOOK_EVERY).await;
+                }
+                Err(e) => {
+                    tracing::debug!(standby = server, "metadata shipping starts over: {e}");
+                    self.drop_follower(slot);
+                    tokio::time::sleep(LOOK_EVERY * 4).await;
+                }
+                Ok(()) => {}
             }
         }
     }
@@ -220,18 +230,40 @@ impl Shipping {
         }
     }
 
-    /// Sends one step to the standby; its answer's record number.
+    /// Sends one step of a copy to the standby; its answer's record number.
     async fn step(&self, server: u32, epoch: u64, step: ReplicateStep) -> OpResult<u64> {
         let request = Request::Replicate(pvfs_proto::req::Replicate {
             group: self.group,
             epoch,
             step,
         });
-        match self
+        let answer = self
             .peers
             .call_within(server as usize, request, self.patience)
-            .await?
-        {
+            .await?;
+        self.answered(server, answer)
+    }
+
+    /// Sends a batch of records to the standby on the connection kept for them,
+    /// within a quarter of the patience: a batch stuck on its connection is sent
+    /// again on a new one well before the standby would be evicted for it (the
+    /// standby skips the records it holds); its answer's record number.
+    async fn send_records(&self, server: u32, epoch: u64, records: Vec<u8>) -> OpResult<u64> {
+        let request = Request::Replicate(pvfs_proto::req::Replicate {
+            group: self.group,
+            epoch,
+            step: ReplicateStep::Records { records },
+        });
+        let answer = self
+            .peers
+            .call_on(Lane::Shipping, server as usize, request, self.patience / 4)
+            .await?;
+        self.answered(server, answer)
+    }
+
+    /// Standby `server`'s answer to a step: the number of the last record it holds.
+    fn answered(&self, server: u32, answer: Response) -> OpResult<u64> {
+        match answer {
             Response::Replicated { through } => {
                 self.stepped
                     .lock()
@@ -359,7 +391,7 @@ impl Shipping {
             };
             if let Some((records, last)) = batch {
                 sent = last;
-                in_flight.push(self.step(server, epoch, ReplicateStep::Records { records }));
+                in_flight.push(self.send_records(server, epoch, records));
                 continue;
             }
             tokio::select! {
@@ -371,9 +403,7 @@ impl Shipping {
                     // Nothing for a while: an empty step asks whether the standby
                     // still follows (one restarted meanwhile answers that it needs
                     // a copy, even while no change comes).
-                    let through = self
-                        .step(server, epoch, ReplicateStep::Records { records: Vec::new() })
-                        .await?;
+                    let through = self.send_records(server, epoch, Vec::new()).await?;
                     self.confirmed(slot, epoch, through)?;
                 }
             }
@@ -650,4 +680,10 @@ impl Replicator for Shipping {
             }
         })
     }
+}
+
+/// Whether a step failed on the way (a connection that broke, could not be made or
+/// did not answer in time) rather than at the standby, which answered.
+fn link_failed(e: &OpError) -> bool {
+    e.kind == pvfs_proto::ErrorKind::Unreachable || e.errno == pvfs_proto::Errno::ETIMEDOUT
 }

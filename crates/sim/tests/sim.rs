@@ -178,17 +178,18 @@ fn seeds_that_found_bugs() {
 /// A replicated file system (two copies of everything: an authority on three
 /// servers, leases, chains of data copies, metadata standbys) in the simulator,
 /// under crashes of one server at a time (each killed process restarted 20 ms-3 s
-/// later, the next crash once the map calls it up again) and connection resets:
-/// the authority calls servers down, standbys take their metadata groups over, the
-/// servers come back, catch up and follow. Every answer is checked against the
-/// clients' model, the maps at every step (one map per version, no map going back,
-/// one primary per metadata group among the servers holding a lease), fsck at the
-/// end; and a seed replays exactly. Without stalled writes, which (up to 2.5 s,
-/// longer than the 1 s lease) get more servers called down than two copies survive.
+/// later, the next crash once the map calls it up again), connection resets and
+/// stalled writes (up to 2.5 s, longer than the 1 s lease): the authority calls
+/// servers down, standbys take their metadata groups over, the servers come back,
+/// catch up and follow. Every answer is checked against the clients' model, the
+/// maps at every step (one map per version, no map going back, one primary per
+/// metadata group among the servers holding a lease), fsck at the end; and a seed
+/// replays exactly. The first run failed while lease renewals waited behind a
+/// stalled write on the one connection a server had to each other (its lease
+/// lapsed, it was called down while a crash had another down: no copy served).
 #[test]
 fn replicated_crashes_keep_every_invariant_and_replay() {
-    let mut opts = Options::replicated();
-    opts.latency.stall_chance = 0.0;
+    let opts = Options::replicated();
     let a = must(1, &opts);
     let b = must(1, &opts);
     assert_same_run(&a, &b);
@@ -223,33 +224,21 @@ fn replicated_copies_back_at_once_catch_up_from_each_other() {
     }
 }
 
-/// The replicated run with crashes, connection resets and stalled writes too. Not
-/// in the default run: some seeds (1 among them) end with a client refused with
-/// EAGAIN ("no lease") through the failover wait, not explained yet
-/// (`docs/testing.md`, "Replicated runs"). `PVFS_SIM_SEED` (default 1) and
-/// `PVFS_SIM_SEEDS` (default 4) choose the seeds.
+/// Replicated runs with partitions too, where a stalled write held back what came
+/// after it on its connection: in the first, lease renewals behind it (a server
+/// called down while a crash had another down, and no copy of its metadata
+/// served); in the second, a metadata group's changes shipped to its standby,
+/// which was evicted for them and left the group with one copy just before that
+/// copy's server crashed. The authority's messages and the shipped changes now go
+/// on connections of their own, remade after a call left unanswered in time.
 #[test]
-#[ignore = "some seeds end with a client refused with EAGAIN (docs/testing.md, Replicated runs)"]
-fn replicated_crashes_and_stalls_keep_every_invariant() {
-    let first = knob("PVFS_SIM_SEED", 1);
-    let seeds = knob("PVFS_SIM_SEEDS", 4);
-    assert!(seeds >= 1, "PVFS_SIM_SEEDS must be at least 1");
-    let opts = Options::replicated();
-    let (mut crashes, mut downs, mut taken) = (0, 0, 0);
-    for seed in first..first + seeds {
+fn replicated_stalled_connections_are_remade_before_a_lease_or_a_standby_is_lost() {
+    let opts = Options {
+        partitions: true,
+        ..Options::replicated()
+    };
+    for seed in [55, 31] {
         let r = must(seed, &opts);
-        crashes += r.crashes;
-        downs += r.down_maps;
-        taken += r.taken_over_maps;
+        assert!(r.stalls > 0, "seed {seed}: no stalled write: {r:?}");
     }
-    println!(
-        "simulated {seeds} replicated file systems from seed {first}: {crashes} crashes, \
-         {downs} map versions with a server down, {taken} with a metadata group taken over"
-    );
-    assert!(crashes >= seeds * 5, "too few crashes: {crashes}");
-    assert!(downs >= seeds, "no server was ever called down: {downs}");
-    assert!(
-        taken >= seeds,
-        "no metadata group was ever taken over: {taken}"
-    );
 }

@@ -431,6 +431,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 merge(v, extra),
             ));
         }
+        let changing = changing_groups(client.config(), &reports, &fs.servers, map.as_ref());
         let leader = map
             .as_ref()
             .and_then(|m| m.leader)
@@ -440,6 +441,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             let mut v = serde_json::json!({
                 "healthy": down == 0 && sick.is_empty() && not_up == 0,
                 "metadata_groups_on_one_copy": single_copy,
+                "metadata_groups_changing": changing,
                 "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
             });
             if let Some(m) = &map {
@@ -471,6 +473,13 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     r.name, r.address, roles, state, map_state, rtt
                 );
             }
+            if !changing.is_empty() {
+                println!(
+                    "metadata of {}: changing hands (its primary under this map has not \
+                     taken it up yet; look again in a moment)",
+                    changing.join(", ")
+                );
+            }
         }
         match (all_healthy(reports.len(), down, &sick), not_up) {
             (Ok(()), 0) => {}
@@ -482,6 +491,36 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The metadata groups with standbys that no server reported serving although
+/// the map names a primary that answered: a primary takes a group up once its lease
+/// holds under the map that gave it the group, a moment after the map changed.
+fn changing_groups(
+    config: &pvfs_config::Config,
+    reports: &[pvfs_client::PingReport],
+    stats: &[pvfs_client::ServerStat],
+    map: Option<&pvfs_proto::map::ClusterMap>,
+) -> Vec<String> {
+    let Some(map) = map else {
+        return Vec::new();
+    };
+    let reported: std::collections::HashSet<u32> = stats
+        .iter()
+        .filter_map(|s| s.stat.as_ref().ok())
+        .flat_map(|st| st.groups.iter().map(|g| g.group))
+        .collect();
+    config
+        .meta_servers()
+        .into_iter()
+        .filter(|&g| config.meta_group(g).len() > 1 && !reported.contains(&(g as u32)))
+        .filter(|&g| {
+            map.primary(g as u32)
+                .and_then(|p| reports.get(p as usize))
+                .is_some_and(|r| r.result.is_ok())
+        })
+        .map(|g| config.servers[g].name.clone())
+        .collect()
 }
 
 /// The JSON of the metadata groups a server serves, and a line for each standby
