@@ -160,9 +160,21 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
     assert!(cluster.storage(&s0).join("superseded").exists());
     // Once s0 holds a whole copy, every group is on two copies again. (A server
     // reports the groups it serves while its fence holds: one that just learned a
-    // new map may miss from one look, so the whole picture is polled for.)
+    // new map may miss from one look, so the whole picture is polled for; such a
+    // group is listed as changing hands, and no look leaves one out while every
+    // server answers.)
     let whole = |status: &serde_json::Value| {
         let served = common::served_groups(status);
+        let changing = status["metadata_groups_changing"]
+            .as_array()
+            .map_or(0, |a| a.len());
+        let answered = status["servers"]
+            .as_array()
+            .is_some_and(|rows| rows.iter().all(|r| r["state"] == "ok"));
+        assert!(
+            !answered || served.len() + changing == config.meta_servers().len(),
+            "a metadata group neither served nor changing hands: {status}"
+        );
         status["metadata_groups_on_one_copy"] == 0
             && served.len() == config.meta_servers().len()
             && served.get(&s0) == Some(&(s1.clone(), vec![(s0.clone(), "following".to_string())]))

@@ -153,6 +153,9 @@ pub struct Faults {
     hold_names: Option<std::path::PathBuf>,
     /// While the file exists, requests of the operation wait before they run.
     hold_ops: Vec<(String, std::path::PathBuf)>,
+    /// While this file exists, a hard link counted at its object's owner waits
+    /// before its name is put in place.
+    hold_linked: Option<std::path::PathBuf>,
 }
 
 impl Faults {
@@ -160,7 +163,8 @@ impl Faults {
     /// next N requests of operation OP; `hold-take-over:PATH` keeps a server the map
     /// names a metadata group's primary from opening its copy while PATH exists;
     /// `hold-names:PATH` stalls requests adding names to directories while it does,
-    /// `hold-op:OP:PATH` requests of operation OP).
+    /// `hold-op:OP:PATH` requests of operation OP, `hold-linked:PATH` a hard link
+    /// between its count at the object's owner and its new name).
     /// Anything it does not understand is an error, so a typo cannot silently turn
     /// fault injection off.
     pub fn from_env() -> Result<Faults, String> {
@@ -168,6 +172,7 @@ impl Faults {
         let mut hold_take_over = None;
         let mut hold_names = None;
         let mut hold_ops = Vec::new();
+        let mut hold_linked = None;
         let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
         for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
@@ -203,6 +208,13 @@ impl Faults {
                     );
                     hold_names = Some(std::path::PathBuf::from(path));
                 }
+                ["hold-linked", path] if !path.is_empty() => {
+                    tracing::warn!(
+                        "fault injection active: hard links wait between their count and \
+                         their name while {path} exists"
+                    );
+                    hold_linked = Some(std::path::PathBuf::from(path));
+                }
                 ["hold-take-over", path] if !path.is_empty() => {
                     tracing::warn!(
                         "fault injection active: no metadata taken over while {path} exists"
@@ -213,7 +225,8 @@ impl Faults {
                 _ => {
                     return Err(format!(
                         "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT, \
-                         hold-take-over:PATH, hold-names:PATH or hold-op:OP:PATH)"
+                         hold-take-over:PATH, hold-names:PATH, hold-linked:PATH or \
+                         hold-op:OP:PATH)"
                     ))
                 }
             }
@@ -226,6 +239,7 @@ impl Faults {
             hold_take_over,
             hold_names,
             hold_ops,
+            hold_linked,
         })
     }
 
@@ -242,6 +256,14 @@ impl Faults {
     pub async fn hold_names(&self, limit: std::time::Duration) {
         if let Some(path) = self.hold_names.as_deref() {
             hold_while(path, limit, "a name to add").await;
+        }
+    }
+
+    /// Waits, at most `limit`, while a test holds hard links counted at their
+    /// object's owner before their names are put in place.
+    pub async fn hold_linked(&self, limit: std::time::Duration) {
+        if let Some(path) = self.hold_linked.as_deref() {
+            hold_while(path, limit, "a counted link").await;
         }
     }
 

@@ -56,9 +56,21 @@ impl Handler for req::Link {
                 .await?;
             return Ok(linked.into());
         }
+        // The new name is looked at before the link is counted at the object's
+        // owner: a name taken now is EEXIST now. Counted first, the name could be
+        // freed meanwhile (a rename moving it away) after the object lost its last
+        // name (the same rename replacing it), and the link would name an object
+        // that had no name at any moment the new name was free: on one machine the
+        // link finds the name taken, or the object gone.
+        if ctx.meta.read()?.get_entry(dir, &name)?.is_some() {
+            return Err(OpError::posix(Errno::EEXIST, format!("{name:?} exists")));
+        }
         // (A retry of a link that was done was answered from its record by
         // dispatch, before the owner could be asked to count it again.)
         let attr = lifetime::add_remote(ctx, caller, handle, false).await?;
+        ctx.faults
+            .hold_linked(ctx.config.timeouts.request / 2)
+            .await;
         let added = cx
             .once
             .commit(&ctx.meta, move |t| {
