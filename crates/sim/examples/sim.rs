@@ -1,7 +1,7 @@
 //! Runs the simulator: `cargo run --release -p pvfs-sim --example sim -- [--seed N]
 //! [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O] [--no-crashes]
 //! [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
-//! [--no-settle] [--replicas R] [--trace] [--log]`. Prints one line per failing seed (with the command
+//! [--no-settle] [--replicas R] [--two-faults] [--trace] [--log]`. Prints one line per failing seed (with the command
 //! that replays it) and a summary: runs, operations, faults, schedules a minute.
 
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use pvfs_sim::{run, Options};
 const USAGE: &str = "\
 usage: sim [--seed N] [--seeds COUNT | --minutes M] [--servers S] [--clients C] [--ops O]
            [--no-crashes] [--no-partitions] [--no-resets] [--no-stalls] [--no-power-loss]
-           [--no-settle] [--replicas R] [--trace] [--log]
+           [--no-settle] [--replicas R] [--two-faults] [--trace] [--log]
 
 Runs seeded schedules of the simulated cluster (servers, clients, network, disks in one
 thread, faults chosen by the seed) from seed N (default 1): COUNT of them, or as many as
@@ -23,7 +23,9 @@ a client looks at once at what an operation without an answer did (as the simula
 did first; only to replay seeds found then). --replicas 2: a file system with two
 copies of everything (an authority, leases, chains, metadata standbys), crashes of one
 server at a time, no partitions and no power losses (add --partitions, --power-loss to
-have them), and the replication invariants checked.
+have them), and the replication invariants checked; a cut between two servers counts
+as a fault then (no crash while one is on), unless --two-faults (only to replay the
+replicated seeds found before, whose schedules had both at once).
 ";
 
 /// Stamps log lines with the simulated clock: seconds since the run's start.
@@ -77,6 +79,7 @@ fn main() {
             "--no-resets" => opts.resets = false,
             "--no-stalls" => opts.latency.stall_chance = 0.0,
             "--no-settle" => opts.settle = false,
+            "--two-faults" => opts.one_fault = false,
             "--no-power-loss" => opts.power_loss = false,
             "--replicas" => {
                 let r = num(val()) as u32;

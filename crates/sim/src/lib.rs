@@ -112,6 +112,13 @@ pub struct Options {
     /// the map calls every server up, and the replication invariants are checked
     /// all along ([`check::Maps`]).
     pub replicas: u32,
+    /// With copies: a cut between two servers counts as a fault, as a crash does.
+    /// No server crashes while two servers are cut off from each other, and no two
+    /// servers are cut off from each other until the map calls every server up
+    /// again after a crash: two copies survive one fault, not two. Off only to
+    /// replay the replicated seeds found before (their schedules had crashes and
+    /// such cuts at once).
+    pub one_fault: bool,
 }
 
 impl Options {
@@ -152,6 +159,7 @@ impl Options {
             (self.latency.stall_chance == 0.0, " --no-stalls"),
             (!self.power_loss, " --no-power-loss"),
             (!self.settle, " --no-settle"),
+            (self.replicas > 1 && !self.one_fault, " --two-faults"),
         ];
         let mut off: String = off.iter().filter(|o| o.0).map(|o| o.1).collect();
         if self.replicas > 1 {
@@ -190,6 +198,7 @@ impl Default for Options {
             },
             settle: true,
             replicas: 1,
+            one_fault: true,
         }
     }
 }
@@ -359,6 +368,8 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     // The nemesis, and the invariant checks, until every client is done.
     let mut restart_at: Vec<Option<tokio::time::Instant>> = vec![None; opts.servers];
     let mut heal_at: Option<tokio::time::Instant> = None;
+    // Whether the cut now on is between two servers.
+    let mut servers_cut = false;
     // The server that crashed last, and the newest map version then, until a map
     // calls it up again since a later version (caught up after its restart).
     let mut coming_back: Option<(usize, u64)> = None;
@@ -384,6 +395,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
         }
         if heal_at.is_some_and(|t| t <= now) {
             heal_at = None;
+            servers_cut = false;
             net.heal();
             trace.push("heal".into());
         }
@@ -404,7 +416,8 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
             let one_at_a_time = !replicated
                 || (coming_back.is_none()
                     && (0..opts.servers).all(|j| cluster.is_up(j))
-                    && check::Maps::all_up(&cluster));
+                    && check::Maps::all_up(&cluster)
+                    && !(opts.one_fault && servers_cut));
             if cluster.is_up(i) && one_at_a_time {
                 let power = opts.power_loss && rng.chance(0.5);
                 if replicated {
@@ -447,7 +460,17 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
                     .to_string()
             };
             let a = cluster.name(a).to_string();
-            if a != other {
+            // With copies, two servers are cut off from each other only while no
+            // other fault is on (the numbers are drawn all the same).
+            let between_servers = !other.starts_with('c');
+            let another_fault = replicated
+                && opts.one_fault
+                && between_servers
+                && (coming_back.is_some()
+                    || !(0..opts.servers).all(|j| cluster.is_up(j))
+                    || !check::Maps::all_up(&cluster));
+            if a != other && !another_fault {
+                servers_cut = between_servers;
                 net.partition(&a, &other);
                 report.partitions += 1;
                 trace.push(format!("partition {a} {other}"));
