@@ -1079,9 +1079,12 @@ fn storm(mode: Mode) {
                 // Kept with the servers' logs (the test's directory stays on failure).
                 let at = cluster.config_path().with_file_name("history-report.txt");
                 let _ = std::fs::write(&at, format!("{}\n{report}", replay.0));
+                let all = at.with_file_name("history.txt");
+                let _ = std::fs::write(&all, history::dump(u, &history));
                 panic!(
-                    "round {round}: the history is not linearizable (also in {}):\n{report}",
-                    at.display()
+                    "round {round}: the history is not linearizable (also in {}, every operation in {}):\n{report}",
+                    at.display(),
+                    all.display()
                 )
             }
         }

@@ -1694,6 +1694,9 @@ impl<'a> Checker<'a> {
             .iter()
             .flat_map(|&o| slots_of(&self.ops[o as usize].call))
             .collect();
+        // The versions the conflict names: the operations that wrote them are shown
+        // wherever they are in the history.
+        let mut versions: HashSet<u32> = HashSet::new();
         for &j in &best.cands {
             let s = &self.steps[j as usize];
             let _ = writeln!(
@@ -1705,6 +1708,7 @@ impl<'a> Checker<'a> {
             );
             for (slot, why) in self.explain(&best.state, j as usize) {
                 let _ = writeln!(out, "      {why}");
+                versions.extend(versions_named(&why));
                 slots.extend(slot);
             }
         }
@@ -1739,6 +1743,8 @@ impl<'a> Checker<'a> {
                 slots.extend(had.iter().copied());
             }
         }
+        // The names in question themselves (before the step further below).
+        let direct = slots.clone();
         // The operations around the stuck ones: everything overlapping their time,
         // and the last operations before them on the slots they touch.
         let (lo, hi) = stuck_ops.iter().fold((Nanos::MAX, 0), |(lo, hi), &o| {
@@ -1762,40 +1768,83 @@ impl<'a> Checker<'a> {
                 shown.push(i);
             }
         }
-        // Of the related earlier ones, the last 40.
+        // Of the related earlier ones, the last 40, and any earlier one on the names
+        // in question or writing a version the conflict names.
         let early: Vec<usize> = shown
             .iter()
             .copied()
             .filter(|&i| self.ops[i].end < lo)
             .collect();
         let skip = early.len().saturating_sub(40);
-        let shown: Vec<usize> = early
-            .into_iter()
+        let mut shown: Vec<usize> = early
+            .iter()
+            .copied()
             .skip(skip)
             .chain(shown.iter().copied().filter(|&i| self.ops[i].end >= lo))
             .collect();
+        shown.extend(early.iter().copied().take(skip).filter(|&i| {
+            let op = &self.ops[i];
+            slots_of(&op.call).iter().any(|s| direct.contains(s))
+                || written(&op.call).is_some_and(|v| versions.contains(&v))
+        }));
+        shown.extend(
+            (0..self.ops.len())
+                .filter(|&i| written(&self.ops[i].call).is_some_and(|v| versions.contains(&v))),
+        );
+        shown.sort_unstable();
+        shown.dedup();
         let _ = writeln!(
             out,
             "  the operations around it (times in ms since the start; * = had to come next):"
         );
         for i in shown {
-            let op = &self.ops[i];
-            let _ = writeln!(
-                out,
-                "  {} #{i} client {} [{:.3} .. {:.3}] {}",
-                if stuck_ops.contains(&(i as u32)) {
-                    "*"
-                } else {
-                    " "
-                },
-                op.client,
-                op.start as f64 / 1e6,
-                op.end as f64 / 1e6,
-                op.describe(u)
-            );
+            let mark = if stuck_ops.contains(&(i as u32)) {
+                '*'
+            } else {
+                ' '
+            };
+            let _ = writeln!(out, "  {mark} {}", line(u, i, &self.ops[i]));
         }
         out
     }
+}
+
+/// One operation as the reports show it: its number, client, times and outcome.
+fn line(u: &Universe, i: usize, op: &Op) -> String {
+    format!(
+        "#{i} client {} [{:.3} .. {:.3}] {}",
+        op.client,
+        op.start as f64 / 1e6,
+        op.end as f64 / 1e6,
+        op.describe(u)
+    )
+}
+
+/// Every operation of a history, one per line: kept next to a failed check's report,
+/// since the report shows only the operations near the conflict.
+pub fn dump(u: &Universe, ops: &[Op]) -> String {
+    let mut out = String::new();
+    for (i, op) in ops.iter().enumerate() {
+        let _ = writeln!(out, "{}", line(u, i, op));
+    }
+    out
+}
+
+/// The version a call writes, if it writes one.
+fn written(call: &Call) -> Option<u32> {
+    match call {
+        Call::Create { write: Some(v), .. } => Some(v.id),
+        Call::Write { version, .. } => Some(version.id),
+        _ => None,
+    }
+}
+
+/// The versions (`v123`) a line of explanation names.
+fn versions_named(why: &str) -> Vec<u32> {
+    why.replace("Ver(", "v")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter_map(|w| w.strip_prefix('v')?.parse().ok())
+        .collect()
 }
 
 impl Checker<'_> {
