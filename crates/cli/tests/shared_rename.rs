@@ -151,11 +151,7 @@ fn a_link_racing_a_rename_that_frees_its_name_never_names_the_replaced_object() 
         "the link to end or wait",
         scaled(Duration::from_secs(20)),
         || {
-            let waits = cluster.names().iter().any(|s| {
-                cluster
-                    .log(s)
-                    .contains("a counted link waits: held by a test's fault")
-            });
+            let waits = cluster.held_by_fault("a counted link") > 0;
             (linker.is_finished() || waits).then_some(())
         },
     );

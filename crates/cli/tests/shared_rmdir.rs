@@ -215,18 +215,10 @@ fn held_cluster(servers: usize, faults: &str) -> Cluster {
 
 /// Waits until the servers' logs say `n` requests of `what` wait for the test.
 fn held(cluster: &Cluster, what: &str, n: usize) {
-    let line = format!("{what} waits: held by a test's fault");
     poll(
         &format!("{n} {what} to wait in the servers"),
         scaled(Duration::from_secs(20)),
-        || {
-            let count: usize = cluster
-                .names()
-                .iter()
-                .map(|s| cluster.log(s).matches(&line).count())
-                .sum();
-            (count >= n).then_some(())
-        },
+        || (cluster.held_by_fault(what) >= n).then_some(()),
     )
 }
 

@@ -232,14 +232,9 @@ impl Shipping {
 
     /// Sends one step of a copy to the standby; its answer's record number.
     async fn step(&self, server: u32, epoch: u64, step: ReplicateStep) -> OpResult<u64> {
-        let request = Request::Replicate(pvfs_proto::req::Replicate {
-            group: self.group,
-            epoch,
-            step,
-        });
         let answer = self
             .peers
-            .call_within(server as usize, request, self.patience)
+            .call_within(server as usize, self.request(epoch, step), self.patience)
             .await?;
         self.answered(server, answer)
     }
@@ -249,16 +244,21 @@ impl Shipping {
     /// again on a new one well before the standby would be evicted for it (the
     /// standby skips the records it holds); its answer's record number.
     async fn send_records(&self, server: u32, epoch: u64, records: Vec<u8>) -> OpResult<u64> {
-        let request = Request::Replicate(pvfs_proto::req::Replicate {
-            group: self.group,
-            epoch,
-            step: ReplicateStep::Records { records },
-        });
+        let request = self.request(epoch, ReplicateStep::Records { records });
         let answer = self
             .peers
             .call_on(Lane::Shipping, server as usize, request, self.patience / 4)
             .await?;
         self.answered(server, answer)
+    }
+
+    /// The request carrying `step` of this group's copy under `epoch`.
+    fn request(&self, epoch: u64, step: ReplicateStep) -> Request {
+        Request::Replicate(pvfs_proto::req::Replicate {
+            group: self.group,
+            epoch,
+            step,
+        })
     }
 
     /// Standby `server`'s answer to a step: the number of the last record it holds.

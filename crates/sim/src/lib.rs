@@ -403,21 +403,8 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
             let i = rng.range(0, opts.servers as u64) as usize;
             // With two copies one server may be down at a time: the next crash waits
             // until every server runs and the map calls every one up again (caught up).
-            if let Some((j, v)) = coming_back {
-                let back = check::Maps::newest(&cluster).is_some_and(|m| {
-                    m.servers.get(j).is_some_and(|e| {
-                        e.state == pvfs_proto::map::ServerState::Up && e.joined > v
-                    })
-                });
-                if back {
-                    coming_back = None;
-                }
-            }
             let one_at_a_time = !replicated
-                || (coming_back.is_none()
-                    && (0..opts.servers).all(|j| cluster.is_up(j))
-                    && check::Maps::all_up(&cluster)
-                    && !(opts.one_fault && servers_cut));
+                || (settled(&cluster, &mut coming_back) && !(opts.one_fault && servers_cut));
             if cluster.is_up(i) && one_at_a_time {
                 let power = opts.power_loss && rng.chance(0.5);
                 if replicated {
@@ -466,9 +453,7 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
             let another_fault = replicated
                 && opts.one_fault
                 && between_servers
-                && (coming_back.is_some()
-                    || !(0..opts.servers).all(|j| cluster.is_up(j))
-                    || !check::Maps::all_up(&cluster));
+                && !settled(&cluster, &mut coming_back);
             if a != other && !another_fault {
                 servers_cut = between_servers;
                 net.partition(&a, &other);
@@ -565,4 +550,23 @@ async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Fai
     report.stalls = net.stalls();
     cluster.stop().await;
     Ok(report)
+}
+
+/// Whether no fault of a server is on: every server runs, the map calls every one
+/// up, and the last one to crash (`coming_back`, with the newest map version at its
+/// crash) was called up again since, caught up after its restart (then forgotten).
+fn settled(cluster: &Cluster, coming_back: &mut Option<(usize, u64)>) -> bool {
+    if let Some((j, v)) = *coming_back {
+        let back = check::Maps::newest(cluster).is_some_and(|m| {
+            m.servers
+                .get(j)
+                .is_some_and(|e| e.state == pvfs_proto::map::ServerState::Up && e.joined > v)
+        });
+        if back {
+            *coming_back = None;
+        }
+    }
+    coming_back.is_none()
+        && (0..cluster.len()).all(|j| cluster.is_up(j))
+        && check::Maps::all_up(cluster)
 }

@@ -1375,6 +1375,16 @@ impl Cluster {
         std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
     }
 
+    /// How many requests of `what` the servers' logs say wait for the test
+    /// (`PVFS_FAULTS` holds: each logs "`what` waits: held by a test's fault").
+    pub fn held_by_fault(&self, what: &str) -> usize {
+        let line = format!("{what} waits: held by a test's fault");
+        self.names()
+            .iter()
+            .map(|s| self.log(s).matches(&line).count())
+            .sum()
+    }
+
     /// The last lines of server `name`'s log (for failure messages).
     pub fn log_tail(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.log_path(name)).unwrap_or_default();
