@@ -220,16 +220,17 @@ impl Pool {
         if self.config().replication.authority.is_empty() || !worth_another_copy(&e) {
             return Err(e);
         }
-        let deadline = Instant::now() + failover_wait(self);
+        let mut wait = FailoverWait::new(self);
         let mut seen = 0;
         loop {
             if let Ok(map) = self.cluster_map(creds, Some(seen)).await {
                 seen = map.version;
+                wait.saw(seen);
                 if gone(map.state(server as u32)) {
                     return Ok(());
                 }
             }
-            if Instant::now() + RETRY_PAUSE >= deadline {
+            if !wait.room() {
                 return Err(e);
             }
             tokio::time::sleep(RETRY_PAUSE).await;
@@ -253,6 +254,58 @@ fn gone(state: Option<ServerState>) -> bool {
 pub(crate) fn failover_wait(pool: &Pool) -> Duration {
     let c = pool.config();
     c.replication.lease * 2 + c.timeouts.request + Duration::from_secs(2)
+}
+
+/// The most failover waits one request waits in all, however many times the
+/// cluster map moves on meanwhile: faults one after the other (a copy cut off,
+/// then the chain's head killed, then the other copy) each get their wait, and a
+/// cluster whose map never settles still answers within a bound.
+pub(crate) const FAILOVER_WAITS: u32 = 3;
+
+/// How long a request keeps trying while copies or metadata groups fail over: a
+/// [`failover_wait`] since the newest cluster map it saw came (each new version is
+/// the authority acting on a fault), within [`FAILOVER_WAITS`] of them since it
+/// began.
+pub(crate) struct FailoverWait {
+    /// One wait.
+    wait: Duration,
+    /// When the request gives up whatever the map does.
+    last: Instant,
+    /// When it gives up unless a newer map comes first.
+    deadline: Instant,
+    /// The newest map version seen.
+    version: u64,
+}
+
+impl FailoverWait {
+    /// The wait of a request starting now.
+    pub(crate) fn new(pool: &Pool) -> FailoverWait {
+        let wait = failover_wait(pool);
+        let now = Instant::now();
+        FailoverWait {
+            wait,
+            last: now + wait * FAILOVER_WAITS,
+            deadline: now + wait,
+            version: 0,
+        }
+    }
+
+    /// Notes a cluster map the request saw: a newer one than any before restarts
+    /// the wait (the first one seen only sets the version to compare with).
+    pub(crate) fn saw(&mut self, version: u64) {
+        if version > self.version {
+            if self.version != 0 {
+                self.deadline = (Instant::now() + self.wait).min(self.last);
+            }
+            self.version = version;
+        }
+        debug_assert!(self.deadline <= self.last, "the wait is bounded");
+    }
+
+    /// Whether another try, after [`RETRY_PAUSE`], still comes before the deadline.
+    pub(crate) fn room(&self) -> bool {
+        Instant::now() + RETRY_PAUSE < self.deadline
+    }
 }
 
 /// Whether a request to a copy that failed so may succeed under a newer map or on
@@ -286,7 +339,7 @@ pub(crate) struct Route<'a> {
     df: Datafile,
     servers: Vec<u32>,
     pick: Pick,
-    deadline: Instant,
+    wait: FailoverWait,
     /// None for a datafile with one copy.
     map: Option<Arc<ClusterMap>>,
 }
@@ -302,14 +355,13 @@ impl<'a> Route<'a> {
     ) -> Result<Route<'a>> {
         // One copy (every file today): nothing to look up or allocate on the data
         // path; the route is the datafile's server, once.
-        let (map, servers, deadline) = if replicas > 1 {
-            (
-                Some(pool.cluster_map(creds, None).await?),
-                df.replicas().take(replicas as usize).collect(),
-                Instant::now() + failover_wait(pool),
-            )
+        let mut wait = FailoverWait::new(pool);
+        let (map, servers) = if replicas > 1 {
+            let map = pool.cluster_map(creds, None).await?;
+            wait.saw(map.version);
+            (Some(map), df.replicas().take(replicas as usize).collect())
         } else {
-            (None, Vec::new(), Instant::now())
+            (None, Vec::new())
         };
         Ok(Route {
             pool,
@@ -317,7 +369,7 @@ impl<'a> Route<'a> {
             df: *df,
             servers,
             pick,
-            deadline,
+            wait,
             map,
         })
     }
@@ -411,13 +463,13 @@ impl<'a> Route<'a> {
     }
 
     /// Whether to try again after `e`: for a datafile with copies, when another copy
-    /// or a newer map may do, within the failover wait; then waits a moment and
+    /// or a newer map may do, within the failover wait ([`FailoverWait`]); then waits a moment and
     /// fetches the map again.
     pub(crate) async fn again(&mut self, e: &Error) -> bool {
         let Some(map) = &self.map else {
             return false;
         };
-        if !worth_another_copy(e) || Instant::now() + RETRY_PAUSE >= self.deadline {
+        if !worth_another_copy(e) || !self.wait.room() {
             return false;
         }
         tracing::debug!(
@@ -428,6 +480,7 @@ impl<'a> Route<'a> {
         // The server that failed may be the one asked for the map: any answer will
         // do, the next try asks again.
         if let Ok(newer) = self.pool.cluster_map(self.creds, Some(map.version)).await {
+            self.wait.saw(newer.version);
             self.map = Some(newer);
         }
         true

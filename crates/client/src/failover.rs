@@ -12,14 +12,14 @@ use pvfs_proto::map::ClusterMap;
 use pvfs_proto::{encode, Creds, Effect, Errno, ErrorKind, Request, RequestBody, Response, Scope};
 use tokio::time::Instant;
 
-use crate::copies::{failover_wait, worth_another_copy, RETRY_PAUSE, WATCH_EVERY};
+use crate::copies::{worth_another_copy, FailoverWait, RETRY_PAUSE, WATCH_EVERY};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
 impl Pool {
     /// [`Pool::rpc`] for a request to metadata group `group` of a file system whose
     /// groups have standbys: to its primary under the newest map, again under a
-    /// newer map while the group fails over, for at most the failover wait.
+    /// newer map while the group fails over, within the failover wait ([`FailoverWait`]).
     pub(crate) async fn group_rpc(
         &self,
         group: usize,
@@ -34,10 +34,13 @@ impl Pool {
             retry,
             origin: 0,
         });
-        let deadline = Instant::now() + failover_wait(self);
+        let mut wait = FailoverWait::new(self);
         let mut stale = false;
         loop {
             let map = self.cluster_map(creds, stale.then_some(0)).await;
+            if let Ok(map) = &map {
+                wait.saw(map.version);
+            }
             let result = match &map {
                 Err(e) => Err(e.clone()),
                 Ok(map) => match map.primary(group as u32) {
@@ -54,7 +57,7 @@ impl Pool {
                 },
             };
             match result {
-                Err(e) if worth_another_copy(&e) && Instant::now() + RETRY_PAUSE < deadline => {
+                Err(e) if worth_another_copy(&e) && wait.room() => {
                     tracing::debug!(
                         group = self.name(group),
                         op,

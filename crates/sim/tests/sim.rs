@@ -204,6 +204,17 @@ fn replicated_crashes_keep_every_invariant_and_replay() {
     assert!(taken >= 3, "no metadata group was taken over: {taken}");
 }
 
+/// Replicated runs with partitions where a server may crash while two others are
+/// cut off from each other (two faults at once): the schedules the seeds below were
+/// found with.
+fn two_faults() -> Options {
+    Options {
+        partitions: true,
+        one_fault: false,
+        ..Options::replicated()
+    }
+}
+
 /// Replicated runs with partitions too, whose two copies of a datafile both came
 /// back recovering, each holding changes the other missed: each copies from the
 /// other what the other changed alone. In the first run the two copies of one
@@ -214,14 +225,8 @@ fn replicated_crashes_keep_every_invariant_and_replay() {
 /// the same range as missed by the other; the copies agree there and go on.
 #[test]
 fn replicated_copies_back_at_once_catch_up_from_each_other() {
-    // (Found with crashes and cuts between servers at once: their schedules.)
-    let opts = Options {
-        partitions: true,
-        one_fault: false,
-        ..Options::replicated()
-    };
     for seed in [2, 61] {
-        let r = must(seed, &opts);
+        let r = must(seed, &two_faults());
         assert!(r.partitions > 0, "seed {seed}: no partition: {r:?}");
     }
 }
@@ -235,14 +240,24 @@ fn replicated_copies_back_at_once_catch_up_from_each_other() {
 /// on connections of their own, remade after a call left unanswered in time.
 #[test]
 fn replicated_stalled_connections_are_remade_before_a_lease_or_a_standby_is_lost() {
-    // (Found with crashes and cuts between servers at once: their schedules.)
-    let opts = Options {
-        partitions: true,
-        one_fault: false,
-        ..Options::replicated()
-    };
     for seed in [55, 31] {
-        let r = must(seed, &opts);
+        let r = must(seed, &two_faults());
         assert!(r.stalls > 0, "seed {seed}: no stalled write: {r:?}");
     }
+}
+
+/// A replicated run with partitions whose truncate met three faults one after the
+/// other, each alone (its chain's copies cut off from each other, then its head
+/// killed, then the other copy killed once the head was up again): the client gave
+/// up after one failover wait in all, although the map moved on at every fault. A
+/// request now waits a failover wait from the newest map it saw, within three in
+/// all.
+#[test]
+fn replicated_requests_wait_out_faults_one_after_another() {
+    let opts = Options {
+        partitions: true,
+        ..Options::replicated()
+    };
+    let r = must(18, &opts);
+    assert!(r.partitions > 0 && r.crashes > 0, "no faults: {r:?}");
 }
