@@ -1,12 +1,17 @@
 //! Crash safety, checked by a history checker: several clients share three directories,
 //! their subdirectories and a few names in each, and create, rewrite, read, rename
 //! (over existing names, across directories on different metadata servers), hard-link
-//! and unlink files, make and remove subdirectories and list directories, all at once,
+//! and unlink files, make and remove subdirectories and list directories, and take
+//! a whole-file exclusive lock of one of three lock files around a tenth of their
+//! operations (waiting for it), all at once,
 //! while servers are killed with SIGKILL and restarted at operation boundaries chosen by
 //! the seed. Every operation is recorded with its invocation and completion times and
 //! its outcome (ok, refused, or indeterminate), and the history is checked for
 //! linearizability against a model of the namespace (`history/mod.rs`: a set of names
-//! per directory, a register per file, hard links sharing it).
+//! per directory, a register per file, hard links sharing it). The locks are checked
+//! apart: no two clients ever held one lock at once (from the grant's return to the
+//! unlock's call), with copies through every fault; without, a server killed while it
+//! kept a held lock may lose it.
 //!
 //! The schedule (which client runs which operations in each step, and after which of
 //! its operations which server is killed and restarted) comes from the seed alone, so a
@@ -52,7 +57,8 @@ use history::{
     Call, DirSpec, Kind, Nanos, Op, ReadObs, Refusal, Res, Seen, Slot, Snap, SnapDir, SnapEntry,
     Universe, Version,
 };
-use pvfs_client::{Client, Errno, LayoutSpec, ObjKind};
+use pvfs_client::{Client, Errno, LayoutSpec, LockKind, LockRequest, LockType, ObjKind};
+use pvfs_proto::locks::TO_EOF;
 
 /// The top directories (made before the storm; never removed).
 const TOP: [&str; 3] = ["a", "b", "c"];
@@ -71,14 +77,22 @@ const BIG: (u64, u64) = (100_000, 600_000);
 const LATE: Duration = Duration::from_secs(10);
 /// Longest any operation may take before the test fails (never hang), before scaling.
 const OP_DEADLINE: Duration = Duration::from_secs(120);
+/// The files some operations lock around themselves (in the root, where no other
+/// operation goes): an exclusive lock of a whole file, waited for.
+const LOCKS: usize = 3;
+/// Longest a lock may be waited for before the test fails (every holder releases
+/// its lock within one operation), before scaling.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
 
 // ----- the schedule -------------------------------------------------------------------
 
-/// One operation as planned: the call, and whether a write is followed by an fsync.
+/// One operation as planned: the call, whether a write is followed by an fsync, and
+/// the lock file, if any, whose exclusive lock it holds while it runs.
 #[derive(Clone, Debug)]
 struct Planned {
     call: Call,
     fsync: bool,
+    lock: Option<usize>,
 }
 
 /// What befalls a server.
@@ -232,6 +246,7 @@ impl Plan {
                 let mut list = Vec::with_capacity(n);
                 for _ in 0..n {
                     let fsync = rng.chance(0.3);
+                    let lock = rng.chance(0.1).then(|| rng.range(0, LOCKS as u64) as usize);
                     let call = match rng.range(0, 100) {
                         0..14 => Call::Create {
                             at: file_slot(&mut rng),
@@ -287,7 +302,7 @@ impl Plan {
                             dir: rng.range(0, ndirs) as u16,
                         },
                     };
-                    list.push(Planned { call, fsync });
+                    list.push(Planned { call, fsync, lock });
                 }
                 ops.push(list);
             }
@@ -434,6 +449,19 @@ struct Counts {
     most_at_once: usize,
     /// Faults skipped: another server was faulted and not every other one up.
     skipped: usize,
+    /// Locks granted.
+    locks: usize,
+}
+
+/// A lock held by a client around one of its operations: from when the grant came
+/// back to when the unlock was sent, it certainly held the lock (it held it a little
+/// longer on both sides).
+#[derive(Clone, Debug)]
+struct Hold {
+    file: usize,
+    client: usize,
+    from: Nanos,
+    to: Nanos,
 }
 
 /// One client: its own runtime and `Client` (its own connections and identity).
@@ -452,6 +480,13 @@ struct Shared<'a> {
     top_handles: Vec<u64>,
     events: Mutex<Vec<ServerEvent>>,
     counts: Mutex<Counts>,
+    /// The lock files' handles.
+    locks: Vec<u64>,
+    /// The locks held so far.
+    holds: Mutex<Vec<Hold>>,
+    /// Whether every operation must succeed (copies): then a lock must be granted
+    /// and released without an error too.
+    failover: bool,
 }
 
 impl Worker {
@@ -542,9 +577,19 @@ impl Worker {
         let c = &self.client;
         let what = op.describe(sh.universe);
         let before = c.stats().per_op();
-        let run = self
-            .rt
-            .block_on(async { tokio::time::timeout(limit, self.perform(sh, c, p, &mut op)).await });
+        let run = self.rt.block_on(async {
+            tokio::time::timeout(limit, async {
+                let held = match p.lock {
+                    Some(k) => self.lock(sh, c, k).await,
+                    None => None,
+                };
+                self.perform(sh, c, p, &mut op).await;
+                if let Some(from) = held {
+                    self.unlock(sh, c, p.lock.unwrap_or_default(), from).await;
+                }
+            })
+            .await
+        });
         if run.is_err() {
             panic!("client {}: {what} did not return within {limit:?}", self.id);
         }
@@ -576,6 +621,58 @@ impl Worker {
             op.data = Res::NotSent;
         }
         op
+    }
+
+    /// Takes lock file `k`'s exclusive lock, waiting for it; when it was granted.
+    /// A failure is recorded as unexpected with copies (a lock outlives a
+    /// failover), and taken as no lock otherwise (its server was killed).
+    async fn lock(&self, sh: &Shared<'_>, c: &Client, k: usize) -> Option<Nanos> {
+        let req = LockRequest {
+            handle: sh.locks[k],
+            owner: 1,
+            kind: LockKind::Ofd,
+            typ: LockType::Write,
+            start: 0,
+            end: TO_EOF,
+            pid: self.id as u32 + 1,
+            wait: true,
+        };
+        let give_up = Instant::now() + common::scaled(LOCK_WAIT);
+        match c.lock(&req, &mut || Instant::now() >= give_up).await {
+            Ok(()) => {
+                sh.counts.lock().unwrap().locks += 1;
+                Some(now(sh.origin))
+            }
+            Err(e) => {
+                if sh.failover || e.errno == Errno::EINTR {
+                    sh.counts.lock().unwrap().unexpected.push(format!(
+                        "client {}: lock of /lock{k}: {e} (after {:?} at most)",
+                        self.id,
+                        common::scaled(LOCK_WAIT)
+                    ));
+                }
+                None
+            }
+        }
+    }
+
+    /// Releases lock file `k`'s lock, held since `from`, and records the hold.
+    async fn unlock(&self, sh: &Shared<'_>, c: &Client, k: usize, from: Nanos) {
+        sh.holds.lock().unwrap().push(Hold {
+            file: k,
+            client: self.id,
+            from,
+            to: now(sh.origin),
+        });
+        if let Err(e) = c.unlock(sh.locks[k], 1, 0, TO_EOF).await {
+            if sh.failover {
+                sh.counts
+                    .lock()
+                    .unwrap()
+                    .unexpected
+                    .push(format!("client {}: unlock of /lock{k}: {e}", self.id));
+            }
+        }
     }
 
     /// Does `p`, filling in `op`'s outcome.
@@ -979,6 +1076,10 @@ fn storm(mode: Mode) {
             .replicas(u32::from(copies))
             .set("lease", r#""1s""#)
             .on_hosts();
+    } else {
+        // The locks' lease (and a restarted server's grace period for reclaims,
+        // which new locks wait out): short, as the failover storm's.
+        builder = builder.set("lease", r#""2s""#);
     }
     let cluster = builder.start();
     if matches!(mode, Mode::Failover { .. }) {
@@ -1014,6 +1115,17 @@ fn storm(mode: Mode) {
         }
         handles
     });
+    let locks: Vec<u64> = checker.run(Duration::from_secs(60), async |c| {
+        let mut handles = Vec::new();
+        for k in 0..LOCKS {
+            let f = c
+                .create(&format!("/lock{k}"), 0o644, LayoutSpec::default(), true)
+                .await
+                .expect("create a lock file");
+            handles.push(f.handle());
+        }
+        handles
+    });
     let workers: Vec<Worker> = (0..clients).map(|i| Worker::new(i, &cluster)).collect();
     let shared = Shared {
         universe: u,
@@ -1022,6 +1134,9 @@ fn storm(mode: Mode) {
         top_handles,
         events: Mutex::new(Vec::new()),
         counts: Mutex::new(Counts::default()),
+        locks,
+        holds: Mutex::new(Vec::new()),
+        failover: matches!(mode, Mode::Failover { .. }),
     };
     let late = common::scaled(LATE).as_nanos() as Nanos;
     let budget = history::Budget {
@@ -1042,6 +1157,7 @@ fn storm(mode: Mode) {
             "errors the storm never expects:\n{}",
             unexpected.join("\n")
         );
+        locks_exclusive(&shared, &config, mode);
 
         // With copies, a server mended in the last step may still be catching up:
         // the round ends once every one is up (as it must be for fsck at the end).
@@ -1112,6 +1228,11 @@ fn storm(mode: Mode) {
         per_server[e.server] += 1;
     }
     let restarts = events.len() - kills.len();
+    let holds = shared.holds.lock().unwrap().clone();
+    let held_through = holds
+        .iter()
+        .filter(|h| kills.iter().any(|&k| h.from <= k && k <= h.to))
+        .count();
     let storm_ops: Vec<&Op> = history.iter().filter(|o| o.client != usize::MAX).collect();
     let refused = storm_ops
         .iter()
@@ -1137,7 +1258,8 @@ fn storm(mode: Mode) {
         "crash storm: seed {seed:#x}: {} steps, {clients} clients, {} operations in {:.1?} \
          ({} checked: {refused} refused, {unknown} indeterminate, {raced} raced a kill), \
          {} kills ({per_server:?} per server) and {restarts} restarts; {} renames and {} \
-         links across servers; {} fsyncs ({} failed with a server down); linearizable ({} \
+         links across servers; {} fsyncs ({} failed with a server down); {} locks granted, \
+         {held_through} held while a server was faulted, never two holders at once; linearizable ({} \
          configurations); {} files ({bytes} bytes) verified at the end; fsck repaired {} \
          problem(s) ({}), then found none",
         plan.steps.len(),
@@ -1149,6 +1271,7 @@ fn storm(mode: Mode) {
         counts.links_across,
         counts.fsyncs.0 + counts.fsyncs.1,
         counts.fsyncs.1,
+        counts.locks,
         verdict.explored,
         exact.len(),
         found.len(),
@@ -1209,6 +1332,17 @@ fn storm(mode: Mode) {
         plan.ops()
     );
     assert!(!exact.is_empty(), "no file verified at the end");
+    let planned_locks = plan
+        .steps
+        .iter()
+        .flat_map(|s| &s.ops)
+        .flatten()
+        .filter(|p| p.lock.is_some())
+        .count();
+    assert_eq!(holds.len(), counts.locks, "every lock granted was released");
+    if matches!(mode, Mode::Failover { .. }) {
+        assert_eq!(counts.locks, planned_locks, "every lock was granted");
+    }
     // A schedule of the default length surely races kills and moves names across
     // servers; a shorter one (a knob) may not.
     if plan.steps.len() >= 32 {
@@ -1220,6 +1354,7 @@ fn storm(mode: Mode) {
             plan.kills()
         );
         assert!(raced > 0, "no operation raced a kill");
+        assert!(counts.locks > 0, "no lock was granted");
         assert!(
             counts.renames_across > 0,
             "no rename across servers succeeded"
@@ -1230,6 +1365,41 @@ fn storm(mode: Mode) {
         );
     }
     drop(replay);
+}
+
+/// Checks that no two clients held one lock at once. Without copies a server killed
+/// while a lock it keeps was held may lose it (its holder finds out at the unlock),
+/// so a later holder of that lock is no conflict then; with copies a lock outlives
+/// every fault.
+fn locks_exclusive(sh: &Shared<'_>, config: &pvfs_config::Config, mode: Mode) {
+    let holds = sh.holds.lock().unwrap().clone();
+    let events = sh.events.lock().unwrap().clone();
+    for (i, a) in holds.iter().enumerate() {
+        for b in &holds[i + 1..] {
+            if a.file != b.file || a.client == b.client || a.to <= b.from || b.to <= a.from {
+                continue;
+            }
+            let owner = config.owner_of(sh.locks[a.file]);
+            let lost = mode == Mode::Crash
+                && events.iter().any(|e| {
+                    e.killed
+                        && Some(e.server) == owner
+                        && [a, b].iter().any(|h| h.from <= e.at && e.at <= h.to)
+                });
+            assert!(
+                lost,
+                "two clients held the lock of /lock{} at once: client {} from {:.3} to {:.3} ms, \
+                 client {} from {:.3} to {:.3} ms",
+                a.file,
+                a.client,
+                a.from as f64 / 1e6,
+                a.to as f64 / 1e6,
+                b.client,
+                b.from as f64 / 1e6,
+                b.to as f64 / 1e6
+            );
+        }
+    }
 }
 
 /// Waits until every server but those in `faulted` is up in the cluster map (back,
