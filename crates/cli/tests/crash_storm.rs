@@ -475,6 +475,8 @@ struct Worker {
 struct Shared<'a> {
     universe: &'a Universe,
     origin: Instant,
+    /// The same moment on the wall clock (the servers' logs' time).
+    origin_wall: std::time::SystemTime,
     trace: bool,
     /// The top directories' handles (to tell which server a new name lives on).
     top_handles: Vec<u64>,
@@ -1130,6 +1132,7 @@ fn storm(mode: Mode) {
     let shared = Shared {
         universe: u,
         origin: Instant::now(),
+        origin_wall: std::time::SystemTime::now(),
         trace,
         top_handles,
         events: Mutex::new(Vec::new()),
@@ -1196,7 +1199,7 @@ fn storm(mode: Mode) {
                 let at = cluster.config_path().with_file_name("history-report.txt");
                 let _ = std::fs::write(&at, format!("{}\n{report}", replay.0));
                 let all = at.with_file_name("history.txt");
-                let _ = std::fs::write(&all, history::dump(u, &history));
+                let _ = std::fs::write(&all, history_text(&shared, u, &history));
                 panic!(
                     "round {round}: the history is not linearizable (also in {}, every operation in {}):\n{report}",
                     at.display(),
@@ -1365,6 +1368,32 @@ fn storm(mode: Mode) {
         );
     }
     drop(replay);
+}
+
+/// Every operation of `history`, the faults and mends, and when the history's time
+/// began on the wall clock: what a failed check keeps for tracing it in the servers'
+/// logs.
+fn history_text(sh: &Shared<'_>, u: &Universe, history: &[Op]) -> String {
+    let since_epoch = sh
+        .origin_wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut out = format!(
+        "time 0 is {:.3} s after the Unix epoch (date -d @{:.3}); operations by invocation:\n",
+        since_epoch.as_secs_f64(),
+        since_epoch.as_secs_f64()
+    );
+    out.push_str(&history::dump(u, history));
+    out.push_str("faults and mends:\n");
+    for e in sh.events.lock().unwrap().iter() {
+        out.push_str(&format!(
+            "[{:.3} ms] server {} {}\n",
+            e.at as f64 / 1e6,
+            e.server,
+            if e.killed { "faulted" } else { "mended" }
+        ));
+    }
+    out
 }
 
 /// Checks that no two clients held one lock at once. Without copies a server killed

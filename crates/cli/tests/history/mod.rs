@@ -1768,8 +1768,8 @@ impl<'a> Checker<'a> {
                 shown.push(i);
             }
         }
-        // Of the related earlier ones, the last 40, and any earlier one on the names
-        // in question or writing a version the conflict names.
+        // Of the related earlier ones, the last 40, the last 60 before them on the
+        // names in question, and every one writing a version the conflict names.
         let early: Vec<usize> = shown
             .iter()
             .copied()
@@ -1782,11 +1782,17 @@ impl<'a> Checker<'a> {
             .skip(skip)
             .chain(shown.iter().copied().filter(|&i| self.ops[i].end >= lo))
             .collect();
-        shown.extend(early.iter().copied().take(skip).filter(|&i| {
-            let op = &self.ops[i];
-            slots_of(&op.call).iter().any(|s| direct.contains(s))
-                || written(&op.call).is_some_and(|v| versions.contains(&v))
-        }));
+        let on_direct: Vec<usize> = early
+            .iter()
+            .copied()
+            .take(skip)
+            .filter(|&i| {
+                slots_of(&self.ops[i].call)
+                    .iter()
+                    .any(|s| direct.contains(s))
+            })
+            .collect();
+        shown.extend(on_direct.iter().skip(on_direct.len().saturating_sub(60)));
         shown.extend(
             (0..self.ops.len())
                 .filter(|&i| written(&self.ops[i].call).is_some_and(|v| versions.contains(&v))),
@@ -1820,11 +1826,14 @@ fn line(u: &Universe, i: usize, op: &Op) -> String {
     )
 }
 
-/// Every operation of a history, one per line: kept next to a failed check's report,
-/// since the report shows only the operations near the conflict.
+/// Every operation of a history, one per line, numbered as the checker's reports
+/// number them (by invocation, then completion): kept next to a failed check's
+/// report, since the report shows only the operations near the conflict.
 pub fn dump(u: &Universe, ops: &[Op]) -> String {
+    let mut ops: Vec<&Op> = ops.iter().collect();
+    ops.sort_by_key(|o| (o.start, o.end));
     let mut out = String::new();
-    for (i, op) in ops.iter().enumerate() {
+    for (i, op) in ops.into_iter().enumerate() {
         let _ = writeln!(out, "{}", line(u, i, op));
     }
     out
