@@ -173,3 +173,135 @@ fn a_server_cut_off_the_network_costs_a_pause_never_an_error_nor_a_byte() {
     }
     cluster.assert_all_running();
 }
+
+/// A rename across servers whose first step (the new name, replacing an object owned
+/// by another server) was committed by a metadata primary that was then cut off
+/// before its standby held the step: the standby takes the group over without it,
+/// and the client's retry runs there. The old primary, linked again, must not go on
+/// to take the replaced object's link at its owner: the group that took over still
+/// names the object, which would then be gone (a name pointing nowhere, and the
+/// retried rename failing). The failover storm found this; the step at the owner
+/// is now taken only while the server still answers for its group (without that
+/// check, this test's rename fails).
+///
+/// `PVFS_FAULTS` holds the primary's shipping to its standby (so the step is not on
+/// the standby when the cut comes) and holds the retry at the standby until the old
+/// primary has given the group up (so the old primary's step, before the fix, came
+/// first, as in the storm).
+#[test]
+fn a_rename_step_committed_by_a_primary_cut_off_never_drops_the_object_it_replaced() {
+    if let Some(why) = hosts::unavailable() {
+        common::skip("partition", why);
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let ship = scratch.path().join("ship");
+    let retry = scratch.path().join("retry");
+    let cluster = Cluster::builder()
+        .servers(4)
+        .replicas(2)
+        .set("lease", r#""1s""#)
+        .request_timeout("20s")
+        .server_env_of(
+            "s0",
+            "PVFS_FAULTS",
+            &format!("hold-shipping:{}", ship.display()),
+        )
+        .server_env_of(
+            "s1",
+            "PVFS_FAULTS",
+            &format!("hold-op:LinkEntry:{}", retry.display()),
+        )
+        .on_hosts()
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    assert_eq!(config.meta_group(0), vec![0, 1]);
+    let (s0, s1) = ("s0", "s1");
+    let root = config.root_handle();
+    let shards = config.defaults.dir_shards;
+    // /yK: its name on s0, its object owned elsewhere; /xK: its name off s0.
+    let setup = TestClient::new(config.clone());
+    // The first name `/{prefix}K` whose entry is (or is not) on s0.
+    let name = |prefix: &str, on_s0: bool| {
+        (0..64)
+            .map(|k| format!("/{prefix}{k}"))
+            .find(|p| (config.entry_server(root, shards, &p[1..]) == 0) == on_s0)
+            .unwrap()
+    };
+    let (x, y, z) = (name("x", false), name("y", true), name("z", false));
+    setup.run(Duration::from_secs(60), async |c| {
+        // A file made elsewhere, then moved under a name on s0 (an object stays
+        // with the server that made it).
+        for (path, content) in [(&z, b"the old"), (&x, b"the new")] {
+            let f = c
+                .create(path, 0o644, LayoutSpec::default(), true)
+                .await
+                .unwrap();
+            assert_ne!(config.owner_of(f.handle()), Some(0));
+            f.write_at(0, content).await.unwrap();
+        }
+        c.rename(&z, &y).await.unwrap();
+    });
+
+    // s0 ships nothing more to s1; the records of the rename's first step are held.
+    std::fs::write(&ship, b"").unwrap();
+    std::thread::sleep(scaled(Duration::from_millis(500)));
+    let held = |c: &Cluster| {
+        c.log(s0)
+            .matches("records shipped to a standby waits")
+            .count()
+    };
+    let before = held(&cluster);
+    std::fs::write(&retry, b"").unwrap();
+    let renaming = {
+        let (config, x, y) = (config.clone(), x.clone(), y.clone());
+        std::thread::spawn(move || {
+            TestClient::new(config).run(Duration::from_secs(120), async |c| c.rename(&x, &y).await)
+        })
+    };
+    poll(
+        "the rename's first step to be committed on s0",
+        scaled(Duration::from_secs(20)),
+        || (held(&cluster) > before).then_some(()),
+    );
+    // Cut off, s0 loses its lease; s1 takes the group over without the step.
+    after_logged(&cluster, s1, TOOK_OVER, || cluster.hosts().cut(0));
+    // Linked again, s0 finds its group served elsewhere; the step it committed
+    // ends now, its answer refused.
+    after_logged(&cluster, s0, "its own store is superseded", || {
+        cluster.hosts().heal(0)
+    });
+    std::thread::sleep(scaled(Duration::from_secs(1)));
+    std::fs::remove_file(&ship).unwrap();
+    // The client's retry of the first step runs at s1.
+    std::fs::remove_file(&retry).unwrap();
+    let renamed = renaming.join().unwrap();
+    assert!(renamed.is_ok(), "rename {x} -> {y}: {renamed:?}");
+    setup.run(Duration::from_secs(60), async |c| {
+        let f = c.open(&y).await.unwrap_or_else(|e| panic!("{y}: {e}"));
+        let mut buf = [0u8; 16];
+        let n = f.read_at(0, &mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"the new", "{y} after the rename");
+        let e = c.stat(&x).await.unwrap_err();
+        assert_eq!(e.errno, pvfs_client::Errno::ENOENT, "{x}: {e}");
+    });
+    all_up_with_standby_copies(&cluster);
+    let fsck = cluster.run_cli(&["fsck"]);
+    assert!(
+        !fsck.stdout.contains("DanglingEntry"),
+        "a name points nowhere:\n{}",
+        fsck.stdout
+    );
+}
+
+/// Does `act`, then waits until server `server` logs `line` once more than before.
+fn after_logged(cluster: &Cluster, server: &str, line: &str, act: impl FnOnce()) {
+    let before = cluster.log(server).matches(line).count();
+    act();
+    poll(
+        &format!("{server} to log {line:?}"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(server).matches(line).count() > before).then_some(()),
+    );
+}

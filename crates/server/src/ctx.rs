@@ -56,7 +56,7 @@ pub struct Ctx {
     /// Requests being handled (drained on clean stop).
     pub inflight: Inflight,
     /// Injected faults (tests only; empty unless `PVFS_FAULTS` is set).
-    pub faults: Faults,
+    pub faults: Arc<Faults>,
     /// The budget of received bytes held at once (`[limits] buffers`): a
     /// connection waits for its share before reading a frame's body and data.
     pub budget: Arc<Budget>,
@@ -156,6 +156,9 @@ pub struct Faults {
     /// While this file exists, a hard link counted at its object's owner waits
     /// before its name is put in place.
     hold_linked: Option<std::path::PathBuf>,
+    /// While this file exists, no metadata records are shipped to standbys (a
+    /// standby that stopped confirming, as over a link that lost its packets).
+    hold_shipping: Option<std::path::PathBuf>,
 }
 
 impl Faults {
@@ -164,7 +167,8 @@ impl Faults {
     /// names a metadata group's primary from opening its copy while PATH exists;
     /// `hold-names:PATH` stalls requests adding names to directories while it does,
     /// `hold-op:OP:PATH` requests of operation OP, `hold-linked:PATH` a hard link
-    /// between its count at the object's owner and its new name).
+    /// between its count at the object's owner and its new name, `hold-shipping:PATH`
+    /// the shipping of metadata records to standbys).
     /// Anything it does not understand is an error, so a typo cannot silently turn
     /// fault injection off.
     pub fn from_env() -> Result<Faults, String> {
@@ -173,6 +177,7 @@ impl Faults {
         let mut hold_names = None;
         let mut hold_ops = Vec::new();
         let mut hold_linked = None;
+        let mut hold_shipping = None;
         let spec = std::env::var("PVFS_FAULTS").unwrap_or_default();
         for item in spec.split(',') {
             let parts: Vec<&str> = item.trim().split(':').collect();
@@ -215,6 +220,13 @@ impl Faults {
                     );
                     hold_linked = Some(std::path::PathBuf::from(path));
                 }
+                ["hold-shipping", path] if !path.is_empty() => {
+                    tracing::warn!(
+                        "fault injection active: no metadata records shipped to standbys \
+                         while {path} exists"
+                    );
+                    hold_shipping = Some(std::path::PathBuf::from(path));
+                }
                 ["hold-take-over", path] if !path.is_empty() => {
                     tracing::warn!(
                         "fault injection active: no metadata taken over while {path} exists"
@@ -225,8 +237,8 @@ impl Faults {
                 _ => {
                     return Err(format!(
                         "PVFS_FAULTS: unknown fault {item:?} (expected drop-reply:OP:COUNT, \
-                         hold-take-over:PATH, hold-names:PATH, hold-linked:PATH or \
-                         hold-op:OP:PATH)"
+                         hold-take-over:PATH, hold-names:PATH, hold-linked:PATH, \
+                         hold-shipping:PATH or hold-op:OP:PATH)"
                     ))
                 }
             }
@@ -240,6 +252,7 @@ impl Faults {
             hold_names,
             hold_ops,
             hold_linked,
+            hold_shipping,
         })
     }
 
@@ -267,6 +280,11 @@ impl Faults {
         }
     }
 
+    /// The file that holds the shipping of metadata records while it exists.
+    pub fn hold_shipping(&self) -> Option<std::path::PathBuf> {
+        self.hold_shipping.clone()
+    }
+
     /// Whether a metadata group the map names this server the primary of is to be
     /// left unopened for now.
     pub fn hold_take_over(&self) -> bool {
@@ -289,7 +307,7 @@ impl Faults {
 }
 
 /// Waits, at most `limit`, while `path` exists (a test's fault holding `what`).
-async fn hold_while(path: &std::path::Path, limit: std::time::Duration, what: &str) {
+pub(crate) async fn hold_while(path: &std::path::Path, limit: std::time::Duration, what: &str) {
     let until = tokio::time::Instant::now() + limit;
     if path.exists() {
         tracing::warn!("{what} waits: held by a test's fault");

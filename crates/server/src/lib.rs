@@ -321,6 +321,9 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
             setup.exec,
         )
     });
+    if let (Some(s), Some(path)) = (&shipping, faults.hold_shipping()) {
+        s.held_by_test(path);
+    }
     // The mark covers open files' holds too: after a start that may have forgotten
     // some, nothing is deleted for a lease (`holds`).
     let lock_table = locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark);
@@ -345,7 +348,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         pool,
         next_base: AtomicU64::new(setup.first_base.unwrap_or(u64::from(std::process::id()))),
         inflight: Inflight::default(),
-        faults,
+        faults: Arc::new(faults),
         connections: Arc::new(tokio::sync::Semaphore::new(max_connections as usize)),
         max_connections,
         handshakes: Arc::new(tokio::sync::Semaphore::new(

@@ -220,6 +220,12 @@ pub fn delete_if_free(
 /// retry of the removal (`crate::once::Once::peer_key`), so the owner answers a
 /// repeated one from its record instead of taking a second link (a replayed removal
 /// sends it again).
+///
+/// Only while this server still answers for its metadata group (its fence holds):
+/// a commit that waited for its standbys past the lease may be missing from the copy
+/// that took the group over, which still names the object; its link then stays
+/// (one too many at worst, if the commit survives here), and the removal fails with
+/// the fence's map error, to be retried where the group is served.
 pub async fn finish_remote(
     ctx: &Ctx,
     caller: &Caller,
@@ -227,13 +233,15 @@ pub async fn finish_remote(
     fate: LinkDrop,
     key: Option<RetryKey>,
     (left, tickets): (&mut Remains, &mut Vec<Capability>),
-) {
+) -> OpResult<()> {
     if fate == LinkDrop::Moved || *left != Remains::Unknown || ctx.is_local(handle) {
-        return;
+        return Ok(());
     }
+    ctx.fence.check(&ctx.lease)?;
     let (l, t) = drop_remote(ctx, caller, handle, fate == LinkDrop::Keep, key).await;
     *left = l;
     *tickets = t;
+    Ok(())
 }
 
 /// Takes the link of a name this server removed from `handle`, which lives on

@@ -631,7 +631,8 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
         next_base: AtomicU64::new(host.next_base.load(Ordering::Relaxed)),
         inflight: Inflight::default(),
-        faults: crate::ctx::Faults::default(),
+        // A test's faults hold for the groups this server takes over too.
+        faults: host.faults.clone(),
         budget: host.budget.clone(),
         connections: host.connections.clone(),
         max_connections: host.max_connections,

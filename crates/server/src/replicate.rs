@@ -101,6 +101,10 @@ pub struct Shipping {
     lease_time: Duration,
     /// Where the reads of a copy run (the server's blocking work).
     exec: crate::exec::Exec,
+    /// A test's file that holds the shipping of records while it exists (probes
+    /// go on: the standby still follows, it just gets nothing new;
+    /// `PVFS_FAULTS=hold-shipping:PATH`).
+    held: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Shipping {
@@ -147,7 +151,13 @@ impl Shipping {
             stepped: Mutex::default(),
             lease_time,
             exec,
+            held: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Holds the shipping of records while `path` exists (a test's fault).
+    pub fn held_by_test(&self, path: std::path::PathBuf) {
+        let _ = self.held.set(path);
     }
 }
 
@@ -244,6 +254,10 @@ impl Shipping {
     /// again on a new one well before the standby would be evicted for it (the
     /// standby skips the records it holds); its answer's record number.
     async fn send_records(&self, server: u32, epoch: u64, records: Vec<u8>) -> OpResult<u64> {
+        if let Some(path) = self.held.get().filter(|_| !records.is_empty()) {
+            let what = "records shipped to a standby";
+            crate::ctx::hold_while(path, Duration::from_secs(60), what).await;
+        }
         let request = self.request(epoch, ReplicateStep::Records { records });
         let answer = self
             .peers

@@ -101,7 +101,7 @@ impl Handler for req::LinkEntry {
                 return Err(e);
             }
         };
-        finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
+        finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await?;
         Ok(response.into())
     }
 
@@ -109,7 +109,7 @@ impl Handler for req::LinkEntry {
     /// could not (the same key: it happens once).
     async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
         let key = cx.once.peer_key();
-        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await;
+        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await?;
         Ok(recorded.into())
     }
 }
@@ -135,7 +135,8 @@ pub(crate) fn linked(
 }
 
 /// After a commit that replaced an entry whose object lives elsewhere: takes its
-/// link there (`crate::lifetime::finish_remote`, with the step's retry key `key`).
+/// link there (`crate::lifetime::finish_remote`, with the step's retry key `key`),
+/// while this server still answers for its group.
 /// Shared with same-server renames.
 pub(crate) async fn finish_replaced(
     ctx: &Ctx,
@@ -143,7 +144,7 @@ pub(crate) async fn finish_replaced(
     fate: LinkDrop,
     key: Option<RetryKey>,
     response: &mut Response,
-) {
+) -> OpResult<()> {
     if let Response::Linked {
         replaced: Some(r),
         left,
@@ -151,8 +152,9 @@ pub(crate) async fn finish_replaced(
         ..
     } = response
     {
-        lifetime::finish_remote(ctx, caller, r.handle, fate, key, (left, tickets)).await;
+        lifetime::finish_remote(ctx, caller, r.handle, fate, key, (left, tickets)).await?;
     }
+    Ok(())
 }
 
 /// Puts `name` -> `handle` in `dir` inside a commit, checking the replace condition;

@@ -103,7 +103,7 @@ impl Handler for req::Rename {
                 )
             })
             .await?;
-        finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await;
+        finish_replaced(ctx, caller, fate, cx.once.peer_key(), &mut response).await?;
         Ok(response.into())
     }
 
@@ -111,7 +111,7 @@ impl Handler for req::Rename {
     /// could not (the same key: it happens once).
     async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
         let key = cx.once.peer_key();
-        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await;
+        finish_replaced(cx.ctx, cx.caller, self.fate, key, &mut recorded).await?;
         Ok(recorded.into())
     }
 }

@@ -103,21 +103,21 @@ impl Handler for req::Unlink {
                 })
             })
             .await?;
-        finish(&cx, fate, &mut response).await;
+        finish(&cx, fate, &mut response).await?;
         Ok(response.into())
     }
 
     /// A retry takes the link at the object's owner again if the first run could not
     /// (its step carries the same key: it happens once).
     async fn replayed(self, cx: Cx<'_>, mut recorded: Response) -> OpResult<Answer> {
-        finish(&cx, self.fate, &mut recorded).await;
+        finish(&cx, self.fate, &mut recorded).await?;
         Ok(recorded.into())
     }
 }
 
 /// After the commit: the link the removed name held, at the object's owner when it
 /// lives elsewhere.
-async fn finish(cx: &Cx<'_>, fate: pvfs_proto::LinkDrop, response: &mut Response) {
+async fn finish(cx: &Cx<'_>, fate: pvfs_proto::LinkDrop, response: &mut Response) -> OpResult<()> {
     if let Response::Unlinked {
         entry,
         left,
@@ -126,6 +126,8 @@ async fn finish(cx: &Cx<'_>, fate: pvfs_proto::LinkDrop, response: &mut Response
     } = response
     {
         let key = cx.once.peer_key();
-        lifetime::finish_remote(cx.ctx, cx.caller, entry.handle, fate, key, (left, tickets)).await;
+        lifetime::finish_remote(cx.ctx, cx.caller, entry.handle, fate, key, (left, tickets))
+            .await?;
     }
+    Ok(())
 }
