@@ -648,7 +648,7 @@ impl Worker {
             Err(e) => {
                 if sh.failover || e.errno == Errno::EINTR {
                     sh.counts.lock().unwrap().unexpected.push(format!(
-                        "client {}: lock of /lock{k}: {e} (after {:?} at most)",
+                        "client {}: lock of /lock{k}: {e} (waited {:?} at most)",
                         self.id,
                         common::scaled(LOCK_WAIT)
                     ));

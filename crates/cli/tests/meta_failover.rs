@@ -221,7 +221,7 @@ fn a_killed_metadata_primary_costs_a_pause_and_its_standby_serves_every_name() {
 }
 
 #[test]
-fn a_lock_held_through_a_killed_metadata_primary_is_reclaimed_on_its_standby() {
+fn a_lock_held_through_a_stopped_metadata_primary_is_reclaimed_on_its_standby() {
     use pvfs_client::{LockKind, LockRequest};
     use pvfs_proto::locks::LockType;
 
@@ -267,11 +267,32 @@ fn a_lock_held_through_a_killed_metadata_primary_is_reclaimed_on_its_standby() {
     assert_eq!(taken(50).unwrap_err().errno, pvfs_proto::Errno::EAGAIN);
 
     let before = cluster.log(&s1).matches(TOOK_OVER).count();
-    cluster.kill(&s0, libc::SIGKILL);
+    // Stopped, s0 answers nothing: a request to it times out.
+    cluster.kill(&s0, libc::SIGSTOP);
+    // A lock asked for while the group fails over (its first try unanswered past the
+    // request timeout) waits for the standby and is granted there, as any other
+    // request would be.
+    let asked = {
+        let config = config.clone();
+        let req = LockRequest {
+            wait: true,
+            ..lock(3, 400)
+        };
+        std::thread::spawn(move || {
+            TestClient::new(config).run(Duration::from_secs(60), async |c| {
+                c.lock(&req, &mut || false).await
+            })
+        })
+    };
     poll(
         &format!("{s1} serving {s0}'s metadata"),
         scaled(Duration::from_secs(30)),
         || (cluster.log(&s1).matches(TOOK_OVER).count() > before).then_some(()),
+    );
+    let granted = asked.join().unwrap();
+    assert!(
+        granted.is_ok(),
+        "a lock asked for during the failover: {granted:?}"
     );
     // Past the new primary's grace period (a lease): the holder renewed its lease
     // there meanwhile and reclaimed its lock, so it is still in the way…
@@ -285,6 +306,7 @@ fn a_lock_held_through_a_killed_metadata_primary_is_reclaimed_on_its_standby() {
         c.unlock(handle, 1, 0, 99).await.unwrap();
     });
     taken(50).unwrap();
+    cluster.kill(&s0, libc::SIGCONT);
 }
 
 #[test]

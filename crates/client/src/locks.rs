@@ -726,6 +726,10 @@ impl Client {
         });
         let timeout = self.config().timeouts.request;
         let mut answered = Instant::now();
+        // With copies, a lock's metadata group may fail over meanwhile (its primary
+        // dead, stopped or cut off: refused, or silent past the request timeout): its
+        // requests keep trying as long as any other request does.
+        let mut failover = crate::copies::FailoverWait::new(&self.inner.pool);
         let mut cancelled = false;
         loop {
             let answer = self.one_call(
@@ -739,6 +743,7 @@ impl Client {
             match answer.await {
                 Ok(Response::LockWaiting { lease, grace }) => {
                     answered = Instant::now();
+                    failover = crate::copies::FailoverWait::new(&self.inner.pool);
                     self.lock_state().held().observe(server, lease, grace);
                     if cancelled {
                         if let Some(c) = &cancel {
@@ -751,11 +756,15 @@ impl Client {
                 }
                 Err(e) if e.errno == Errno::EINTR && cancelled => return Err(interrupted_error()),
                 Err(e)
-                    if (matches!(
+                    if ((matches!(
                         e.errno,
                         Errno::EIO | Errno::EHOSTDOWN | Errno::ECONNRESET | Errno::ECONNREFUSED
                     ) || e.kind == ErrorKind::Map)
-                        && answered.elapsed() + RETRY_PAUSE < timeout =>
+                        && answered.elapsed() + RETRY_PAUSE < timeout)
+                        || (self.inner.pool.groups_move
+                            && (crate::copies::worth_another_copy(&e)
+                                || e.errno == Errno::ETIMEDOUT)
+                            && failover.room()) =>
                 {
                     tracing::debug!(
                         server = self.inner.pool.name(server),
@@ -765,7 +774,9 @@ impl Client {
                     tokio::time::sleep(RETRY_PAUSE).await;
                     if self.inner.pool.groups_move {
                         // The lock's metadata group may have moved: route by a new map.
-                        let _ = self.inner.pool.cluster_map(&self.creds, Some(0)).await;
+                        if let Ok(map) = self.inner.pool.cluster_map(&self.creds, Some(0)).await {
+                            failover.saw(map.version);
+                        }
                     }
                 }
                 other => return other,
