@@ -1151,28 +1151,56 @@ async fn renew_once(weak: &Weak<Inner>, creds: &Creds) -> bool {
         s
     };
     let id = client.inner.pool.client_id();
-    for server in servers {
-        let answer = client
-            .rpc(
+    // Every server at once, each within a renewal period: a server that does not
+    // answer (stopped, cut off, its metadata group failing over) must not hold up
+    // the renewals elsewhere until those leases run out and the servers release
+    // this client's locks for others to take.
+    let period = lease_period(&client);
+    let renewals = servers.into_iter().map(|server| {
+        let client = &client;
+        async move {
+            let renewal = client.rpc(
                 server,
                 Request::RenewLease(req::RenewLease {
                     client: id,
                     release: false,
                 }),
-            )
-            .await;
-        match answer {
-            Ok(Response::Lease { lease, grace }) => {
-                client.lock_state().held().observe(server, lease, grace);
-                client.reclaim_if_needed(server).await;
-                client.rehold_if_needed(server).await;
+            );
+            let answer = match tokio::time::timeout(period, renewal).await {
+                Ok(answer) => answer,
+                Err(_) => Err(Error::of_kind(
+                    ErrorKind::Unreachable,
+                    Errno::ETIMEDOUT,
+                    format!("no answer within {period:?}"),
+                )),
+            };
+            match answer {
+                Ok(Response::Lease { lease, grace }) => {
+                    client.lock_state().held().observe(server, lease, grace);
+                    client.reclaim_if_needed(server).await;
+                    client.rehold_if_needed(server).await;
+                    true
+                }
+                Ok(other) => {
+                    tracing::warn!("lease renewal: {}", unexpected("RenewLease", &other));
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        server = client.inner.pool.name(server),
+                        "cannot renew the lock lease: {e}"
+                    );
+                    false
+                }
             }
-            Ok(other) => tracing::warn!("lease renewal: {}", unexpected("RenewLease", &other)),
-            Err(e) => tracing::warn!(
-                server = client.inner.pool.name(server),
-                "cannot renew the lock lease: {e}"
-            ),
         }
+    });
+    let renewed = futures::future::join_all(renewals).await;
+    if client.inner.pool.groups_move && renewed.contains(&false) {
+        // A metadata group may have moved: the next round goes where the newest map
+        // says, in time to reclaim this client's locks in the new primary's grace
+        // period.
+        let _ = client.inner.pool.cluster_map(creds, Some(0)).await;
     }
     true
 }
