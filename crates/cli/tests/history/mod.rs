@@ -801,6 +801,10 @@ enum Act {
     MoveLink,
     /// Rename in two requests, second: the old name goes if it still names that file.
     MoveUnlink,
+    /// Rename in two requests refused after its first (its old name was gone or
+    /// named another file by then): the new name goes again if it still names the
+    /// file, as if the rename never happened.
+    TakeBack,
     /// Rename that succeeded, last: one of its attempts moved the name, or (a retry
     /// that found both names naming one file, which sends nothing) nothing was left
     /// to do.
@@ -987,11 +991,14 @@ impl<'a> Checker<'a> {
                     // (closed_by, below).
                     let refused = matches!(op.main, Res::Refused(_));
                     for k in 0..op.moves {
-                        let moves = k + 1 == op.moves && !refused;
+                        let last = k + 1 == op.moves;
+                        let moves = last && !refused;
                         if op.two_step {
                             push(Act::MoveLink, true, false);
                             if moves {
                                 push(Act::MoveUnlink, true, true);
+                            } else if last && refused {
+                                push(Act::TakeBack, true, true);
                             }
                         } else if moves {
                             push(Act::Move, true, false);
@@ -1226,6 +1233,15 @@ impl<'a> Checker<'a> {
                     if s.file_at(*from) == Some(f) {
                         s.remove(*from, false);
                         s.hold(opi, Held::Moved);
+                        out.push(s);
+                    }
+                }
+            }
+            (Act::TakeBack, Call::Rename { to, .. }) => {
+                let mut s = st.clone();
+                if let Held::File(f) = s.take(opi) {
+                    if s.file_at(*to) == Some(f) {
+                        s.remove(*to, false);
                         out.push(s);
                     }
                 }

@@ -636,6 +636,27 @@ fn a_refused_rename_moved_nothing() {
     h.snapshot((30, 31), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
     set_nlink(&mut h, 0);
     h.passes();
+    // …and a reader may have seen it there before the rename took it back.
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
+    r.main = Res::Refused(Refusal::NoEntry);
+    r.two_step = true;
+    h.unlink(0, (12, 13), "/a/f0");
+    h.readdir(2, (14, 15), "/b", &["f1"]);
+    h.snapshot((30, 31), &[("/a", &[]), ("/b", &[])]);
+    h.passes();
+    // Once taken back, it does not come back.
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
+    r.main = Res::Refused(Refusal::NoEntry);
+    r.two_step = true;
+    h.unlink(0, (12, 13), "/a/f0");
+    h.readdir(2, (14, 15), "/b", &["f1"]);
+    h.readdir(2, (16, 17), "/b", &[]);
+    h.readdir(2, (18, 19), "/b", &["f1"]);
+    h.fails();
 }
 
 #[test]
