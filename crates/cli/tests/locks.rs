@@ -673,3 +673,72 @@ fn romio_data_sieving_writes_from_two_mounts_leave_the_file_right() {
         "{wrong} bytes lost to unlocked read-modify-writes"
     );
 }
+
+/// An async program on a current-thread runtime (no thread of its own runs its
+/// tasks) that holds a lock while it awaits, past several leases: its leases are
+/// renewed meanwhile, and another client finds the lock taken all along. (Before,
+/// such a client renewed nothing and lost its locks after one lease, as a dead
+/// client does: the failover storm saw another client granted a lock held through
+/// a long operation.)
+#[test]
+fn a_lock_held_while_a_current_thread_runtime_awaits_outlives_the_lease() {
+    use pvfs_client::{LockKind, LockRequest, LockType};
+    let c = cluster();
+    let lease = Duration::from_secs(2);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = {
+        let _g = rt.enter();
+        c.new_client()
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    let other = {
+        let tc = c.client();
+        std::thread::spawn(move || {
+            let handle = rx.recv().unwrap();
+            // Past two leases of holding.
+            std::thread::sleep(lease * 5 / 2);
+            tc.run(Duration::from_secs(60), async |c| {
+                let req = LockRequest {
+                    handle,
+                    owner: 7,
+                    kind: LockKind::Ofd,
+                    typ: LockType::Write,
+                    start: 0,
+                    end: pvfs_proto::locks::TO_EOF,
+                    pid: 7,
+                    wait: false,
+                };
+                c.lock(&req, &mut || false).await
+            })
+        })
+    };
+    rt.block_on(async {
+        let f = client
+            .create("/held", 0o644, pvfs_client::LayoutSpec::default(), true)
+            .await
+            .unwrap();
+        let req = LockRequest {
+            handle: f.handle(),
+            owner: 1,
+            kind: LockKind::Ofd,
+            typ: LockType::Write,
+            start: 0,
+            end: pvfs_proto::locks::TO_EOF,
+            pid: 1,
+            wait: false,
+        };
+        client.lock(&req, &mut || false).await.unwrap();
+        tx.send(f.handle()).unwrap();
+        tokio::time::sleep(lease * 3).await;
+        client
+            .unlock(f.handle(), 1, 0, pvfs_proto::locks::TO_EOF)
+            .await
+            .unwrap();
+    });
+    let taken = other.join().unwrap();
+    let e = taken.expect_err("another client was granted a lock held all along");
+    assert_eq!(e.errno, pvfs_client::Errno::EAGAIN, "{e}");
+}

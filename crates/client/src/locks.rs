@@ -231,6 +231,8 @@ pub(crate) struct LockState {
     runner: OnceLock<Weak<tokio::runtime::Runtime>>,
     /// Source of the owners of appenders' locks (one per append).
     append_owners: std::sync::atomic::AtomicU64,
+    /// Whether a look at the cluster map that a failed renewal asked for runs.
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
 impl LockState {
@@ -1087,10 +1089,25 @@ impl Client {
         let weak = Arc::downgrade(&self.inner);
         let creds = self.creds.clone();
         let period = lease_period(self);
-        if runs_tasks_itself() {
+        // A round every period from the start of the last (a round's renewals take
+        // at most a period each, at once; its look at the map runs apart), so a
+        // server that answers sees a renewal at least every two periods, within
+        // its lease.
+        let runner = self.lock_state().runner.get().cloned();
+        // A runtime with threads of its own runs the keeper as a task; so does one
+        // driven by its callers when no thread was given to drive it (an async
+        // program on a current-thread runtime): the leases are then renewed while
+        // the program awaits anything, which it does while it holds a lock inside
+        // one `block_on`.
+        let task = runs_tasks_itself()
+            || (runner.is_none() && tokio::runtime::Handle::try_current().is_ok());
+        if task {
             tokio::spawn(async move {
+                let mut tick =
+                    tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    tokio::time::sleep(period).await;
+                    tick.tick().await;
                     if !renew_once(&weak, &creds).await {
                         return;
                     }
@@ -1098,7 +1115,7 @@ impl Client {
             });
             return;
         }
-        let Some(rt) = self.lock_state().runner.get().cloned() else {
+        let Some(rt) = runner else {
             tracing::warn!("no runtime to renew lock leases with: locks end after a lease");
             self.lock_state().held().keeper = false;
             return;
@@ -1107,12 +1124,15 @@ impl Client {
             .name("pvfs-lease".into())
             .spawn(move || {
                 crate::blocking::block_signals();
+                let mut took = Duration::ZERO;
                 loop {
-                    std::thread::sleep(period);
+                    std::thread::sleep(period.saturating_sub(took));
                     let Some(rt) = rt.upgrade() else { return };
+                    let started = std::time::Instant::now();
                     if !rt.block_on(renew_once(&weak, &creds)) {
                         return;
                     }
+                    took = started.elapsed();
                 }
             });
         if let Err(e) = spawned {
@@ -1200,7 +1220,22 @@ async fn renew_once(weak: &Weak<Inner>, creds: &Creds) -> bool {
         // A metadata group may have moved: the next round goes where the newest map
         // says, in time to reclaim this client's locks in the new primary's grace
         // period.
-        let _ = client.inner.pool.cluster_map(creds, Some(0)).await;
+        // In a task of its own: it may take a while (a server that does not answer
+        // is given half a lease), and the rounds go on meanwhile.
+        let state = client.lock_state();
+        if !state
+            .refreshing
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            let (inner, creds) = (client.inner.clone(), creds.clone());
+            tokio::spawn(async move {
+                let _ = inner.pool.cluster_map(&creds, Some(0)).await;
+                inner
+                    .locks
+                    .refreshing
+                    .store(false, std::sync::atomic::Ordering::Release);
+            });
+        }
     }
     true
 }
