@@ -52,6 +52,7 @@ pub mod reply;
 pub mod roster;
 pub mod scrub_pass;
 pub mod seals;
+mod seam;
 pub mod session;
 pub mod standby;
 #[cfg(test)]

@@ -256,7 +256,7 @@ impl Shipping {
     async fn send_records(&self, server: u32, epoch: u64, records: Vec<u8>) -> OpResult<u64> {
         if let Some(path) = self.held.get().filter(|_| !records.is_empty()) {
             let what = "records shipped to a standby";
-            crate::ctx::hold_while(path, Duration::from_secs(60), what).await;
+            crate::seam::hold_while(path, Duration::from_secs(60), what).await;
         }
         let request = self.request(epoch, ReplicateStep::Records { records });
         let answer = self
