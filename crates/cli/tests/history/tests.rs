@@ -606,6 +606,18 @@ fn a_rename_may_succeed_without_moving_when_a_concurrent_one_did() {
     h.fails();
 }
 
+/// /a/f0 made, then renamed to /b/f1 (in two steps or one) from 10 to 20 ms, refused
+/// with ENOENT: an unlink of /a/f0 took it at 12 ms.
+fn lost_to_an_unlink(two_step: bool) -> H {
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
+    r.main = Res::Refused(Refusal::NoEntry);
+    r.two_step = two_step;
+    h.unlink(0, (12, 13), "/a/f0");
+    h
+}
+
 #[test]
 fn a_refused_rename_moved_nothing() {
     // In one step: nothing at all; and the refusal must be right.
@@ -613,46 +625,25 @@ fn a_refused_rename_moved_nothing() {
     h.create(0, (0, 1), "/a/f0", 1);
     h.rename(0, (2, 3), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
     h.fails();
-    let mut h = H::new();
-    h.create(0, (0, 1), "/a/f0", 1);
-    h.rename(1, (10, 20), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
-    h.unlink(0, (12, 13), "/a/f0");
+    let mut h = lost_to_an_unlink(false);
     h.snapshot((30, 31), &[("/a", &[]), ("/b", &[])]);
     h.passes();
-    let mut h = H::new();
-    h.create(0, (0, 1), "/a/f0", 1);
-    h.rename(1, (10, 20), "/a/f0", "/b/f1").main = Res::Refused(Refusal::NoEntry);
-    h.unlink(0, (12, 13), "/a/f0");
+    let mut h = lost_to_an_unlink(false);
     h.snapshot((30, 31), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
     h.fails();
     // In two steps, the new name may have gone in (its old name went meanwhile); the
     // old name never went by the rename's doing.
-    let mut h = H::new();
-    h.create(0, (0, 1), "/a/f0", 1);
-    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
-    r.main = Res::Refused(Refusal::NoEntry);
-    r.two_step = true;
-    h.unlink(0, (12, 13), "/a/f0");
+    let mut h = lost_to_an_unlink(true);
     h.snapshot((30, 31), &[("/a", &[]), ("/b", &[("f1", 7, v(1))])]);
     set_nlink(&mut h, 0);
     h.passes();
     // …and a reader may have seen it there before the rename took it back.
-    let mut h = H::new();
-    h.create(0, (0, 1), "/a/f0", 1);
-    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
-    r.main = Res::Refused(Refusal::NoEntry);
-    r.two_step = true;
-    h.unlink(0, (12, 13), "/a/f0");
+    let mut h = lost_to_an_unlink(true);
     h.readdir(2, (14, 15), "/b", &["f1"]);
     h.snapshot((30, 31), &[("/a", &[]), ("/b", &[])]);
     h.passes();
     // Once taken back, it does not come back.
-    let mut h = H::new();
-    h.create(0, (0, 1), "/a/f0", 1);
-    let r = h.rename(1, (10, 20), "/a/f0", "/b/f1");
-    r.main = Res::Refused(Refusal::NoEntry);
-    r.two_step = true;
-    h.unlink(0, (12, 13), "/a/f0");
+    let mut h = lost_to_an_unlink(true);
     h.readdir(2, (14, 15), "/b", &["f1"]);
     h.readdir(2, (16, 17), "/b", &[]);
     h.readdir(2, (18, 19), "/b", &["f1"]);
