@@ -1442,6 +1442,21 @@ fn all_up(cluster: &Cluster, faulted: &[usize]) {
     );
 }
 
+/// Whether every server but those in `faulted` comes up ([`up_but`]) within
+/// `patience` (scaled to the machine).
+fn up_within(cluster: &Cluster, faulted: &[usize], patience: Duration) -> bool {
+    let deadline = Instant::now() + common::scaled(patience);
+    loop {
+        if up_but(cluster, faulted) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Whether every server but those in `faulted` is up in the cluster map now, and
 /// every metadata group served with every standby not faulted following it: a
 /// server up again may still be copying a group that was served without it, and
@@ -1518,12 +1533,14 @@ fn run_step(
                     // for; with a server faulted it may never come (one back from a
                     // fault may wait for the faulted one to catch up, and this thread
                     // mends it only after this), so the fault is then skipped unless
-                    // every other server is up already.
+                    // every other server is up within a few leases (a group whose
+                    // primary the first fault took moves to a standby, and its other
+                    // standby follows the new primary within them).
                     if matches!(mode, Mode::Failover { .. }) {
                         if faulted.is_empty() {
                             all_up(cluster, &faulted);
                         } else {
-                            did = up_but(cluster, &faulted);
+                            did = up_within(cluster, &faulted, settle * 4);
                         }
                     }
                     if !did {

@@ -346,6 +346,12 @@ impl Client {
         // Datafiles: lost ones (created by their server, missing from its disk), and
         // orphans. A datafile missing and never created is a hole.
         let mut referenced: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
+        // The servers in a line of each datafile (its holders, and those that held a
+        // place of it before): a copy on one holding no place now (an heir whose lost
+        // server came back, a server that handed its place on with `pvfs rebalance`)
+        // is its server's to remove, which it does once it sees the map say so; it is
+        // no orphan.
+        let mut in_lines: BTreeMap<usize, BTreeSet<Handle>> = BTreeMap::new();
         // The datafiles of the files removed above.
         let mut of_removed: BTreeSet<Handle> = BTreeSet::new();
         for (h, a) in &snap.objects {
@@ -361,6 +367,12 @@ impl Client {
             for df in &layout.datafiles {
                 for s in holders_of(snap.map.as_ref(), layout.replicas, df) {
                     referenced.entry(s as usize).or_default().insert(df.handle);
+                }
+                let copies: Vec<u32> = df.replicas().take(layout.replicas as usize).collect();
+                if let Some(map) = snap.map.as_ref().filter(|_| copies.len() > 1) {
+                    for s in map.lines(df.handle, &copies).into_iter().flatten() {
+                        in_lines.entry(s as usize).or_default().insert(df.handle);
+                    }
                 }
             }
             let lost: Vec<(usize, &pvfs_proto::Datafile)> = layout
@@ -465,6 +477,7 @@ impl Client {
             let mut orphans: Vec<Handle> = present
                 .iter()
                 .filter(|h| !known.is_some_and(|k| k.contains(h)))
+                .filter(|h| !in_lines.get(server).is_some_and(|k| k.contains(h)))
                 .copied()
                 .collect();
             // The removal of a file removed above took its datafiles where it reached
