@@ -100,10 +100,13 @@ pub struct ServerEntry {
     #[serde(default)]
     pub quiet: Vec<(NodeId, u64)>,
     /// Servers whose storage was replaced while this one was out and that served
-    /// nothing after it went out ([`ServerEntry::quiet`] then): their old disks
-    /// held no record of what it missed nor a metadata change its copies lack, so
-    /// it need not copy whole, and its standby copy of a group they led, if it
-    /// followed to the moment this server went out, holds the group's every change.
+    /// nothing after it went out ([`ServerEntry::quiet`] then), or that were
+    /// still catching up on a replaced disk ([`ServerEntry::fresh`]) when it went
+    /// out: their old disks held no record of what it missed nor a metadata
+    /// change its copies lack, so it need not copy whole, and its standby copy of
+    /// a group they led, if it followed to the moment this server went out, holds
+    /// the group's every change. Kept once it is up for those still catching up
+    /// (such a group has no primary until a copy that followed takes it over).
     #[serde(default)]
     pub spared_by: Vec<NodeId>,
     /// It joined the file system by [`Command::Grow`]: `pvfs rebalance` hands it a
@@ -431,8 +434,7 @@ impl Map {
             let quiet: Vec<NodeId> = s.quiet.iter().map(|q| q.0).collect();
             if !names(&quiet)
                 || !names(&s.spared_by)
-                || (matches!(s.state, State::Up | State::Draining)
-                    && !(s.quiet.is_empty() && s.spared_by.is_empty()))
+                || (matches!(s.state, State::Up | State::Draining) && !s.quiet.is_empty())
             {
                 return Err(Error::Decode(format!(
                     "server {i} is {} with quiet {:?} and spared by {:?}",
@@ -582,12 +584,20 @@ impl Map {
                     } else {
                         self.quiet_since_out(i, lapsed)
                     };
+                    // Servers on a replaced disk still catching up lead no group
+                    // and have served nothing since the disk was replaced, so
+                    // nothing after this server goes out either.
+                    let fresh = if entry.evicted {
+                        Vec::new()
+                    } else {
+                        self.fresh_but(i)
+                    };
                     let was_in = matches!(entry.state, State::Up | State::Draining);
                     self.enter(i, State::Down);
                     let entry = &mut self.servers[i];
                     if was_in {
                         // A new absence: what spared the last one says nothing of it.
-                        entry.spared_by.clear();
+                        entry.spared_by = fresh;
                     }
                     entry.quiet = quiet;
                     Applied::Changed
@@ -645,12 +655,15 @@ impl Map {
                     } else {
                         State::Up
                     };
+                    let fresh = self.fresh_but(i);
                     self.enter(i, state);
                     let entry = &mut self.servers[i];
                     entry.fresh = false;
                     entry.refill = false;
                     entry.quiet.clear();
-                    entry.spared_by.clear();
+                    // A group led by a server still on its replaced disk has no
+                    // primary: this server's copy, if it followed, may take it over.
+                    entry.spared_by.retain(|s| fresh.contains(s));
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -997,6 +1010,17 @@ impl Map {
             entry.quiet.clear();
             entry.spared_by.clear();
         }
+    }
+
+    /// The servers but `i` on a replaced disk that have not caught up since
+    /// ([`ServerEntry::fresh`]).
+    fn fresh_but(&self, i: usize) -> Vec<NodeId> {
+        self.servers
+            .iter()
+            .enumerate()
+            .filter(|&(j, e)| j != i && e.fresh)
+            .map(|(j, _)| j as NodeId)
+            .collect()
     }
 
     /// What [`ServerEntry::quiet`] of server `i` becomes as it goes down, with

@@ -83,10 +83,10 @@ fn react() -> Duration {
 }
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 17;
+const VERSION: u16 = 18;
 
 /// A tagged ping request frame with request id `id`, built from the documented frame
-/// layout (32-byte header: magic "PVFS", version 17, kind 1 = request, flags 1 = END,
+/// layout (32-byte header: magic "PVFS", version 18, kind 1 = request, flags 1 = END,
 /// id, body length, tag length 16; then body and tag), sealed with the session's MAC
 /// (so frames must be sent in the order they were built).
 fn ping_frame(macs: &mut SessionMacs, id: u64) -> Vec<u8> {

@@ -149,6 +149,74 @@ fn new_disk_under_load(v: usize, down_first: bool) {
     assert!(log.contains("votes again"));
 }
 
+/// A refill shows in `pvfs status` how far it got and the time left: it counts
+/// what it will copy first, then the bytes and datafiles copied grow towards those
+/// totals; once it is done nothing is shown. The copies are paced slow enough
+/// (`rebuild_bandwidth`) to be seen under way.
+#[test]
+fn a_refill_shows_how_far_it_got_and_the_time_left() {
+    let cluster = common::two_meta_of_four(&[("rebuild_bandwidth", r#""1M""#)]);
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    // A data server alone: its new disk takes no metadata group over.
+    let v = 3usize;
+    let sv = config.servers[v].name.clone();
+    assert!(config.meta_group(v).is_empty());
+    let tc = TestClient::new(config.clone());
+    let (copies, mut on_v) = write_first(&tc, v);
+    let more = tc.run(Duration::from_secs(120), async |c| {
+        write_files(&c, "/c", 0..48).await
+    });
+    on_v += more.iter().filter(|c| c.contains(&(v as u32))).count() as u64;
+    assert!(copies.len() + more.len() > on_v as usize);
+
+    replace_disk(&cluster, &sv, false);
+    // Under way: the words, with the time left at the rate so far ...
+    let line = poll(
+        &format!("{sv} showing its refill's progress"),
+        scaled(Duration::from_secs(60)),
+        || {
+            let out = cluster.run_cli(&["status"]);
+            out.stdout
+                .lines()
+                .find(|l| l.contains("refilling every copy: ") && l.contains(" left"))
+                .map(str::to_string)
+        },
+    );
+    assert!(line.contains(&sv), "{line}");
+    assert!(line.contains(" datafiles, "), "{line}");
+    // ... and the figures.
+    let refill = poll(
+        &format!("{sv}'s refill in the JSON"),
+        scaled(Duration::from_secs(60)),
+        || {
+            let row = common::status_row(&cluster, &sv);
+            (row["refill"]["bytes_done"].as_u64().unwrap_or(0) > 0).then(|| row["refill"].clone())
+        },
+    );
+    let figure = |k: &str| {
+        refill[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {k} in {refill}"))
+    };
+    assert!(
+        figure("datafiles_total") >= on_v,
+        "{refill}: {sv} held {on_v}"
+    );
+    assert!(
+        figure("datafiles_done") <= figure("datafiles_total"),
+        "{refill}"
+    );
+    assert!(figure("bytes_done") <= figure("bytes_total"), "{refill}");
+
+    let refilled = wait_refilled(&cluster, &sv);
+    assert!(refilled >= on_v, "{sv} refilled {refilled} of {on_v}");
+    let row = common::status_row(&cluster, &sv);
+    assert!(row["refill"].is_null(), "{row}");
+    assert_fsck_clean(&cluster);
+    cluster.assert_all_running();
+}
+
 /// Two partners called down together (the authority's leader paused past their
 /// leases, then counted every lease again from when it went on), and one of them
 /// gets a new disk while the other is still out. The new disk served nothing after
@@ -423,6 +491,74 @@ fn a_server_whose_records_went_with_new_disks_refills_whole() {
     cluster.assert_all_running();
 }
 
+/// Four names of directories in the root whose entries server `owner`'s
+/// metadata group holds.
+fn names_on(config: &pvfs_config::Config, owner: usize, prefix: &str) -> Vec<String> {
+    let root = config.root_handle();
+    let shards = config.meta_servers().len() as u32;
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|n| config.entry_server(root, shards, n) == owner)
+        .take(4)
+        .collect()
+}
+
+/// Makes directory `/{n}` for every name of `names`: none may fail.
+fn mkdirs(tc: &TestClient, names: &[String]) {
+    tc.run(Duration::from_secs(60), async |c| {
+        for n in names {
+            c.mkdir(&format!("/{n}"), 0o755)
+                .await
+                .unwrap_or_else(|e| panic!("mkdir /{n}: {e}"));
+        }
+    })
+}
+
+/// Server `owner` is killed and its metadata standby `standby` takes its group
+/// over and serves it; `owner`, started again, follows it and is up once it holds
+/// a whole copy. Directories in the group are made before, between and after;
+/// their names.
+fn standby_leads_and_owner_follows(
+    cluster: &Cluster,
+    tc: &TestClient,
+    owner: usize,
+    standby: usize,
+) -> Vec<String> {
+    let config = cluster.config();
+    assert_eq!(config.meta_group(owner), vec![owner as u32, standby as u32]);
+    let (so, ss) = (
+        config.servers[owner].name.clone(),
+        config.servers[standby].name.clone(),
+    );
+    let mut all = names_on(config, owner, "a");
+    mkdirs(tc, &all);
+    let took = cluster.log(&ss).matches(TOOK_OVER).count();
+    cluster.kill(&so, libc::SIGKILL);
+    poll(
+        &format!("{ss} serving {so}'s metadata"),
+        scaled(Duration::from_secs(30)),
+        || (cluster.log(&ss).matches(TOOK_OVER).count() > took).then_some(()),
+    );
+    let more = names_on(config, owner, "b");
+    mkdirs(tc, &more);
+    all.extend(more);
+    // Back, its group stays with the standby, which it follows.
+    cluster.restart(&so);
+    poll(
+        &format!("{so} up again, following {ss}"),
+        scaled(Duration::from_secs(60)),
+        || {
+            (state_of(cluster, &so).as_deref() == Some("up")
+                && cluster.log(&so).contains("its own store is superseded"))
+            .then_some(())
+        },
+    );
+    let more = names_on(config, owner, "c");
+    mkdirs(tc, &more);
+    all.extend(more);
+    all
+}
+
 /// Checks that every name in `names` is there, as a directory, once.
 fn all_there(tc: &TestClient, names: &[String]) {
     tc.run(Duration::from_secs(120), async |c| {
@@ -463,54 +599,9 @@ fn a_group_led_by_a_standby_that_gets_a_new_disk_goes_back_to_its_own_server() {
         config.servers[1].name.clone(),
     );
     assert_eq!(config.meta_group(0), vec![0, 1]);
-    let root = config.root_handle();
-    let shards = config.meta_servers().len() as u32;
-    let on_s0 = |prefix: &str| -> Vec<String> {
-        (0..)
-            .map(|i| format!("{prefix}{i}"))
-            .filter(|n| config.entry_server(root, shards, n) == 0)
-            .take(4)
-            .collect()
-    };
     let tc = TestClient::new(config.clone());
-    let mkdirs = |names: &[String], limit: Duration| {
-        tc.run(limit, async |c| {
-            for n in names {
-                c.mkdir(&format!("/{n}"), 0o755)
-                    .await
-                    .unwrap_or_else(|e| panic!("mkdir /{n}: {e}"));
-            }
-        })
-    };
-    let mut all = on_s0("a");
-    mkdirs(&all, Duration::from_secs(60));
-
-    // s0 goes: s1 takes its group over and serves it.
-    let took = cluster.log(&s1).matches(TOOK_OVER).count();
-    cluster.kill(&s0, libc::SIGKILL);
-    poll(
-        &format!("{s1} serving {s0}'s metadata"),
-        scaled(Duration::from_secs(30)),
-        || (cluster.log(&s1).matches(TOOK_OVER).count() > took).then_some(()),
-    );
-    let more = on_s0("b");
-    mkdirs(&more, Duration::from_secs(60));
-    all.extend(more);
-    // s0 back: its group stays with s1, and s0 follows it, up once it holds a
-    // whole copy.
-    cluster.restart(&s0);
-    poll(
-        &format!("{s0} up again, following {s1}"),
-        scaled(Duration::from_secs(60)),
-        || {
-            (state_of(&cluster, &s0).as_deref() == Some("up")
-                && cluster.log(&s0).contains("its own store is superseded"))
-            .then_some(())
-        },
-    );
-    let more = on_s0("c");
-    mkdirs(&more, Duration::from_secs(60));
-    all.extend(more);
+    // s0 goes: s1 takes its group over and serves it; s0 back follows it.
+    let mut all = standby_leads_and_owner_follows(&cluster, &tc, 0, 1);
 
     // s1 gets a new disk and is back at once, while a client makes and renames
     // directories in a loop (a quarter of the names in s0's group): none fails.
@@ -552,12 +643,79 @@ fn a_group_led_by_a_standby_that_gets_a_new_disk_goes_back_to_its_own_server() {
     stop.store(true, Ordering::Relaxed);
     all.extend(creating.join().unwrap());
     all_there(&tc, &all);
-    let more = on_s0("d");
-    mkdirs(&more, Duration::from_secs(30));
+    let more = names_on(&config, 0, "d");
+    mkdirs(&tc, &more);
     all.extend(more);
     all_there(&tc, &all);
     // s1 refills, follows every group it stands by for, and is up.
     wait_refilled(&cluster, &s1);
+    all_up_with_standby_copies(&cluster);
+    all_there(&TestClient::new(config.clone()), &all);
+    cluster.assert_all_running();
+    for n in cluster.names() {
+        assert!(
+            !cluster.log(&n).contains("panicked"),
+            "{n}:\n{}",
+            cluster.log(&n)
+        );
+    }
+}
+
+#[test]
+fn a_server_called_down_while_its_partner_is_on_a_new_disk_takes_its_group_back() {
+    // s0, s3's standby, takes s3's metadata over while s3 is away; s3 comes back
+    // and follows it. Then s3 is stopped, and s0 gets a new disk and is back at
+    // once; s3 stays stopped until the map calls it down. s0 has served nothing
+    // since its disk was replaced, so s3's copy, which followed s0 to its end,
+    // holds every acknowledged change: once continued, s3 serves its group
+    // again, and s0 refills and is up. (The failover storm found it: without the
+    // map's record that s0 spared s3, s3 came up with a copy no longer
+    // following, s0 waited for another copy to serve the group, and s3 for s0 to
+    // send it a whole copy.) s3 is no member of the authority, so the two others
+    // carry it while s0 is taken back.
+    let cluster = Cluster::builder()
+        .servers(4)
+        .replicas(2)
+        // Long enough that s0, killed and started again, renews before the
+        // authority calls it down.
+        .set("lease", r#""3s""#)
+        // A patience (half of it) past the lease: s3, stopped, is called down
+        // before s2, whose group it stands by for, evicts it (an evicted server
+        // is spared by nobody).
+        .request_timeout("20s")
+        .start();
+    all_up_with_standby_copies(&cluster);
+    let config = cluster.config().clone();
+    let (s0, s3) = (
+        config.servers[0].name.clone(),
+        config.servers[3].name.clone(),
+    );
+    assert_eq!(config.meta_group(3), vec![3, 0]);
+    assert!(!config.replication.authority.contains(&3));
+    let tc = TestClient::new(config.clone());
+    // s3 goes: s0 takes its group over and serves it; s3 back follows it.
+    let mut all = standby_leads_and_owner_follows(&cluster, &tc, 3, 0);
+
+    // s3 stopped; s0 gets a new disk and is back at once; s3 called down.
+    let took = cluster.log(&s3).matches(TOOK_OVER).count();
+    cluster.kill(&s3, libc::SIGSTOP);
+    cluster.kill(&s0, libc::SIGKILL);
+    cluster.empty_storage(&s0);
+    cluster.restart(&s0);
+    wait_state(&cluster, &s3, "down", Duration::from_secs(30));
+    cluster.kill(&s3, libc::SIGCONT);
+    // s3 serves its own group again, from the copy it followed.
+    poll(
+        &format!("{s3} serving its own metadata again"),
+        scaled(Duration::from_secs(60)),
+        || (cluster.log(&s3).matches(TOOK_OVER).count() > took).then_some(()),
+    );
+    all_there(&tc, &all);
+    let more = names_on(&config, 3, "d");
+    mkdirs(&tc, &more);
+    all.extend(more);
+    // s0 refills, follows every group it stands by for, and is up.
+    wait_refilled(&cluster, &s0);
     all_up_with_standby_copies(&cluster);
     all_there(&TestClient::new(config.clone()), &all);
     cluster.assert_all_running();

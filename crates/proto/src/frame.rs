@@ -24,7 +24,7 @@ use thiserror::Error;
 /// "PVFS" read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PVFS");
 /// Protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 17;
+pub const PROTOCOL_VERSION: u16 = 18;
 /// Size of the fixed frame header.
 pub const HEADER_LEN: usize = 32;
 /// Largest body accepted.

@@ -136,10 +136,12 @@ pub struct MapServer {
     /// Empty: no domains were named, any heir will do.
     pub domains: Vec<u32>,
     /// Servers whose storage was replaced while this one was out and that served
-    /// nothing after it went out: their old disks held nothing it lacks, so its
+    /// nothing after it went out, or that were still catching up on a replaced
+    /// disk when it went out: their old disks held nothing it lacks, so its
     /// standby copy of a group one of them led, if it followed the group to the
     /// moment this server went out, holds every change of the group and may take
-    /// the group over while this server catches up.
+    /// the group over (while this server catches up, or once it is up while they
+    /// still catch up).
     pub spared_by: Vec<u32>,
     /// While it is out or catching up: the servers that served nothing since it
     /// went out (their leases lapsed by then and none was granted since). They

@@ -793,6 +793,9 @@ pub struct StatFsReply {
     /// The metadata groups this server serves as their primary, with where each of
     /// their standbys stands (empty without copies).
     pub groups: Vec<GroupCopies>,
+    /// The refill under way here of every copy this server holds (a new disk, or a
+    /// lost server back), if any; its `lost` is empty.
+    pub refilling: Option<Rebuilding>,
 }
 wire_struct!(StatFsReply {
     total_bytes: u64,
@@ -805,6 +808,7 @@ wire_struct!(StatFsReply {
     sums_unsure: bool,
     rebuilding: Option<Rebuilding>,
     groups: Vec<GroupCopies>,
+    refilling: Option<Rebuilding>,
 });
 
 /// A metadata group the answering server serves as its primary, and its standbys
@@ -842,7 +846,7 @@ wire_struct!(StandbyCopy {
 });
 
 /// How far a server is in rebuilding the copies it takes of lost servers
-/// (`docs/replication.md`, "Rebuild"), for `pvfs status`.
+/// (`docs/replication.md`, "Rebuild"), or in refilling its own, for `pvfs status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rebuilding {
     /// The lost servers whose copies it rebuilds.

@@ -96,6 +96,9 @@ pub struct Ctx {
     pub copy_pace: Arc<crate::pace::Pace>,
     /// The rebuild of lost servers' copies under way here (`crate::rebuild`).
     pub rebuilding: Arc<crate::progress::Status>,
+    /// The refill of every copy this server holds under way here (a new disk, or a
+    /// lost server back: `crate::refill`).
+    pub refilling: Arc<crate::progress::Status>,
     /// The pace of this server's scrub reads (`[replication] scrub_bandwidth`).
     pub scrub_pace: Arc<crate::pace::Pace>,
     /// The scrub pass under way here (`crate::scrub_pass`).

@@ -1,5 +1,6 @@
 //! How far the copies a server makes in the background have got (a rebuild of
-//! lost servers' copies, `crate::rebuild`), for `StatFs` (`pvfs status`). Kept in
+//! lost servers' copies, `crate::rebuild`; a refill of its own, `crate::refill`),
+//! for `StatFs` (`pvfs status`). Kept in
 //! the server's context, below the tasks that fill it in.
 
 use std::sync::atomic::Ordering;
@@ -46,6 +47,8 @@ impl Status {
         })
     }
 
+    /// A pass begins: copies of `lost` servers' places (none for a refill),
+    /// `datafiles` and `bytes` to copy as counted now.
     pub fn begin(&self, lost: &[u32], datafiles: u64, bytes: u64) {
         self.meter.datafiles.store(0, Ordering::Relaxed);
         self.meter.bytes.store(0, Ordering::Relaxed);
@@ -53,6 +56,7 @@ impl Status {
         *pass = Some((lost.to_vec(), datafiles, bytes, Instant::now()));
     }
 
+    /// The pass ended (done or given up): nothing under way.
     pub fn end(&self) {
         *self.pass.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }

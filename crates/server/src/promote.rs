@@ -650,6 +650,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         chain_locks: host.chain_locks.clone(),
         copy_pace: host.copy_pace.clone(),
         rebuilding: host.rebuilding.clone(),
+        refilling: host.refilling.clone(),
         scrub_pace: host.scrub_pace.clone(),
         scrub_pass: Default::default(),
         missed: host.missed.clone(),

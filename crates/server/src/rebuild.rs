@@ -16,18 +16,16 @@
 //! back; once it is up, the heirs that stood for it remove the copies they no
 //! longer hold (each under its lock, the map looked at again there).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use pvfs_proto::attr::ObjDetail;
 use pvfs_proto::map::{ClusterMap, ServerState};
-use pvfs_proto::{req, Errno, Handle, Request, Response, Roles};
+use pvfs_proto::{Handle, Roles};
 
-use crate::copy::source;
 use crate::ctx::Ctx;
-use crate::error::{OpError, OpResult};
-use crate::refill::{copy_whole, ObjectPages};
+use crate::error::OpResult;
+use crate::refill::{copy_whole, count, datafiles_of, ObjectPages};
 
 /// The lost or draining servers that `me` may have taken copies of since it last
 /// rebuilt: it is an heir of a server gone or being drained now, and one began to
@@ -230,23 +228,6 @@ async fn shed(ctx: &Arc<Ctx>, map: &ClusterMap) -> OpResult<u64> {
     Ok(removed)
 }
 
-/// Every datafile of the files among `attrs`, with its copies' servers in layout
-/// order (one for a file of one copy).
-fn datafiles_of(attrs: &[pvfs_proto::Attr]) -> impl Iterator<Item = (Handle, Vec<u32>)> + '_ {
-    attrs.iter().flat_map(|attr| {
-        let layout = match &attr.detail {
-            ObjDetail::File { layout } => Some(layout),
-            _ => None,
-        };
-        layout.into_iter().flat_map(|l| {
-            l.datafiles.iter().map(move |d| {
-                let copies = d.replicas().take(l.replicas.max(1) as usize).collect();
-                (d.handle, copies)
-            })
-        })
-    })
-}
-
 /// The version since which this server (`me`) holds, as an heir that has not
 /// rebuilt it yet, a place among the copies of a datafile whose layout copies are
 /// `copies`; None when it holds none so.
@@ -270,63 +251,12 @@ async fn rebuild(
     copied: &mut HashSet<(Handle, u64)>,
 ) -> OpResult<crate::refill::Refilled> {
     let me = ctx.me as u32;
-    let (datafiles, bytes) = count(ctx, map, copied).await?;
-    ctx.rebuilding.begin(lost, datafiles, bytes);
     let key = |handle: Handle, copies: &[u32]| {
         takes(map, handle, copies, me).map(|since| (handle, since))
     };
+    let (datafiles, bytes) = count(ctx, map, copied, &key).await?;
+    ctx.rebuilding.begin(lost, datafiles, bytes);
     copy_whole(ctx, map, map.version, copied, &key, &ctx.rebuilding.meter).await
-}
-
-/// The datafiles this server took as an heir and has not rebuilt, but those in
-/// `copied`, and the bytes their sources hold now.
-async fn count(
-    ctx: &Arc<Ctx>,
-    map: &ClusterMap,
-    copied: &HashSet<(Handle, u64)>,
-) -> OpResult<(u64, u64)> {
-    let me = ctx.me as u32;
-    let (mut datafiles, mut bytes) = (0, 0);
-    let mut pages = ObjectPages::new(ctx);
-    while let Some(attrs) = pages.next(ctx).await? {
-        let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
-        for (handle, copies) in datafiles_of(&attrs) {
-            let Some(since) = takes(map, handle, &copies, me) else {
-                continue;
-            };
-            if copied.contains(&(handle, since)) {
-                continue;
-            }
-            datafiles += 1;
-            if let Some(from) = source(map, handle, &copies, me, None) {
-                by_source.entry(from).or_default().push(handle);
-            }
-        }
-        for (from, handles) in by_source {
-            bytes += sizes(ctx, map, from, handles).await?;
-        }
-    }
-    Ok((datafiles, bytes))
-}
-
-/// The bytes server `from`'s copies of `handles` hold.
-async fn sizes(
-    ctx: &Arc<Ctx>,
-    map: &ClusterMap,
-    from: usize,
-    handles: Vec<Handle>,
-) -> OpResult<u64> {
-    let request = Request::GetSizes(req::GetSizes {
-        handles,
-        map: Some(map.version),
-    });
-    match ctx.peers.call(from, request).await? {
-        Response::Sizes { sizes } => Ok(sizes.iter().map(|s| s.size).sum()),
-        other => Err(OpError::internal(
-            Errno::EPROTO,
-            format!("GetSizes answered with {}", other.op_name()),
-        )),
-    }
 }
 
 /// How many datafiles of files with one copy this server holds (no heir takes

@@ -8,7 +8,9 @@
 //! metadata group (`ScanObjects`, routed to whichever server serves the group).
 //! Each datafile listing this server is copied under its lock here, as catch-up
 //! copies a range (`crate::copy::copy_ranges`), so writes arriving meanwhile
-//! (this server is at the tail of its chains) land after the bytes copied.
+//! (this server is at the tail of its chains) land after the bytes copied. A try
+//! first counts what it will copy ([`count`]: the datafiles, and the bytes their
+//! sources hold), so `pvfs status` shows how far it got and the time left.
 //!
 //! A file removed while its page was being copied could leave a copy behind: its
 //! datafiles' removal may reach this server before the copy does. So once a page is
@@ -22,7 +24,7 @@
 //! handle is moved past every handle of its range that a layout holds, and past
 //! [`POOL_GAP`] more, which no metadata server's pool of its handles can reach.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use pvfs_proto::attr::ObjDetail;
@@ -96,7 +98,85 @@ pub async fn refill(
     let me = ctx.me as u32;
     let copied_before = progress.of_stay(since);
     let key = |handle: Handle, copies: &[u32]| map.holds(handle, copies, me).then_some(handle);
-    copy_whole(ctx, map, version, copied_before, &key, &Meter::default()).await
+    let (datafiles, bytes) = count(ctx, map, copied_before, &key).await?;
+    ctx.refilling.begin(&[], datafiles, bytes);
+    let done = copy_whole(ctx, map, version, copied_before, &key, &ctx.refilling.meter).await;
+    ctx.refilling.end();
+    done
+}
+
+/// What a whole copy ([`copy_whole`] with `key`) has to do, for `pvfs status`: the
+/// datafiles to which `key` gives a key (those whose key is in `copied_before`
+/// too, which it counts as done), and the bytes their sources hold now of those
+/// it will copy.
+pub async fn count<K>(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    copied_before: &HashSet<K>,
+    key: &(dyn Fn(Handle, &[u32]) -> Option<K> + Sync),
+) -> OpResult<(u64, u64)>
+where
+    K: Copy + Eq + std::hash::Hash,
+{
+    let me = ctx.me as u32;
+    let (mut datafiles, mut bytes) = (0, 0);
+    let mut pages = ObjectPages::new(ctx);
+    while let Some(attrs) = pages.next(ctx).await? {
+        let mut by_source: BTreeMap<usize, Vec<Handle>> = BTreeMap::new();
+        for (handle, copies) in datafiles_of(&attrs) {
+            let Some(k) = key(handle, &copies) else {
+                continue;
+            };
+            datafiles += 1;
+            if copied_before.contains(&k) {
+                continue;
+            }
+            if let Some(from) = source(map, handle, &copies, me, None) {
+                by_source.entry(from).or_default().push(handle);
+            }
+        }
+        for (from, handles) in by_source {
+            bytes += sizes(ctx, map, from, handles).await?;
+        }
+    }
+    Ok((datafiles, bytes))
+}
+
+/// The bytes server `from`'s copies of `handles` hold.
+async fn sizes(
+    ctx: &Arc<Ctx>,
+    map: &ClusterMap,
+    from: usize,
+    handles: Vec<Handle>,
+) -> OpResult<u64> {
+    let request = Request::GetSizes(req::GetSizes {
+        handles,
+        map: Some(map.version),
+    });
+    match ctx.peers.call(from, request).await? {
+        Response::Sizes { sizes } => Ok(sizes.iter().map(|s| s.size).sum()),
+        other => Err(OpError::internal(
+            Errno::EPROTO,
+            format!("GetSizes answered with {}", other.op_name()),
+        )),
+    }
+}
+
+/// Every datafile of the files among `attrs`, with its copies' servers in layout
+/// order (one for a file of one copy).
+pub fn datafiles_of(attrs: &[pvfs_proto::Attr]) -> impl Iterator<Item = (Handle, Vec<u32>)> + '_ {
+    attrs.iter().flat_map(|attr| {
+        let layout = match &attr.detail {
+            ObjDetail::File { layout } => Some(layout),
+            _ => None,
+        };
+        layout.into_iter().flat_map(|l| {
+            l.datafiles.iter().map(move |d| {
+                let copies = d.replicas().take(l.replicas.max(1) as usize).collect();
+                (d.handle, copies)
+            })
+        })
+    })
 }
 
 /// Copies whole, from a copy that may serve reads under map `version`, every

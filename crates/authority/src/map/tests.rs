@@ -891,7 +891,8 @@ fn a_new_disk_on_a_server_quiet_since_another_went_out_spares_it() {
     // server's takeover asks for a recovering taker only then).
     assert_eq!(m.apply(&lead(2, 3), 24), Applied::Changed);
     assert_eq!(m.primary(2), 3);
-    // Up again: nothing of that absence is kept.
+    // Up again: nothing of that absence is kept but that 2, still on its new
+    // disk, spared it.
     let since = m.servers[3].since;
     let caught_up = Command::CaughtUp {
         server: 3,
@@ -899,7 +900,8 @@ fn a_new_disk_on_a_server_quiet_since_another_went_out_spares_it() {
         recovering_since: since,
     };
     assert_eq!(m.apply(&caught_up, 25), Applied::Changed);
-    assert!(m.servers[3].quiet.is_empty() && m.servers[3].spared_by.is_empty());
+    assert!(m.servers[3].quiet.is_empty());
+    assert_eq!(m.servers[3].spared_by, vec![2]);
 
     // Negative: 2 had a renewal granted after 3 went out (it may have taken writes
     // 3 missed, recorded on the disk it lost): 3 refills, and takes no group over
@@ -969,6 +971,86 @@ fn a_new_disk_on_a_server_quiet_since_another_went_out_spares_it() {
     m.servers[3].quiet = vec![(2, 12)]; // as if left over
     assert_eq!(m.apply(&renew(3, 6, 103), 23), Applied::Granted);
     assert!(m.servers[3].quiet.is_empty());
+}
+
+#[test]
+fn a_server_still_on_a_new_disk_spares_one_that_goes_out_after_it() {
+    // 1 led 0's group while 0 was out; 0 came back and followed it. Then 1 came
+    // back with a new disk, and 0 was called down (a stall of the authority's
+    // commits) before it took the group over. 1 served nothing since its disk
+    // was replaced, so 0's copy, which followed 1 to its end, holds every change:
+    // 1 spares 0, also once 0 is up again, and 0 takes the group over. Without
+    // that, 1 waits for another copy to serve the group, and 0 for 1 to send it
+    // a new copy: the group waits for a person.
+    let renew = |server, incarnation, storage| Command::Renew {
+        server,
+        incarnation,
+        storage,
+    };
+    let down = |server, unless| Command::Down {
+        server,
+        unless_renewed_after: unless,
+        lapsed: Vec::new(),
+    };
+    let caught_up = |m: &Map, server: NodeId, incarnation| Command::CaughtUp {
+        server,
+        incarnation,
+        recovering_since: m.servers[server as usize].since,
+    };
+    let start = || {
+        let mut m = Map::new(4);
+        for s in 0..4 {
+            assert_eq!(m.apply(&renew(s, 5, 100 + s), 10 + s), Applied::Granted);
+        }
+        assert_eq!(m.apply(&down(0, 10), 14), Applied::Changed);
+        assert_eq!(m.apply(&lead(0, 1), 15), Applied::Changed);
+        assert_eq!(m.apply(&serve(0, 1), 16), Applied::Changed);
+        assert_eq!(m.apply(&renew(0, 5, 100), 17), Applied::Granted);
+        assert_eq!(m.apply(&caught_up(&m, 0, 5), 18), Applied::Changed);
+        assert_eq!(m.primary(0), 1);
+        m
+    };
+    let mut m = start();
+    assert_eq!(m.apply(&renew(1, 6, 999), 19), Applied::Granted);
+    assert!(m.servers[1].fresh);
+    assert_eq!(m.apply(&down(0, 18), 20), Applied::Changed);
+    assert_eq!(m.servers[0].spared_by, vec![1]);
+    assert_eq!(m.apply(&renew(0, 5, 100), 21), Applied::Granted);
+    assert_eq!(m.apply(&caught_up(&m, 0, 5), 22), Applied::Changed);
+    assert_eq!(m.servers[0].state, State::Up);
+    assert_eq!(m.servers[0].spared_by, vec![1], "kept while 1 catches up");
+    // 1 waits for the group to be served elsewhere ...
+    assert_eq!(m.apply(&renew(1, 6, 999), 23), Applied::Granted);
+    assert_eq!(m.apply(&caught_up(&m, 1, 6), 24), Applied::Unchanged);
+    // ... which 0 takes back, and then 1 is up too.
+    assert_eq!(m.apply(&lead(0, 0), 25), Applied::Changed);
+    assert_eq!(m.primary(0), 0);
+    assert_eq!(m.apply(&serve(0, 0), 26), Applied::Changed);
+    assert_eq!(m.apply(&caught_up(&m, 1, 6), 27), Applied::Changed);
+    assert!(!m.servers[1].fresh);
+    // A map that carries it decodes.
+    let mut spared = start();
+    spared.apply(&renew(1, 6, 999), 19);
+    spared.apply(&down(0, 18), 20);
+    spared.apply(&renew(0, 5, 100), 21);
+    spared.apply(&caught_up(&spared, 0, 5), 22);
+    assert_eq!(Map::decode(&spared.encode()).unwrap(), spared);
+
+    // Negative: 1 caught up on its new disk (and may have served since) before 0
+    // went out: it spares nothing.
+    let mut m = start();
+    assert_eq!(m.apply(&renew(1, 6, 999), 19), Applied::Granted);
+    assert_eq!(m.apply(&lead(0, 0), 20), Applied::Changed);
+    assert_eq!(m.apply(&serve(0, 0), 21), Applied::Changed);
+    assert_eq!(m.apply(&caught_up(&m, 1, 6), 22), Applied::Changed);
+    assert_eq!(m.apply(&down(0, 18), 23), Applied::Changed);
+    assert!(m.servers[0].spared_by.is_empty());
+    // Nor does anyone an evicted server: its primary answered without it.
+    let mut m = start();
+    assert_eq!(m.apply(&renew(1, 6, 999), 19), Applied::Granted);
+    assert_eq!(m.apply(&Command::Evict { server: 0 }, 20), Applied::Changed);
+    assert_eq!(m.apply(&down(0, 18), 21), Applied::Changed);
+    assert!(m.servers[0].spared_by.is_empty());
 }
 
 #[test]

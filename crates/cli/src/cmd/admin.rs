@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pvfs_config::format_size;
-use pvfs_proto::message::Health;
+use pvfs_proto::message::{Health, Rebuilding};
 
 use crate::cmd::with_client;
 use crate::ConfigArg;
@@ -288,11 +288,17 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     v,
                     serde_json::json!({"new_disk": e.fresh, "refilling": e.refill}),
                 );
-                let what = if e.fresh {
-                    "new disk, refilling every copy"
+                let mut what = if e.fresh {
+                    "new disk, refilling every copy".to_string()
                 } else {
-                    "refilling every copy"
+                    "refilling every copy".to_string()
                 };
+                // How far it got, once it counted what to copy.
+                if let Some(rf) = space.and_then(|st| st.refilling.as_ref()) {
+                    let (json, text) = copy_progress(rf);
+                    v = merge(v, serde_json::json!({ "refill": json }));
+                    what = format!("{what}: {text}");
+                }
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!("{detail}{sep}{what}");
             }
@@ -358,38 +364,20 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 detail = format!("{detail}{sep}{what}");
             }
             if let Some(rb) = space.and_then(|st| st.rebuilding.as_ref()) {
-                let left = rb.bytes_total.saturating_sub(rb.bytes_done);
-                // The rate so far; none before a second of copying or a byte copied.
-                let seconds_left = (rb.elapsed_ms >= 1000 && rb.bytes_done > 0)
-                    .then(|| left as f64 * rb.elapsed_ms as f64 / 1000.0 / rb.bytes_done as f64);
                 let names: Vec<&str> = rb
                     .lost
                     .iter()
                     .map(|l| servers.get(*l as usize).map_or("?", |s| s.name.as_str()))
                     .collect();
+                let (json, text) = copy_progress(rb);
                 v = merge(
                     v,
-                    serde_json::json!({"rebuilding": {
-                        "lost": names,
-                        "datafiles_total": rb.datafiles_total,
-                        "datafiles_done": rb.datafiles_done,
-                        "bytes_total": rb.bytes_total,
-                        "bytes_done": rb.bytes_done,
-                        "seconds_left": seconds_left.map(|s| s.round() as u64),
-                    }}),
+                    serde_json::json!({"rebuilding": merge(json, serde_json::json!({"lost": names}))}),
                 );
-                let eta = match seconds_left {
-                    Some(s) => format!(", about {} left", format_seconds(s)),
-                    None => String::new(),
-                };
                 let sep = if detail.is_empty() { "" } else { "; " };
                 detail = format!(
-                    "{detail}{sep}rebuilding copies of {}: {} of {} datafiles, {} of {}{eta}",
-                    names.join(", "),
-                    rb.datafiles_done,
-                    rb.datafiles_total,
-                    format_size(rb.bytes_done),
-                    format_size(rb.bytes_total),
+                    "{detail}{sep}rebuilding copies of {}: {text}",
+                    names.join(", ")
                 );
             }
             // Checksums a reboot left unsure (docs/storage-format.md, "Checksums").
@@ -670,6 +658,35 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
         all_healthy(fs.servers.len(), down, &sick)?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// How far a whole copy under way got (a rebuild of lost servers' copies, or a
+/// refill of a server's own), for `pvfs status`: its fields for `--json`, and in
+/// words, with the time left at the rate so far.
+fn copy_progress(p: &Rebuilding) -> (serde_json::Value, String) {
+    let left = p.bytes_total.saturating_sub(p.bytes_done);
+    // The rate so far; none before a second of copying or a byte copied.
+    let seconds_left = (p.elapsed_ms >= 1000 && p.bytes_done > 0)
+        .then(|| left as f64 * p.elapsed_ms as f64 / 1000.0 / p.bytes_done as f64);
+    let json = serde_json::json!({
+        "datafiles_total": p.datafiles_total,
+        "datafiles_done": p.datafiles_done,
+        "bytes_total": p.bytes_total,
+        "bytes_done": p.bytes_done,
+        "seconds_left": seconds_left.map(|s| s.round() as u64),
+    });
+    let eta = match seconds_left {
+        Some(s) => format!(", about {} left", format_seconds(s)),
+        None => String::new(),
+    };
+    let text = format!(
+        "{} of {} datafiles, {} of {}{eta}",
+        p.datafiles_done,
+        p.datafiles_total,
+        format_size(p.bytes_done),
+        format_size(p.bytes_total),
+    );
+    (json, text)
 }
 
 /// A time left, as people say it: seconds, minutes or hours.

@@ -59,6 +59,7 @@ impl Handler for req::StatFs {
                 sums_unsure: ctx.data.sums_unsure(),
                 rebuilding: ctx.rebuilding.report(),
                 groups,
+                refilling: ctx.refilling.report(),
             },
             health: ctx.health.report(&ctx.meta),
         }
