@@ -1148,6 +1148,20 @@ impl Client {
                     self.finish_dir_move(sdir, sname, ddir, &src)
                         .await
                         .map_err(|e| e.for_path(from))?;
+                } else {
+                    // The two lookups ran one after the other: a concurrent rename
+                    // may have moved the source onto the destination between them
+                    // (the source then names nothing). Both must name the object at
+                    // once for the rename to change nothing: the source is looked
+                    // up again after the destination, or the rename starts again.
+                    let again = self.lookup_want(sdir, sname, 0).await;
+                    if !again.as_ref().is_ok_and(|(e, _)| e.handle == src.handle) {
+                        return Err(Error::of_kind(
+                            ErrorKind::Changed,
+                            Errno::ESTALE,
+                            format!("{from} changed while {to} was looked up"),
+                        ));
+                    }
                 }
                 return Ok(None); // Both names already name the same object.
             }
