@@ -51,7 +51,7 @@ use pvfs_proto::{
 };
 
 /// The protocol version the servers speak.
-const VERSION: u16 = 17;
+const VERSION: u16 = 18;
 const REQUEST: u8 = 1;
 const RESPONSE: u8 = 2;
 const DATA: u8 = 3;
@@ -700,9 +700,7 @@ fn malformed_input_before_the_handshake_is_closed_and_the_server_keeps_serving()
             Box::new(|h: &mut [u8; 32]| h[31] = 0x40),
         ),
     ];
-    for version in [
-        0u16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 0xffff,
-    ] {
+    for version in (0..VERSION).chain([VERSION + 1, 0xffff]) {
         bad.push((
             format!("version {version}"),
             Box::new(move |h: &mut [u8; 32]| h[4..6].copy_from_slice(&version.to_le_bytes())),
@@ -1102,9 +1100,7 @@ fn malformed_headers_after_the_handshake_get_an_error_then_a_close() {
 
     // Unknown protocol versions (the old versions 1 to 6 among them): EPROTO with the
     // request id, then closed.
-    for version in [
-        0u16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 0xffff,
-    ] {
+    for version in (0..VERSION).chain([VERSION + 1, 0xffff]) {
         let mut s = Session::open(&cluster, next_server());
         s.send(&header(version, REQUEST, END, 21, 0, TAG, 0));
         s.expect_error_then_close(21, Errno::EPROTO, &format!("version {version}"));
