@@ -135,13 +135,7 @@ fn new_disk_under_load(v: usize, down_first: bool) {
     all_up_with_standby_copies(&cluster);
     assert_fsck_clean(&cluster);
     cluster.assert_all_running();
-    for n in cluster.names() {
-        assert!(
-            !cluster.log(&n).contains("panicked"),
-            "{n}:\n{}",
-            cluster.log(&n)
-        );
-    }
+    cluster.assert_no_panics();
     // Its authority log went with the disk: it was taken back as a learner and
     // votes again.
     let log = cluster.log(&sv);
@@ -652,13 +646,7 @@ fn a_group_led_by_a_standby_that_gets_a_new_disk_goes_back_to_its_own_server() {
     all_up_with_standby_copies(&cluster);
     all_there(&TestClient::new(config.clone()), &all);
     cluster.assert_all_running();
-    for n in cluster.names() {
-        assert!(
-            !cluster.log(&n).contains("panicked"),
-            "{n}:\n{}",
-            cluster.log(&n)
-        );
-    }
+    cluster.assert_no_panics();
 }
 
 #[test]
@@ -719,13 +707,7 @@ fn a_server_called_down_while_its_partner_is_on_a_new_disk_takes_its_group_back(
     all_up_with_standby_copies(&cluster);
     all_there(&TestClient::new(config.clone()), &all);
     cluster.assert_all_running();
-    for n in cluster.names() {
-        assert!(
-            !cluster.log(&n).contains("panicked"),
-            "{n}:\n{}",
-            cluster.log(&n)
-        );
-    }
+    cluster.assert_no_panics();
 }
 
 #[test]

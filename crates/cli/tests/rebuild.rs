@@ -54,14 +54,6 @@ fn back_and_clean(cluster: &Cluster, name: &str) {
     cluster.assert_clean();
 }
 
-/// Checks no server logged a panic.
-fn no_panics(cluster: &Cluster) {
-    for n in cluster.names() {
-        let log = cluster.log(&n);
-        assert!(!log.contains("panicked"), "{n}:\n{log}");
-    }
-}
-
 #[test]
 fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_returns() {
     // Two metadata servers: s2 and s3 hold data only.
@@ -156,7 +148,7 @@ fn a_lost_servers_copies_are_rebuilt_on_the_others_and_given_back_when_it_return
     );
     assert!(fsck.status.success());
     cluster.assert_all_running();
-    no_panics(&cluster);
+    cluster.assert_no_panics();
 }
 
 /// The servers holding the places of metadata group `g` under the newest map.
@@ -251,7 +243,7 @@ fn a_lost_metadata_servers_places_in_groups_go_to_heirs_that_serve_when_the_next
         assert_eq!(names.len() as u64, 24 + made + 8, "{names:?}");
     });
     back_and_clean(&cluster, &sw);
-    no_panics(&cluster);
+    cluster.assert_no_panics();
 }
 
 #[test]
@@ -328,7 +320,7 @@ fn a_drained_server_hands_its_copies_over_while_it_serves_and_is_retired() {
     let unknown = cluster.run_cli(&["server", "drain", "nosuch"]);
     assert!(!unknown.status.success());
     assert!(unknown.stderr.contains("no server"), "{}", unknown.stderr);
-    no_panics(&cluster);
+    cluster.assert_no_panics();
 }
 
 #[test]

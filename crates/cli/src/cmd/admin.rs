@@ -288,11 +288,11 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     v,
                     serde_json::json!({"new_disk": e.fresh, "refilling": e.refill}),
                 );
-                let mut what = if e.fresh {
-                    "new disk, refilling every copy".to_string()
+                let mut what = String::from(if e.fresh {
+                    "new disk, refilling every copy"
                 } else {
-                    "refilling every copy".to_string()
-                };
+                    "refilling every copy"
+                });
                 // How far it got, once it counted what to copy.
                 if let Some(rf) = space.and_then(|st| st.refilling.as_ref()) {
                     let (json, text) = copy_progress(rf);

@@ -1558,6 +1558,15 @@ impl Cluster {
         }
     }
 
+    /// Asserts no server logged a panic.
+    #[track_caller]
+    pub fn assert_no_panics(&self) {
+        for name in &self.names {
+            let log = self.log(name);
+            assert!(!log.contains("panicked"), "{name}:\n{log}");
+        }
+    }
+
     /// Asserts every child server process is still alive.
     #[track_caller]
     pub fn assert_all_running(&self) {
