@@ -266,19 +266,8 @@ const RUN_LIMIT: Duration = Duration::from_secs(3600);
 /// Runs one simulation of `opts` from `seed`: the report, or the failure with the
 /// trace of everything that led to it.
 pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> {
-    let mut builder = tokio::runtime::Builder::new_current_thread();
-    builder.enable_all().start_paused(true);
-    #[cfg(tokio_unstable)]
-    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
-    let rt = builder
-        .build()
-        .map_err(|e| (Failure::Setup(format!("runtime: {e}")), Vec::new()))?;
     let trace = Trace::default();
-    let result = rt.block_on(async {
-        let _clock = pvfs_proto::clock::install(Box::new(SimClock {
-            start: tokio::time::Instant::now(),
-            rng: Rng::new(seed ^ 0x5eed_c10c),
-        }));
+    let result = block_on(seed, async {
         let started = tokio::time::Instant::now();
         let r = tokio::time::timeout(RUN_LIMIT, simulate(seed, opts, trace.clone())).await;
         match r {
@@ -290,8 +279,8 @@ pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> 
                 "the run did not end within {RUN_LIMIT:?} of simulated time"
             ))),
         }
-    });
-    drop(rt);
+    })
+    .map_err(|e| (e, Vec::new()))?;
     match result {
         Ok(mut rep) => {
             rep.events = trace.events().len();
@@ -300,6 +289,29 @@ pub fn run(seed: u64, opts: &Options) -> Result<Report, (Failure, Vec<String>)> 
         }
         Err(f) => Err((f, trace.events())),
     }
+}
+
+/// Runs `fut` as the simulator runs a whole run: on one thread under a seeded
+/// scheduler, in simulated time, with the simulation's clock and ids drawn from
+/// `seed`. For tests that play out one scene step by step (a race in a fixed order)
+/// over a [`Cluster`] and a [`SimNet`] of their own.
+pub fn block_on<F: std::future::Future>(seed: u64, fut: F) -> Result<F::Output, Failure> {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().start_paused(true);
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let rt = builder
+        .build()
+        .map_err(|e| Failure::Setup(format!("runtime: {e}")))?;
+    let out = rt.block_on(async {
+        let _clock = pvfs_proto::clock::install(Box::new(SimClock {
+            start: tokio::time::Instant::now(),
+            rng: Rng::new(seed ^ 0x5eed_c10c),
+        }));
+        fut.await
+    });
+    drop(rt);
+    Ok(out)
 }
 
 async fn simulate(seed: u64, opts: &Options, trace: Trace) -> Result<Report, Failure> {

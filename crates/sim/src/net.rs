@@ -82,6 +82,9 @@ struct PipeReader {
 struct PipeWriter {
     pipe: Arc<Pipe>,
     net: Arc<NetState>,
+    /// The nodes at the link's ends, whose slowness ([`SimNet::slow`]) every write
+    /// takes on.
+    ends: Arc<(String, String)>,
 }
 
 fn reset() -> io::Error {
@@ -154,7 +157,7 @@ impl AsyncWrite for PipeWriter {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let delay = self.net.delay();
+        let delay = self.net.delay() + self.net.slowness(&self.ends);
         let mut st = lock(&self.pipe.0);
         if st.cut || st.reader_gone {
             return Poll::Ready(Err(reset()));
@@ -227,6 +230,8 @@ pub struct NetState {
     calm: std::sync::atomic::AtomicBool,
     latency: Latency,
     topo: Mutex<Topology>,
+    /// Extra delay of every write on a link to or from a node ([`SimNet::slow`]).
+    slow: Mutex<BTreeMap<String, Duration>>,
 }
 
 impl NetState {
@@ -245,6 +250,18 @@ impl NetState {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         d
+    }
+}
+
+impl NetState {
+    /// The extra delay of a write between `ends`.
+    fn slowness(&self, ends: &(String, String)) -> Duration {
+        let slow = lock(&self.slow);
+        if slow.is_empty() {
+            return Duration::ZERO;
+        }
+        let of = |node: &str| slow.get(node).copied().unwrap_or_default();
+        of(&ends.0) + of(&ends.1)
     }
 }
 
@@ -271,6 +288,7 @@ impl SimNet {
             calm: Default::default(),
             latency,
             topo: Mutex::new(Topology::default()),
+            slow: Mutex::default(),
         }))
     }
 
@@ -343,6 +361,13 @@ impl SimNet {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// From now on every write to or from node `name` takes `extra` longer: a client
+    /// on a far link, whose steps a test interleaves with another's (a race played
+    /// out in a fixed order).
+    pub fn slow(&self, name: &str, extra: Duration) {
+        lock(&self.0.slow).insert(name.to_string(), extra);
+    }
+
     /// Every partition ends.
     pub fn heal(&self) {
         lock(&self.0.topo).cut.clear();
@@ -403,6 +428,7 @@ impl Transport for Node {
             }
             topo.connections += 1;
             let n = topo.connections;
+            let ends = Arc::new((self.name.clone(), server.clone()));
             let up = Arc::new(Pipe::default());
             let down = Arc::new(Pipe::default());
             topo.links.push(Link {
@@ -417,6 +443,7 @@ impl Transport for Node {
                 write: Box::new(PipeWriter {
                     pipe: up.clone(),
                     net: self.net.clone(),
+                    ends: ends.clone(),
                 }),
                 peer: addr.to_string(),
                 fd: None,
@@ -429,6 +456,7 @@ impl Transport for Node {
                 write: Box::new(PipeWriter {
                     pipe: down,
                     net: self.net.clone(),
+                    ends: ends.clone(),
                 }),
                 peer: format!("127.0.{}.{}:{}", n >> 8 & 0xff, n & 0xff, 1024 + n % 60000),
                 fd: None,
