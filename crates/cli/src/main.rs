@@ -58,6 +58,8 @@ enum Command {
     Mv(cmd::namespace::MvArgs),
     /// Create a hard link, or a symbolic link with -s.
     Ln(cmd::namespace::LnArgs),
+    /// Print files to standard output.
+    Cat(cmd::cat::CatArgs),
     /// Copy files: local to pvfs, pvfs to local, pvfs to pvfs (pvfs paths are written pvfs:/path).
     Cp(cmd::cp::CpArgs),
     /// Show where every stripe of a file lives.
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Rm(a) => cmd::namespace::rm(a),
         Command::Mv(a) => cmd::namespace::mv(a),
         Command::Ln(a) => cmd::namespace::ln(a),
+        Command::Cat(a) => cmd::cat::run(a),
         Command::Cp(a) => cmd::cp::run(a),
         Command::Layout(a) => cmd::layout::layout(a),
         Command::Setlayout(a) => cmd::layout::setlayout(a),

@@ -31,6 +31,7 @@ const SUBCOMMANDS: &[&str] = &[
     "rm",
     "mv",
     "ln",
+    "cat",
     "cp",
     "layout",
     "setlayout",
@@ -817,8 +818,16 @@ fn genconfig_keeps_an_existing_configuration_and_writes_it_private() {
     let mode_of = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let mode = || mode_of(&file);
     let key_id = |p: &std::path::Path| pvfs_auth::KeyRing::load(p).unwrap().current().fingerprint();
-    gen(&[]).ok();
+    let out = gen(&[]);
+    out.ok();
     assert_eq!(mode(), 0o600, "the configuration is private");
+    // ... and genconfig says that users need to read it, and how.
+    assert!(
+        out.stderr.contains("users must be able to read it")
+            && out.stderr.contains(&format!("chmod 644 {f}")),
+        "{}",
+        out.stderr
+    );
     let first = pvfs_config::Config::load(&file).unwrap();
     // The keys are separate files beside it, named after it, private too.
     assert_eq!(first.security.key, dir.path().join("fs.key"));

@@ -166,6 +166,15 @@ impl Ctx<'_> {
         match e.span() {
             Some(s) => {
                 let key = key_at(self.text, s.start, table_only);
+                // TOML's own words for an unquoted word ("invalid boolean" for
+                // `four`, which begins like `false`) say nothing to a person.
+                let message = match bare_word_at(self.text, s.start) {
+                    Some(word) => format!(
+                        "{word} is not a value: write a number in digits, and a word in \
+                         quotes (\"{word}\")"
+                    ),
+                    None => message,
+                };
                 self.error(Some(self.line(s)), &key, message)
             }
             None => self.error(None, "", message),
@@ -201,6 +210,26 @@ fn key_at(text: &str, offset: usize, table_only: bool) -> String {
         }
     }
     table
+}
+
+/// The value of the `key = value` line at byte `offset` when it is a bare word
+/// (neither quoted, nor a number, a boolean, a date, an array or a table).
+fn bare_word_at(text: &str, offset: usize) -> Option<&str> {
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (_, value) = line.split_once('=')?;
+    let value = value.split('#').next()?.trim();
+    let word = value
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !matches!(value, "true" | "false" | "inf" | "nan");
+    word.then_some(value)
 }
 
 /// A path that is not empty.

@@ -283,6 +283,18 @@ fn validation_errors_name_line_and_key() {
             "f.toml:7: defaults.dir_shards: invalid type: floating point",
         ),
         (21, "", "f.toml:20: servers[1]: missing field `name`"),
+        // A word where a number (or text) belongs: not TOML's "invalid boolean".
+        (
+            6,
+            "stripe_count = four",
+            "f.toml:6: defaults.stripe_count: four is not a value: write a number in \
+             digits, and a word in quotes (\"four\")",
+        ),
+        (
+            8,
+            "metadata_sync = commit # every change",
+            "f.toml:8: defaults.metadata_sync: commit is not a value",
+        ),
     ];
     for (line, text, want) in cases {
         let got = error(line, text);

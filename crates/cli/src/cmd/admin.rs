@@ -86,17 +86,63 @@ fn merge(mut v: serde_json::Value, extra: serde_json::Value) -> serde_json::Valu
     v
 }
 
-/// Fails, naming how many servers are down and degraded, unless all are healthy.
-fn all_healthy(total: usize, down: usize, degraded: &[&str]) -> anyhow::Result<()> {
-    let (d, g) = (down, degraded.len());
-    match (d, g) {
-        (0, 0) => Ok(()),
-        (_, 0) => anyhow::bail!("{d} of {total} servers not answering"),
-        (0, _) => anyhow::bail!("{g} of {total} servers degraded ({})", degraded.join(", ")),
-        _ => anyhow::bail!(
-            "{d} of {total} servers not answering, {g} degraded ({})",
+/// This user's failures to authenticate to servers: no key it can read and no MUNGE,
+/// or a key the servers do not hold. Such a server is not called down (whether it is
+/// up is unknown to this user), and the reason, the same for every server, is said
+/// once, at the end ([`all_healthy`]).
+#[derive(Default)]
+struct Unauthenticated {
+    servers: usize,
+    reason: Option<String>,
+}
+
+/// What a row says of a server that refused this user.
+const CANNOT_AUTHENTICATE: &str = "cannot authenticate (see below)";
+
+impl Unauthenticated {
+    /// Whether `e`, the answer of server `name` at `address`, refused this user
+    /// (then noted).
+    fn note(&mut self, name: &str, address: &str, e: &pvfs_client::Error) -> bool {
+        if e.kind != pvfs_proto::ErrorKind::Denied {
+            return false;
+        }
+        self.servers += 1;
+        self.reason
+            .get_or_insert_with(|| e.message.replace(&format!("{name} ({address}): "), ""));
+        true
+    }
+}
+
+/// Fails, naming how many servers are down and degraded and why this user cannot
+/// authenticate, unless all are healthy.
+fn all_healthy(
+    total: usize,
+    down: usize,
+    degraded: &[&str],
+    refused: &Unauthenticated,
+) -> anyhow::Result<()> {
+    let mut parts = Vec::new();
+    if down > 0 {
+        parts.push(format!("{down} of {total} servers not answering"));
+    }
+    if !degraded.is_empty() {
+        parts.push(format!(
+            "{} of {total} servers degraded ({})",
+            degraded.len(),
             degraded.join(", ")
-        ),
+        ));
+    }
+    if let Some(why) = &refused.reason {
+        parts.push(format!(
+            "this user cannot authenticate to {} of {total} servers (whether they are up \
+             is unknown to it): {why}",
+            refused.servers
+        ));
+    }
+    if parts.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("{}", parts.join("; "))
     }
 }
 
@@ -111,7 +157,16 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|s| s.roles.describe())
             .collect();
-        let down = reports.iter().filter(|r| r.result.is_err()).count();
+        let mut refused = Unauthenticated::default();
+        let denied: Vec<bool> = reports
+            .iter()
+            .map(|r| {
+                r.result
+                    .as_ref()
+                    .is_err_and(|e| refused.note(&r.name, &r.address, e))
+            })
+            .collect();
+        let down = reports.iter().filter(|r| r.result.is_err()).count() - refused.servers;
         let sick: Vec<&str> = reports
             .iter()
             .filter(|r| r.result.is_ok() && degraded(r.health.as_ref()).is_some())
@@ -121,7 +176,8 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
             let v: Vec<_> = reports
                 .iter()
                 .zip(&roles)
-                .map(|(r, roles)| match (&r.result, degraded(r.health.as_ref())) {
+                .zip(&denied)
+                .map(|((r, roles), &denied)| match (&r.result, degraded(r.health.as_ref())) {
                     (Ok((rtt, info)), None) => serde_json::json!({
                         "name": r.name, "address": r.address, "roles": roles, "ok": true,
                         "state": "ok", "rtt_us": rtt.as_micros() as u64, "version": info.version,
@@ -135,13 +191,14 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                     ),
                     (Err(e), _) => serde_json::json!({
                         "name": r.name, "address": r.address, "roles": roles, "ok": false,
-                        "state": "down", "error": e.message, "errno": e.errno.name(),
+                        "state": if denied { "unauthenticated" } else { "down" },
+                        "error": e.message, "errno": e.errno.name(),
                     }),
                 })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
-            for (r, roles) in reports.iter().zip(&roles) {
+            for ((r, roles), &denied) in reports.iter().zip(&roles).zip(&denied) {
                 match &r.result {
                     Ok((rtt, _)) => println!(
                         "{:<8} {:<22} {:<10} {:>8.0} us  {}",
@@ -156,12 +213,20 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                     ),
                     Err(e) => println!(
                         "{:<8} {:<22} {:<10} {:>11}  {}",
-                        r.name, r.address, roles, "-", e.message
+                        r.name,
+                        r.address,
+                        roles,
+                        "-",
+                        if denied {
+                            CANNOT_AUTHENTICATE
+                        } else {
+                            &e.message
+                        }
                     ),
                 }
             }
         }
-        all_healthy(reports.len(), down, &sick)?;
+        all_healthy(reports.len(), down, &sick, &refused)?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -178,11 +243,14 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         // whatever it answers itself.
         let map = match map {
             Ok(m) => m,
+            // This user's failure to authenticate is said once, at the end.
+            Err(e) if e.kind == pvfs_proto::ErrorKind::Denied => None,
             Err(e) => {
                 eprintln!("pvfs: no cluster map: {e}");
                 None
             }
         };
+        let mut refused = Unauthenticated::default();
         if let Some(m) = map.as_ref().filter(|m| m.servers.len() > servers.len()) {
             eprintln!(
                 "pvfs: the cluster map has {} servers and this configuration {}: servers were \
@@ -212,6 +280,12 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     || (e.state == ServerState::Lost && rebuilding.is_empty())
             });
             let (state, detail, extra) = match (&r.result, degraded(health)) {
+                (Err(e), _) if refused.note(&r.name, &r.address, e) => {
+                    let extra = serde_json::json!({
+                        "state": "unauthenticated", "error": e.message, "errno": e.errno.name(),
+                    });
+                    ("unknown", CANNOT_AUTHENTICATE.to_string(), extra)
+                }
                 (Err(e), _) => {
                     down += usize::from(!settled);
                     let extra = serde_json::json!({
@@ -231,7 +305,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                             format!(
                                 "{} available, {}% used",
                                 format_size(st.avail_bytes),
-                                percent(used, st.total_bytes)
+                                use_percent(used, st.avail_bytes)
                             )
                         }
                         None => String::new(),
@@ -427,7 +501,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.name.as_str());
         if a.json {
             let mut v = serde_json::json!({
-                "healthy": down == 0 && sick.is_empty() && not_up == 0,
+                "healthy": down == 0 && sick.is_empty() && not_up == 0 && refused.servers == 0,
                 "metadata_groups_on_one_copy": single_copy,
                 "metadata_groups_changing": changing,
                 "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
@@ -469,7 +543,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        match (all_healthy(reports.len(), down, &sick), not_up) {
+        match (all_healthy(reports.len(), down, &sick, &refused), not_up) {
             (Ok(()), 0) => {}
             (Ok(()), n) => {
                 anyhow::bail!("{n} of {} servers not up in the cluster map", reports.len())
@@ -566,11 +640,22 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
         let fs = client.statfs().await;
+        let mut refused = Unauthenticated::default();
+        let denied: Vec<bool> = fs
+            .servers
+            .iter()
+            .map(|s| {
+                s.stat
+                    .as_ref()
+                    .is_err_and(|e| refused.note(&s.name, &s.address, e))
+            })
+            .collect();
         if a.json {
             let servers: Vec<_> = fs
                 .servers
                 .iter()
-                .map(|s| {
+                .zip(&denied)
+                .map(|(s, &denied)| {
                     let row = match (&s.stat, degraded(s.health.as_ref())) {
                     (Ok(st), None) => serde_json::json!({
                         "name": s.name, "address": s.address, "ok": true, "state": "ok",
@@ -586,7 +671,10 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                         }),
                         degraded_json(h),
                     ),
-                    (Err(e), _) => serde_json::json!({"name": s.name, "address": s.address, "ok": false, "state": "down", "error": e.message}),
+                    (Err(e), _) => serde_json::json!({
+                        "name": s.name, "address": s.address, "ok": false,
+                        "state": if denied { "unauthenticated" } else { "down" }, "error": e.message,
+                    }),
                     };
                     // Space already counted under another server (one disk).
                     merge(row, serde_json::json!({"same_space_as": s.same_space_as}))
@@ -604,7 +692,7 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                 "{:<8} {:<22} {:>9} {:>9} {:>9} {:>5} {:>9} {:>9}",
                 "server", "address", "size", "used", "avail", "use%", "objects", "datafiles"
             );
-            for s in &fs.servers {
+            for (s, &denied) in fs.servers.iter().zip(&denied) {
                 match &s.stat {
                     Ok(st) => {
                         let used = st.total_bytes.saturating_sub(st.free_bytes);
@@ -627,10 +715,13 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                             format_size(st.total_bytes),
                             format_size(used),
                             format_size(st.avail_bytes),
-                            percent(used, st.total_bytes),
+                            use_percent(used, st.avail_bytes),
                             objects,
                             st.datafiles
                         );
+                    }
+                    Err(_) if denied => {
+                        println!("{:<8} {:<22} {CANNOT_AUTHENTICATE}", s.name, s.address)
                     }
                     Err(e) => println!("{:<8} {:<22} {}", s.name, s.address, e.message),
                 }
@@ -643,19 +734,19 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                 format_size(fs.total_bytes),
                 format_size(used),
                 format_size(fs.avail_bytes),
-                percent(used, fs.total_bytes),
+                use_percent(used, fs.avail_bytes),
                 fs.objects,
                 fs.datafiles
             );
         }
-        let down = fs.servers.iter().filter(|s| s.stat.is_err()).count();
+        let down = fs.servers.iter().filter(|s| s.stat.is_err()).count() - refused.servers;
         let sick: Vec<&str> = fs
             .servers
             .iter()
             .filter(|s| s.stat.is_ok() && degraded(s.health.as_ref()).is_some())
             .map(|s| s.name.as_str())
             .collect();
-        all_healthy(fs.servers.len(), down, &sick)?;
+        all_healthy(fs.servers.len(), down, &sick, &refused)?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -698,10 +789,29 @@ fn format_seconds(s: f64) -> String {
     }
 }
 
-fn percent(part: u64, whole: u64) -> u64 {
+/// The use% that df(1) shows: used space over what users can have (used plus
+/// available, leaving out the blocks reserved for root), rounded up, so a file system
+/// that is full for users shows 100%.
+fn use_percent(used: u64, avail: u64) -> u64 {
+    let whole = used as u128 + avail as u128;
     if whole == 0 {
         0
     } else {
-        (part as u128 * 100 / whole as u128) as u64
+        (used as u128 * 100).div_ceil(whole) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_percent;
+
+    #[test]
+    fn use_percent_is_dfs() {
+        // 19 GiB used, 73 GiB available, 252 GiB in all: df says 21%.
+        assert_eq!(use_percent(19 << 30, 73 << 30), 21);
+        assert_eq!(use_percent(0, 10), 0);
+        assert_eq!(use_percent(1, 1000), 1, "rounded up");
+        assert_eq!(use_percent(10, 0), 100, "nothing left for users");
+        assert_eq!(use_percent(0, 0), 0);
     }
 }

@@ -122,6 +122,15 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
             written.security.key.display(),
             written.security.server_key.display()
         );
+        // All three are private; the configuration holds no key, and every user who
+        // runs pvfs commands or programs needs to read it.
+        eprintln!(
+            "all three are readable by you only. Every client node needs the \
+             configuration, and users must be able to read it (it holds no key: \
+             chmod 644 {}); the node key goes to servers and to nodes whose root you \
+             trust, the server key to servers only (docs/security.md, \"Keys\")",
+            a.output.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod bench;
 pub mod bench_mixed;
+pub mod cat;
 pub mod cp;
 pub mod demo;
 pub mod fsck;
@@ -32,6 +33,24 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// The path in the file system that a command-line argument names: `/dir/f` as it
+/// is, or with the prefix that `pvfs cp` needs to tell pvfs paths from local ones
+/// (`pvfs:/dir/f`, or the URL form `pvfs:///dir/f`), so a path copied from one
+/// command works in every other.
+pub fn fs_path(arg: &str) -> Result<String, String> {
+    Ok(strip_prefix(arg).unwrap_or(arg).to_string())
+}
+
+/// The pvfs path of an argument written with the `pvfs:` prefix (`pvfs:/x`,
+/// `pvfs:///x`); None for one without it (a local path, for `pvfs cp`).
+pub fn strip_prefix(arg: &str) -> Option<&str> {
+    let rest = arg.strip_prefix("pvfs:")?;
+    Some(match rest.strip_prefix("//") {
+        Some(path) if path.starts_with('/') => path,
+        _ => rest,
+    })
+}
 
 /// Loads the configuration file.
 pub fn load_config(path: &Path) -> anyhow::Result<Config> {

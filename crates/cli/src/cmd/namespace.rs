@@ -6,7 +6,7 @@ use anyhow::bail;
 use clap::Args;
 use pvfs_client::{Client, Errno, ObjKind};
 
-use crate::cmd::with_client;
+use crate::cmd::{fs_path, strip_prefix, with_client};
 use crate::output::{attr_json, blocks, mode_string, time_string};
 use crate::ConfigArg;
 
@@ -21,8 +21,14 @@ pub struct LsArgs {
     /// Machine-readable output (with attributes).
     #[arg(long)]
     json: bool,
-    /// Directory (or file) to list.
-    #[arg(default_value = "/")]
+    /// Also names that begin with a dot, and "." and "..".
+    #[arg(short = 'a', conflicts_with = "almost_all")]
+    all: bool,
+    /// Also names that begin with a dot, but not "." and "..".
+    #[arg(short = 'A')]
+    almost_all: bool,
+    /// Directory (or file) to list (`/dir`, or `pvfs:/dir` as `pvfs cp` writes it).
+    #[arg(default_value = "/", value_parser = fs_path)]
     path: String,
 }
 
@@ -44,7 +50,22 @@ pub fn ls(a: LsArgs) -> anyhow::Result<ExitCode> {
             .into_iter()
             .map(|(e, r, sized)| (e.name, r, sized))
             .collect();
+        if !(a.all || a.almost_all) {
+            rows.retain(|(name, _, _)| !name.starts_with('.'));
+        }
         rows.sort_by(|x, y| x.0.cmp(&y.0));
+        if a.all {
+            // "." and "..", first, as ls(1) lists them.
+            let parent = match a.path.trim_end_matches('/').rsplit_once('/') {
+                Some((p, _)) if !p.is_empty() => p.to_string(),
+                _ => "/".to_string(),
+            };
+            let mut dots = Vec::new();
+            for (name, path) in [(".", a.path.as_str()), ("..", parent.as_str())] {
+                dots.push((name.to_string(), client.stat(path).await, true));
+            }
+            rows.splice(0..0, dots);
+        }
         print_entries(&a, rows);
         for e in &listing.missing {
             eprintln!("pvfs: {}: listing incomplete: {}", a.path, e.message);
@@ -131,6 +152,7 @@ pub struct StatArgs {
     #[arg(long)]
     no_follow: bool,
     /// What to describe.
+    #[arg(value_parser = fs_path)]
     path: String,
 }
 
@@ -216,7 +238,7 @@ pub struct MkdirArgs {
     #[arg(short = 'm', long, default_value = "755", value_parser = parse_mode)]
     mode: u32,
     /// Directories to create.
-    #[arg(required = true)]
+    #[arg(required = true, value_parser = fs_path)]
     paths: Vec<String>,
 }
 
@@ -254,7 +276,7 @@ pub struct RmArgs {
     #[arg(short = 'f')]
     force: bool,
     /// What to remove.
-    #[arg(required = true)]
+    #[arg(required = true, value_parser = fs_path)]
     paths: Vec<String>,
 }
 
@@ -316,8 +338,10 @@ pub struct MvArgs {
     #[command(flatten)]
     config: ConfigArg,
     /// Current path.
+    #[arg(value_parser = fs_path)]
     from: String,
     /// New path (replaced if it exists, as rename(2) does).
+    #[arg(value_parser = fs_path)]
     to: String,
 }
 
@@ -342,6 +366,7 @@ pub struct LnArgs {
     /// linked itself), any text for a symbolic one (stored verbatim).
     target: String,
     /// The link to create.
+    #[arg(value_parser = fs_path)]
     link: String,
 }
 
@@ -353,7 +378,8 @@ pub fn ln(a: LnArgs) -> anyhow::Result<ExitCode> {
         if a.symbolic {
             client.symlink(&a.target, &a.link).await?;
         } else {
-            client.link(&a.target, &a.link).await?;
+            let target = strip_prefix(&a.target).unwrap_or(&a.target);
+            client.link(target, &a.link).await?;
         }
         Ok(ExitCode::SUCCESS)
     })

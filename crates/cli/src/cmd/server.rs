@@ -331,8 +331,8 @@ pub enum Lifetime {
     DieWithUs,
 }
 
-/// Starts every server of `config_path` in the background; returns the children
-/// (still running) once all servers answer.
+/// Starts every server of `config_path` that is not running yet in the background;
+/// returns the children (still running) once all servers answer.
 pub fn start_servers(
     config_path: &Path,
     config: &Config,
@@ -345,12 +345,8 @@ pub fn start_servers(
     // Each child with its name and where its log started.
     let mut children: Vec<(String, Child, u64)> = Vec::new();
     for sc in &config.servers {
-        if let Some(pid) = running_pid(sc) {
-            println!(
-                "{:<8} {:<22} already running (pid {pid})",
-                sc.name, sc.address
-            );
-            continue;
+        if running_pid(sc).is_some() {
+            continue; // Already running: the caller says so.
         }
         std::fs::create_dir_all(&sc.storage)
             .with_context(|| format!("cannot create {}", sc.storage.display()))?;
@@ -474,17 +470,23 @@ fn die_with_parent(cmd: &mut Command) {
 /// `pvfs start`.
 pub fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&a.config.config)?;
+    let running: Vec<bool> = config
+        .servers
+        .iter()
+        .map(|sc| running_pid(sc).is_some())
+        .collect();
     let children = start_servers(&a.config.config, &config, a.wait, Lifetime::Detached)?;
-    for sc in &config.servers {
+    for (sc, was) in config.servers.iter().zip(running) {
         let pid = running_pid(sc)
             .map(|p| p.to_string())
             .unwrap_or_else(|| "?".into());
         println!(
-            "{:<8} {:<22} {:<10} pid {pid:<8} log {}",
+            "{:<8} {:<22} {:<10} pid {pid:<8} log {}{}",
             sc.name,
             sc.address,
             sc.roles.describe(),
-            log_file(sc).display()
+            log_file(sc).display(),
+            if was { "  (already running)" } else { "" }
         );
     }
     println!("{} servers answering", config.servers.len());
