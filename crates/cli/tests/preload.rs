@@ -1196,3 +1196,81 @@ fn advisory_locks_against_another_client() {
     h.finish();
     pre.assert_nothing_local();
 }
+
+#[test]
+fn a_program_that_cannot_authenticate_is_told_what_to_do_once() {
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "auth");
+    // A node key the servers do not hold (a node left out of a key change).
+    let key = cluster.dir().join("other.key");
+    common::run_pvfs(&["keygen", key.to_str().unwrap()], &[], &["PVFS_CONFIG"]).ok();
+    let text = std::fs::read_to_string(cluster.config_path()).unwrap();
+    let line = text.lines().find(|l| l.starts_with("key = ")).unwrap();
+    let wrong = cluster.dir().join("wrong.toml");
+    std::fs::write(
+        &wrong,
+        text.replace(line, &format!("key = \"{}\"", key.display())),
+    )
+    .unwrap();
+    let mut cases = vec![(
+        "a key the servers do not hold",
+        wrong,
+        None,
+        "does not hold",
+    )];
+    // A user who can read no key and has no MUNGE (its socket is nowhere).
+    if common::is_root() {
+        let user = cluster.user_config();
+        let text = std::fs::read_to_string(&user).unwrap();
+        let socket = cluster.dir().join("no-munged");
+        let text = text.replace(
+            "[security]\n",
+            &format!("[security]\nmunge_socket = \"{}\"\n", socket.display()),
+        );
+        std::fs::write(&user, text).unwrap();
+        cases.push(("no key and no MUNGE", user, Some(65534), "set up MUNGE"));
+    } else {
+        common::skip(
+            "a_program_that_cannot_authenticate_is_told_what_to_do_once",
+            "the case of a user without the key needs root (it runs as nobody)",
+        );
+    }
+    // One program, two operations on pvfs, each failing: the hint comes once.
+    let script = format!("ls -d {0}/ {0}/x ; exit 0", pl.prefix);
+    for (what, config, uid, hint) in cases {
+        let mut cmd = match uid {
+            Some(uid) => {
+                let mut c = pl.cmd("setpriv", &[]);
+                c.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".into(),
+                    "bash".into(),
+                    "-c".into(),
+                    script.clone(),
+                ]);
+                c
+            }
+            None => pl.cmd("bash", &["-c", &script]),
+        };
+        cmd.env("PVFS_CONFIG", &config);
+        let out = run(cmd, what);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("pvfs_preload: cannot authenticate"))
+            .collect();
+        assert_eq!(said.len(), 1, "{what}: the hint once:\n{stderr}");
+        assert!(said[0].contains(hint), "{what}: {}", said[0]);
+        // The programs still failed, with the errno of the failure.
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with("ls:")).count(),
+            2,
+            "{what}:\n{stderr}"
+        );
+    }
+    // Negative control: with the cluster's key the same programs say nothing of it.
+    let out = pl.run("bash", &["-c", &script]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("pvfs_preload"), "{stderr}");
+}
