@@ -86,40 +86,83 @@ fn merge(mut v: serde_json::Value, extra: serde_json::Value) -> serde_json::Valu
     v
 }
 
-/// This user's failures to authenticate to servers: no key it can read and no MUNGE,
-/// or a key the servers do not hold. Such a server is not called down (whether it is
-/// up is unknown to this user), and the reason, the same for every server, is said
-/// once, at the end ([`all_healthy`]).
-#[derive(Default)]
-struct Unauthenticated {
-    servers: usize,
-    reason: Option<String>,
+/// Why a server turned this command away although it may well be up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// This user cannot authenticate: no key it can read and no MUNGE, or a key the
+    /// servers do not hold.
+    Unauthenticated,
+    /// The server at that address belongs to another file system (or is another
+    /// server of it): the configuration does not match it.
+    OtherFileSystem,
 }
 
-/// What a row says of a server that refused this user.
-const CANNOT_AUTHENTICATE: &str = "cannot authenticate (see below)";
-
-impl Unauthenticated {
-    /// Whether `e`, the answer of server `name` at `address`, refused this user
-    /// (then noted).
-    fn note(&mut self, name: &str, address: &str, e: &pvfs_client::Error) -> bool {
-        if e.kind != pvfs_proto::ErrorKind::Denied {
-            return false;
+impl Refusal {
+    /// The refusal `e` is, if it is one. A ping's only ESTALE is the handshake's
+    /// answer that the server is not the one the configuration names.
+    fn of(e: &pvfs_client::Error) -> Option<Refusal> {
+        if e.kind == pvfs_proto::ErrorKind::Denied {
+            Some(Refusal::Unauthenticated)
+        } else if e.errno == pvfs_proto::Errno::ESTALE {
+            Some(Refusal::OtherFileSystem)
+        } else {
+            None
         }
-        self.servers += 1;
-        self.reason
-            .get_or_insert_with(|| e.message.replace(&format!("{name} ({address}): "), ""));
-        true
+    }
+
+    /// Its state in `--json`.
+    fn json_state(self) -> &'static str {
+        match self {
+            Refusal::Unauthenticated => "unauthenticated",
+            Refusal::OtherFileSystem => "other_file_system",
+        }
+    }
+
+    /// What a row says of the server (the reason comes once, at the end).
+    fn row(self) -> &'static str {
+        match self {
+            Refusal::Unauthenticated => "cannot authenticate (see below)",
+            Refusal::OtherFileSystem => "not this file system's server (see below)",
+        }
     }
 }
 
-/// Fails, naming how many servers are down and degraded and why this user cannot
-/// authenticate, unless all are healthy.
+/// The servers that turned this command away, and why: such a server is not called
+/// down (it may well be up), and each reason, the same for every server, is said once,
+/// at the end ([`all_healthy`]).
+#[derive(Default)]
+struct Refused {
+    /// Per kind of refusal: how many servers, and the first one's reason.
+    kinds: Vec<(Refusal, usize, String)>,
+}
+
+impl Refused {
+    /// Notes `e`, the answer of server `name` at `address`, if it is a refusal.
+    fn note(&mut self, name: &str, address: &str, e: &pvfs_client::Error) -> Option<Refusal> {
+        let kind = Refusal::of(e)?;
+        match self.kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, n, _)) => *n += 1,
+            None => {
+                let why = e.message.replace(&format!("{name} ({address}): "), "");
+                self.kinds.push((kind, 1, why));
+            }
+        }
+        Some(kind)
+    }
+
+    /// Servers that turned this command away.
+    fn servers(&self) -> usize {
+        self.kinds.iter().map(|(_, n, _)| n).sum()
+    }
+}
+
+/// Fails, naming how many servers are down and degraded and why any turned this
+/// command away, unless all are healthy.
 fn all_healthy(
     total: usize,
     down: usize,
     degraded: &[&str],
-    refused: &Unauthenticated,
+    refused: &Refused,
 ) -> anyhow::Result<()> {
     let mut parts = Vec::new();
     if down > 0 {
@@ -132,12 +175,17 @@ fn all_healthy(
             degraded.join(", ")
         ));
     }
-    if let Some(why) = &refused.reason {
-        parts.push(format!(
-            "this user cannot authenticate to {} of {total} servers (whether they are up \
-             is unknown to it): {why}",
-            refused.servers
-        ));
+    for (kind, n, why) in &refused.kinds {
+        parts.push(match kind {
+            Refusal::Unauthenticated => format!(
+                "this user cannot authenticate to {n} of {total} servers (whether they are \
+                 up is unknown to it): {why}"
+            ),
+            Refusal::OtherFileSystem => format!(
+                "{n} of {total} servers answer as another file system's (is this the right \
+                 configuration?): {why}"
+            ),
+        });
     }
     if parts.is_empty() {
         Ok(())
@@ -157,16 +205,17 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|s| s.roles.describe())
             .collect();
-        let mut refused = Unauthenticated::default();
-        let denied: Vec<bool> = reports
+        let mut refused = Refused::default();
+        let denied: Vec<Option<Refusal>> = reports
             .iter()
             .map(|r| {
                 r.result
                     .as_ref()
-                    .is_err_and(|e| refused.note(&r.name, &r.address, e))
+                    .err()
+                    .and_then(|e| refused.note(&r.name, &r.address, e))
             })
             .collect();
-        let down = reports.iter().filter(|r| r.result.is_err()).count() - refused.servers;
+        let down = reports.iter().filter(|r| r.result.is_err()).count() - refused.servers();
         let sick: Vec<&str> = reports
             .iter()
             .filter(|r| r.result.is_ok() && degraded(r.health.as_ref()).is_some())
@@ -191,7 +240,7 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                     ),
                     (Err(e), _) => serde_json::json!({
                         "name": r.name, "address": r.address, "roles": roles, "ok": false,
-                        "state": if denied { "unauthenticated" } else { "down" },
+                        "state": denied.map_or("down", Refusal::json_state),
                         "error": e.message, "errno": e.errno.name(),
                     }),
                 })
@@ -217,8 +266,8 @@ pub fn ping(a: PingArgs) -> anyhow::Result<ExitCode> {
                         r.address,
                         roles,
                         "-",
-                        if denied {
-                            CANNOT_AUTHENTICATE
+                        if let Some(d) = denied {
+                            d.row()
                         } else {
                             &e.message
                         }
@@ -243,14 +292,14 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         // whatever it answers itself.
         let map = match map {
             Ok(m) => m,
-            // This user's failure to authenticate is said once, at the end.
-            Err(e) if e.kind == pvfs_proto::ErrorKind::Denied => None,
+            // A server that turned this command away is said once, at the end.
+            Err(e) if Refusal::of(&e).is_some() => None,
             Err(e) => {
                 eprintln!("pvfs: no cluster map: {e}");
                 None
             }
         };
-        let mut refused = Unauthenticated::default();
+        let mut refused = Refused::default();
         if let Some(m) = map.as_ref().filter(|m| m.servers.len() > servers.len()) {
             eprintln!(
                 "pvfs: the cluster map has {} servers and this configuration {}: servers were \
@@ -280,11 +329,12 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     || (e.state == ServerState::Lost && rebuilding.is_empty())
             });
             let (state, detail, extra) = match (&r.result, degraded(health)) {
-                (Err(e), _) if refused.note(&r.name, &r.address, e) => {
+                (Err(e), _) if refused.note(&r.name, &r.address, e).is_some() => {
+                    let kind = Refusal::of(e).unwrap_or(Refusal::Unauthenticated);
                     let extra = serde_json::json!({
-                        "state": "unauthenticated", "error": e.message, "errno": e.errno.name(),
+                        "state": kind.json_state(), "error": e.message, "errno": e.errno.name(),
                     });
-                    ("unknown", CANNOT_AUTHENTICATE.to_string(), extra)
+                    ("unknown", kind.row().to_string(), extra)
                 }
                 (Err(e), _) => {
                     down += usize::from(!settled);
@@ -501,7 +551,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.name.as_str());
         if a.json {
             let mut v = serde_json::json!({
-                "healthy": down == 0 && sick.is_empty() && not_up == 0 && refused.servers == 0,
+                "healthy": down == 0 && sick.is_empty() && not_up == 0 && refused.servers() == 0,
                 "metadata_groups_on_one_copy": single_copy,
                 "metadata_groups_changing": changing,
                 "servers": rows.iter().map(|row| row.5.clone()).collect::<Vec<_>>(),
@@ -640,14 +690,15 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.config.clone();
     with_client(&config_path, |client| async move {
         let fs = client.statfs().await;
-        let mut refused = Unauthenticated::default();
-        let denied: Vec<bool> = fs
+        let mut refused = Refused::default();
+        let denied: Vec<Option<Refusal>> = fs
             .servers
             .iter()
             .map(|s| {
                 s.stat
                     .as_ref()
-                    .is_err_and(|e| refused.note(&s.name, &s.address, e))
+                    .err()
+                    .and_then(|e| refused.note(&s.name, &s.address, e))
             })
             .collect();
         if a.json {
@@ -673,7 +724,7 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                     ),
                     (Err(e), _) => serde_json::json!({
                         "name": s.name, "address": s.address, "ok": false,
-                        "state": if denied { "unauthenticated" } else { "down" }, "error": e.message,
+                        "state": denied.map_or("down", Refusal::json_state), "error": e.message,
                     }),
                     };
                     // Space already counted under another server (one disk).
@@ -720,8 +771,9 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                             st.datafiles
                         );
                     }
-                    Err(_) if denied => {
-                        println!("{:<8} {:<22} {CANNOT_AUTHENTICATE}", s.name, s.address)
+                    Err(_) if denied.is_some() => {
+                        let row = denied.map_or("", Refusal::row);
+                        println!("{:<8} {:<22} {row}", s.name, s.address)
                     }
                     Err(e) => println!("{:<8} {:<22} {}", s.name, s.address, e.message),
                 }
@@ -739,7 +791,7 @@ pub fn df(a: DfArgs) -> anyhow::Result<ExitCode> {
                 fs.datafiles
             );
         }
-        let down = fs.servers.iter().filter(|s| s.stat.is_err()).count() - refused.servers;
+        let down = fs.servers.iter().filter(|s| s.stat.is_err()).count() - refused.servers();
         let sick: Vec<&str> = fs
             .servers
             .iter()
