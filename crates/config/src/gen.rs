@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::parse::{check, DEFAULT_STRIPE_SIZE};
 use crate::units::{format_duration, format_size, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Replication, Roles,
-    Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Logging, MetadataSync, Replication,
+    Roles, Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC,
 };
 
 /// Most servers `generate` will lay out (each owns 2^40 handles).
@@ -153,6 +153,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
         limits: Limits::default(),
         locks: Locks::default(),
         replication,
+        logging: Logging::default(),
         servers,
     };
     check(&config).map_err(|(key, message)| ConfigError::Invalid {
@@ -414,6 +415,12 @@ pub(crate) fn to_toml(c: &Config) -> String {
         note(
             format!("scrub_bandwidth = {}", size(r.scrub_bandwidth)),
             "per second, per server, checking checksums",
+        ),
+        String::new(),
+        "[logging]".into(),
+        note(
+            format!("level = {}", quote(&c.logging.level)),
+            "servers re-read it on SIGHUP",
         ),
     ]);
     for s in &c.servers {

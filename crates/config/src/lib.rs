@@ -53,6 +53,8 @@ pub struct Config {
     pub locks: Locks,
     /// Copies, the authority and its leases (the `[replication]` table).
     pub replication: Replication,
+    /// What servers log (the `[logging]` table).
+    pub logging: Logging,
     /// The servers, in file order; indices into this list identify servers everywhere.
     pub servers: Vec<ServerConfig>,
 }
@@ -185,6 +187,23 @@ impl Default for Locks {
     fn default() -> Locks {
         Locks {
             lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What servers log (the `[logging]` table): the level a server starts with unless
+/// `PVFS_LOG` says otherwise, and takes again from this file on SIGHUP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logging {
+    /// A tracing filter: `error`, `warn`, `info`, `debug` or `trace`, or per module
+    /// (`info,pvfs_server=debug`).
+    pub level: String,
+}
+
+impl Default for Logging {
+    fn default() -> Logging {
+        Logging {
+            level: "info".into(),
         }
     }
 }

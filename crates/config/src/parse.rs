@@ -11,8 +11,9 @@ use toml::{Spanned, Value};
 
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::{
-    Config, ConfigError, Defaults, HandleRange, Limits, Locks, MetadataSync, Replication, Roles,
-    Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC, MAX_REPLICAS, METADATA_SYNC_MAX,
+    Config, ConfigError, Defaults, HandleRange, Limits, Locks, Logging, MetadataSync, Replication,
+    Roles, Security, ServerConfig, Timeouts, DEFAULT_METADATA_SYNC, MAX_REPLICAS,
+    METADATA_SYNC_MAX,
 };
 
 /// Stripe size when `[defaults]` does not give one.
@@ -30,6 +31,7 @@ struct RawConfig {
     limits: Option<Spanned<RawLimits>>,
     locks: Option<Spanned<RawLocks>>,
     replication: Option<Spanned<RawReplication>>,
+    logging: Option<Spanned<RawLogging>>,
     servers: Spanned<Vec<RawServer>>,
 }
 
@@ -80,6 +82,12 @@ struct RawLimits {
 #[serde(deny_unknown_fields)]
 struct RawLocks {
     lease: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLogging {
+    level: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +238,22 @@ fn bare_word_at(text: &str, offset: usize) -> Option<&str> {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         && !matches!(value, "true" | "false" | "inf" | "nan");
     word.then_some(value)
+}
+
+/// A log level or filter: levels, module paths and `=` (checked in full by the server
+/// that applies it).
+fn log_level(s: &String) -> Result<String, String> {
+    let ok = !s.trim().is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_:=,.-".contains(c));
+    if ok {
+        Ok(s.trim().to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a log level (error, warn, info, debug or trace, or per module: \
+             \"info,pvfs_server=debug\")"
+        ))
+    }
 }
 
 /// A path that is not empty.
@@ -527,6 +551,14 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         }
     }
 
+    let mut logging = Logging::default();
+    if let Some(l) = &raw.logging {
+        let l = cx.at("logging", l);
+        if let Some(v) = &l.level {
+            logging.level = cx.convert("logging.level", v, log_level)?;
+        }
+    }
+
     let config = Config {
         fsid,
         name,
@@ -536,6 +568,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         limits,
         locks,
         replication,
+        logging,
         servers,
     };
     check(&config).map_err(|(key, message)| cx.error(cx.line_of(&key), &key, message))?;

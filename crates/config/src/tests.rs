@@ -792,3 +792,18 @@ fn a_data_server_added_keeps_the_file_and_takes_the_next_handles() {
     assert!(e.to_string().contains("named \"d\" already"), "{e}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
 }
+
+#[test]
+fn logging_level_is_read_and_checked() {
+    assert_eq!(Config::parse(BASE, "f.toml").unwrap().logging.level, "info");
+    let with = |level: &str| format!("{BASE}\n[logging]\nlevel = {level}\n");
+    let c = Config::parse(&with("\"info,pvfs_server=debug\""), "f.toml").unwrap();
+    assert_eq!(c.logging.level, "info,pvfs_server=debug");
+    let e = Config::parse(&with("\"very loud\""), "f.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("logging.level") && e.contains("is not a log level"),
+        "{e}"
+    );
+}

@@ -210,14 +210,26 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
         Some(ServerAction::Add(d)) => return add(d),
         None => a.name.context("--name is required")?,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PVFS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let config = load_config(&a.config.config)?;
+    // PVFS_LOG, else the configuration's level; SIGHUP takes the configuration's
+    // again (`reload_log_level`).
+    let filter = match std::env::var("PVFS_LOG") {
+        Ok(level) => log_filter(&level).context("PVFS_LOG")?,
+        Err(_) => log_filter(&config.logging.level).context("logging.level")?,
+    };
+    let (filter, log_level) = tracing_subscriber::reload::Layer::new(filter);
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
+            .init();
+    }
     let sc = config
         .servers
         .iter()
@@ -236,7 +248,9 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let pid_path = pid_file(&sc);
+    let config_path = a.config.config.clone();
     let result = rt.block_on(async {
+        tokio::spawn(reload_log_level(config_path, log_level));
         let emergency_pid = pid_path.clone();
         let shutdown = async move {
             use tokio::signal::unix::{signal, SignalKind};
@@ -276,6 +290,46 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
         _ => format!("server {}", name),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A log filter from a level (`info`) or a filter (`info,pvfs_server=debug`).
+fn log_filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    tracing_subscriber::EnvFilter::try_new(level)
+        .with_context(|| format!("{level:?} is not a log level or filter"))
+}
+
+/// On every SIGHUP, reads the configuration file again and logs at its
+/// `[logging] level` from then on (`systemctl reload`); a file that does not load,
+/// or a level that does not parse, leaves the level as it was and says why.
+async fn reload_log_level(
+    config: PathBuf,
+    handle: tracing_subscriber::reload::Handle<
+        tracing_subscriber::EnvFilter,
+        tracing_subscriber::Registry,
+    >,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGHUP (the log level stays as it is): {e}");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        let level = match load_config(&config) {
+            Ok(c) => c.logging.level,
+            Err(e) => {
+                tracing::warn!("SIGHUP: the log level stays as it is: {e:#}");
+                continue;
+            }
+        };
+        match log_filter(&level).map(|f| handle.reload(f)) {
+            Ok(Ok(())) => tracing::warn!("SIGHUP: logging at {level:?} from now on"),
+            Ok(Err(e)) => tracing::warn!("SIGHUP: the log level stays as it is: {e}"),
+            Err(e) => tracing::warn!("SIGHUP: the log level stays as it is: {e:#}"),
+        }
+    }
 }
 
 /// The emergency stop that Cope et al. (2005, "Shared Parallel Filesystems in
