@@ -105,9 +105,11 @@ impl Auth {
             Ok(munge) => Auth::Munge(
                 ClientProof::Munge {
                     munge,
-                    // Only the user the servers run as (the key file's owner) may open
-                    // our credentials.
-                    decoder_uid: key_owner(key_path),
+                    // Only the user the servers run as may open our credentials: from
+                    // the configuration, whatever this process can see of the key
+                    // file (a key in a directory it cannot enter is no reason to let
+                    // anyone open them).
+                    decoder_uid: Some(config.security.server_uid),
                 },
                 unreadable.to_string(),
             ),
@@ -125,12 +127,6 @@ impl Pool {
     pub fn holds_key(&self) -> bool {
         matches!(self.auth, Auth::Key(_))
     }
-}
-
-/// The owner of the key file, if this process may see it.
-fn key_owner(path: &std::path::Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| m.uid())
 }
 
 /// The connections of one client.
@@ -596,4 +592,31 @@ pub(crate) fn unexpected(op: &str, got: &Response) -> Error {
         Errno::EPROTO,
         format!("unexpected answer {} to {op}", got.op_name()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that cannot see the key file (a key in a directory it may not enter)
+    /// still makes credentials only the servers' user may open: the restriction comes
+    /// from the configuration, not from what the process can see.
+    #[test]
+    fn munge_credentials_are_for_the_servers_user_whatever_the_key_file_shows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::generate(&pvfs_config::GenOptions::new(1, dir.path())).unwrap();
+        config.security.key = dir.path().join("no-such-dir/pvfs.key");
+        config.security.server_uid = 4242;
+        match Auth::for_config(&config) {
+            Auth::Munge(ClientProof::Munge { decoder_uid, .. }, why) => {
+                assert_eq!(decoder_uid, Some(4242));
+                assert!(why.contains("no-such-dir"), "{why}");
+            }
+            Auth::Unavailable(why) => {
+                // No libmunge here: nothing is made, so nothing is unrestricted.
+                assert!(why.contains("MUNGE"), "{why}");
+            }
+            Auth::Munge(..) | Auth::Key(_) => panic!("a key nobody can read was read"),
+        }
+    }
 }

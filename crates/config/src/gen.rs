@@ -308,6 +308,10 @@ pub(crate) fn to_toml(c: &Config) -> String {
             "munged's socket",
         ));
     }
+    out.push(note(
+        format!("server_uid = {}", sec.server_uid),
+        "servers run as this user: only it opens MUNGE credentials",
+    ));
     out.extend([
         String::new(),
         "[defaults]".into(),

@@ -75,6 +75,10 @@ pub struct Security {
     pub trusted: Vec<std::net::IpAddr>,
     /// munged's socket; `None` for libmunge's default.
     pub munge_socket: Option<PathBuf>,
+    /// The user the servers run as (the owner of the key files): only its processes
+    /// may open the MUNGE credentials clients make, whatever a client can see of the
+    /// key file.
+    pub server_uid: u32,
     /// How long a capability a metadata server grants stays valid (clients renew
     /// them; a permission taken away stops I/O by the next renewal).
     pub capability_lifetime: Duration,
@@ -97,6 +101,7 @@ impl Default for Security {
             root_squash: true,
             trusted: Vec::new(),
             munge_socket: None,
+            server_uid: 0,
             capability_lifetime: Duration::from_secs(600),
             tls: false,
             tls_cert: PathBuf::from("pvfs-tls.pem"),

@@ -43,6 +43,7 @@ struct RawSecurity {
     root_squash: Option<bool>,
     trusted: Option<Spanned<Vec<Spanned<String>>>>,
     munge_socket: Option<Spanned<String>>,
+    server_uid: Option<Spanned<i64>>,
     capability_lifetime: Option<Spanned<Value>>,
     tls: Option<bool>,
     tls_cert: Option<Spanned<String>>,
@@ -391,6 +392,9 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         }
         if let Some(v) = &sec.munge_socket {
             security.munge_socket = Some(cx.convert("security.munge_socket", v, non_empty_path)?);
+        }
+        if let Some(v) = &sec.server_uid {
+            security.server_uid = cx.convert("security.server_uid", v, count)?;
         }
         if let Some(v) = &sec.capability_lifetime {
             security.capability_lifetime =

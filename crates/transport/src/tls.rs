@@ -80,6 +80,28 @@ impl TlsServer {
     /// Loads the certificate chain `cert` and private key `key` (PEM).
     pub fn load(cert: &Path, key: &Path) -> Result<TlsServer, TlsError> {
         let chain = certs(cert)?;
+        // A private key others may read is refused, as the key files are
+        // (`pvfs_auth::KeyRing::load`).
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(key)
+                .map_err(|source| TlsError::Read {
+                    path: key.display().to_string(),
+                    source,
+                })?
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        if mode & 0o077 != 0 {
+            return Err(TlsError::Invalid {
+                path: key.display().to_string(),
+                message: format!(
+                    "readable or writable by others (mode {mode:04o}): a private key must be \
+                     its owner's only (chmod 600)"
+                ),
+            });
+        }
         let key_pem = read(key)?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Invalid {
             path: key.display().to_string(),
@@ -230,6 +252,12 @@ mod tests {
         std::fs::write(&ca_p, ca).unwrap();
         std::fs::write(&cert_p, cert).unwrap();
         std::fs::write(&key_p, key).unwrap();
+        // A key others may read is refused, with what to do.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = TlsServer::load(&cert_p, &key_p).err().unwrap().to_string();
+        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&key_p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let server = TlsServer::load(&cert_p, &key_p).unwrap();
         let client = TlsClient::load(&ca_p).unwrap();
         let pair = |name: &'static str| {

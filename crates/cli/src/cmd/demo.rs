@@ -254,6 +254,9 @@ fn configure(dir: &Path, servers: usize) -> anyhow::Result<(Config, PathBuf)> {
     // An authority (the first three servers, or one), so files may have two copies.
     let members = pvfs_config::authority_members(2, servers);
     config.replication.authority = (0..members).collect();
+    // Its servers run as this user.
+    // SAFETY: geteuid cannot fail and touches no memory.
+    config.security.server_uid = unsafe { libc::geteuid() };
     let config_path = dir.join("pvfs.toml");
     if config_path.exists() {
         bail!(

@@ -100,6 +100,9 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
     };
     let mut config = Config::generate(&opts)?;
     config.security.munge_socket = a.munge_socket;
+    // The servers run as whoever makes their configuration (and owns its key files).
+    // SAFETY: geteuid cannot fail and touches no memory.
+    config.security.server_uid = unsafe { libc::geteuid() };
     if let Some(m) = a.metadata_sync {
         config.defaults.metadata_sync = m;
     }

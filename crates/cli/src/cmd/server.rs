@@ -242,6 +242,15 @@ pub fn run_server(a: ServerArgs) -> anyhow::Result<ExitCode> {
                 a.config.config.display()
             )
         })?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    if euid != config.security.server_uid {
+        tracing::warn!(
+            "this server runs as uid {euid}, and clients make their MUNGE credentials for \
+             uid {} ([security] server_uid): users without the key cannot reach it",
+            config.security.server_uid
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pvfs-server")
