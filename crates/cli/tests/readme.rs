@@ -140,7 +140,12 @@ fn readme_use_mount_and_stop_blocks_run_as_written() {
         "export PATH=$PWD/target/release:$PATH",
         &format!("export PATH={}:$PATH", bin_dir.display()),
     );
-    let use_it = must_replace(&use_it, "--port 7000", &format!("--port {}", ports.base));
+    // Metrics on free ports, not 100 above the block (another test's block).
+    let use_it = must_replace(
+        &use_it,
+        "--port 7000",
+        &format!("--port {} --metrics-port 0", ports.base),
+    );
     script.push_str(&use_it);
     let mounted = match can_mount() {
         Ok(()) => {

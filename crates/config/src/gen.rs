@@ -48,6 +48,11 @@ pub struct GenOptions {
     /// servers may fail at once, as three copies promise), else the first three, or
     /// one with fewer than three servers.
     pub replicas: u32,
+    /// First port of the servers' Prometheus metrics (`[[servers]] metrics`, on each
+    /// server's host): server `i` serves them on this port + `i`. `Some(0)`: free
+    /// ports now; `None`: the servers' first port + 100 (+ `i`), or free ports when
+    /// that is 0.
+    pub metrics_port: Option<u16>,
 }
 
 /// How many servers run the authority of a file system of `servers` servers with
@@ -78,6 +83,7 @@ impl GenOptions {
             key_stem: "pvfs".into(),
             tls: false,
             replicas: 1,
+            metrics_port: None,
         }
     }
 }
@@ -98,7 +104,27 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
     }
     let dir = std::path::absolute(&o.dir)
         .map_err(|e| fail(format!("cannot make {} absolute: {e}", o.dir.display())))?;
-    let ports = ports(&o.host, o.base_port, n)?;
+    // Each server's metrics port: from `metrics_port`, else 100 (or, past 100
+    // servers, `n`) above the servers' ports.
+    let metrics_base = match (o.metrics_port, o.base_port) {
+        (Some(p), _) => p,
+        (None, 0) => 0,
+        (None, b) => u16::try_from(b as usize + n.max(100)).map_err(|_| {
+            fail(format!(
+                "ports {b}.. leave no room for {n} metrics ports 100 above them"
+            ))
+        })?,
+    };
+    // The servers' ports, then their metrics ports (free ones picked together, so
+    // that no two are the same).
+    let ports = match (o.base_port, metrics_base) {
+        (0, 0) => ports(&o.host, 0, 2 * n)?,
+        (b, mb) => {
+            let mut p = ports(&o.host, b, n)?;
+            p.extend(ports(&o.host, mb, n)?);
+            p
+        }
+    };
     let host = if o.host.contains(':') && !o.host.starts_with('[') {
         format!("[{}]", o.host) // IPv6 literal
     } else {
@@ -119,6 +145,7 @@ pub(crate) fn generate(o: &GenOptions) -> Result<Config, ConfigError> {
             },
             storage: dir.join(format!("s{i}")),
             domain: None,
+            metrics: Some(format!("{host}:{}", ports[n + i])),
         })
         .collect();
     let replication = Replication {
@@ -451,6 +478,12 @@ pub(crate) fn server_toml(s: &ServerConfig) -> String {
     ];
     if let Some(d) = &s.domain {
         out.push(format!("domain = {}", quote(d)));
+    }
+    if let Some(m) = &s.metrics {
+        out.push(format!(
+            "metrics = {}  # Prometheus: GET /metrics",
+            quote(m)
+        ));
     }
     out.join("\n")
 }

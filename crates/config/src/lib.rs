@@ -289,6 +289,9 @@ pub struct ServerConfig {
     /// Failure domain (a rack, a power feed): copies of one thing go to distinct
     /// domains. `None`: the server is a domain of its own.
     pub domain: Option<String>,
+    /// `host:port` where the server serves Prometheus metrics (`GET /metrics`);
+    /// `None`: no metrics.
+    pub metrics: Option<String>,
 }
 
 /// An inclusive range of handles.

@@ -111,6 +111,7 @@ struct RawServer {
     handles: Spanned<Value>,
     storage: Spanned<String>,
     domain: Option<Spanned<String>>,
+    metrics: Option<Spanned<String>>,
 }
 
 /// The text being parsed, and the line of every key seen so far.
@@ -445,6 +446,7 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
             handles: cx.convert(&k("handles"), &s.handles, handle_range)?,
             storage: cx.at(&k("storage"), &s.storage).into(),
             domain: s.domain.as_ref().map(|d| cx.at(&k("domain"), d).clone()),
+            metrics: s.metrics.as_ref().map(|m| cx.at(&k("metrics"), m).clone()),
         });
     }
     let with = |r| servers.iter().filter(|s| s.roles.contains(r)).count();
@@ -604,12 +606,35 @@ pub(crate) fn check(c: &Config) -> Result<(), (String, String)> {
                 "invalid name {name:?} (use letters, digits, - _ .)"
             );
         }
-        let port = addr.rsplit_once(':').filter(|(host, _)| !host.is_empty());
-        if !port.is_some_and(|(_, p)| p.parse::<u16>().is_ok_and(|p| p != 0)) {
+        let host_port = |a: &str| {
+            let port = a.rsplit_once(':').filter(|(host, _)| !host.is_empty());
+            port.is_some_and(|(_, p)| p.parse::<u16>().is_ok_and(|p| p != 0))
+        };
+        if !host_port(addr) {
             fail!(
                 k("address"),
                 "{addr:?} is not host:port (with a port in 1..=65535)"
             );
+        }
+        if let Some(m) = &s.metrics {
+            if !host_port(m) {
+                fail!(
+                    k("metrics"),
+                    "{m:?} is not host:port (with a port in 1..=65535)"
+                );
+            }
+            if let Some(j) = c.servers.iter().position(|o| &o.address == m) {
+                fail!(k("metrics"), "{m:?} is the address of servers[{j}]");
+            }
+            if let Some(j) = c.servers[..i]
+                .iter()
+                .position(|o| o.metrics.as_ref() == Some(m))
+            {
+                fail!(
+                    k("metrics"),
+                    "duplicate metrics address {m:?} (also servers[{j}])"
+                );
+            }
         }
         if s.roles.0 & (Roles::META | Roles::DATA).0 == 0 {
             fail!(

@@ -773,6 +773,7 @@ fn a_data_server_added_keeps_the_file_and_takes_the_next_handles() {
         handles: HandleRange { first: 1, last: 2 },
         storage: "d".into(),
         domain: Some("rack2".into()),
+        metrics: None,
     };
     let after = Config::add_data_server(&path, new.clone()).unwrap();
     assert_eq!(after.servers.len(), before.servers.len() + 1);

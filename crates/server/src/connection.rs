@@ -113,6 +113,16 @@ pub async fn serve(
         server: opened.server,
     });
     tracing::debug!(%peer, client = %session.client, identity = ?session.identity, "connection opened");
+    ctx.metrics.connections_accepted.inc();
+    // Counted open until this function returns, however it returns.
+    struct Open<'a>(&'a crate::metrics::Metrics);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            self.0.connections.dec();
+        }
+    }
+    ctx.metrics.connections.inc();
+    let _open = Open(&ctx.metrics);
     let writer = Arc::new(FrameWriter::new(w, fd, Some(opened.macs.send)));
     let mut recv_mac = Some(opened.macs.recv);
     let mut r = BufReader::with_capacity(64 * 1024, raw_read);
@@ -273,6 +283,7 @@ pub async fn serve(
 
 /// Logs a refused handshake, at most one line per client host per interval.
 fn refused(ctx: &Ctx, peer: &str, why: &str) {
+    ctx.metrics.handshake_failures.inc();
     if let Some(dropped) = ctx.log_limit.allow(&format!("handshake {}", host_of(peer))) {
         if dropped > 0 {
             tracing::warn!(%peer, dropped, "refused a connection: {why} (and {dropped} more from this host since the last such line)");

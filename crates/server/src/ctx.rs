@@ -49,6 +49,8 @@ pub struct Ctx {
     pub attr_cache: crate::attr_cache::AttrCache,
     /// Rate limit of the log lines outsiders can provoke.
     pub log_limit: crate::ratelimit::LogLimit,
+    /// What this server counts for Prometheus (`crate::metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Pools of pre-created datafile handles, per data server.
     pub precreate: Precreator,
     /// Round-robin cursor choosing the first data server of new files.

@@ -26,7 +26,10 @@ pub async fn dispatch(
     stream: Option<mpsc::Receiver<Data>>,
 ) {
     let op = body.request.op_name();
+    let started = std::time::Instant::now();
     let result = handle(ctx, reply, session, body, data, stream).await;
+    let errno = result.as_ref().err().map(|e| e.errno);
+    ctx.metrics.request(op, started.elapsed(), errno);
     send_answer(ctx, reply, op, result).await;
 }
 

@@ -33,6 +33,7 @@ pub mod limits;
 pub mod local;
 pub mod locks;
 pub mod mend;
+pub mod metrics;
 pub mod missed;
 pub mod once;
 pub mod op;
@@ -129,7 +130,16 @@ pub async fn run(
     let listener = AutoTransport
         .listen(&ctx.config.servers[ctx.me].address)
         .await?;
-    serve(ctx, listener, shutdown, ready).await
+    // Prometheus metrics, where the configuration asks for them.
+    let metrics = ctx.config.servers[ctx.me]
+        .metrics
+        .clone()
+        .map(|addr| tokio::spawn(metrics::serve(ctx.clone(), addr)));
+    let served = serve(ctx, listener, shutdown, ready).await;
+    if let Some(task) = metrics {
+        task.abort();
+    }
+    served
 }
 
 /// What a server runs on besides its configuration: the seams that in-process tests
@@ -345,6 +355,7 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
         caps: caps::Caps::new(cap_keys, config.fsid, config.security.capability_lifetime),
         attr_cache: attr_cache::AttrCache::default(),
         log_limit: ratelimit::LogLimit::new(Duration::from_secs(10)),
+        metrics: Arc::new(metrics::Metrics::new()),
         precreate,
         pool,
         next_base: AtomicU64::new(setup.first_base.unwrap_or(u64::from(std::process::id()))),

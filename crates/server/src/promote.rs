@@ -629,6 +629,7 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
         caps: host.caps.clone(),
         attr_cache: crate::attr_cache::AttrCache::default(),
         log_limit: crate::ratelimit::LogLimit::new(Duration::from_secs(10)),
+        metrics: host.metrics.clone(),
         next_base: AtomicU64::new(host.next_base.load(Ordering::Relaxed)),
         inflight: Inflight::default(),
         // A test's faults hold for the groups this server takes over too.

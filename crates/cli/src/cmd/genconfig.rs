@@ -27,6 +27,11 @@ pub struct GenconfigArgs {
     /// Port of the first server; server i listens on PORT+i (0 picks free ports now).
     #[arg(long, default_value_t = 7000)]
     port: u16,
+    /// First port of the servers' Prometheus metrics (GET /metrics, on each server's
+    /// host): server i serves them on METRICS_PORT+i (0 picks free ports now; default:
+    /// 100 above the servers' ports).
+    #[arg(long, value_name = "METRICS_PORT")]
+    metrics_port: Option<u16>,
     /// Default stripe size (K, M, G, T or P suffixes: powers of 1024).
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     stripe_size: u64,
@@ -96,6 +101,7 @@ pub fn run(a: GenconfigArgs) -> anyhow::Result<ExitCode> {
         name: a.name,
         key_stem,
         tls: a.tls,
+        metrics_port: a.metrics_port,
         ..GenOptions::new(a.servers, dir)
     };
     let mut config = Config::generate(&opts)?;

@@ -72,6 +72,7 @@ fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
         handles: pvfs_config::HandleRange { first: 0, last: 0 },
         storage: a.storage,
         domain: a.domain,
+        metrics: None,
     };
     let config = Config::add_data_server(&a.config.config, server)?;
     let added = config.servers.last().context("no server written")?;

@@ -1111,6 +1111,9 @@ impl Builder {
             dir_path.to_str().unwrap(),
             "--port",
             &base,
+            // Free ports (above the blocks tests reserve), not 100 above the block.
+            "--metrics-port",
+            "0",
             "-o",
             config_path.to_str().unwrap(),
         ];

@@ -104,6 +104,7 @@ async fn stream(
     // A small read wholly in the page cache is answered right here (`crate::inline`).
     if let Some(answer) = read_inline(ctx, handle, stripe, idx, &regions) {
         let (start, buf) = answer?;
+        ctx.metrics.bytes_read.inc_by(buf.len() as u64);
         // A send error means the client is gone: nobody to tell.
         let _ = reply.response(&start, &[&buf], true).await;
         return Ok(());
@@ -138,6 +139,7 @@ async fn stream(
         .map(|p| p.len)
         .sum();
     let start = Response::ReadStart { local_size };
+    ctx.metrics.bytes_read.inc_by(total);
     if total == 0 {
         // Everything asked for lies past this datafile's end.
         let _ = reply.response(&start, &[], true).await;
@@ -232,6 +234,7 @@ async fn first_zero_copy(
 ) -> OpResult<First> {
     let data = ctx.data.clone();
     let id = reply.request_id();
+    let bytes_read = ctx.metrics.bytes_read.clone();
     let sent = reply
         .send_blocking(move |frames| -> OpResult<First> {
             let Some(file) = data.file_for_send(handle)? else {
@@ -253,6 +256,7 @@ async fn first_zero_copy(
             let total: u64 = clip_pieces(stripe.pieces(idx, &regions), local_size)
                 .map(|p| p.len)
                 .sum();
+            bytes_read.inc_by(total);
             let mut pieces = Vec::new();
             let done = PieceCursor::new(clip_pieces(stripe.pieces(idx, &regions), local_size))
                 .take((CHUNK as u64).min(total), &mut pieces);

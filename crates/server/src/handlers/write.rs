@@ -131,6 +131,7 @@ async fn write(cx: Cx<'_>, r: req::Write) -> OpResult<Response> {
     loop {
         if !chunk.buf.is_empty() {
             let n = chunk.buf.len() as u64;
+            ctx.metrics.bytes_written.inc_by(n);
             if received + n > expected {
                 return Err(OpError::invalid(
                     Errno::EINVAL,

@@ -1,0 +1,283 @@
+//! What a server counts for Prometheus, and the HTTP endpoint that serves it
+//! (`[[servers]] metrics` in the configuration; `docs/operations.md`, "Metrics").
+//!
+//! Counters move where the work is done: every request in `crate::dispatch` (by
+//! kind, with its latency, and by errno when it fails), bytes in the read and write
+//! handlers, connections and refused handshakes in `crate::connection`. Space is read
+//! from the storage when scraped. The text is OpenMetrics, encoded by
+//! `prometheus-client`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ctx::Ctx;
+
+/// A request kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabel {
+    /// Its name (`Lookup`, `Write`, ...).
+    pub op: &'static str,
+}
+
+/// A request kind and the errno it failed with.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    /// The request's kind.
+    pub op: &'static str,
+    /// The errno's name (`ENOENT`, ...).
+    pub errno: &'static str,
+}
+
+/// A server's counters and gauges.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered, by kind.
+    pub requests: Family<OpLabel, Counter>,
+    /// How long requests took, by kind.
+    pub latency: Family<OpLabel, Histogram>,
+    /// Requests that failed, by kind and errno.
+    pub errors: Family<ErrorLabel, Counter>,
+    /// File bytes sent to readers.
+    pub bytes_read: Counter,
+    /// File bytes received from writers (and from the previous copy of a chain).
+    pub bytes_written: Counter,
+    /// Connections open now.
+    pub connections: Gauge,
+    /// Connections accepted since the start.
+    pub connections_accepted: Counter,
+    /// Connections whose handshake (or TLS) failed or was refused.
+    pub handshake_failures: Counter,
+    /// Size of the storage's file system, read when scraped.
+    capacity: Gauge,
+    /// Its free bytes.
+    free: Gauge,
+    /// Its bytes available to the server.
+    available: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, registered under the `pvfs_server_` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("pvfs_server");
+        let requests = Family::<OpLabel, Counter>::default();
+        // 10 µs to about 40 s, in steps of 4.
+        let latency = Family::<OpLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1e-5, 4.0, 12))
+        });
+        let errors = Family::<ErrorLabel, Counter>::default();
+        let m = Metrics {
+            requests,
+            latency,
+            errors,
+            bytes_read: Counter::default(),
+            bytes_written: Counter::default(),
+            connections: Gauge::default(),
+            connections_accepted: Counter::default(),
+            handshake_failures: Counter::default(),
+            capacity: Gauge::default(),
+            free: Gauge::default(),
+            available: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("requests", "Requests answered, by kind", m.requests.clone());
+        registry.register_with_unit(
+            "request_duration",
+            "How long requests took, by kind",
+            Unit::Seconds,
+            m.latency.clone(),
+        );
+        registry.register(
+            "request_errors",
+            "Requests that failed, by kind and errno",
+            m.errors.clone(),
+        );
+        registry.register_with_unit(
+            "read",
+            "File bytes sent to readers",
+            Unit::Bytes,
+            m.bytes_read.clone(),
+        );
+        registry.register_with_unit(
+            "written",
+            "File bytes received from writers and from the previous copy of a chain",
+            Unit::Bytes,
+            m.bytes_written.clone(),
+        );
+        registry.register("connections", "Connections open now", m.connections.clone());
+        registry.register(
+            "connections_accepted",
+            "Connections accepted since the start",
+            m.connections_accepted.clone(),
+        );
+        registry.register(
+            "handshake_failures",
+            "Connections whose handshake failed or was refused",
+            m.handshake_failures.clone(),
+        );
+        registry.register_with_unit(
+            "storage_capacity",
+            "Size of the file system of the server's storage",
+            Unit::Bytes,
+            m.capacity.clone(),
+        );
+        registry.register_with_unit(
+            "storage_free",
+            "Free bytes of the file system of the server's storage",
+            Unit::Bytes,
+            m.free.clone(),
+        );
+        registry.register_with_unit(
+            "storage_available",
+            "Bytes of the server's storage it may still fill",
+            Unit::Bytes,
+            m.available.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts one answered request of kind `op` that took `took`, failed with
+    /// `errno` when it failed.
+    pub fn request(&self, op: &'static str, took: Duration, errno: Option<pvfs_proto::Errno>) {
+        let label = OpLabel { op };
+        self.requests.get_or_create(&label).inc();
+        self.latency
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
+        if let Some(e) = errno {
+            self.errors
+                .get_or_create(&ErrorLabel {
+                    op,
+                    errno: e.name(),
+                })
+                .inc();
+        }
+    }
+
+    /// The OpenMetrics text of everything, space read from `ctx`'s storage now.
+    pub async fn render(&self, ctx: &Arc<Ctx>) -> String {
+        let data = ctx.data.clone();
+        if let Ok(space) = ctx.blocking(move || Ok(data.statfs()?)).await {
+            let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            self.capacity.set(g(space.total_bytes));
+            self.free.set(g(space.free_bytes));
+            self.available.set(g(space.avail_bytes));
+        }
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!("cannot encode the metrics: {e}");
+        }
+        out
+    }
+}
+
+/// Scrapes served at once; more wait for their turn.
+const SCRAPES_AT_ONCE: usize = 8;
+
+/// Longest a scrape's connection may take, from accept to the last byte.
+const SCRAPE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Largest request head read (a scraper sends a few hundred bytes).
+const HEAD_MAX: usize = 8192;
+
+/// Serves `GET /metrics` on `addr` until the task is dropped. A port that cannot be
+/// bound is logged and left: metrics are not the file system, and a monitoring port
+/// taken must not keep a server from serving files.
+pub async fn serve(ctx: Arc<Ctx>, addr: String) {
+    let listener = match tokio::net::TcpListener::bind(&addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(%addr, "cannot serve metrics there (the server runs without): {e}");
+            return;
+        }
+    };
+    tracing::info!(%addr, "serving metrics at /metrics");
+    let slots = Arc::new(tokio::sync::Semaphore::new(SCRAPES_AT_ONCE));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!("metrics accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match tokio::time::timeout(SCRAPE_DEADLINE, answer(&ctx, stream)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(%peer, "metrics request failed: {e}"),
+                Err(_) => tracing::debug!(%peer, "metrics request took too long"),
+            }
+        });
+    }
+}
+
+/// Reads one HTTP request head and answers it: the metrics for `GET /metrics`, 404
+/// for any other path, 405 for any other method.
+async fn answer(ctx: &Arc<Ctx>, mut stream: tokio::net::TcpStream) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > HEAD_MAX {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "",
+            )
+            .await;
+        }
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split(' ');
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET", "/metrics") => {
+            let body = ctx.metrics.render(ctx).await;
+            let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+            respond(&mut stream, "200 OK", kind, &body).await
+        }
+        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "try /metrics\n").await,
+        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "").await,
+    }
+}
+
+async fn respond(
+    stream: &mut tokio::net::TcpStream,
+    status: &str,
+    kind: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
