@@ -25,23 +25,6 @@ pub(crate) fn errno() -> Errno {
     unsafe { *libc::__errno_location() }
 }
 
-/// The errno of a client error. A failure to authenticate (no key this user can read
-/// and no MUNGE, or a key the servers do not hold) is also said once on stderr, with
-/// what to do: a program only prints "Required key not available".
-pub(crate) fn client_errno(e: pvfs_client::Error) -> Errno {
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let auth = [libc::ENOKEY, libc::EKEYREJECTED];
-    if auth.contains(&(e.errno.0 as Errno))
-        && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
-    {
-        crate::settings::warn(&format!("cannot authenticate: {}", e.message));
-    }
-    match e.errno.0 {
-        0 => libc::EIO,
-        n => n as Errno,
-    }
-}
-
 /// What a hook returns on failure, with errno set: -1 or a null pointer.
 pub(crate) trait Failure {
     /// The failure value.

@@ -13,10 +13,11 @@ use libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, off64_t, size_t, ssize
 use pvfs_client::{Errno as PErrno, LayoutSpec, ObjKind};
 use pvfs_proto::ObjDetail;
 
+use crate::client_error::client_errno;
 use crate::desc::{Desc, Kind};
 use crate::fds::{self, on_fd, on_open_fd, route};
 use crate::globals::{self, FDS, LISTINGS};
-use crate::hook::{client_errno, export, guarded, pvfs_call, set_errno, R};
+use crate::hook::{export, guarded, pvfs_call, set_errno, R};
 use crate::real;
 
 /// Largest single transfer, as Linux's MAX_RW_COUNT.

@@ -37,6 +37,7 @@
 //! values like libc's. What is and is not supported: `docs/preload.md`.
 
 mod cache;
+mod client_error;
 mod cwd;
 mod desc;
 mod dirs;

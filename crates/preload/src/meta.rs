@@ -349,7 +349,7 @@ pub(crate) fn mkdir_pvfs(p: &str, mode: mode_t) -> R<c_int> {
         Ok(_) => Ok(0),
         // mkdir of the root (the prefix itself).
         Err(e) if e.errno == PErrno::EBUSY => Err(libc::EEXIST),
-        Err(e) => Err(crate::hook::client_errno(e)),
+        Err(e) => Err(crate::client_error::client_errno(e)),
     }
 }
 

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use pvfs_client::blocking::BlockingClient;
 use pvfs_client::Attr;
 
-use crate::hook::{client_errno, R};
+use crate::client_error::client_errno;
+use crate::hook::R;
 use crate::settings::{warn, Settings};
 
 /// The client of one process generation.

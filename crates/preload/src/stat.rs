@@ -126,7 +126,7 @@ pub(crate) fn no_answer(fs: &FsStat) -> Option<c_int> {
                 s.stat
                     .as_ref()
                     .err()
-                    .map(|e| crate::hook::client_errno(e.clone()))
+                    .map(|e| crate::client_error::client_errno(e.clone()))
             })
             .unwrap_or(libc::EIO),
     )

@@ -51,6 +51,7 @@ pub mod refill;
 pub mod replicate;
 pub mod reply;
 pub mod roster;
+pub mod scrape;
 pub mod scrub_pass;
 pub mod seals;
 mod seam;
@@ -134,7 +135,7 @@ pub async fn run(
     let metrics = ctx.config.servers[ctx.me]
         .metrics
         .clone()
-        .map(|addr| tokio::spawn(metrics::serve(ctx.clone(), addr)));
+        .map(|addr| tokio::spawn(scrape::serve(ctx.clone(), addr)));
     let served = serve(ctx, listener, shutdown, ready).await;
     if let Some(task) = metrics {
         task.abort();

@@ -1,5 +1,5 @@
-//! What a server counts for Prometheus, and the HTTP endpoint that serves it
-//! (`[[servers]] metrics` in the configuration; `docs/operations.md`, "Metrics").
+//! What a server counts for Prometheus (served by `crate::scrape`; `docs/operations.md`,
+//! "Metrics").
 //!
 //! Counters move where the work is done: every request in `crate::dispatch` (by
 //! kind, with its latency, and by errno when it fails), bytes in the read and write
@@ -7,7 +7,6 @@
 //! from the storage when scraped. The text is OpenMetrics, encoded by
 //! `prometheus-client`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -16,9 +15,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::ctx::Ctx;
 
 /// A request kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -167,10 +163,10 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of everything, space read from `ctx`'s storage now.
-    pub async fn render(&self, ctx: &Arc<Ctx>) -> String {
-        let data = ctx.data.clone();
-        if let Ok(space) = ctx.blocking(move || Ok(data.statfs()?)).await {
+    /// The OpenMetrics text of everything, with the storage's `space` as read now
+    /// (None: as last read).
+    pub fn render(&self, space: Option<&pvfs_storage::FsSpace>) -> String {
+        if let Some(space) = space {
             let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
             self.capacity.set(g(space.total_bytes));
             self.free.set(g(space.free_bytes));
@@ -182,102 +178,4 @@ impl Metrics {
         }
         out
     }
-}
-
-/// Scrapes served at once; more wait for their turn.
-const SCRAPES_AT_ONCE: usize = 8;
-
-/// Longest a scrape's connection may take, from accept to the last byte.
-const SCRAPE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// Largest request head read (a scraper sends a few hundred bytes).
-const HEAD_MAX: usize = 8192;
-
-/// Serves `GET /metrics` on `addr` until the task is dropped. A port that cannot be
-/// bound is logged and left: metrics are not the file system, and a monitoring port
-/// taken must not keep a server from serving files.
-pub async fn serve(ctx: Arc<Ctx>, addr: String) {
-    let listener = match tokio::net::TcpListener::bind(&addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(%addr, "cannot serve metrics there (the server runs without): {e}");
-            return;
-        }
-    };
-    tracing::info!(%addr, "serving metrics at /metrics");
-    let slots = Arc::new(tokio::sync::Semaphore::new(SCRAPES_AT_ONCE));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::debug!("metrics accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            match tokio::time::timeout(SCRAPE_DEADLINE, answer(&ctx, stream)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(%peer, "metrics request failed: {e}"),
-                Err(_) => tracing::debug!(%peer, "metrics request took too long"),
-            }
-        });
-    }
-}
-
-/// Reads one HTTP request head and answers it: the metrics for `GET /metrics`, 404
-/// for any other path, 405 for any other method.
-async fn answer(ctx: &Arc<Ctx>, mut stream: tokio::net::TcpStream) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > HEAD_MAX {
-            return respond(
-                &mut stream,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            )
-            .await;
-        }
-    }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split(' ');
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") => {
-            let body = ctx.metrics.render(ctx).await;
-            let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-            respond(&mut stream, "200 OK", kind, &body).await
-        }
-        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "try /metrics\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "").await,
-    }
-}
-
-async fn respond(
-    stream: &mut tokio::net::TcpStream,
-    status: &str,
-    kind: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
 }
