@@ -3,7 +3,8 @@
 //! (the Python `prometheus_client`), and checked to move with real work done
 //! through the real client: requests by kind with their latency, errors by errno,
 //! bytes read and written (exactly the file's), connections and refused handshakes,
-//! the storage's space.
+//! the storage's space; and the Grafana dashboard of `contrib/grafana` asks only
+//! for metrics the servers serve.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -231,6 +232,31 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
         let free = total(s, "pvfs_server_storage_free_bytes", &[]);
         assert!(cap > 0.0 && free > 0.0 && free <= cap, "{cap} {free}");
     }
+    // The Grafana dashboard shipped in contrib/ asks only for what servers serve.
+    let dash =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/grafana/pvfs.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dash).unwrap()).unwrap();
+    let served: std::collections::BTreeSet<&str> =
+        after.iter().flatten().map(|s| s.0.as_str()).collect();
+    let mut asked = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("pvfs_server_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    served.contains(name.as_str()),
+                    "the dashboard asks for {name}, which no server serves"
+                );
+                asked += 1;
+            }
+        }
+    }
+    assert!(asked >= 6, "{asked} metrics asked for");
     // Other paths are not found; the server goes on serving metrics.
     let addr = cluster.config().servers[0].metrics.clone().unwrap();
     assert_eq!(get(&addr, "/").0, "HTTP/1.1 404 Not Found");
