@@ -227,7 +227,19 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
     );
     assert!(sum(&after, "pvfs_server_handshake_failures_total", &[]) >= 1.0);
     assert!(sum(&after, "pvfs_server_connections_accepted_total", &[]) > 0.0);
+    let budget = cluster.config().limits.buffers as f64;
     for s in &after {
+        assert_eq!(total(s, "pvfs_server_buffer_budget_bytes", &[]), budget);
+        // Nothing runs, holds a lock or copies between the work and the scrape.
+        for idle in [
+            "pvfs_server_buffer_budget_used_bytes",
+            "pvfs_server_locks_held",
+            "pvfs_server_copies_left_bytes",
+            "pvfs_server_degraded",
+        ] {
+            assert!(s.iter().any(|x| x.0 == idle), "{idle} served");
+            assert_eq!(total(s, idle, &[]), 0.0, "{idle}");
+        }
         let cap = total(s, "pvfs_server_storage_capacity_bytes", &[]);
         let free = total(s, "pvfs_server_storage_free_bytes", &[]);
         assert!(cap > 0.0 && free > 0.0 && free <= cap, "{cap} {free}");

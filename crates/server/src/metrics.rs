@@ -32,6 +32,27 @@ pub struct ErrorLabel {
     pub errno: &'static str,
 }
 
+/// What a scrape reads of the server's state at that moment.
+#[derive(Default)]
+pub struct Snapshot {
+    /// The storage's file system (None: could not be read).
+    pub space: Option<pvfs_storage::FsSpace>,
+    /// Requests being handled.
+    pub in_flight: u64,
+    /// Bytes of the receive-buffer budget held, and its size.
+    pub budget: (u64, u64),
+    /// Byte-range locks held.
+    pub locks: u64,
+    /// Objects clients hold open here.
+    pub held: u64,
+    /// Bytes a rebuild of lost servers' copies has left to copy (0: none running).
+    pub rebuild_left: u64,
+    /// Bytes a refill of this server's own copies has left (0: none running).
+    pub refill_left: u64,
+    /// Whether the server is degraded (its metadata store failed).
+    pub degraded: bool,
+}
+
 /// A server's counters and gauges.
 pub struct Metrics {
     registry: Registry,
@@ -57,6 +78,8 @@ pub struct Metrics {
     free: Gauge,
     /// Its bytes available to the server.
     available: Gauge,
+    /// The rest of a [`Snapshot`], by name.
+    now: [(&'static str, &'static str, Option<Unit>, Gauge); 7],
 }
 
 impl Default for Metrics {
@@ -87,6 +110,20 @@ impl Metrics {
             capacity: Gauge::default(),
             free: Gauge::default(),
             available: Gauge::default(),
+            now: [
+                ("requests_in_flight", "Requests being handled now", None, Gauge::default()),
+                ("buffer_budget_used", "Receive-buffer budget held now", Some(Unit::Bytes), Gauge::default()),
+                ("buffer_budget", "Size of the receive-buffer budget", Some(Unit::Bytes), Gauge::default()),
+                ("locks_held", "Byte-range locks held now", None, Gauge::default()),
+                ("objects_held_open", "Objects clients hold open here now", None, Gauge::default()),
+                (
+                    "copies_left",
+                    "Bytes a rebuild of lost servers' copies and a refill of this server's own have left to copy",
+                    Some(Unit::Bytes),
+                    Gauge::default(),
+                ),
+                ("degraded", "1 while the server is degraded (its metadata store failed)", None, Gauge::default()),
+            ],
             registry: Registry::default(),
         };
         registry.register("requests", "Requests answered, by kind", m.requests.clone());
@@ -142,6 +179,12 @@ impl Metrics {
             Unit::Bytes,
             m.available.clone(),
         );
+        for (name, help, unit, gauge) in &m.now {
+            match unit {
+                Some(u) => registry.register_with_unit(*name, *help, u.clone(), gauge.clone()),
+                None => registry.register(*name, *help, gauge.clone()),
+            }
+        }
         Metrics { registry, ..m }
     }
 
@@ -163,14 +206,26 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of everything, with the storage's `space` as read now
-    /// (None: as last read).
-    pub fn render(&self, space: Option<&pvfs_storage::FsSpace>) -> String {
-        if let Some(space) = space {
-            let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    /// The OpenMetrics text of everything, with the server's state `now` (space as
+    /// last read when it could not be read now).
+    pub fn render(&self, now: &Snapshot) -> String {
+        let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(space) = &now.space {
             self.capacity.set(g(space.total_bytes));
             self.free.set(g(space.free_bytes));
             self.available.set(g(space.avail_bytes));
+        }
+        let values = [
+            now.in_flight,
+            now.budget.0,
+            now.budget.1,
+            now.locks,
+            now.held,
+            now.rebuild_left + now.refill_left,
+            u64::from(now.degraded),
+        ];
+        for ((_, _, _, gauge), v) in self.now.iter().zip(values) {
+            gauge.set(g(v));
         }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {

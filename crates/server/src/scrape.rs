@@ -54,6 +54,29 @@ pub async fn serve(ctx: Arc<Ctx>, addr: String) {
     }
 }
 
+/// The server's state now, for a scrape.
+async fn snapshot(ctx: &Arc<Ctx>) -> crate::metrics::Snapshot {
+    let data = ctx.data.clone();
+    let space = ctx.blocking(move || Ok(data.statfs()?)).await.ok();
+    let unit = crate::budget::BUDGET_UNIT;
+    let size = u64::from(ctx.budget.units());
+    let free = ctx.budget.available() as u64;
+    let left = |s: &crate::progress::Status| {
+        s.report()
+            .map_or(0, |r| r.bytes_total.saturating_sub(r.bytes_done))
+    };
+    crate::metrics::Snapshot {
+        space,
+        in_flight: ctx.inflight.count() as u64,
+        budget: (size.saturating_sub(free) * unit, size * unit),
+        locks: ctx.locks.held_count() as u64,
+        held: ctx.holds.counts().0 as u64,
+        rebuild_left: left(&ctx.rebuilding),
+        refill_left: left(&ctx.refilling),
+        degraded: !ctx.health.report(&ctx.meta).is_ok(),
+    }
+}
+
 /// Reads one HTTP request head and answers it: the metrics for `GET /metrics`, 404
 /// for any other path, 405 for any other method.
 async fn answer(ctx: &Arc<Ctx>, mut stream: tokio::net::TcpStream) -> std::io::Result<()> {
@@ -82,9 +105,7 @@ async fn answer(ctx: &Arc<Ctx>, mut stream: tokio::net::TcpStream) -> std::io::R
     let path = target.split('?').next().unwrap_or("");
     match (method, path) {
         ("GET", "/metrics") => {
-            let data = ctx.data.clone();
-            let space = ctx.blocking(move || Ok(data.statfs()?)).await.ok();
-            let body = ctx.metrics.render(space.as_ref());
+            let body = ctx.metrics.render(&snapshot(ctx).await);
             let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
             respond(&mut stream, "200 OK", kind, &body).await
         }
