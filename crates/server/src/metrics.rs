@@ -9,28 +9,9 @@
 
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
-
-/// A request kind.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpLabel {
-    /// Its name (`Lookup`, `Write`, ...).
-    pub op: &'static str,
-}
-
-/// A request kind and the errno it failed with.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabel {
-    /// The request's kind.
-    pub op: &'static str,
-    /// The errno's name (`ENOENT`, ...).
-    pub errno: &'static str,
-}
 
 /// What a scrape reads of the server's state at that moment.
 #[derive(Default)]
@@ -56,12 +37,8 @@ pub struct Snapshot {
 /// A server's counters and gauges.
 pub struct Metrics {
     registry: Registry,
-    /// Requests answered, by kind.
-    pub requests: Family<OpLabel, Counter>,
-    /// How long requests took, by kind.
-    pub latency: Family<OpLabel, Histogram>,
-    /// Requests that failed, by kind and errno.
-    pub errors: Family<ErrorLabel, Counter>,
+    /// Requests answered: by kind, their latency, failures by errno.
+    pub requests: pvfs_metrics::Requests,
     /// File bytes sent to readers.
     pub bytes_read: Counter,
     /// File bytes received from writers (and from the previous copy of a chain).
@@ -92,16 +69,9 @@ impl Metrics {
     /// Every metric at zero, registered under the `pvfs_server_` prefix.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("pvfs_server");
-        let requests = Family::<OpLabel, Counter>::default();
-        // 10 µs to about 40 s, in steps of 4.
-        let latency = Family::<OpLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(1e-5, 4.0, 12))
-        });
-        let errors = Family::<ErrorLabel, Counter>::default();
+        let requests = pvfs_metrics::Requests::new(&mut registry, "Requests answered, by kind");
         let m = Metrics {
             requests,
-            latency,
-            errors,
             bytes_read: Counter::default(),
             bytes_written: Counter::default(),
             connections: Gauge::default(),
@@ -126,18 +96,6 @@ impl Metrics {
             ],
             registry: Registry::default(),
         };
-        registry.register("requests", "Requests answered, by kind", m.requests.clone());
-        registry.register_with_unit(
-            "request_duration",
-            "How long requests took, by kind",
-            Unit::Seconds,
-            m.latency.clone(),
-        );
-        registry.register(
-            "request_errors",
-            "Requests that failed, by kind and errno",
-            m.errors.clone(),
-        );
         registry.register_with_unit(
             "read",
             "File bytes sent to readers",
@@ -191,19 +149,7 @@ impl Metrics {
     /// Counts one answered request of kind `op` that took `took`, failed with
     /// `errno` when it failed.
     pub fn request(&self, op: &'static str, took: Duration, errno: Option<pvfs_proto::Errno>) {
-        let label = OpLabel { op };
-        self.requests.get_or_create(&label).inc();
-        self.latency
-            .get_or_create(&label)
-            .observe(took.as_secs_f64());
-        if let Some(e) = errno {
-            self.errors
-                .get_or_create(&ErrorLabel {
-                    op,
-                    errno: e.name(),
-                })
-                .inc();
-        }
+        self.requests.record(op, took, errno.map(|e| e.name()));
     }
 
     /// The OpenMetrics text of everything, with the server's state `now` (space as
@@ -227,10 +173,6 @@ impl Metrics {
         for ((_, _, _, gauge), v) in self.now.iter().zip(values) {
             gauge.set(g(v));
         }
-        let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
-            tracing::warn!("cannot encode the metrics: {e}");
-        }
-        out
+        pvfs_metrics::encode(&self.registry)
     }
 }
