@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "fuse/mount.rs"]
+mod mount;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -99,6 +101,20 @@ fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// Whether the parser is here; if not, fails under CI and skips `test` otherwise.
+fn have_parser(test: &str) -> bool {
+    let here = std::process::Command::new("python3")
+        .args(["-c", "import prometheus_client"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !here {
+        let why = "python3 with prometheus_client is missing (scripts/install-deps installs it)";
+        assert!(!under_ci(), "{why}");
+        skip(test, why);
+    }
+    here
+}
+
 /// Every server's samples now.
 fn scrape_all(cluster: &Cluster) -> Vec<Vec<Sample>> {
     cluster
@@ -124,17 +140,7 @@ fn sum(all: &[Vec<Sample>], name: &str, labels: &[(&str, &str)]) -> f64 {
 
 #[test]
 fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
-    if std::process::Command::new("python3")
-        .args(["-c", "import prometheus_client"])
-        .status()
-        .map_or(true, |s| !s.success())
-    {
-        let why = "python3 with prometheus_client is missing (scripts/install-deps installs it)";
-        assert!(!under_ci(), "{why}");
-        skip(
-            "servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics",
-            why,
-        );
+    if !have_parser("servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics") {
         return;
     }
     let cluster = Cluster::start();
@@ -273,4 +279,58 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
     let addr = cluster.config().servers[0].metrics.clone().unwrap();
     assert_eq!(get(&addr, "/").0, "HTTP/1.1 404 Not Found");
     assert_eq!(get(&addr, "/metrics").0, "HTTP/1.1 200 OK");
+}
+
+#[test]
+fn a_mount_serves_its_clients_metrics() {
+    if !have_parser("a_mount_serves_its_clients_metrics") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    // Direct I/O: every read reaches the servers (no page cache in between).
+    let m = mount::Mount::start(&cluster, &["--direct-io", "--metrics", &addr]);
+    let scrape = || {
+        let (status, body) = get(&addr, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        parse(&body)
+    };
+    let before = scrape();
+    assert_eq!(total(&before, "pvfs_client_written_bytes_total", &[]), 0.0);
+    let size = 1 << 20 | 777;
+    let bytes = Rng::new(0x5eed_0002).bytes(size);
+    std::fs::write(m.join("f"), &bytes).unwrap();
+    assert_eq!(std::fs::read(m.join("f")).unwrap(), bytes);
+    assert!(std::fs::metadata(m.join("missing")).is_err());
+    let after = scrape();
+    assert_eq!(
+        total(&after, "pvfs_client_written_bytes_total", &[]),
+        size as f64
+    );
+    assert!(total(&after, "pvfs_client_read_bytes_total", &[]) >= size as f64);
+    for op in ["Create", "Write", "Read", "Lookup"] {
+        assert!(
+            total(&after, "pvfs_client_requests_total", &[("op", op)]) > 0.0,
+            "{op}"
+        );
+    }
+    assert!(
+        total(
+            &after,
+            "pvfs_client_request_errors_total",
+            &[("errno", "ENOENT")]
+        ) >= 1.0
+    );
+    assert!(
+        total(
+            &after,
+            "pvfs_client_request_duration_seconds_count",
+            &[("op", "Lookup")]
+        ) > 0.0
+    );
 }

@@ -68,6 +68,7 @@ pub(crate) async fn write(
     });
     let written = try_join_all(jobs).await?;
     let bytes = written.iter().map(|(_, n, _)| n).sum();
+    pool.metrics.bytes_written.inc_by(bytes);
     Ok((
         bytes,
         written.into_iter().map(|(idx, _, st)| (idx, st)).collect(),
@@ -252,6 +253,12 @@ pub(crate) async fn read(
         known = known.max(stripe.logical_end(idx, local));
         zero_unfilled(stripe, idx, regions, local, buf);
     }
+    // The bytes read up to the end the datafiles read know of.
+    let read: u64 = regions
+        .extents()
+        .map(|e| e.len.min(known.saturating_sub(e.offset)))
+        .sum();
+    pool.metrics.bytes_read.inc_by(read);
     Ok((known, involved))
 }
 

@@ -23,6 +23,7 @@ pub mod holds;
 mod io;
 pub mod locks;
 mod map;
+pub mod metrics;
 mod namespace;
 mod placement;
 mod pool;
@@ -127,6 +128,22 @@ impl Client {
     /// The file system's configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// What this client counted for Prometheus (its clones count into it too).
+    pub fn metrics(&self) -> &metrics::ClientMetrics {
+        &self.inner.pool.metrics
+    }
+
+    /// Serves this client's metrics on `addr` (`GET /metrics`, OpenMetrics text) on
+    /// the current tokio runtime, until the task is aborted. A port that cannot be
+    /// bound is logged, and the client goes on without serving them.
+    pub fn serve_metrics(&self, addr: String) -> tokio::task::JoinHandle<()> {
+        let metrics = self.inner.pool.metrics.clone();
+        tokio::spawn(pvfs_metrics::serve(addr, move || {
+            let text = metrics.render();
+            async move { text }
+        }))
     }
 
     /// Makes every metadata change any server acknowledged so far stable on disk

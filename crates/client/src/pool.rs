@@ -149,6 +149,8 @@ pub(crate) struct Pool {
     pub(crate) groups_move: bool,
     bufs: BufPool,
     pub stats: Stats,
+    /// What this client counts for Prometheus.
+    pub metrics: std::sync::Arc<crate::metrics::ClientMetrics>,
     /// This client's id in retry keys (random per client).
     client_id: u64,
     /// The next retry-key sequence number.
@@ -195,6 +197,7 @@ impl Pool {
                 per_server: config.servers.iter().map(|_| AtomicU64::new(0)).collect(),
                 ..Stats::default()
             },
+            metrics: Default::default(),
             client_id,
             next_seq: AtomicU64::new(1),
             maps: Mutex::new(None),
@@ -373,6 +376,7 @@ impl Pool {
     ) -> Result<Call> {
         let conn = self.conn(server, scope).await?;
         self.stats.count(server, op);
+        self.metrics.requests.count_only(op);
         conn.call(body, data, end)
             .await
             .map_err(|e| Error::transport(self.name(server), e))
@@ -382,6 +386,7 @@ impl Pool {
     pub async fn start_direct(&self, server: usize, op: &'static str, body: &[u8]) -> Result<Call> {
         let conn = self.conn(server, Scope::Server).await?;
         self.stats.count(server, op);
+        self.metrics.requests.count_only(op);
         conn.call_direct(body)
             .await
             .map_err(|e| Error::transport(self.name(server), e))
@@ -452,6 +457,7 @@ impl Pool {
         op: &'static str,
         body: &[u8],
     ) -> Result<Response> {
+        let started = Instant::now();
         let mut call = self.start_in(scope, server, op, body, &[], true).await?;
         // An fsync may first write back much data: it has its own deadline class.
         let timeout = if op == "Fsync" || op == "Sync" {
@@ -461,8 +467,12 @@ impl Pool {
         };
         let frame = call.recv_within(timeout).await;
         self.answered(server, &frame);
-        let frame = frame.map_err(|e| Error::transport(self.name(server), e))?;
-        self.response(server, &frame)
+        let answer = frame
+            .map_err(|e| Error::transport(self.name(server), e))
+            .and_then(|frame| self.response(server, &frame));
+        let errno = answer.as_ref().err().map(|e| e.errno.name());
+        self.metrics.requests.timed(op, started.elapsed(), errno);
+        answer
     }
 
     /// Notes how `server` answered a request: a timeout makes it silent (requests

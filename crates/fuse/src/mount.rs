@@ -153,7 +153,13 @@ pub fn serve(
         .await
     });
     match check {
-        Ok(Ok(_)) => {}
+        Ok(Ok(_)) => {
+            if let Some(addr) = &opts.metrics {
+                let _guard = rt.enter();
+                // Runs until the runtime goes, with the mount.
+                drop(client.serve_metrics(addr.clone()));
+            }
+        }
         Ok(Err(e)) => return Err(Error::Unreachable(e.to_string())),
         Err(_) => {
             return Err(Error::Unreachable(

@@ -35,6 +35,9 @@ pub struct MountOptions {
     /// the background (`writebehind.rs`); errors come with a later write, `fsync` or
     /// `close`.
     pub write_behind: bool,
+    /// `host:port` where the mount serves its client's Prometheus metrics
+    /// (`GET /metrics`); None: no metrics.
+    pub metrics: Option<String>,
 }
 
 impl Default for MountOptions {
@@ -50,6 +53,7 @@ impl Default for MountOptions {
             max_request: 4 << 20,
             page_cache_max: 4 << 20,
             write_behind: false,
+            metrics: None,
         }
     }
 }

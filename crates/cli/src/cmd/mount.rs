@@ -73,6 +73,10 @@ pub struct MountArgs {
     /// an error comes with a later write, fsync or close; docs/fuse.md).
     #[arg(long)]
     write_behind: bool,
+    /// Serve this mount's Prometheus metrics on HOST:PORT (GET /metrics): requests it
+    /// sent by kind, their latency and errors, bytes read and written (default: none).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics: Option<String>,
     /// Where a background mount writes its log (default: nowhere).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -138,6 +142,7 @@ fn serve(a: MountArgs) -> anyhow::Result<ExitCode> {
         max_request: u32::try_from(a.max_request).unwrap_or(u32::MAX),
         page_cache_max: a.page_cache_max,
         write_behind: a.write_behind,
+        metrics: a.metrics.clone(),
     };
     let daemon = a.daemon_child;
     let log = a.log.clone();
@@ -212,6 +217,9 @@ fn background(a: MountArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(log) = &a.log {
         cmd.arg("--log").arg(std::path::absolute(log)?);
+    }
+    if let Some(addr) = &a.metrics {
+        cmd.arg("--metrics").arg(addr);
     }
     cmd.arg(&mountpoint)
         .current_dir("/")
