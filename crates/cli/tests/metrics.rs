@@ -169,7 +169,20 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
     let size = 3 << 20 | 4321;
     let local = cluster.dir().join("f.bin");
     std::fs::write(&local, Rng::new(0x5eed_0001).bytes(size)).unwrap();
-    cli(&["cp", "-q", local.to_str().unwrap(), "pvfs:/f"]).ok();
+    // Written by a batch job (as Slurm sets it), read by a process of no job.
+    run_pvfs(
+        &[
+            "cp",
+            "-q",
+            local.to_str().unwrap(),
+            "pvfs:/f",
+            "-c",
+            cluster.config_str(),
+        ],
+        &[("SLURM_JOB_ID", "4711")],
+        &["PVFS_CONFIG", "PVFS_JOBID"],
+    )
+    .ok();
     let out = std::process::Command::new(common::pvfs_bin())
         .args(["cat", "/f", "-c", cluster.config_str()])
         .output()
@@ -232,6 +245,20 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
         ) >= 1.0
     );
     assert!(sum(&after, "pvfs_server_handshake_failures_total", &[]) >= 1.0);
+    // The job's writes count under its id; the reads of no job under none.
+    let job_writes = sum(
+        &after,
+        "pvfs_server_job_requests_total",
+        &[("job", "4711"), ("op", "Write")],
+    );
+    assert_eq!(
+        job_writes,
+        sum(&after, "pvfs_server_requests_total", &[("op", "Write")])
+    );
+    assert_eq!(
+        sum(&after, "pvfs_server_job_requests_total", &[("op", "Read")]),
+        0.0
+    );
     assert!(sum(&after, "pvfs_server_connections_accepted_total", &[]) > 0.0);
     let budget = cluster.config().limits.buffers as f64;
     for s in &after {

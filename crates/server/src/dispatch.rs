@@ -29,7 +29,8 @@ pub async fn dispatch(
     let started = std::time::Instant::now();
     let result = handle(ctx, reply, session, body, data, stream).await;
     let errno = result.as_ref().err().map(|e| e.errno);
-    ctx.metrics.request(op, started.elapsed(), errno);
+    ctx.metrics
+        .request(op, started.elapsed(), errno, &session.client);
     send_answer(ctx, reply, op, result).await;
 }
 

@@ -9,9 +9,28 @@
 
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
+
+/// A batch job and a request kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabel {
+    /// The job's id (from `PVFS_JOBID` or `SLURM_JOB_ID` of the client), or
+    /// [`OTHER_JOBS`] past [`MAX_JOBS`] of them.
+    pub job: String,
+    /// The request's kind.
+    pub op: &'static str,
+}
+
+/// Most jobs counted apart; requests of later ones count under [`OTHER_JOBS`], so
+/// that clients cannot grow a server's memory without bound.
+pub const MAX_JOBS: usize = 1024;
+
+/// The job the requests of jobs past [`MAX_JOBS`] count under.
+pub const OTHER_JOBS: &str = "other";
 
 /// What a scrape reads of the server's state at that moment.
 #[derive(Default)]
@@ -39,6 +58,10 @@ pub struct Metrics {
     registry: Registry,
     /// Requests answered: by kind, their latency, failures by errno.
     pub requests: pvfs_metrics::Requests,
+    /// Requests answered per batch job and kind (as Lustre's job statistics).
+    jobs: Family<JobLabel, Counter>,
+    /// The jobs counted apart so far (at most [`MAX_JOBS`]).
+    job_names: std::sync::Mutex<std::collections::HashSet<String>>,
     /// File bytes sent to readers.
     pub bytes_read: Counter,
     /// File bytes received from writers (and from the previous copy of a chain).
@@ -72,6 +95,8 @@ impl Metrics {
         let requests = pvfs_metrics::Requests::new(&mut registry, "Requests answered, by kind");
         let m = Metrics {
             requests,
+            jobs: Family::default(),
+            job_names: Default::default(),
             bytes_read: Counter::default(),
             bytes_written: Counter::default(),
             connections: Gauge::default(),
@@ -137,6 +162,11 @@ impl Metrics {
             Unit::Bytes,
             m.available.clone(),
         );
+        registry.register(
+            "job_requests",
+            "Requests answered per batch job (PVFS_JOBID or SLURM_JOB_ID of the client) and kind",
+            m.jobs.clone(),
+        );
         for (name, help, unit, gauge) in &m.now {
             match unit {
                 Some(u) => registry.register_with_unit(*name, *help, u.clone(), gauge.clone()),
@@ -147,9 +177,30 @@ impl Metrics {
     }
 
     /// Counts one answered request of kind `op` that took `took`, failed with
-    /// `errno` when it failed.
-    pub fn request(&self, op: &'static str, took: Duration, errno: Option<pvfs_proto::Errno>) {
+    /// `errno` when it failed, from a client that named itself `client` in its
+    /// handshake (its batch job counted when it names one).
+    pub fn request(
+        &self,
+        op: &'static str,
+        took: Duration,
+        errno: Option<pvfs_proto::Errno>,
+        client: &str,
+    ) {
         self.requests.record(op, took, errno.map(|e| e.name()));
+        if let Some(job) = pvfs_transport::session::job_of(client) {
+            let job = {
+                let mut names = self
+                    .job_names
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if names.contains(job) || names.len() < MAX_JOBS && names.insert(job.into()) {
+                    job.to_string()
+                } else {
+                    OTHER_JOBS.to_string()
+                }
+            };
+            self.jobs.get_or_create(&JobLabel { job, op }).inc();
+        }
     }
 
     /// The OpenMetrics text of everything, with the server's state `now` (space as
@@ -174,5 +225,35 @@ impl Metrics {
             gauge.set(g(v));
         }
         pvfs_metrics::encode(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_counted_apart_up_to_a_bound() {
+        let m = Metrics::new();
+        let ms = Duration::from_millis(1);
+        m.request("Lookup", ms, None, "pvfs@h:1;job=4711#00ff");
+        m.request("Lookup", ms, None, "pvfs@h:1;job=4711#00ff");
+        m.request("Write", ms, None, "pvfs@h:2#00ff");
+        for j in 0..MAX_JOBS + 3 {
+            m.request("Read", ms, None, &format!("pvfs@h:3;job=j{j}#01"));
+        }
+        let text = m.render(&Snapshot::default());
+        assert!(
+            text.contains("pvfs_server_job_requests_total{job=\"4711\",op=\"Lookup\"} 2"),
+            "{text}"
+        );
+        // 4711 took one of the places: four jobs past the bound count as one.
+        assert!(text.contains("pvfs_server_job_requests_total{job=\"other\",op=\"Read\"} 4"));
+        assert!(!text.contains(&format!("job=\"j{}\"", MAX_JOBS)));
+        let no_job = |l: &&str| l.starts_with("pvfs_server_job") && l.contains("\"Write\"");
+        assert!(
+            !text.lines().any(|l| no_job(&l)),
+            "a client without a job counts in no job"
+        );
     }
 }

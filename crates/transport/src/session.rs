@@ -93,8 +93,34 @@ pub async fn connect_mux(
     Ok((mux, session.welcome))
 }
 
+/// The batch job this process runs in, as servers count it (`PVFS_JOBID`, else
+/// Slurm's `SLURM_JOB_ID`): letters, digits, `.`, `_` and `-`, at most 64 of them.
+pub fn job_id() -> Option<String> {
+    ["PVFS_JOBID", "SLURM_JOB_ID"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|j| !j.is_empty())
+        .filter(|j| valid_job(j))
+}
+
+/// Whether `job` may name a job in metrics (bounded, and safe as a label value).
+pub fn valid_job(job: &str) -> bool {
+    !job.is_empty()
+        && job.len() <= 64
+        && job
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
+}
+
+/// The job a client's handshake name carries (`...;job=ID`), if a valid one.
+pub fn job_of(client_name: &str) -> Option<&str> {
+    let (_, rest) = client_name.split_once(";job=")?;
+    let job = rest.split('#').next()?;
+    valid_job(job).then_some(job)
+}
+
 /// What this process calls itself in handshakes (the servers log it): program name,
-/// host and pid.
+/// host and pid, and its batch job ([`job_id`]) as `;job=ID`.
 pub fn client_name() -> String {
     let prog = std::env::args()
         .next()
@@ -114,5 +140,21 @@ pub fn client_name() -> String {
     } else {
         "?".into()
     };
-    format!("{prog}@{host}:{}", std::process::id())
+    let job = job_id().map_or(String::new(), |j| format!(";job={j}"));
+    format!("{prog}@{host}:{}{job}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_travels_in_the_client_name_and_only_a_valid_one_counts() {
+        assert_eq!(job_of("pvfs@h:12;job=4711#00000000000000ff"), Some("4711"));
+        assert_eq!(job_of("pvfs@h:12;job=run-3.a_b"), Some("run-3.a_b"));
+        assert_eq!(job_of("pvfs@h:12#ff"), None);
+        assert_eq!(job_of("pvfs@h:12;job=#ff"), None);
+        assert_eq!(job_of("pvfs@h:12;job=a\"b"), None);
+        assert_eq!(job_of(&format!("x;job={}", "9".repeat(65))), None);
+    }
 }
