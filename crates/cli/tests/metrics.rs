@@ -245,6 +245,13 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
         ) >= 1.0
     );
     assert!(sum(&after, "pvfs_server_handshake_failures_total", &[]) >= 1.0);
+    // The metadata stores committed the create (and more), and synced their logs.
+    let commits = sum(&after, "pvfs_server_metadata_commits_total", &[]);
+    assert!(commits > sum(&before, "pvfs_server_metadata_commits_total", &[]));
+    assert!(sum(&after, "pvfs_server_metadata_mutations_total", &[]) >= commits);
+    let syncs = sum(&after, "pvfs_server_metadata_syncs_total", &[]);
+    let synced = sum(&after, "pvfs_server_metadata_sync_seconds_total", &[]);
+    assert!(syncs > 0.0 && synced > 0.0, "{syncs} syncs in {synced} s");
     // The job's writes count under its id; the reads of no job under none.
     let job_writes = sum(
         &after,

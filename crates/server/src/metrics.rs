@@ -51,6 +51,9 @@ pub struct Snapshot {
     pub refill_left: u64,
     /// Whether the server is degraded (its metadata store failed).
     pub degraded: bool,
+    /// Its metadata store's commits, mutations, redo-log syncs and their time so
+    /// far (nanoseconds).
+    pub meta: [u64; 4],
 }
 
 /// A server's counters and gauges.
@@ -78,6 +81,16 @@ pub struct Metrics {
     free: Gauge,
     /// Its bytes available to the server.
     available: Gauge,
+    /// Metadata commits, mutations, redo-log syncs, and the seconds syncs took.
+    meta: (
+        Counter,
+        Counter,
+        Counter,
+        Counter<f64, std::sync::atomic::AtomicU64>,
+    ),
+    /// What [`Snapshot::meta`] said at the last scrape (the counters move by the
+    /// difference).
+    meta_seen: std::sync::Mutex<[u64; 4]>,
     /// The rest of a [`Snapshot`], by name.
     now: [(&'static str, &'static str, Option<Unit>, Gauge); 7],
 }
@@ -97,6 +110,8 @@ impl Metrics {
             requests,
             jobs: Family::default(),
             job_names: Default::default(),
+            meta: Default::default(),
+            meta_seen: Default::default(),
             bytes_read: Counter::default(),
             bytes_written: Counter::default(),
             connections: Gauge::default(),
@@ -167,6 +182,27 @@ impl Metrics {
             "Requests answered per batch job (PVFS_JOBID or SLURM_JOB_ID of the client) and kind",
             m.jobs.clone(),
         );
+        registry.register(
+            "metadata_commits",
+            "Write transactions of the metadata store (each a batch of mutations)",
+            m.meta.0.clone(),
+        );
+        registry.register(
+            "metadata_mutations",
+            "Mutations committed to the metadata store",
+            m.meta.1.clone(),
+        );
+        registry.register(
+            "metadata_syncs",
+            "Syncs of the metadata store's redo log",
+            m.meta.2.clone(),
+        );
+        registry.register_with_unit(
+            "metadata_sync",
+            "Time the metadata store's redo-log syncs took (divided by the syncs: their mean)",
+            Unit::Seconds,
+            m.meta.3.clone(),
+        );
         for (name, help, unit, gauge) in &m.now {
             match unit {
                 Some(u) => registry.register_with_unit(*name, *help, u.clone(), gauge.clone()),
@@ -223,6 +259,20 @@ impl Metrics {
         ];
         for ((_, _, _, gauge), v) in self.now.iter().zip(values) {
             gauge.set(g(v));
+        }
+        {
+            let mut seen = self
+                .meta_seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let d = |i: usize| now.meta[i].saturating_sub(seen[i]);
+            self.meta.0.inc_by(d(0));
+            self.meta.1.inc_by(d(1));
+            self.meta.2.inc_by(d(2));
+            self.meta.3.inc_by(d(3) as f64 / 1e9);
+            for (s, n) in seen.iter_mut().zip(now.meta) {
+                *s = (*s).max(n);
+            }
         }
         pvfs_metrics::encode(&self.registry)
     }

@@ -35,5 +35,15 @@ async fn snapshot(ctx: &Arc<Ctx>) -> crate::metrics::Snapshot {
         rebuild_left: left(&ctx.rebuilding),
         refill_left: left(&ctx.refilling),
         degraded: !ctx.health.report(&ctx.meta).is_ok(),
+        meta: {
+            use std::sync::atomic::Ordering::Relaxed;
+            let s = ctx.meta.commit_stats();
+            [
+                s.commits.load(Relaxed),
+                s.jobs.load(Relaxed),
+                s.syncs.load(Relaxed),
+                s.sync_nanos.load(Relaxed),
+            ]
+        },
     }
 }

@@ -43,8 +43,8 @@ pub use gate::SlowGate;
 pub use lockmark::{LockMark, LOCK_MARK_FILE};
 pub use marker::GroupMarker;
 pub use meta::{
-    Identity, MetaStore, OpenDisks, ReadView, ReplicatedFuture, Replicator, StoreFailure,
-    StoreHealth, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
+    CommitStats, Identity, MetaStore, OpenDisks, ReadView, ReplicatedFuture, Replicator,
+    StoreFailure, StoreHealth, Superblock, BATCH_MAX, FORMAT_VERSION, QUEUE_MAX, RESERVED_HANDLES,
 };
 pub use redo::{LogFlusher, LogShipper, RecordTap, SyncPolicy};
 pub use spares::{SPARES_MAX, SPARE_DIR};

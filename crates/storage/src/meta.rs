@@ -144,6 +144,8 @@ struct Shared {
     cache_bytes: usize,
     disks: OpenDisks,
     sync: SyncPolicy,
+    /// Commits and redo-log syncs so far, across generations (for metrics).
+    stats: Arc<CommitStats>,
     state: RwLock<State>,
     /// Changes with the state (for [`MetaStore::wait_failed`]).
     status: watch::Sender<Status>,
@@ -422,6 +424,7 @@ impl MetaStore {
         }
         std::fs::create_dir_all(dir)?;
         let shared = Arc::new(Shared {
+            stats: Arc::default(),
             dir: dir.to_path_buf(),
             path: dir.join("meta.redb"),
             id: id.clone(),
@@ -577,12 +580,13 @@ impl MetaStore {
         };
         let mut batch = vec![job];
         let last = self.inner.range.1;
+        let stats = &self.inner.stats;
         let res = if always {
-            commit_batch(&gen.db, &mut batch, last)
+            commit_batch(&gen.db, &mut batch, last, stats)
         } else {
             self.inner
                 .inline
-                .run(|| commit_batch(&gen.db, &mut batch, last))
+                .run(|| commit_batch(&gen.db, &mut batch, last, stats))
         };
         let watch = Watch {
             shared: Arc::downgrade(&self.inner),
@@ -640,6 +644,11 @@ impl MetaStore {
         // Dropped here, off the lock: the last holder of a generation closes its
         // database.
         drop(gen);
+    }
+
+    /// Commits and redo-log syncs of this store so far.
+    pub fn commit_stats(&self) -> &CommitStats {
+        &self.inner.stats
     }
 
     /// Makes every commit answered so far stable on disk (syncs the redo log; a no-op
@@ -722,11 +731,58 @@ impl MetaStore {
     }
 }
 
+/// Commits and redo-log syncs of a store so far (for metrics).
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Write transactions run (each a batch of mutations).
+    pub commits: AtomicU64,
+    /// Mutations in them.
+    pub jobs: AtomicU64,
+    /// Syncs of the redo log.
+    pub syncs: AtomicU64,
+    /// Time those syncs took, in nanoseconds.
+    pub sync_nanos: AtomicU64,
+}
+
+/// The redo log's disk, its syncs counted and timed into a store's [`CommitStats`].
+#[derive(Debug)]
+struct TimedDisk {
+    inner: Box<dyn Disk>,
+    stats: Arc<CommitStats>,
+}
+
+impl Disk for TimedDisk {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let r = self.inner.sync();
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        self.stats.sync_nanos.fetch_add(took, Ordering::Relaxed);
+        r
+    }
+}
+
 impl Shared {
     /// Opens the files (redoing the log), checks or writes the superblock, starts a
     /// writer: one generation of the store.
     fn open_gen(self: &Arc<Shared>) -> Result<Arc<Gen>, StorageError> {
         let (db_disk, log_disk) = (self.disks)(&self.path, &self.dir.join("meta.redo"))?;
+        let log_disk: Box<dyn Disk> = Box::new(TimedDisk {
+            inner: log_disk,
+            stats: self.stats.clone(),
+        });
         let (file, recovery) = LoggedFile::open_with(db_disk, log_disk, LOG_CAPACITY, self.sync)?;
         let flusher = file.flusher();
         let shipper = file.shipper();
@@ -821,13 +877,14 @@ impl Shared {
         let (done_tx, done) = watch::channel(false);
         let wdb = db.clone();
         let wcommit = commit.clone();
+        let wstats = self.stats.clone();
         let watch = Watch {
             shared: Arc::downgrade(self),
             gen,
         };
         let thread = std::thread::Builder::new()
             .name("pvfs-meta-writer".into())
-            .spawn(move || writer(&wdb, rx, last, &done_tx, &watch, &wcommit))?;
+            .spawn(move || writer(&wdb, rx, last, &done_tx, &watch, (&wcommit, &wstats)))?;
         Ok(Arc::new(Gen {
             id: gen,
             db,
@@ -1017,7 +1074,7 @@ fn writer(
     last: Handle,
     done: &watch::Sender<bool>,
     watch: &Watch,
-    commit: &Mutex<()>,
+    (commit, stats): (&Mutex<()>, &CommitStats),
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(BATCH_MAX);
     while let Some(job) = rx.blocking_recv() {
@@ -1030,7 +1087,7 @@ fn writer(
         }
         let failed = {
             let _role = lock(commit);
-            let res = commit_batch(db, &mut batch, last);
+            let res = commit_batch(db, &mut batch, last, stats);
             finish_batch(&mut batch, res, watch)
         };
         let Some(error) = failed else {
@@ -1082,7 +1139,10 @@ fn commit_batch(
     db: &Database,
     batch: &mut [Box<dyn Job>],
     last: Handle,
+    stats: &CommitStats,
 ) -> Result<(), StorageError> {
+    stats.commits.fetch_add(1, Ordering::Relaxed);
+    stats.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
     let mut tx = db.begin_write()?;
     tx.set_durability(Durability::Immediate)?;
     let mut dirty = false;
