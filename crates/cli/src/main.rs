@@ -44,6 +44,8 @@ enum Command {
     Df(cmd::admin::DfArgs),
     /// Health of every server: ok, degraded (with the reason) or down; exit 1 unless all are ok.
     Status(cmd::admin::StatusArgs),
+    /// Every server's operation rates, bandwidth and latency, refreshed in the terminal.
+    Top(cmd::top::TopArgs),
     /// Make everything the file system acknowledged stable on every server's disk (as sync(1)).
     Sync(cmd::admin::SyncArgs),
     /// List a directory.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Ping(a) => cmd::admin::ping(a),
         Command::Df(a) => cmd::admin::df(a),
         Command::Status(a) => cmd::admin::status(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Sync(a) => cmd::admin::sync(a),
         Command::Ls(a) => cmd::namespace::ls(a),
         Command::Stat(a) => cmd::namespace::stat(a),

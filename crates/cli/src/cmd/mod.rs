@@ -14,6 +14,7 @@ pub mod mount;
 pub mod namespace;
 pub mod scrub;
 pub mod server;
+pub mod top;
 
 use std::path::Path;
 
