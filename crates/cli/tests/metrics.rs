@@ -321,12 +321,7 @@ fn a_mount_serves_its_clients_metrics() {
         return;
     }
     let cluster = Cluster::start();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = common::free_local_addr();
     // Direct I/O: every read reaches the servers (no page cache in between).
     let m = mount::Mount::start(&cluster, &["--direct-io", "--metrics", &addr]);
     let scrape = || {

@@ -1274,3 +1274,60 @@ fn a_program_that_cannot_authenticate_is_told_what_to_do_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("pvfs_preload"), "{stderr}");
 }
+
+#[test]
+fn a_preloaded_program_serves_its_metrics_when_asked() {
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "metrics");
+    let local = cluster.dir().join("in.bin");
+    let data = write_random(&local, 7, 300_000);
+    pl.ok("cp", &[local.to_str().unwrap(), &pl.at("/in")]);
+    let addr = common::free_local_addr();
+    // Reads one file and writes another through the library, says so, and waits
+    // for its standard input to close.
+    let script = format!(
+        "import sys\n\
+         d = open('{0}/in', 'rb').read()\n\
+         open('{0}/out', 'wb').write(d[:123456])\n\
+         print(len(d), flush=True)\n\
+         sys.stdin.read()\n",
+        pl.prefix
+    );
+    let mut cmd = pl.cmd(python(), &["-c", &script]);
+    cmd.env("PVFS_METRICS", &addr).stdin(Stdio::piped());
+    common::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), data.len().to_string());
+    let text = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(deadline())).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut t = String::new();
+        s.read_to_string(&mut t).unwrap();
+        t
+    };
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not served:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert_eq!(value("pvfs_client_written_bytes_total"), 123_456.0);
+    assert!(value("pvfs_client_read_bytes_total") >= data.len() as f64);
+    assert!(
+        text.contains("pvfs_client_requests_total{op=\"Create\"}"),
+        "{text}"
+    );
+}

@@ -83,6 +83,44 @@ impl Drop for NoPipe {
     }
 }
 
+/// With `PVFS_METRICS=HOST:PORT` in the environment, serves the Prometheus metrics of
+/// the process's first blocking client there (the C and preload libraries'
+/// programs), on a thread of its own with a runtime of its own: a runtime driven by
+/// its callers runs nothing between their calls. At most one per process; a port
+/// that cannot be bound (another process of the same program took it) leaves the
+/// program without metrics.
+fn serve_metrics_from_env(client: &Client) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    let Some(addr) = std::env::var("PVFS_METRICS").ok().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    let metrics = client.inner.pool.metrics.clone();
+    STARTED.call_once(move || {
+        let spawned = std::thread::Builder::new()
+            .name("pvfs-metrics".into())
+            .spawn(move || {
+                block_signals();
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::warn!("no metrics: cannot start their runtime: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(pvfs_metrics::serve(addr, move || {
+                    let text = metrics.render();
+                    async move { text }
+                }));
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("no metrics: cannot start their thread: {e}");
+        }
+    });
+}
+
 /// A [`Client`] whose methods block.
 #[derive(Clone)]
 pub struct BlockingClient {
@@ -118,6 +156,7 @@ impl BlockingClient {
         // A runtime driven by its callers runs nothing by itself: lock leases are
         // renewed by a thread that drives it for each renewal.
         client.inner.locks.set_runner(Arc::downgrade(&rt));
+        serve_metrics_from_env(&client);
         Ok(BlockingClient { rt, client })
     }
 

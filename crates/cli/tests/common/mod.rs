@@ -69,6 +69,16 @@ pub fn die_with_parent(cmd: &mut Command) {
         });
     }
 }
+/// `127.0.0.1:PORT` with a port free now (from the ephemeral range, above every
+/// block [`PortBlock`] reserves): for a listener a test asks a program to open.
+pub fn free_local_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
 /// Polls `f` until it returns `Some`, or panics with `what` after `deadline`.
 pub fn poll<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
