@@ -190,16 +190,7 @@ fn servers_serve_metrics_that_move_with_real_work_and_parse_as_openmetrics() {
     assert_eq!(out.stdout.len(), size);
     // A lookup that fails, and a client whose key the servers do not hold.
     cli(&["stat", "/missing"]).err_line();
-    let key = cluster.dir().join("other.key");
-    run_pvfs(&["keygen", key.to_str().unwrap()], &[], &["PVFS_CONFIG"]).ok();
-    let text = std::fs::read_to_string(cluster.config_path()).unwrap();
-    let line = text.lines().find(|l| l.starts_with("key = ")).unwrap();
-    let wrong = cluster.dir().join("wrong.toml");
-    std::fs::write(
-        &wrong,
-        text.replace(line, &format!("key = \"{}\"", key.display())),
-    )
-    .unwrap();
+    let wrong = cluster.config_with_other_key();
     run_pvfs(
         &["ping", "-c", wrong.to_str().unwrap()],
         &[],

@@ -198,25 +198,10 @@ fn a_user_who_cannot_authenticate_is_told_once_and_no_server_is_called_down() {
     let cluster = Cluster::start();
     // A key file the servers do not hold (a node left out of a key change), and, as
     // root, a user who can read no key and has no MUNGE.
-    let wrong = cluster.dir().join("wrong.toml");
-    let key = cluster.dir().join("other.key");
-    run_pvfs(&["keygen", key.to_str().unwrap()], &[], &["PVFS_CONFIG"]).ok();
-    let text = std::fs::read_to_string(cluster.config_path()).unwrap();
-    let key_line = text.lines().find(|l| l.starts_with("key = ")).unwrap();
-    let text = text.replace(key_line, &format!("key = \"{}\"", key.display()));
-    std::fs::write(&wrong, text).unwrap();
+    let wrong = cluster.config_with_other_key();
     let mut cases = vec![("a key the servers do not hold", None, wrong)];
     if is_root() {
-        let user = cluster.user_config();
-        let text = std::fs::read_to_string(&user).unwrap();
-        let text = text.replace(
-            "[security]\n",
-            &format!(
-                "[security]\nmunge_socket = \"{}\"\n",
-                cluster.dir().join("no-munged").display()
-            ),
-        );
-        std::fs::write(&user, text).unwrap();
+        let user = cluster.user_config_without_munge();
         cases.push(("no key and no MUNGE", Some(65534), user));
     } else {
         skip(

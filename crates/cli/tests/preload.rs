@@ -1202,16 +1202,7 @@ fn a_program_that_cannot_authenticate_is_told_what_to_do_once() {
     let cluster = Cluster::start();
     let pl = Preload::new(&cluster, "auth");
     // A node key the servers do not hold (a node left out of a key change).
-    let key = cluster.dir().join("other.key");
-    common::run_pvfs(&["keygen", key.to_str().unwrap()], &[], &["PVFS_CONFIG"]).ok();
-    let text = std::fs::read_to_string(cluster.config_path()).unwrap();
-    let line = text.lines().find(|l| l.starts_with("key = ")).unwrap();
-    let wrong = cluster.dir().join("wrong.toml");
-    std::fs::write(
-        &wrong,
-        text.replace(line, &format!("key = \"{}\"", key.display())),
-    )
-    .unwrap();
+    let wrong = cluster.config_with_other_key();
     let mut cases = vec![(
         "a key the servers do not hold",
         wrong,
@@ -1220,14 +1211,7 @@ fn a_program_that_cannot_authenticate_is_told_what_to_do_once() {
     )];
     // A user who can read no key and has no MUNGE (its socket is nowhere).
     if common::is_root() {
-        let user = cluster.user_config();
-        let text = std::fs::read_to_string(&user).unwrap();
-        let socket = cluster.dir().join("no-munged");
-        let text = text.replace(
-            "[security]\n",
-            &format!("[security]\nmunge_socket = \"{}\"\n", socket.display()),
-        );
-        std::fs::write(&user, text).unwrap();
+        let user = cluster.user_config_without_munge();
         cases.push(("no key and no MUNGE", user, Some(65534), "set up MUNGE"));
     } else {
         common::skip(

@@ -43,22 +43,11 @@ fn same_rename_twice(
             .unwrap();
         let slow = Client::over(cluster.config.clone(), net.node("slow"));
         let fast = Client::over(cluster.config.clone(), net.node("fast"));
-        let moved = fast
-            .create(from, 0o644, LayoutSpec::default(), true)
-            .await
-            .unwrap()
-            .stat()
-            .await
-            .unwrap()
-            .handle;
-        let replaced = fast
-            .create(to, 0o644, LayoutSpec::default(), true)
-            .await
-            .unwrap()
-            .stat()
-            .await
-            .unwrap()
-            .handle;
+        let create = async |path| {
+            let file = fast.create(path, 0o644, LayoutSpec::default(), true);
+            file.await.unwrap().stat().await.unwrap().handle
+        };
+        let (moved, replaced) = (create(from).await, create(to).await);
         // Both clients know the root and have their connections to every server
         // that holds the names and the objects: no step below makes one.
         for c in [&slow, &fast] {

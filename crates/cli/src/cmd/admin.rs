@@ -328,27 +328,31 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 e.state == ServerState::Retired
                     || (e.state == ServerState::Lost && rebuilding.is_empty())
             });
-            let (state, detail, extra) = match (&r.result, degraded(health)) {
-                (Err(e), _) if refused.note(&r.name, &r.address, e).is_some() => {
-                    let kind = Refusal::of(e).unwrap_or(Refusal::Unauthenticated);
+            let refusal = r
+                .result
+                .as_ref()
+                .err()
+                .and_then(|e| refused.note(&r.name, &r.address, e));
+            let (state, detail, extra) = match (&r.result, degraded(health), refusal) {
+                (Err(e), _, Some(kind)) => {
                     let extra = serde_json::json!({
                         "state": kind.json_state(), "error": e.message, "errno": e.errno.name(),
                     });
                     ("unknown", kind.row().to_string(), extra)
                 }
-                (Err(e), _) => {
+                (Err(e), _, None) => {
                     down += usize::from(!settled);
                     let extra = serde_json::json!({
                         "state": "down", "error": e.message, "errno": e.errno.name(),
                     });
                     ("down", e.message.clone(), extra)
                 }
-                (Ok(_), Some(h)) => {
+                (Ok(_), Some(h), _) => {
                     sick.push(r.name.as_str());
                     let detail = format!("{}; degraded for {} s", h.reason, h.since_secs);
                     ("degraded", detail, degraded_json(h))
                 }
-                (Ok(_), None) => {
+                (Ok(_), None, _) => {
                     let detail = match space {
                         Some(st) => {
                             let used = st.total_bytes.saturating_sub(st.free_bytes);

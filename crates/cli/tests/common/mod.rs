@@ -1335,6 +1335,36 @@ impl Cluster {
         path
     }
 
+    /// A copy of the configuration whose node key is another one, which the servers
+    /// do not hold (a node left out of a key change): its clients cannot authenticate.
+    pub fn config_with_other_key(&self) -> PathBuf {
+        let key = self.dir().join("other.key");
+        run_pvfs(&["keygen", key.to_str().unwrap()], &[], &["PVFS_CONFIG"]).ok();
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let line = text.lines().find(|l| l.starts_with("key = ")).unwrap();
+        let wrong = self.dir().join("wrong.toml");
+        std::fs::write(
+            &wrong,
+            text.replace(line, &format!("key = \"{}\"", key.display())),
+        )
+        .unwrap();
+        wrong
+    }
+
+    /// [`Cluster::user_config`], with a MUNGE socket where no munged listens: a user
+    /// who can read no key and has no MUNGE.
+    pub fn user_config_without_munge(&self) -> PathBuf {
+        let user = self.user_config();
+        let text = std::fs::read_to_string(&user).unwrap();
+        let socket = self.dir().join("no-munged");
+        let text = text.replace(
+            "[security]\n",
+            &format!("[security]\nmunge_socket = \"{}\"\n", socket.display()),
+        );
+        std::fs::write(&user, text).unwrap();
+        user
+    }
+
     pub fn config_str(&self) -> &str {
         self.config_path.to_str().unwrap()
     }
