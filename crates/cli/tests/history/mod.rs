@@ -875,6 +875,7 @@ pub const DEFAULT_BUDGET: Budget = Budget {
 pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: Budget) -> Result<Verdict, String> {
     let mut ops: Vec<Op> = ops.to_vec();
     ops.sort_by_key(|o| (o.start, o.end));
+    let budget = Spent::new(budget);
     // A snapshot that could not read everything fits no state: rather than try every
     // order of what came before, check that, and show the snapshot against where it
     // ends (the snapshot's step is the last of its history).
@@ -882,15 +883,188 @@ pub fn check(u: &Universe, ops: &[Op], late: Nanos, budget: Budget) -> Result<Ve
         .iter()
         .position(|op| matches!(&op.seen, Seen::Snapshot(s) if !s.errors.is_empty()));
     if let Some(i) = broken {
-        let (verdict, mut best) = Checker::new(u, &ops[..i], late).search(budget)?;
-        let full = Checker::new(u, &ops[..=i], late);
+        let (verdict, from, mut best) = check_in_parts(u, &ops[..i], late, &budget)?;
+        let versions = std::rc::Rc::new(versions_written(&ops));
+        let full = Checker::new(
+            u,
+            &ops[..=i],
+            late,
+            versions,
+            from.start..i + 1,
+            best.start.clone(),
+        );
         best.cands = vec![(full.steps.len() - 1) as u32];
         return Err(format!(
             "a snapshot shows what no state can (what came before it is linearizable):\n{}",
             full.report(&best, &[], verdict.explored, false)
         ));
     }
-    Checker::new(u, &ops, late).search(budget).map(|(v, _)| v)
+    check_in_parts(u, &ops, late, &budget).map(|(v, _, _)| v)
+}
+
+/// Where a history may be cut: after each snapshot that nothing overlapped (every
+/// operation before it completed, with its grace when it may still take effect, before
+/// the snapshot began; every one after it began after the snapshot completed). Every
+/// linearization places all the steps before such a snapshot first, then the snapshot,
+/// then the rest, so the parts can be checked one after the other, each from a state
+/// the part before can end in. `ops` is sorted by invocation.
+fn quiet_cuts(ops: &[Op], late: Nanos) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut ended: Nanos = 0;
+    for (i, op) in ops.iter().enumerate() {
+        let quiet = matches!(&op.seen, Seen::Snapshot(s) if s.errors.is_empty())
+            && op.main == Res::Ok
+            && ended < op.start
+            && ops.get(i + 1).is_none_or(|next| next.start > op.end);
+        if quiet && i + 1 < ops.len() {
+            cuts.push(i + 1);
+        }
+        let end = if op.late {
+            op.end.saturating_add(late)
+        } else {
+            op.end
+        };
+        ended = ended.max(end);
+    }
+    cuts
+}
+
+/// Checks `ops` (sorted) part by part between quiet snapshots ([`quiet_cuts`]): a part
+/// is searched from one state the part before ends in, and should it fit none of them,
+/// the part before is asked for another (the snapshot fixes nearly everything, so
+/// there are few). Returns the counts, and the last part's range and linearization.
+fn check_in_parts(
+    u: &Universe,
+    ops: &[Op],
+    late: Nanos,
+    budget: &Spent,
+) -> Result<(Verdict, std::ops::Range<usize>, Best), String> {
+    let mut bounds = vec![0];
+    bounds.extend(quiet_cuts(ops, late));
+    bounds.push(ops.len());
+    let parts: Vec<std::ops::Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
+    let versions = std::rc::Rc::new(versions_written(ops));
+    // One search per part reached, each from a state the one before it ended in.
+    let mut levels: Vec<(Checker<'_>, Search, usize)> = Vec::new();
+    levels.push((
+        Checker::new(
+            u,
+            ops,
+            late,
+            versions.clone(),
+            parts[0].clone(),
+            State::default(),
+        ),
+        Search::default(),
+        0,
+    ));
+    // The report of the furthest part that fitted none of the states offered to it.
+    let mut deepest: Option<(usize, String)> = None;
+    loop {
+        let level = levels.len() - 1;
+        let (checker, search, _) = levels.last_mut().expect("a part");
+        match search.next(checker, budget) {
+            Next::Found(verdict, best) => {
+                let ops_checked = verdict.ops;
+                levels[level].2 = ops_checked;
+                if level + 1 == parts.len() {
+                    let verdict = Verdict {
+                        ops: levels.iter().map(|l| l.2).sum(),
+                        steps: verdict.steps,
+                        explored: budget.explored(),
+                    };
+                    return Ok((verdict, parts[level].clone(), *best));
+                }
+                levels.push((
+                    Checker::new(
+                        u,
+                        ops,
+                        late,
+                        versions.clone(),
+                        parts[level + 1].clone(),
+                        best.state,
+                    ),
+                    Search::default(),
+                    0,
+                ));
+                // A part that cannot follow the states the part before ends in needs
+                // another state from a part further back only when something a
+                // snapshot does not show (a seal, a write landed in part, a link
+                // count) lasts over several parts: the searches of parts further back
+                // than that are let go, so that memory stays bounded.
+                if let Some(old) = levels.len().checked_sub(RESUMABLE_PARTS + 1) {
+                    levels[old].1 = Search::let_go();
+                }
+            }
+            Next::Exhausted(report) => {
+                if deepest.as_ref().is_none_or(|(d, _)| level > *d) {
+                    let header = if parts.len() > 1 {
+                        let r = &parts[level];
+                        format!(
+                            "(the history is checked in {} parts, cut at snapshots nothing overlapped; \
+                             this is the part of operations #{} to #{}, and none of the states the \
+                             parts before it can end in lets it through)\n",
+                            parts.len(),
+                            r.start,
+                            r.end - 1
+                        )
+                    } else {
+                        String::new()
+                    };
+                    deepest = Some((level, format!("{header}{report}")));
+                }
+                levels.pop();
+                if levels.is_empty() {
+                    return Err(deepest.map(|(_, r)| r).unwrap_or_default());
+                }
+            }
+            Next::GaveUp(report) => return Err(report),
+        }
+    }
+}
+
+/// How many of the last parts a check can go back to for another state to start from.
+const RESUMABLE_PARTS: usize = 16;
+
+/// Every version the operations of `ops` write, by id.
+fn versions_written(ops: &[Op]) -> HashMap<u32, Version> {
+    ops.iter()
+        .filter_map(|op| match &op.call {
+            Call::Create { write: Some(v), .. } | Call::Write { version: v, .. } => {
+                Some((v.id, *v))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a check has spent of its budget, over all its parts.
+struct Spent {
+    budget: Budget,
+    started: std::time::Instant,
+    explored: std::cell::Cell<usize>,
+}
+
+impl Spent {
+    fn new(budget: Budget) -> Spent {
+        Spent {
+            budget,
+            started: std::time::Instant::now(),
+            explored: std::cell::Cell::new(0),
+        }
+    }
+
+    fn explored(&self) -> usize {
+        self.explored.get()
+    }
+
+    /// Counts one configuration more: whether the budget is spent.
+    fn count(&self) -> bool {
+        let n = self.explored.get() + 1;
+        self.explored.set(n);
+        n > self.budget.configurations
+            || (n.is_multiple_of(1024) && self.started.elapsed() > self.budget.time)
+    }
 }
 
 struct Checker<'a> {
@@ -900,21 +1074,28 @@ struct Checker<'a> {
     /// Steps that must be placed (those of parts that may have done nothing need not).
     required: usize,
     /// Per operation, the end of its last step's window.
-    last_end: Vec<Nanos>,
+    last_end: HashMap<u32, Nanos>,
     /// Every version written, by id.
-    versions: HashMap<u32, Version>,
+    versions: std::rc::Rc<HashMap<u32, Version>>,
+    /// The state the steps start from.
+    start: State,
 }
 
 impl<'a> Checker<'a> {
-    fn new(u: &'a Universe, ops: &'a [Op], late: Nanos) -> Checker<'a> {
+    /// The checker of the operations of `ops` in `range` (numbered as in `ops`),
+    /// starting from `start`; `versions`: those `ops` write ([`versions_written`]).
+    fn new(
+        u: &'a Universe,
+        ops: &'a [Op],
+        late: Nanos,
+        versions: std::rc::Rc<HashMap<u32, Version>>,
+        range: std::ops::Range<usize>,
+        start: State,
+    ) -> Checker<'a> {
         let mut steps: Vec<Step> = Vec::new();
-        let mut versions = HashMap::new();
         for (i, op) in ops.iter().enumerate() {
-            match &op.call {
-                Call::Create { write: Some(v), .. } | Call::Write { version: v, .. } => {
-                    versions.insert(v.id, *v);
-                }
-                _ => {}
+            if !range.contains(&i) {
+                continue;
             }
             let i = i as u32;
             let mut chain: Option<u32> = None;
@@ -1051,9 +1232,9 @@ impl<'a> Checker<'a> {
                 .map(|j| j as u32);
         }
         let required = steps.iter().filter(|s| !s.may_skip).count();
-        let mut last_end = vec![0; ops.len()];
+        let mut last_end: HashMap<u32, Nanos> = HashMap::new();
         for s in &steps {
-            let e = &mut last_end[s.op as usize];
+            let e = last_end.entry(s.op).or_default();
             *e = (*e).max(s.end);
         }
         Checker {
@@ -1063,6 +1244,7 @@ impl<'a> Checker<'a> {
             required,
             last_end,
             versions,
+            start,
         }
     }
 
@@ -1361,7 +1543,7 @@ impl<'a> Checker<'a> {
                     let mut s = st.clone();
                     // What operations whose steps can no longer come hold is dead.
                     s.held
-                        .retain(|&(o, _)| self.last_end[o as usize] >= op.start);
+                        .retain(|&(o, _)| self.last_end.get(&o).is_some_and(|&e| e >= op.start));
                     s.canonicalize();
                     out.push(s);
                 }
@@ -1501,101 +1683,10 @@ impl<'a> Checker<'a> {
         true
     }
 
-    /// Searches for a linearization: the counts and where it ends, or a report.
-    fn search(&self, budget: Budget) -> Result<(Verdict, Best), String> {
-        let started = std::time::Instant::now();
-        let informative = self
-            .steps
-            .iter()
-            .map(|s| s.op)
-            .collect::<HashSet<_>>()
-            .len();
-        if self.required == 0 {
-            let verdict = Verdict {
-                ops: informative,
-                steps: 0,
-                explored: 0,
-            };
-            return Ok((verdict, Best::default()));
-        }
-        let mut memo: HashSet<u128> = HashSet::new();
-        let mut stack: Vec<Frame> = vec![self.root()];
-        let mut explored = 1usize;
-        let mut best = Best::default();
-        while let Some(top) = stack.last_mut() {
-            if top.succ_i < top.succ.len() {
-                let si = top.cands[top.cand_i - 1] as usize;
-                let state = std::mem::take(&mut top.succ[top.succ_i]);
-                top.succ_i += 1;
-                let step = &self.steps[si];
-                let mut placed = top.placed.clone();
-                placed[si / 64] |= 1 << (si % 64);
-                let count = top.count + usize::from(!step.may_skip);
-                if count == self.required {
-                    let verdict = Verdict {
-                        ops: informative,
-                        steps: count,
-                        explored,
-                    };
-                    let path = stack
-                        .iter()
-                        .filter(|f| f.cand_i > 0 && f.succ_i > 0)
-                        .map(|f| (f.cands[f.cand_i - 1], f.succ_i - 1))
-                        .collect();
-                    let best = Best {
-                        count,
-                        state,
-                        cands: Vec::new(),
-                        path,
-                    };
-                    return Ok((verdict, best));
-                }
-                let latest = top.latest.max(step.start);
-                let lo = self.first_open(&placed, top.lo, latest);
-                if !memo.insert(key(&placed, lo, &state)) {
-                    continue;
-                }
-                explored += 1;
-                let spent = explored > budget.configurations
-                    || (explored.is_multiple_of(1024) && started.elapsed() > budget.time);
-                if spent {
-                    return Err(self.report(&best, &stack, explored, true));
-                }
-                let frame = Frame::new(self, placed, count, lo, latest, state);
-                if count > best.count {
-                    best = Best {
-                        count,
-                        state: frame.state.clone(),
-                        cands: frame.cands.clone(),
-                        path: stack
-                            .iter()
-                            .filter(|f| f.cand_i > 0 && f.succ_i > 0)
-                            .map(|f| (f.cands[f.cand_i - 1], f.succ_i - 1))
-                            .collect(),
-                    };
-                }
-                stack.push(frame);
-            } else if top.cand_i < top.cands.len() {
-                let si = top.cands[top.cand_i] as usize;
-                top.cand_i += 1;
-                top.succ = self.apply(&top.state, si);
-                top.succ_i = 0;
-            } else {
-                stack.pop();
-            }
-        }
-        if best.count == 0 {
-            let root = self.root();
-            best.state = root.state;
-            best.cands = root.cands;
-        }
-        Err(self.report(&best, &[], explored, false))
-    }
-
     fn root(&self) -> Frame {
         let placed = vec![0; self.steps.len().div_ceil(64)];
         let lo = self.first_open(&placed, 0, 0);
-        Frame::new(self, placed, 0, lo, 0, State::default())
+        Frame::new(self, placed, 0, lo, 0, self.start.clone())
     }
 
     /// The first step from `lo` on that may still be placed: not placed, and for one
@@ -1876,7 +1967,7 @@ impl Checker<'_> {
     /// Replays `path` from the start: every name each file had.
     fn names_along(&self, path: &[(u32, usize)]) -> HashMap<u32, HashSet<Slot>> {
         let mut names: HashMap<u32, HashSet<Slot>> = HashMap::new();
-        let mut st = State::default();
+        let mut st = self.start.clone();
         for &(j, k) in path {
             let Some(next) = self.apply(&st, j as usize).into_iter().nth(k) else {
                 break;
@@ -2132,9 +2223,148 @@ impl Frame {
 struct Best {
     count: usize,
     state: State,
+    /// The state the order starts from.
+    start: State,
     cands: Vec<u32>,
     /// The steps placed, and which of each one's successor states was taken.
     path: Vec<(u32, usize)>,
+}
+
+/// What [`Search::next`] found.
+enum Next {
+    /// A linearization (one ending in a state not offered before): the counts and the
+    /// order.
+    Found(Verdict, Box<Best>),
+    /// No other linearization exists: the report.
+    Exhausted(String),
+    /// The budget is spent: the report.
+    GaveUp(String),
+}
+
+/// A depth-first search for linearizations of one checker's steps that can be resumed
+/// after each one found, for the next ending in another state.
+#[derive(Default)]
+struct Search {
+    started: bool,
+    /// Let go of to bound memory: it offers nothing more.
+    let_go: bool,
+    memo: HashSet<u128>,
+    stack: Vec<Frame>,
+    best: Best,
+    /// The states linearizations found ended in.
+    ends: HashSet<State>,
+}
+
+impl Search {
+    /// A search let go of.
+    fn let_go() -> Search {
+        Search {
+            started: true,
+            let_go: true,
+            ..Search::default()
+        }
+    }
+
+    /// The next linearization ending in a state not offered before, or why none is.
+    fn next(&mut self, c: &Checker<'_>, spent: &Spent) -> Next {
+        let informative = c.steps.iter().map(|s| s.op).collect::<HashSet<_>>().len();
+        if self.let_go {
+            return Next::Exhausted(format!(
+                "(the search of the part of operations from #{} on was let go, so that memory \
+                 stays bounded: it was not asked for other states to end in)",
+                c.steps.first().map_or(0, |s| s.op)
+            ));
+        }
+        if !self.started {
+            self.started = true;
+            if c.required == 0 {
+                self.ends.insert(c.start.clone());
+                let verdict = Verdict {
+                    ops: informative,
+                    steps: 0,
+                    explored: spent.explored(),
+                };
+                let best = Best {
+                    state: c.start.clone(),
+                    start: c.start.clone(),
+                    ..Best::default()
+                };
+                return Next::Found(verdict, Box::new(best));
+            }
+            let root = c.root();
+            spent.count();
+            self.best.state = root.state.clone();
+            self.best.start = c.start.clone();
+            self.best.cands = root.cands.clone();
+            self.stack.push(root);
+        }
+        while let Some(top) = self.stack.last_mut() {
+            if top.succ_i < top.succ.len() {
+                let si = top.cands[top.cand_i - 1] as usize;
+                let state = std::mem::take(&mut top.succ[top.succ_i]);
+                top.succ_i += 1;
+                let step = &c.steps[si];
+                let mut placed = top.placed.clone();
+                placed[si / 64] |= 1 << (si % 64);
+                let count = top.count + usize::from(!step.may_skip);
+                let (top_lo, top_latest) = (top.lo, top.latest);
+                if count == c.required {
+                    if !self.ends.insert(state.clone()) {
+                        continue;
+                    }
+                    let verdict = Verdict {
+                        ops: informative,
+                        steps: count,
+                        explored: spent.explored(),
+                    };
+                    let best = Best {
+                        count,
+                        state,
+                        start: c.start.clone(),
+                        cands: Vec::new(),
+                        path: self.path(),
+                    };
+                    return Next::Found(verdict, Box::new(best));
+                }
+                let latest = top_latest.max(step.start);
+                let lo = c.first_open(&placed, top_lo, latest);
+                if !self.memo.insert(key(&placed, lo, &state)) {
+                    continue;
+                }
+                if spent.count() {
+                    return Next::GaveUp(c.report(&self.best, &self.stack, spent.explored(), true));
+                }
+                let frame = Frame::new(c, placed, count, lo, latest, state);
+                if count > self.best.count {
+                    self.best = Best {
+                        count,
+                        state: frame.state.clone(),
+                        start: c.start.clone(),
+                        cands: frame.cands.clone(),
+                        path: self.path(),
+                    };
+                }
+                self.stack.push(frame);
+            } else if top.cand_i < top.cands.len() {
+                let si = top.cands[top.cand_i] as usize;
+                top.cand_i += 1;
+                top.succ = c.apply(&top.state, si);
+                top.succ_i = 0;
+            } else {
+                self.stack.pop();
+            }
+        }
+        Next::Exhausted(c.report(&self.best, &[], spent.explored(), false))
+    }
+
+    /// The steps placed along the stack, and which successor state each one took.
+    fn path(&self) -> Vec<(u32, usize)> {
+        self.stack
+            .iter()
+            .filter(|f| f.cand_i > 0 && f.succ_i > 0)
+            .map(|f| (f.cands[f.cand_i - 1], f.succ_i - 1))
+            .collect()
+    }
 }
 
 /// A 128-bit fingerprint of a configuration (steps placed from `lo` on, and the

@@ -671,3 +671,98 @@ fn a_snapshot_that_could_not_read_everything_fails_at_once() {
     let report = h.fails();
     assert!(!report.contains("a snapshot shows"), "{report}");
 }
+
+/// A create whose write of a content spanning datafiles was cut short, then a snapshot
+/// that reads the file empty (the write did nothing, or landed only past the start),
+/// then a read that saw `later`.
+fn cut_short_then(later: ReadObs) -> H {
+    let mut h = H::new();
+    let at = h.slot("/a/f0");
+    let c = h.op(
+        0,
+        (0, 10),
+        Call::Create {
+            at,
+            write: Some(Version {
+                id: 5,
+                len: 200_000,
+            }),
+        },
+    );
+    c.data = Res::Unknown;
+    h.snapshot(
+        (20, 21),
+        &[("/a", &[("f0", 7, ReadObs::Empty)]), ("/b", &[])],
+    );
+    h.read(1, (30, 31), "/a/f0", later);
+    h
+}
+
+#[test]
+fn a_history_is_cut_at_snapshots_nothing_overlapped() {
+    let h = cut_short_then(ReadObs::Empty);
+    assert_eq!(quiet_cuts(&h.ops, LATE), vec![2]);
+    // An operation that may still take effect up to `LATE` after it completed
+    // overlaps the snapshot: no cut there.
+    let mut late = h.ops.clone();
+    late[0].late = true;
+    assert_eq!(quiet_cuts(&late, LATE), Vec::<usize>::new());
+    // Nor where an operation runs while the snapshot does.
+    let mut h = cut_short_then(ReadObs::Empty);
+    h.read(1, (21, 22), "/a/f0", ReadObs::Empty);
+    h.ops.sort_by_key(|o| (o.start, o.end));
+    assert_eq!(quiet_cuts(&h.ops, LATE), Vec::<usize>::new());
+}
+
+#[test]
+fn a_part_goes_back_for_another_state_the_part_before_can_end_in() {
+    let mut part = Version {
+        id: 5,
+        len: 200_000,
+    }
+    .content();
+    part[..70_000].fill(0);
+    let h = cut_short_then(ReadObs::Other(part.clone()));
+    // The part before the snapshot ends in two states (the write did nothing, or
+    // landed in part), and the first found is not the one the read needs.
+    let c = Checker::new(
+        &h.u,
+        &h.ops,
+        LATE,
+        std::rc::Rc::new(versions_written(&h.ops)),
+        0..2,
+        State::default(),
+    );
+    let spent = Spent::new(DEFAULT_BUDGET);
+    let mut search = Search::default();
+    let Next::Found(_, first) = search.next(&c, &spent) else {
+        panic!("the part before the snapshot has a linearization");
+    };
+    let Next::Found(_, second) = search.next(&c, &spent) else {
+        panic!("the part before the snapshot ends in a second state");
+    };
+    assert!(matches!(search.next(&c, &spent), Next::Exhausted(_)));
+    assert_eq!(first.state.files[0].value, Value::Empty);
+    assert_eq!(second.state.files[0].value, Value::Part(5));
+    h.passes();
+    // Negative control: bytes no state explains fail, in the part after the cut.
+    let mut garbage = part;
+    garbage[150_000] ^= 0xff;
+    let report = cut_short_then(ReadObs::Other(garbage)).fails();
+    assert!(report.contains("checked in 2 parts"), "{report}");
+    assert!(report.contains("operations #2 to #2"), "{report}");
+}
+
+#[test]
+fn a_violation_after_a_cut_is_found_and_named() {
+    let mut h = H::new();
+    h.create(0, (0, 1), "/a/f0", 1);
+    h.snapshot((10, 11), &[("/a", &[("f0", 7, v(1))]), ("/b", &[])]);
+    h.read(1, (20, 21), "/a/f0", v(1));
+    h.snapshot((30, 31), &[("/a", &[("f0", 7, v(1))]), ("/b", &[])]);
+    h.passes();
+    h.read(1, (40, 41), "/a/f0", v(99));
+    let report = h.fails();
+    assert!(report.contains("checked in 3 parts"), "{report}");
+    assert!(report.contains("#4 client 1"), "{report}");
+}
