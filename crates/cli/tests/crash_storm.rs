@@ -125,6 +125,9 @@ impl Fault {
 
 /// What a member of the authority with a new disk logs once it votes again.
 const VOTES_AGAIN: &str = "holds the leader's log, votes again";
+/// What a server logs when the map has it up again after it was away: every new
+/// process of a server is recovering until it says so.
+const CAUGHT_UP: &str = "caught up with what this server missed";
 
 /// A fault: client `client`, once `after` of its operations of the step are done, has
 /// `how` befall `server`, and mends it once `restart_after` are done.
@@ -489,6 +492,9 @@ struct Shared<'a> {
     /// Whether every operation must succeed (copies): then a lock must be granted
     /// and released without an error too.
     failover: bool,
+    /// Servers restarted (their processes killed) that have not been seen caught
+    /// up since: (server, lines of [`CAUGHT_UP`] in its log before the restart).
+    restarted: Mutex<Vec<(usize, usize)>>,
 }
 
 impl Worker {
@@ -1140,6 +1146,7 @@ fn storm(mode: Mode) {
         locks,
         holds: Mutex::new(Vec::new()),
         failover: matches!(mode, Mode::Failover { .. }),
+        restarted: Mutex::new(Vec::new()),
     };
     let late = common::scaled(LATE).as_nanos() as Nanos;
     let budget = history::Budget {
@@ -1166,6 +1173,10 @@ fn storm(mode: Mode) {
         // the round ends once every one is up (as it must be for fsck at the end).
         if matches!(mode, Mode::Failover { .. }) {
             all_up(&cluster, &[]);
+            assert!(
+                caught_up_within(&cluster, &shared, Duration::from_secs(60)),
+                "a restarted server did not catch up within a minute"
+            );
         }
         // The round's last observation: everything, with nothing else running.
         let start = now(shared.origin);
@@ -1442,6 +1453,27 @@ fn all_up(cluster: &Cluster, faulted: &[usize]) {
     );
 }
 
+/// Whether every server restarted since it was last looked at logged
+/// [`CAUGHT_UP`] since, within `patience` (scaled to the machine).
+fn caught_up_within(cluster: &Cluster, shared: &Shared<'_>, patience: Duration) -> bool {
+    let names = cluster.names();
+    let deadline = Instant::now() + common::scaled(patience);
+    loop {
+        shared
+            .restarted
+            .lock()
+            .unwrap()
+            .retain(|&(i, before)| cluster.log(&names[i]).matches(CAUGHT_UP).count() <= before);
+        if shared.restarted.lock().unwrap().is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Whether every server but those in `faulted` comes up ([`up_but`]) within
 /// `patience` (scaled to the machine).
 fn up_within(cluster: &Cluster, faulted: &[usize], patience: Duration) -> bool {
@@ -1536,11 +1568,18 @@ fn run_step(
                     // every other server is up within a few leases (a group whose
                     // primary the first fault took moves to a standby, and its other
                     // standby follows the new primary within them).
+                    // A server restarted a moment ago may still be up in the map,
+                    // which has not seen its new process yet: until that process
+                    // caught up, the groups it stands by for have one copy.
                     if matches!(mode, Mode::Failover { .. }) {
                         if faulted.is_empty() {
                             all_up(cluster, &faulted);
+                            did = caught_up_within(cluster, shared, Duration::from_secs(60));
+                            assert!(did, "a restarted server did not catch up within a minute");
+                            all_up(cluster, &faulted);
                         } else {
-                            did = up_within(cluster, &faulted, settle * 4);
+                            did = up_within(cluster, &faulted, settle * 4)
+                                && caught_up_within(cluster, shared, settle * 4);
                         }
                     }
                     if !did {
@@ -1564,6 +1603,10 @@ fn run_step(
                 }
                 Control::Restart(i, how) => {
                     faulted.retain(|&f| f != i);
+                    if matches!(how, Fault::Kill | Fault::Wipe) {
+                        let before = cluster.log(&names[i]).matches(CAUGHT_UP).count();
+                        shared.restarted.lock().unwrap().push((i, before));
+                    }
                     if matches!(how, Fault::Stop | Fault::Cut) {
                         resumed = Some(Instant::now());
                     }
