@@ -851,7 +851,8 @@ pub struct Verdict {
     pub explored: usize,
 }
 
-/// How much the search may explore before it gives up (a failure too).
+/// How much the search of one part of a history ([`check`]) may explore before it
+/// gives up (a failure too).
 #[derive(Clone, Copy, Debug)]
 pub struct Budget {
     /// Configurations. A storm's history of the default length took up to about a
@@ -960,8 +961,13 @@ fn check_in_parts(
     ));
     // The report of the furthest part that fitted none of the states offered to it.
     let mut deepest: Option<(usize, String)> = None;
+    let mut searching = usize::MAX;
     loop {
         let level = levels.len() - 1;
+        if level != searching {
+            budget.begin_part();
+            searching = level;
+        }
         let (checker, search, _) = levels.last_mut().expect("a part");
         match search.next(checker, budget) {
             Next::Found(verdict, best) => {
@@ -1038,10 +1044,15 @@ fn versions_written(ops: &[Op]) -> HashMap<u32, Version> {
         .collect()
 }
 
-/// What a check has spent of its budget, over all its parts.
+/// What a check has spent: of its budget, which bounds the search of each part
+/// ([`check_in_parts`]: a history checked part by part takes time in proportion to
+/// its length), and in all.
 struct Spent {
     budget: Budget,
-    started: std::time::Instant,
+    /// When the part searched now began to be searched.
+    part_started: std::cell::Cell<std::time::Instant>,
+    /// Configurations explored in it.
+    part_explored: std::cell::Cell<usize>,
     explored: std::cell::Cell<usize>,
 }
 
@@ -1049,21 +1060,29 @@ impl Spent {
     fn new(budget: Budget) -> Spent {
         Spent {
             budget,
-            started: std::time::Instant::now(),
+            part_started: std::cell::Cell::new(std::time::Instant::now()),
+            part_explored: std::cell::Cell::new(0),
             explored: std::cell::Cell::new(0),
         }
+    }
+
+    /// The search goes on with another part: its budget starts whole.
+    fn begin_part(&self) {
+        self.part_started.set(std::time::Instant::now());
+        self.part_explored.set(0);
     }
 
     fn explored(&self) -> usize {
         self.explored.get()
     }
 
-    /// Counts one configuration more: whether the budget is spent.
+    /// Counts one configuration more: whether the part's budget is spent.
     fn count(&self) -> bool {
-        let n = self.explored.get() + 1;
-        self.explored.set(n);
+        self.explored.set(self.explored.get() + 1);
+        let n = self.part_explored.get() + 1;
+        self.part_explored.set(n);
         n > self.budget.configurations
-            || (n.is_multiple_of(1024) && self.started.elapsed() > self.budget.time)
+            || (n.is_multiple_of(1024) && self.part_started.get().elapsed() > self.budget.time)
     }
 }
 
