@@ -4,7 +4,7 @@
 //! byte at a time — while a real client on a third address keeps creating, writing,
 //! reading and removing files. Every one of the real client's operations succeeds, the
 //! server's memory stays under a stated bound, and once the floods stop the server
-//! serves the flooding addresses again and gives its descriptors back.
+//! serves the flooding addresses again and gives its descriptors and its memory back.
 //!
 //! What holds them off (`crates/server/src/limits.rs`): connections are capped per
 //! client address and, while in their handshake, in total; a connection that does not
@@ -60,6 +60,9 @@ const TRICKLERS: usize = 400;
 /// (32 MiB), the read buffers of the 400 proven connections (64 KiB each, 25 MiB), the
 /// state of the connections it holds, and the allocator's slack.
 const RSS_BOUND: u64 = 160 << 20;
+/// The most the server's resident memory may stay above its start once the floods
+/// stopped and it trimmed: its pooled buffers and the allocator's slack.
+const RSS_AFTER: u64 = 48 << 20;
 
 #[test]
 fn idle_and_trickling_floods_do_not_starve_a_real_client() {
@@ -226,5 +229,97 @@ fn idle_and_trickling_floods_do_not_starve_a_real_client() {
         common::ping_raw(&mut s, &mut macs);
     }
     work(&tc, i);
+    // And the memory they took goes back to the system (the server trims what it
+    // holds free every 30 s).
+    let stopped = Instant::now();
+    let after = common::poll(
+        "the server to give back the memory the floods took",
+        common::scaled(Duration::from_secs(90)),
+        || {
+            let now = rss(pid);
+            (now < base_rss + RSS_AFTER).then_some(now)
+        },
+    );
+    eprintln!(
+        "server RSS {} MiB {:?} after the floods stopped (peak {} MiB, start {} MiB)",
+        after >> 20,
+        stopped.elapsed(),
+        peak >> 20,
+        base_rss >> 20
+    );
+    cluster.assert_all_running();
+}
+
+/// A burst of requests with large bodies, from many connections at once, fills the
+/// server's receive buffers; once it is over, the server gives the memory back to the
+/// system within a trim or two (every 30 s), rather than holding its peak for good.
+#[test]
+fn memory_a_burst_of_large_requests_took_goes_back() {
+    let cluster = Cluster::builder().start();
+    let config = cluster.config().clone();
+    let pid = cluster.pid("s0");
+    let base_rss = rss(pid);
+    let header = pvfs_proto::FrameHeader {
+        kind: pvfs_proto::FrameKind::Request,
+        flags: pvfs_proto::frame::FLAG_END,
+        request_id: 1,
+        body_len: pvfs_proto::frame::MAX_BODY,
+        tag_len: pvfs_auth::TAG_LEN as u16,
+        data_len: 0,
+    }
+    .encode();
+    // Every body but its last byte: the server holds each whole body meanwhile.
+    let body = vec![0u8; pvfs_proto::frame::MAX_BODY as usize - 1];
+    let mut held = Vec::new();
+    for a in 2..6u8 {
+        let from: IpAddr = format!("127.0.0.{a}").parse().unwrap();
+        for _ in 0..24 {
+            let (mut s, _macs) =
+                raw_session_from(&config, 0, &key_proof(&config), Some(from)).unwrap();
+            s.write_all(&header).unwrap();
+            held.push(s);
+        }
+    }
+    let senders: Vec<_> = held
+        .into_iter()
+        .map(|mut s| {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let _ = s.write_all(&body);
+                s
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let mut peak = base_rss;
+    while started.elapsed() < common::scaled(Duration::from_secs(3)) {
+        peak = peak.max(rss(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held: Vec<_> = senders.into_iter().map(|t| t.join().unwrap()).collect();
+    peak = peak.max(rss(pid));
+    drop(held);
+    assert!(
+        peak > base_rss + 2 * RSS_AFTER,
+        "the burst did not take memory: {} MiB at start, {} MiB at peak",
+        base_rss >> 20,
+        peak >> 20
+    );
+    let stopped = Instant::now();
+    let after = common::poll(
+        "the server to give back the memory the burst took",
+        common::scaled(Duration::from_secs(90)),
+        || {
+            let now = rss(pid);
+            (now < base_rss + RSS_AFTER).then_some(now)
+        },
+    );
+    eprintln!(
+        "server RSS {} MiB at start, {} MiB at peak, {} MiB {:?} after the burst",
+        base_rss >> 20,
+        peak >> 20,
+        after >> 20,
+        stopped.elapsed()
+    );
     cluster.assert_all_running();
 }
