@@ -3,9 +3,11 @@
 //!
 //! Opening a pvfs file reserves a placeholder descriptor: an `O_PATH` descriptor of a
 //! fresh, empty memfd named after the file (so `/proc/PID/fd` shows `/memfd:pvfs:/a/b`),
-//! or of `/dev/null` where memfd is not available. The kernel thus numbers, inherits,
-//! closes and duplicates it like any descriptor; a program that reaches it without the
-//! library (after `exec`) gets EBADF from read and write, never silent wrong data. The
+//! or of `/dev/null` where memfd is not available; for a file open for writing, a
+//! write-only `O_APPEND` descriptor of the memfd, which collects what the program
+//! writes through calls no hook sees (`spill.rs`). The kernel thus numbers, inherits
+//! (across `exec` too: `handoff.rs`), closes and duplicates it like any descriptor; a
+//! read that reaches it without the library gets EBADF, never silent wrong data. The
 //! descriptor table (`table.rs`) maps placeholder number → [`Desc`], the open file
 //! description: handle, flags and offset, shared by every `dup` of it as POSIX says;
 //! it recognizes a placeholder by its identity (device and inode).
@@ -79,6 +81,10 @@ pub(crate) struct Desc {
     /// Its file is held open at its server by this process generation's client
     /// (`pvfs_client::holds`): let go of when the description goes.
     held: std::sync::atomic::AtomicBool,
+    /// For a description open for writing: the library's own descriptor (read-write,
+    /// close-on-exec, numbered high) of the memfd behind the placeholder, which
+    /// collects what the program writes through the kernel (`spill.rs`); -1 if none.
+    keeper: AtomicI32,
 }
 
 impl Desc {
@@ -112,7 +118,26 @@ impl Desc {
             ident,
             id,
             held: std::sync::atomic::AtomicBool::new(false),
+            keeper: AtomicI32::new(-1),
         }
+    }
+
+    /// Gives the description the library's own descriptor `fd` of its memfd (taken
+    /// over: closed when the description goes).
+    pub(crate) fn set_keeper(&self, fd: Option<c_int>) {
+        self.keeper.store(fd.unwrap_or(-1), Ordering::Relaxed);
+    }
+
+    /// The library's own descriptor of the placeholder's memfd, if it has one.
+    pub(crate) fn keeper(&self) -> Option<c_int> {
+        let k = self.keeper.load(Ordering::Relaxed);
+        (k >= 0).then_some(k)
+    }
+
+    /// Takes the keeper descriptor away (to close it).
+    pub(crate) fn take_keeper(&self) -> Option<c_int> {
+        let k = self.keeper.swap(-1, Ordering::Relaxed);
+        (k >= 0).then_some(k)
     }
 
     /// Records that its file is held open by the current process generation.
@@ -224,32 +249,84 @@ pub(crate) fn identity(fd: c_int) -> Option<(u64, u64)> {
     (rc == 0).then_some((st.st_dev, st.st_ino))
 }
 
-/// A new placeholder descriptor for pvfs path `path` (`O_CLOEXEC` if `cloexec`), with
-/// its identity.
-pub(crate) fn placeholder(path: &str, cloexec: bool) -> R<(c_int, (u64, u64))> {
+/// Lowest number of the library's own keeper descriptors (`Desc::keeper`): out of the
+/// way of the small numbers programs and shells use.
+const KEEPER_MIN: c_int = 200;
+
+/// A placeholder and what stands behind it: the descriptor, its identity, and for a
+/// writable one the library's own descriptor of its memfd.
+pub(crate) struct Placeholder {
+    /// The descriptor the program gets.
+    pub(crate) fd: c_int,
+    /// Its device and inode.
+    pub(crate) ident: (u64, u64),
+    /// The keeper (see [`Desc::keeper`]), for a placeholder opened for writing.
+    pub(crate) keeper: Option<c_int>,
+}
+
+/// A new placeholder descriptor for pvfs path `path` (`O_CLOEXEC` if `cloexec`). An
+/// `O_PATH` descriptor of a fresh memfd; with `writable`, a write-only `O_APPEND`
+/// descriptor of it instead, so that what a program writes to it with calls no hook
+/// sees (glibc's stdio behind `cmd > /pvfs/out`) collects in the memfd, and a keeper
+/// descriptor of the library's own to move it to pvfs (`spill.rs`).
+pub(crate) fn placeholder(path: &str, cloexec: bool, writable: bool) -> R<Placeholder> {
     let ce = if cloexec { libc::O_CLOEXEC } else { 0 };
-    let fd = memfd_placeholder(path, ce).or_else(|_| {
+    let (fd, keeper) = memfd_placeholder(path, ce, writable).or_else(|_| {
         // SAFETY: a NUL-terminated literal path.
         let fd =
             unsafe { real::openat(libc::AT_FDCWD, c"/dev/null".as_ptr(), libc::O_PATH | ce, 0) };
         if fd < 0 {
             Err(crate::hook::errno())
         } else {
-            Ok(fd)
+            Ok((fd, None))
         }
     })?;
     match identity(fd) {
-        Some(id) => Ok((fd, id)),
+        Some(ident) => Ok(Placeholder { fd, ident, keeper }),
         None => {
             let e = crate::hook::errno();
-            // SAFETY: fd was just opened by us.
-            unsafe { real::close(fd) };
+            // SAFETY: fd and keeper were just opened by us.
+            unsafe {
+                real::close(fd);
+                if let Some(k) = keeper {
+                    real::close(k);
+                }
+            }
             Err(e)
         }
     }
 }
 
-fn memfd_placeholder(path: &str, ce: c_int) -> R<c_int> {
+/// Moves descriptor `fd` (the library's own) to a number at or above [`KEEPER_MIN`],
+/// close-on-exec; returns the new number (or `fd` where it cannot move).
+pub(crate) fn keep_high(fd: c_int) -> c_int {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own.
+    let high = unsafe { real::fcntl(fd, libc::F_DUPFD_CLOEXEC, KEEPER_MIN as usize) };
+    if high < 0 {
+        return fd;
+    }
+    // SAFETY: fd is ours and replaced by high.
+    unsafe { real::close(fd) };
+    high
+}
+
+/// A read-write, close-on-exec descriptor of the memfd behind placeholder `fd`,
+/// numbered high (the keeper of a description a new program image took over).
+pub(crate) fn reopen_keeper(fd: c_int) -> Option<c_int> {
+    let p = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+    // SAFETY: p is NUL-terminated.
+    let k = unsafe {
+        real::openat(
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC,
+            0,
+        )
+    };
+    (k >= 0).then(|| keep_high(k))
+}
+
+fn memfd_placeholder(path: &str, ce: c_int, writable: bool) -> R<(c_int, Option<c_int>)> {
     let mut name = format!("pvfs:{path}");
     let mut cut = name.len().min(240);
     while !name.is_char_boundary(cut) {
@@ -264,14 +341,20 @@ fn memfd_placeholder(path: &str, ce: c_int) -> R<c_int> {
     }
     let proc_path =
         std::ffi::CString::new(format!("/proc/self/fd/{mfd}")).map_err(|_| libc::EINVAL)?;
-    // SAFETY: proc_path is NUL-terminated.
-    let fd = unsafe { real::openat(libc::AT_FDCWD, proc_path.as_ptr(), libc::O_PATH | ce, 0) };
-    let e = crate::hook::errno();
-    // SAFETY: mfd was just made by us and is not used again.
-    unsafe { real::close(mfd) };
-    if fd < 0 {
-        Err(e)
+    let how = if writable {
+        libc::O_WRONLY | libc::O_APPEND
     } else {
-        Ok(fd)
+        libc::O_PATH
+    };
+    // SAFETY: proc_path is NUL-terminated.
+    let fd = unsafe { real::openat(libc::AT_FDCWD, proc_path.as_ptr(), how | ce, 0) };
+    let e = crate::hook::errno();
+    if fd < 0 || !writable {
+        // SAFETY: mfd was just made by us and is not used again.
+        unsafe { real::close(mfd) };
     }
+    if fd < 0 {
+        return Err(e);
+    }
+    Ok((fd, writable.then(|| keep_high(mfd))))
 }

@@ -13,6 +13,9 @@
 //! - the working directory inside pvfs ([`cwd`]);
 //! - the attributes of the latest directory listed ([`LISTINGS`], `cache.rs`).
 //!
+//! Across `exec`, the pvfs working directory and descriptors are handed to the new
+//! image in its environment (`handoff.rs`); nothing else is.
+//!
 //! Nothing else outlives a call, but for `real.rs`'s addresses of libc's functions
 //! (found once, as valid in a child as in its parent), each thread's busy mark
 //! (`hook.rs`, per thread) and a few once-only latches (a warning given, the fork

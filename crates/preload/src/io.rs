@@ -128,7 +128,8 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
     if held {
         pr.call(c.hold(attr.handle))?;
     }
-    let (fd, ident) = match crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0) {
+    let writable = kind == Kind::File && !opath && acc != libc::O_RDONLY;
+    let ph = match crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0, writable) {
         Ok(v) => v,
         Err(e) => {
             if held {
@@ -148,10 +149,12 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         parent,
         status,
         file,
-        ident,
+        ph.ident,
         globals::generation(),
         globals::next_desc_id(),
     );
+    desc.set_keeper(ph.keeper);
+    let fd = ph.fd;
     if held {
         desc.mark_held();
     }
