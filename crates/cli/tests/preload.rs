@@ -775,6 +775,26 @@ fn exec_hands_over_the_working_directory_and_descriptors() {
         b"three\nfour\nfive",
         "cmd > and >>, by the client"
     );
+    // One offset for the shell and the programs it runs, as POSIX says: what the
+    // shell writes after /bin/echo lands after it, and what head leaves unread of its
+    // standard input (it seeks back to the line's end) the shell reads next.
+    let out = pl.ok(
+        "bash",
+        &[
+            "-c",
+            &format!(
+                "{{ echo a; /bin/echo b; (echo c); echo d; }} > {p}/out4; \
+                 printf '1\\n2\\n3\\n' > {p}/in; \
+                 {{ read x; echo \"got $x\"; head -n 1; read y; echo \"got $y\"; }} < {p}/in"
+            ),
+        ],
+    );
+    assert_eq!(out, "got 1\n2\ngot 3\n");
+    assert_eq!(
+        pl.bytes("/out4"),
+        b"a\nb\nc\nd\n",
+        "a shared offset, by the client"
+    );
     // Negative control: without the handoff, the exec'd cat cannot read its stdin.
     let mut c = pl.cmd("bash", &["-c", &format!("cat < {p}/out2")]);
     c.env("PVFS_PRELOAD_EXEC", "0");

@@ -71,8 +71,13 @@ pub(crate) struct Desc {
     pub(crate) flags: AtomicI32,
     /// The file offset (a directory's: the next entry's index). Held across a whole
     /// read or write, so calls sharing the description see each other's effects in
-    /// some order, as Linux's per-file position lock does.
-    pub(crate) pos: Locked<u64>,
+    /// some order, as Linux's per-file position lock does. Reached through
+    /// [`Desc::pos`], which keeps it in the memfd once it is shared.
+    pos: Locked<u64>,
+    /// Whether the offset lives in the memfd's first [`OFFSET_BYTES`] bytes, read and
+    /// written through the keeper, so that every process that has the description
+    /// (after `fork`, after `exec`) shares it, as POSIX says.
+    shared: std::sync::atomic::AtomicBool,
     cache: Locked<Cache>,
     /// Device and inode of the placeholder, to recognize it.
     pub(crate) ident: (u64, u64),
@@ -119,6 +124,60 @@ impl Desc {
             id,
             held: std::sync::atomic::AtomicBool::new(false),
             keeper: AtomicI32::new(-1),
+            shared: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The offset, locked for the caller's whole operation: from the memfd when
+    /// shared, written back there when the guard goes.
+    pub(crate) fn pos(&self) -> Pos<'_> {
+        let mut guard = self.pos.lock();
+        let keeper = self
+            .keeper()
+            .filter(|_| self.shared.load(Ordering::Acquire));
+        if let Some(k) = keeper {
+            let mut b = [0u8; OFFSET_BYTES as usize];
+            // SAFETY: b is writable for its length; k is the description's own.
+            let n = unsafe { real::pread64(k, b.as_mut_ptr().cast(), b.len(), 0) };
+            if n == b.len() as isize {
+                *guard = u64::from_le_bytes(b);
+            }
+        }
+        let was = *guard;
+        Pos { guard, keeper, was }
+    }
+
+    /// Makes the offset shared with every process that has or will have the
+    /// description (before `fork` and `exec`): a regular file's description gets a
+    /// keeper (from its live descriptor `fd`) if it had none, and its offset moves
+    /// into the memfd. Directories keep theirs (a listing's index).
+    pub(crate) fn share(&self, fd: c_int) {
+        if self.kind != Kind::File || self.path_only() || self.shared.load(Ordering::Acquire) {
+            return;
+        }
+        let mut guard = self.pos.lock();
+        if self.keeper().is_none() {
+            let Some(k) = reopen_keeper(fd) else {
+                return;
+            };
+            self.set_keeper(Some(k));
+        }
+        let Some(k) = self.keeper() else {
+            return;
+        };
+        let b = guard.to_le_bytes();
+        // SAFETY: b is readable for its length; k is the description's own.
+        if unsafe { real::pwrite64(k, b.as_ptr().cast(), b.len(), 0) } == b.len() as isize {
+            self.shared.store(true, Ordering::Release);
+        }
+        *guard = u64::from_le_bytes(b);
+    }
+
+    /// Takes over a description handed over across `exec` whose keeper holds the
+    /// offset.
+    pub(crate) fn mark_shared(&self) {
+        if self.keeper().is_some() {
+            self.shared.store(true, Ordering::Release);
         }
     }
 
@@ -249,6 +308,40 @@ pub(crate) fn identity(fd: c_int) -> Option<(u64, u64)> {
     (rc == 0).then_some((st.st_dev, st.st_ino))
 }
 
+/// The offset (little-endian) at the start of a shared description's memfd; what a
+/// program writes through the kernel follows it.
+pub(crate) const OFFSET_BYTES: u64 = 8;
+
+/// The offset of a description, locked (see [`Desc::pos`]).
+pub(crate) struct Pos<'a> {
+    guard: Guard<'a, u64>,
+    keeper: Option<c_int>,
+    was: u64,
+}
+
+impl std::ops::Deref for Pos<'_> {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Pos<'_> {
+    fn deref_mut(&mut self) -> &mut u64 {
+        &mut self.guard
+    }
+}
+
+impl Drop for Pos<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.keeper.filter(|_| *self.guard != self.was) {
+            let b = self.guard.to_le_bytes();
+            // SAFETY: b is readable for its length; k is the description's own.
+            unsafe { real::pwrite64(k, b.as_ptr().cast(), b.len(), 0) };
+        }
+    }
+}
+
 /// Lowest number of the library's own keeper descriptors (`Desc::keeper`): out of the
 /// way of the small numbers programs and shells use.
 const KEEPER_MIN: c_int = 200;
@@ -355,6 +448,12 @@ fn memfd_placeholder(path: &str, ce: c_int, writable: bool) -> R<(c_int, Option<
     }
     if fd < 0 {
         return Err(e);
+    }
+    if writable {
+        // Room for the offset, once shared; kernel writes append after it.
+        let zero = [0u8; OFFSET_BYTES as usize];
+        // SAFETY: zero is readable for its length; mfd is ours.
+        unsafe { real::pwrite64(mfd, zero.as_ptr().cast(), zero.len(), 0) };
     }
     Ok((fd, writable.then(|| keep_high(mfd))))
 }

@@ -27,8 +27,9 @@
 //! the child makes a new client, and descriptions re-open their files by handle
 //! (`Desc::file`). The parent's client is leaked in the child, never dropped:
 //! dropping it would join threads that do not exist there. The child keeps
-//! everything else above: its pvfs descriptors with their descriptions (offsets and
-//! flags, now its own), directory streams, the pvfs working directory, the files
+//! everything else above: its pvfs descriptors with their descriptions (flags and
+//! directory positions now its own; a regular file's offset shared with the parent
+//! through its memfd, `spill.rs`, a prepare handler of its own), directory streams, the pvfs working directory, the files
 //! unlinked while open, the cached listing. So that none of it is caught half
 //! changed, the prepare handler takes every lock here (in one order), and the parent
 //! and child handlers release them; the child also forces open each description's

@@ -219,7 +219,7 @@ fn current(all: bool) -> State {
             parent: d.parent,
             acc: d.acc,
             status: d.status(),
-            pos: *d.pos.lock(),
+            pos: *d.pos(),
             path: d.path.clone(),
         });
         seen.push(d);
@@ -352,6 +352,9 @@ unsafe fn prepare(envp: *const *const c_char, all: bool) -> Option<Prepared> {
     } else {
         seal_writable()
     };
+    if takes_over {
+        spill::share_all();
+    }
     let state = if takes_over {
         current(all)
     } else {
@@ -701,9 +704,10 @@ pub(crate) fn restore() {
                     globals::generation(),
                     globals::next_desc_id(),
                 );
-                *d.pos.lock() = it.pos;
+                *d.pos() = it.pos;
                 if spill::wants_keeper(&d) {
                     d.set_keeper(reopen_keeper(fd));
+                    d.mark_shared();
                 }
                 let d = Arc::new(d);
                 *made = Some(d.clone());

@@ -85,10 +85,12 @@ extern "C" fn init() {
     });
 }
 
-/// Fork prepare handler: moves what the program wrote through the kernel to pvfs.
+/// Fork prepare handler: moves what the program wrote through the kernel to pvfs,
+/// and shares every regular file's offset with the child.
 extern "C" fn drain_before_fork() {
     let _ = catch_unwind(|| {
         if !hook::Busy::active() {
+            spill::share_all();
             spill::drain_all();
         }
     });

@@ -12,10 +12,15 @@
 //! buffered). It reads them through the description's keeper, the library's own
 //! descriptor of the memfd, which also keeps them when the program's last descriptor
 //! goes by a call no hook sees (glibc's `fclose(stdout)`).
+//!
+//! The memfd's first 8 bytes hold the description's offset once it is shared
+//! (`Desc::pos`): before `fork` and `exec` every regular file's description is
+//! ([`share_all`]), so a parent and its children, exec'd or not, move one offset, as
+//! POSIX says (`{ echo a; cmd; echo c; } > /pvfs/out` keeps all three in order).
 
 use std::sync::Arc;
 
-use crate::desc::{Desc, Kind};
+use crate::desc::{identity, Desc, Kind, OFFSET_BYTES};
 use crate::globals::{self, FDS, LISTINGS};
 use crate::hook::{Busy, R};
 use crate::real;
@@ -32,7 +37,7 @@ pub(crate) fn drain(d: &Desc) -> R<()> {
     // SAFETY: an all-zero stat is a valid value; fstat writes into it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: st is a live stat; k is the description's own descriptor.
-    if unsafe { real::fstat(k, &mut st) } != 0 || st.st_size <= 0 {
+    if unsafe { real::fstat(k, &mut st) } != 0 || st.st_size as u64 <= OFFSET_BYTES {
         return Ok(());
     }
     if d.kind != Kind::File {
@@ -42,14 +47,21 @@ pub(crate) fn drain(d: &Desc) -> R<()> {
     let pr = globals::proc()?;
     let f = d.file(pr)?;
     LISTINGS.changed();
-    let size = st.st_size as u64;
-    let mut pos = d.pos.lock();
+    let size = st.st_size as u64 - OFFSET_BYTES;
+    let mut pos = d.pos();
     let mut done = 0u64;
     let mut buf = vec![0u8; PIECE.min(size as usize)];
     while done < size {
         let want = buf.len().min((size - done) as usize);
         // SAFETY: buf is writable for `want` bytes.
-        let n = unsafe { real::pread64(k, buf.as_mut_ptr().cast(), want, done as i64) };
+        let n = unsafe {
+            real::pread64(
+                k,
+                buf.as_mut_ptr().cast(),
+                want,
+                (OFFSET_BYTES + done) as i64,
+            )
+        };
         if n <= 0 {
             break;
         }
@@ -63,7 +75,7 @@ pub(crate) fn drain(d: &Desc) -> R<()> {
         done += n as u64;
     }
     // SAFETY: k is the description's own read-write descriptor.
-    unsafe { real::ftruncate64(k, 0) };
+    unsafe { real::ftruncate64(k, OFFSET_BYTES as i64) };
     Ok(())
 }
 
@@ -74,6 +86,16 @@ pub(crate) fn drain_all() {
         if d.keeper().is_some() && !seen.iter().any(|s| Arc::ptr_eq(s, &d)) {
             let _ = drain(&d);
             seen.push(d);
+        }
+    }
+}
+
+/// Shares the offset of every regular file's description with the processes about
+/// to have it (before `fork` and `exec`; `Desc::share`).
+pub(crate) fn share_all() {
+    for (fd, d) in FDS.entries() {
+        if identity(fd) == Some(d.ident) {
+            d.share(fd);
         }
     }
 }
@@ -113,8 +135,9 @@ pub(crate) extern "C" fn drain_at_exit() {
     });
 }
 
-/// Whether description `d` collects kernel writes (has or, in a new program image,
-/// gets a keeper): a regular file open for writing.
+/// Whether description `d`, handed over across `exec`, gets a keeper in the new
+/// image (its offset is in the memfd, and kernel writes collect there): a regular
+/// file open for I/O.
 pub(crate) fn wants_keeper(d: &Desc) -> bool {
-    d.kind == Kind::File && !d.path_only() && d.acc != libc::O_RDONLY
+    d.kind == Kind::File && !d.path_only()
 }
