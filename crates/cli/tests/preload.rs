@@ -848,6 +848,27 @@ fn exec_hands_over_the_working_directory_and_descriptors() {
     );
     assert!(!pl.exists("/x/h"));
 
+    // Python's subprocess (a vfork child that closes every descriptor it does not
+    // pass, then execs): the pvfs working directory, a pvfs stdout, one offset.
+    let script = format!(
+        "import os, subprocess\n\
+         os.chdir('{p}/x')\n\
+         f = open('{p}/py.out', 'w')\n\
+         f.write('a\\n'); f.flush()\n\
+         subprocess.run(['/bin/sh', '-c', 'echo b; pwd'], stdout=f, check=True)\n\
+         f.write('c\\n'); f.close()\n\
+         r = subprocess.run(['cat', '../py.out'], capture_output=True, check=True)\n\
+         print(r.stdout.decode(), end='')\n"
+    );
+    let out = pl.ok(python(), &["-c", &script]);
+    let want = format!("a\nb\n{p}/x\nc\n");
+    assert_eq!(out, want);
+    assert_eq!(
+        pl.bytes("/py.out"),
+        want.as_bytes(),
+        "python, by the client"
+    );
+
     // make in a pvfs directory: its recipes run in /bin/sh, which runs cc (which runs
     // its compiler passes and the linker), then the program cc made, itself stored in
     // pvfs, with its output redirected into pvfs.

@@ -149,14 +149,18 @@ impl Desc {
 
     /// Makes the offset shared with every process that has or will have the
     /// description (before `fork` and `exec`): a regular file's description gets a
-    /// keeper (from its live descriptor `fd`) if it had none, and its offset moves
+    /// keeper (from its live descriptor `fd`) if it had none and `may_open` (not in
+    /// a `vfork` child, whose descriptors are not its parent's), and its offset moves
     /// into the memfd. Directories keep theirs (a listing's index).
-    pub(crate) fn share(&self, fd: c_int) {
+    pub(crate) fn share(&self, fd: c_int, may_open: bool) {
         if self.kind != Kind::File || self.path_only() || self.shared.load(Ordering::Acquire) {
             return;
         }
         let mut guard = self.pos.lock();
         if self.keeper().is_none() {
+            if !may_open {
+                return;
+            }
             let Some(k) = reopen_keeper(fd) else {
                 return;
             };
@@ -166,9 +170,19 @@ impl Desc {
             return;
         };
         let b = guard.to_le_bytes();
-        // SAFETY: b is readable for its length; k is the description's own.
-        if unsafe { real::pwrite64(k, b.as_ptr().cast(), b.len(), 0) } == b.len() as isize {
+        // A vfork child may have closed the keeper in its own table (Python's
+        // subprocess closes every descriptor it does not pass): it writes through a
+        // descriptor of its own, made from `fd`, and closes it.
+        let own = if may_open { None } else { reopen_keeper(fd) };
+        let w = own.unwrap_or(k);
+        // SAFETY: b is readable for its length; w is the description's keeper or a
+        // descriptor of its memfd made just now.
+        if unsafe { real::pwrite64(w, b.as_ptr().cast(), b.len(), 0) } == b.len() as isize {
             self.shared.store(true, Ordering::Release);
+        }
+        if let Some(o) = own {
+            // SAFETY: made just now, ours.
+            unsafe { real::close(o) };
         }
         *guard = u64::from_le_bytes(b);
     }

@@ -187,32 +187,72 @@ fn decode(s: &str) -> Option<State> {
 
 // ----- the parent's side -----------------------------------------------------------
 
+/// Every description of the table once, by its placeholder's identity.
+fn descriptions() -> BTreeMap<(u64, u64), Arc<Desc>> {
+    FDS.entries()
+        .into_iter()
+        .map(|(_, d)| (d.ident, d))
+        .collect()
+}
+
+/// The descriptors of this process that survive `exec` (not close-on-exec) and stand
+/// for one of `descs`, with it. Asked of the kernel (`/proc/self/fd`), not of the
+/// table: a child made by `vfork` (Python's `subprocess`) `dup2`s and closes in its
+/// own descriptor table, which the table (the parent's) does not follow.
+fn surviving(descs: &BTreeMap<(u64, u64), Arc<Desc>>) -> Vec<(c_int, Arc<Desc>)> {
+    let mut out = Vec::new();
+    for fd in open_fds() {
+        let Some(d) = identity(fd).and_then(|i| descs.get(&i)) else {
+            continue;
+        };
+        // SAFETY: F_GETFD on a descriptor number; no memory is touched.
+        let fl = unsafe { real::fcntl(fd, libc::F_GETFD, 0) };
+        if fl >= 0 && fl & libc::FD_CLOEXEC == 0 {
+            out.push((fd, d.clone()));
+        }
+    }
+    out
+}
+
+/// Shares the offset of every regular file's description with the processes about
+/// to have it (before `fork` and `exec`; `Desc::share`), found by the descriptors
+/// open now (in a `vfork` child, those of its own table).
+pub(crate) fn share_all() {
+    if FDS.entries().is_empty() {
+        return;
+    }
+    let owned = FDS.owned();
+    let descs = descriptions();
+    for fd in open_fds() {
+        if let Some(d) = identity(fd).and_then(|i| descs.get(&i)) {
+            d.share(fd, owned);
+        }
+    }
+}
+
 /// The state to hand over: every description some descriptor of which survives
-/// `exec` (`all`: every description, for `posix_spawn`).
+/// `exec` (`all`: every description, for `posix_spawn`, whose file actions may
+/// `dup2` any).
 fn current(all: bool) -> State {
-    let mut items: Vec<Item> = Vec::new();
-    let mut seen: Vec<Arc<Desc>> = Vec::new();
-    for (fd, d) in FDS.entries() {
-        if seen.iter().any(|s| Arc::ptr_eq(s, &d)) {
-            continue;
-        }
-        // Only descriptors still standing for their description, and (but for
-        // posix_spawn) not close-on-exec.
-        if identity(fd) != Some(d.ident) {
-            continue;
-        }
-        if !all {
-            // SAFETY: F_GETFD on a descriptor number; no memory is touched.
-            let fl = unsafe { real::fcntl(fd, libc::F_GETFD, 0) };
-            if fl < 0 || fl & libc::FD_CLOEXEC != 0 {
-                continue;
+    let descs = descriptions();
+    let chosen: Vec<Arc<Desc>> = if all {
+        descs.values().cloned().collect()
+    } else {
+        let mut v: Vec<Arc<Desc>> = Vec::new();
+        for (_, d) in surviving(&descs) {
+            if !v.iter().any(|s| Arc::ptr_eq(s, &d)) {
+                v.push(d);
             }
         }
-        if items.len() >= MAX_DESCS {
-            warn("too many pvfs descriptors to hand to the new program; some are left behind");
-            break;
-        }
-        items.push(Item {
+        v
+    };
+    if chosen.len() > MAX_DESCS {
+        warn("too many pvfs descriptors to hand to the new program; some are left behind");
+    }
+    let items = chosen
+        .iter()
+        .take(MAX_DESCS)
+        .map(|d| Item {
             ident: d.ident,
             kind: d.kind,
             handle: d.handle,
@@ -221,9 +261,8 @@ fn current(all: bool) -> State {
             status: d.status(),
             pos: *d.pos(),
             path: d.path.clone(),
-        });
-        seen.push(d);
-    }
+        })
+        .collect();
     State {
         cwd: globals::cwd(),
         items,
@@ -258,18 +297,15 @@ struct Prepared {
 /// instead of landing in memory no one reads. Returns what to put back.
 fn seal_writable() -> Vec<(c_int, c_int)> {
     let mut sealed = Vec::new();
-    for (fd, d) in FDS.entries() {
-        if d.keeper().is_none() || identity(fd) != Some(d.ident) {
+    let descs = descriptions();
+    for (fd, d) in surviving(&descs) {
+        if d.keeper().is_none() {
             continue;
         }
-        // SAFETY: fcntl and openat on descriptor numbers and a NUL-terminated path;
-        // dup2 replaces fd with another descriptor of the same memfd (the same
-        // identity, so the table still holds).
+        // SAFETY: openat of a NUL-terminated path, fcntl and dup2 on descriptor
+        // numbers; dup2 replaces fd with another descriptor of the same memfd (the
+        // same identity, so the table still holds).
         unsafe {
-            let fl = real::fcntl(fd, libc::F_GETFD, 0);
-            if fl < 0 || fl & libc::FD_CLOEXEC != 0 {
-                continue;
-            }
             let Ok(p) = CString::new(format!("/proc/self/fd/{fd}")) else {
                 continue;
             };
@@ -353,7 +389,7 @@ unsafe fn prepare(envp: *const *const c_char, all: bool) -> Option<Prepared> {
         seal_writable()
     };
     if takes_over {
-        spill::share_all();
+        share_all();
     }
     let state = if takes_over {
         current(all)
@@ -704,11 +740,13 @@ pub(crate) fn restore() {
                     globals::generation(),
                     globals::next_desc_id(),
                 );
-                *d.pos() = it.pos;
                 if spill::wants_keeper(&d) {
                     d.set_keeper(reopen_keeper(fd));
                     d.mark_shared();
                 }
+                // Into the memfd too (the same value, unless a vfork child handed
+                // over a description its parent had not shared).
+                *d.pos() = it.pos;
                 let d = Arc::new(d);
                 *made = Some(d.clone());
                 d

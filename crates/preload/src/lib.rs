@@ -90,7 +90,7 @@ extern "C" fn init() {
 extern "C" fn drain_before_fork() {
     let _ = catch_unwind(|| {
         if !hook::Busy::active() {
-            spill::share_all();
+            handoff::share_all();
             spill::drain_all();
         }
     });

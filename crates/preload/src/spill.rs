@@ -15,12 +15,12 @@
 //!
 //! The memfd's first 8 bytes hold the description's offset once it is shared
 //! (`Desc::pos`): before `fork` and `exec` every regular file's description is
-//! ([`share_all`]), so a parent and its children, exec'd or not, move one offset, as
+//! (`handoff::share_all`), so a parent and its children, exec'd or not, move one offset, as
 //! POSIX says (`{ echo a; cmd; echo c; } > /pvfs/out` keeps all three in order).
 
 use std::sync::Arc;
 
-use crate::desc::{identity, Desc, Kind, OFFSET_BYTES};
+use crate::desc::{Desc, Kind, OFFSET_BYTES};
 use crate::globals::{self, FDS, LISTINGS};
 use crate::hook::{Busy, R};
 use crate::real;
@@ -34,6 +34,10 @@ pub(crate) fn drain(d: &Desc) -> R<()> {
     let Some(k) = d.keeper() else {
         return Ok(());
     };
+    if !FDS.owned() {
+        // A vfork child: the parent moves the bytes when it next touches them.
+        return Ok(());
+    }
     // SAFETY: an all-zero stat is a valid value; fstat writes into it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: st is a live stat; k is the description's own descriptor.
@@ -81,21 +85,14 @@ pub(crate) fn drain(d: &Desc) -> R<()> {
 
 /// [`drain`] for every description of the process (before `exec`).
 pub(crate) fn drain_all() {
+    if !FDS.owned() {
+        return;
+    }
     let mut seen: Vec<Arc<Desc>> = Vec::new();
     for (_, d) in FDS.entries() {
         if d.keeper().is_some() && !seen.iter().any(|s| Arc::ptr_eq(s, &d)) {
             let _ = drain(&d);
             seen.push(d);
-        }
-    }
-}
-
-/// Shares the offset of every regular file's description with the processes about
-/// to have it (before `fork` and `exec`; `Desc::share`).
-pub(crate) fn share_all() {
-    for (fd, d) in FDS.entries() {
-        if identity(fd) == Some(d.ident) {
-            d.share(fd);
         }
     }
 }

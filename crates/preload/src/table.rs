@@ -65,6 +65,14 @@ impl DescTable {
         self.owner.load(Ordering::Acquire) == unsafe { libc::getpid() }
     }
 
+    /// Whether the calling process owns the table: false in a child made by `vfork`
+    /// or `clone(CLONE_VM)`, which shares the parent's memory but not its
+    /// descriptors, and must not make descriptors the parent's descriptions would
+    /// then name, nor drive the parent's client.
+    pub(crate) fn owned(&self) -> bool {
+        self.owner()
+    }
+
     /// Sets or clears `fd`'s bit (with the lock held).
     fn mark(&self, fd: c_int, on: bool) {
         let fd = fd as usize;
