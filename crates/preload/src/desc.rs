@@ -86,9 +86,11 @@ pub(crate) struct Desc {
     /// Its file is held open at its server by this process generation's client
     /// (`pvfs_client::holds`): let go of when the description goes.
     held: std::sync::atomic::AtomicBool,
-    /// For a description open for writing: the library's own descriptor (read-write,
-    /// close-on-exec, numbered high) of the memfd behind the placeholder, which
-    /// collects what the program writes through the kernel (`spill.rs`); -1 if none.
+    /// The library's own descriptor (read-write, close-on-exec, numbered high) of the
+    /// memfd behind the placeholder: from the open for a file open for writing (the
+    /// memfd collects what the program writes through the kernel, `spill.rs`), from
+    /// the first `fork` or `exec` for any regular file (the memfd holds the shared
+    /// offset); -1 if none.
     keeper: AtomicI32,
 }
 

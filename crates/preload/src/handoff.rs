@@ -201,6 +201,9 @@ fn descriptions() -> BTreeMap<(u64, u64), Arc<Desc>> {
 /// own descriptor table, which the table (the parent's) does not follow.
 fn surviving(descs: &BTreeMap<(u64, u64), Arc<Desc>>) -> Vec<(c_int, Arc<Desc>)> {
     let mut out = Vec::new();
+    if descs.is_empty() {
+        return out;
+    }
     for fd in open_fds() {
         let Some(d) = identity(fd).and_then(|i| descs.get(&i)) else {
             continue;
