@@ -664,7 +664,7 @@ fn fallocate_and_block_counts_reach_the_data_servers() {
 }
 
 #[test]
-fn local_paths_stay_local_and_exec_fails_loudly() {
+fn local_paths_stay_local_and_exec_without_the_handoff_fails_loudly() {
     let cluster = Cluster::start();
     let pl = Preload::new(&cluster, "local");
     let dir = cluster.dir().join("plain");
@@ -693,11 +693,14 @@ fn local_paths_stay_local_and_exec_fails_loudly() {
     let out = run(c, "ls without PVFS_CONFIG");
     assert!(!out.status.success());
 
-    // exec: a pvfs descriptor inherited by a new program is not pvfs there; it fails
-    // with EBADF instead of reading as empty.
+    // exec with the handoff turned off: a pvfs descriptor inherited by a new program
+    // is not pvfs there; it fails with EBADF instead of reading as empty. (With the
+    // handoff, the default, it works: `exec_hands_over_...` below.)
     pl.ok("cp", &[a.to_str().unwrap(), &pl.at("/f")]);
     let script = format!("cat < {}", pl.at("/f"));
-    let out = pl.run("bash", &["-c", &script]);
+    let mut c = pl.cmd("bash", &["-c", &script]);
+    c.env("PVFS_PRELOAD_EXEC", "0");
+    let out = run(c, "cat < pvfs without the handoff");
     assert!(
         !out.status.success(),
         "cat of an inherited pvfs descriptor succeeded"
@@ -708,6 +711,220 @@ fn local_paths_stay_local_and_exec_fails_loudly() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Asserts `out` succeeded; returns its stdout.
+#[track_caller]
+fn success(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn exec_hands_over_the_working_directory_and_descriptors() {
+    let test = "exec_hands_over_the_working_directory_and_descriptors";
+    if !(have(test, "git") && have(test, "make") && have(test, "cc")) {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pl = Preload::new(&cluster, "exec");
+    let p = &pl.prefix;
+    // git with no configuration but the command line's.
+    let git_env = |c: &mut Command| {
+        c.env("HOME", cluster.dir())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE");
+    };
+
+    // Shell redirections: the builtin echo writes through stdio (no hook sees it),
+    // /bin/echo is exec'd with its standard output on the pvfs file, `>>` appends,
+    // `<` hands a descriptor to cat.
+    let out = pl.ok(
+        "bash",
+        &[
+            "-c",
+            &format!("echo one > {p}/out; echo two >> {p}/out; cat {p}/out"),
+        ],
+    );
+    assert_eq!(out, "one\ntwo\n");
+    assert_eq!(
+        pl.bytes("/out"),
+        b"one\ntwo\n",
+        "echo > and >>, by the client"
+    );
+    let out = pl.ok(
+        "bash",
+        &[
+            "-c",
+            &format!(
+                "/bin/echo three > {p}/out2; /bin/echo four >> {p}/out2; \
+                 printf five >> {p}/out2; cat < {p}/out2"
+            ),
+        ],
+    );
+    assert_eq!(out, "three\nfour\nfive");
+    assert_eq!(
+        pl.bytes("/out2"),
+        b"three\nfour\nfive",
+        "cmd > and >>, by the client"
+    );
+    // One offset for the shell and the programs it runs, as POSIX says: what the
+    // shell writes after /bin/echo lands after it, and what head leaves unread of its
+    // standard input (it seeks back to the line's end) the shell reads next.
+    let out = pl.ok(
+        "bash",
+        &[
+            "-c",
+            &format!(
+                "{{ echo a; /bin/echo b; (echo c); echo d; }} > {p}/out4; \
+                 printf '1\\n2\\n3\\n' > {p}/in; \
+                 {{ read x; echo \"got $x\"; head -n 1; read y; echo \"got $y\"; }} < {p}/in"
+            ),
+        ],
+    );
+    assert_eq!(out, "got 1\n2\ngot 3\n");
+    assert_eq!(
+        pl.bytes("/out4"),
+        b"a\nb\nc\nd\n",
+        "a shared offset, by the client"
+    );
+    // Negative control: without the handoff, the exec'd cat cannot read its stdin.
+    let mut c = pl.cmd("bash", &["-c", &format!("cat < {p}/out2")]);
+    c.env("PVFS_PRELOAD_EXEC", "0");
+    let out = run(c, "cat < without the handoff");
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Bad file descriptor"));
+    // ... and an exec'd program cannot write into its stdout: EBADF, nothing lost
+    // silently.
+    let mut c = pl.cmd("bash", &["-c", &format!("/bin/echo lost > {p}/out3")]);
+    c.env("PVFS_PRELOAD_EXEC", "0");
+    let out = run(c, "echo > without the handoff");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Bad file descriptor"));
+    assert_eq!(pl.bytes("/out3"), b"");
+
+    // git in a pvfs working directory: every git command is a new program (and git
+    // runs more of its own).
+    pl.ok("mkdir", &[&pl.at("/x")]);
+    let script = "cd PFX/x && git init g && cd g && echo hi > f && git add f && \
+                  git -c user.email=a@b -c user.name=n commit -qm m && git log --oneline"
+        .replace("PFX", p);
+    let mut c = pl.cmd("bash", &["-c", &script]);
+    git_env(&mut c);
+    let out = success(&run(c, "git under the preload library"), "git");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "git's output:\n{out}");
+    assert_eq!(
+        lines[0],
+        format!("Initialized empty Git repository in {p}/x/g/.git/")
+    );
+    let (short, subject) = lines[1].split_once(' ').unwrap();
+    assert_eq!(subject, "m");
+    assert!(short.len() >= 7 && short.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(pl.bytes("/x/g/f"), b"hi\n");
+    let head = String::from_utf8(pl.bytes("/x/g/.git/HEAD")).unwrap();
+    let branch = head.trim().strip_prefix("ref: ").unwrap();
+    let commit = String::from_utf8(pl.bytes(&format!("/x/g/.git/{branch}"))).unwrap();
+    assert!(
+        commit.starts_with(short),
+        "{branch}: {commit}, git log: {short}"
+    );
+    pl.assert_nothing_local();
+    // Negative control: without the handoff, git starts in no directory at all.
+    let mut c = pl.cmd("bash", &["-c", &format!("cd {p}/x && git init h")]);
+    git_env(&mut c);
+    c.env("PVFS_PRELOAD_EXEC", "0");
+    let out = run(c, "git init without the handoff");
+    assert!(
+        !out.status.success(),
+        "git init without the handoff succeeded"
+    );
+    assert!(!pl.exists("/x/h"));
+
+    // Python's subprocess (a vfork child that closes every descriptor it does not
+    // pass, then execs): the pvfs working directory, a pvfs stdout, one offset.
+    let script = format!(
+        "import os, subprocess\n\
+         os.chdir('{p}/x')\n\
+         f = open('{p}/py.out', 'w')\n\
+         f.write('a\\n'); f.flush()\n\
+         subprocess.run(['/bin/sh', '-c', 'echo b; pwd'], stdout=f, check=True)\n\
+         f.write('c\\n'); f.close()\n\
+         r = subprocess.run(['cat', '../py.out'], capture_output=True, check=True)\n\
+         print(r.stdout.decode(), end='')\n"
+    );
+    let out = pl.ok(python(), &["-c", &script]);
+    let want = format!("a\nb\n{p}/x\nc\n");
+    assert_eq!(out, want);
+    assert_eq!(
+        pl.bytes("/py.out"),
+        want.as_bytes(),
+        "python, by the client"
+    );
+
+    // make in a pvfs directory: its recipes run in /bin/sh, which runs cc (which runs
+    // its compiler passes and the linker), then the program cc made, itself stored in
+    // pvfs, with its output redirected into pvfs.
+    let local = cluster.dir().join("mk");
+    std::fs::create_dir(&local).unwrap();
+    std::fs::write(
+        local.join("Makefile"),
+        "all: hello.out\n\nhello: hello.c\n\tcc -o hello hello.c\n\n\
+         hello.out: hello\n\t./hello > hello.out\n",
+    )
+    .unwrap();
+    std::fs::write(
+        local.join("hello.c"),
+        "#include <stdio.h>\nint main(void) { printf(\"hello from make\\n\"); return 0; }\n",
+    )
+    .unwrap();
+    pl.ok("mkdir", &[&pl.at("/mk")]);
+    for f in ["Makefile", "hello.c"] {
+        pl.ok("cp", &[local.join(f).to_str().unwrap(), &pl.at("/mk/")]);
+    }
+    let out = pl.ok("make", &["-C", &pl.at("/mk")]);
+    assert!(
+        out.contains("cc -o hello hello.c\n./hello > hello.out\n"),
+        "make:\n{out}"
+    );
+    assert_eq!(pl.bytes("/mk/hello.out"), b"hello from make\n");
+    assert_eq!(&pl.bytes("/mk/hello")[..4], b"\x7fELF");
+    let out = pl.ok("make", &["-C", &pl.at("/mk")]);
+    assert!(
+        out.contains("Nothing to be done for 'all'"),
+        "make again:\n{out}"
+    );
+    pl.assert_nothing_local();
+
+    // Close-on-exec: a C program that execs itself checks which descriptors it
+    // inherited, their offsets, and the working directory.
+    let exe = compile_c(cluster.dir(), "exec");
+    pl.ok("mkdir", &[&pl.at("/e")]);
+    let out = pl.ok(exe.to_str().unwrap(), &["exec", &pl.at("/e")]);
+    assert_eq!(out, "", "the child's stdout is a pvfs file");
+    assert_eq!(pl.bytes("/e/inherited"), b"parent\nstill\nchild\ndup\n");
+    assert_eq!(pl.bytes("/e/cloexec"), b"");
+    assert_eq!(pl.bytes("/e/setfd"), b"");
+    assert_eq!(pl.bytes("/e/cleared"), b"cleared\nagain\n");
+    assert_eq!(pl.bytes("/e/stdio"), b"through stdio\nexec ok\n");
+
+    // A malformed handoff is ignored with one line, and the program runs.
+    let mut c = pl.cmd("cat", &[&pl.at("/out")]);
+    c.env("PVFS_PRELOAD_STATE", "1|zz|1,2,x");
+    let out = run(c, "cat with a malformed handoff");
+    assert_eq!(success(&out, "cat"), "one\ntwo\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "pvfs_preload: ignoring a malformed PVFS_PRELOAD_STATE\n"
+    );
+    pl.assert_nothing_local();
 }
 
 #[test]

@@ -6,10 +6,10 @@
 //! changes into each directory it makes.
 //!
 //! The process's real working directory is meanwhile moved into an empty directory
-//! that is deleted at once. A program started with `exec` does not inherit the pvfs
-//! working directory (nothing of the library's state survives exec); in the dead
-//! directory its relative paths fail with ENOENT instead of silently meaning files of
-//! the directory the process was in before.
+//! that is deleted at once. A program started with `exec` inherits the pvfs working
+//! directory through the handoff (`handoff.rs`); one that runs without the library
+//! stays in the dead directory, where its relative paths fail with ENOENT instead of
+//! silently meaning files of the directory the process was in before.
 
 use libc::{c_char, c_int, size_t};
 

@@ -91,7 +91,7 @@ fn next(d: &Desc) -> R<Option<Ent>> {
         return Err(libc::EBADF);
     }
     let pr = globals::proc()?;
-    let mut pos = d.pos.lock();
+    let mut pos = d.pos();
     let list = listing(d, pr)?;
     match list.get(*pos as usize) {
         Some(e) => {
@@ -121,7 +121,7 @@ fn readdir_stream(s: *mut Stream) -> R<*mut dirent64> {
     // two threads at once, and closedir (which frees it) is not running.
     let s = unsafe { &mut *s };
     let d = FDS.get(s.fd).ok_or(libc::EBADF)?;
-    let idx = *d.pos.lock();
+    let idx = *d.pos();
     match next(&d)? {
         Some(e) => {
             fill(&mut s.ent, &e, idx);
@@ -238,7 +238,7 @@ unsafe extern "C" fn rewinddir(dir: *mut DIR) {
         Some(s) => {
             // SAFETY: a registered stream.
             if let Some(d) = FDS.get(unsafe { (*s).fd }) {
-                *d.pos.lock() = 0;
+                *d.pos() = 0;
                 d.forget_listing();
             }
         }
@@ -252,7 +252,7 @@ unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
         None => unsafe { real::telldir(dir) },
         // SAFETY: a registered stream.
         Some(s) => match FDS.get(unsafe { (*s).fd }) {
-            Some(d) => *d.pos.lock() as c_long,
+            Some(d) => *d.pos() as c_long,
             None => {
                 crate::hook::set_errno(libc::EBADF);
                 -1
@@ -269,7 +269,7 @@ unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
         Some(s) => {
             // SAFETY: a registered stream.
             if let Some(d) = FDS.get(unsafe { (*s).fd }) {
-                *d.pos.lock() = pos.max(0) as u64;
+                *d.pos() = pos.max(0) as u64;
             }
         }
     })
@@ -291,7 +291,7 @@ fn getdents_desc(d: &Desc, buf: *mut c_void, n: usize) -> R<ssize_t> {
         return Err(libc::EFAULT);
     }
     let pr = globals::proc()?;
-    let mut pos = d.pos.lock();
+    let mut pos = d.pos();
     let list = listing(d, pr)?;
     // SAFETY: the caller's buffer holds n bytes.
     let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) };

@@ -224,7 +224,11 @@ pub(crate) fn on_fd<T: Failure>(
     }
     guarded(|| match FDS.get(fd) {
         None => local(),
-        Some(d) => pvfs_call(|| pvfs(d)),
+        Some(d) => pvfs_call(|| {
+            // What the program wrote to it through the kernel comes first.
+            crate::spill::drain(&d)?;
+            pvfs(d)
+        }),
     })
 }
 
@@ -248,6 +252,8 @@ pub(crate) fn on_open_fd<T: Failure>(
 
 impl Drop for Desc {
     fn drop(&mut self) {
+        // What the program wrote to it through the kernel goes to pvfs first.
+        crate::spill::finish(self);
         // The description's last descriptor is gone: its OFD locks and flocks end.
         locks::description_gone(self.handle, self.id);
         if self.kind == Kind::File {

@@ -13,6 +13,9 @@
 //! - the working directory inside pvfs ([`cwd`]);
 //! - the attributes of the latest directory listed ([`LISTINGS`], `cache.rs`).
 //!
+//! Across `exec`, the pvfs working directory and descriptors are handed to the new
+//! image in its environment (`handoff.rs`); nothing else is.
+//!
 //! Nothing else outlives a call, but for `real.rs`'s addresses of libc's functions
 //! (found once, as valid in a child as in its parent), each thread's busy mark
 //! (`hook.rs`, per thread) and a few once-only latches (a warning given, the fork
@@ -24,8 +27,9 @@
 //! the child makes a new client, and descriptions re-open their files by handle
 //! (`Desc::file`). The parent's client is leaked in the child, never dropped:
 //! dropping it would join threads that do not exist there. The child keeps
-//! everything else above: its pvfs descriptors with their descriptions (offsets and
-//! flags, now its own), directory streams, the pvfs working directory, the files
+//! everything else above: its pvfs descriptors with their descriptions (flags and
+//! directory positions now its own; a regular file's offset shared with the parent
+//! through its memfd, `spill.rs`, a prepare handler of its own), directory streams, the pvfs working directory, the files
 //! unlinked while open, the cached listing. So that none of it is caught half
 //! changed, the prepare handler takes every lock here (in one order), and the parent
 //! and child handlers release them; the child also forces open each description's

@@ -128,7 +128,8 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
     if held {
         pr.call(c.hold(attr.handle))?;
     }
-    let (fd, ident) = match crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0) {
+    let writable = kind == Kind::File && !opath && acc != libc::O_RDONLY;
+    let ph = match crate::desc::placeholder(path, flags & libc::O_CLOEXEC != 0, writable) {
         Ok(v) => v,
         Err(e) => {
             if held {
@@ -148,10 +149,12 @@ pub(crate) fn open_pvfs(path: &str, flags: c_int, mode: u32) -> R<c_int> {
         parent,
         status,
         file,
-        ident,
+        ph.ident,
         globals::generation(),
         globals::next_desc_id(),
     );
+    desc.set_keeper(ph.keeper);
+    let fd = ph.fd;
     if held {
         desc.mark_held();
     }
@@ -446,7 +449,7 @@ pub(crate) fn read_desc(d: &Desc, buf: &mut [u8]) -> R<usize> {
     }
     let pr = globals::proc()?;
     let f = d.file(pr)?;
-    let mut pos = d.pos.lock();
+    let mut pos = d.pos();
     let got = pr.call(f.read_at(*pos, buf))?;
     *pos += got as u64;
     Ok(got)
@@ -461,7 +464,7 @@ pub(crate) fn write_desc(d: &Desc, buf: &[u8]) -> R<usize> {
     }
     let pr = globals::proc()?;
     let f = d.file(pr)?;
-    let mut pos = d.pos.lock();
+    let mut pos = d.pos();
     let (at, n) = if d.status() & libc::O_APPEND != 0 {
         pr.call(f.append(buf))?
     } else {
@@ -697,7 +700,7 @@ pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
         _ if d.path_only() => Err(libc::EBADF),
         Kind::Other => Err(libc::EBADF),
         Kind::Dir => {
-            let mut pos = d.pos.lock();
+            let mut pos = d.pos();
             match whence {
                 libc::SEEK_SET if off >= 0 => {
                     if off == 0 {
@@ -712,7 +715,7 @@ pub(crate) fn seek_desc(d: &Desc, off: i64, whence: c_int) -> R<i64> {
         }
         Kind::File => {
             let pr = globals::proc()?;
-            let mut pos = d.pos.lock();
+            let mut pos = d.pos();
             let size = || -> R<i64> {
                 let f = d.file(pr)?;
                 Ok(pr.call(f.size())? as i64)

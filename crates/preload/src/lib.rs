@@ -25,9 +25,13 @@
 //!   while open), with the fork protocol: what a child keeps, and the locks held
 //!   across `fork`.
 //! - [`locks`]: advisory locks (fcntl, flock, lockf) on the servers, released at
-//!   close and exit as the kernel would; [`fds`]: routing every hook's path or
-//!   descriptor to pvfs or libc, and the end of a description; [`stat`]: the C
-//!   structures of `stat` and `statfs`.
+//!   close and exit as the kernel would; [`spill`]: what a program wrote to a
+//!   placeholder through calls no hook sees (stdio), moved to pvfs; [`fds`]: routing
+//!   every hook's path or descriptor to pvfs or libc, and the end of a description;
+//!   [`stat`]: the C structures of `stat` and `statfs`.
+//! - [`handoff`]: what a new program image inherits across `exec` (the pvfs working
+//!   directory and descriptors, in the environment), the exec hooks, and programs
+//!   stored in pvfs run from a memfd copy.
 //! - The hooks: [`cwd`] (chdir, getcwd), [`io`], [`meta`], [`dirs`], [`misc`]
 //!   (open/read/write/…, stat/mkdir/rename/…, opendir/readdir/getdents,
 //!   statfs/xattr/mmap/umask/…). `src/shim.c` holds the variadic hooks and the stdio
@@ -43,6 +47,7 @@ mod desc;
 mod dirs;
 mod fds;
 mod globals;
+mod handoff;
 mod hook;
 mod io;
 mod lock;
@@ -52,20 +57,42 @@ mod misc;
 mod proc;
 mod real;
 mod settings;
+mod spill;
 mod stat;
 mod table;
 
 use std::panic::catch_unwind;
 
-/// Library constructor: reads the settings and registers the fork handlers before any
+/// Library constructor: reads the settings, takes over what a previous program image
+/// handed over across `exec`, and registers the fork and exit handlers before any
 /// thread of the program can race them.
 extern "C" fn init() {
     let _ = catch_unwind(|| {
         globals::FDS.own();
         globals::settings();
         globals::register_fork_handlers();
-        // SAFETY: registers a plain function that catches its own panics.
-        unsafe { libc::atexit(locks::release_at_exit) };
+        // Registered after the handlers above, so it runs before them: what the
+        // program wrote through the kernel reaches pvfs before the child is made.
+        // SAFETY: a plain function that catches its own panics.
+        unsafe { libc::pthread_atfork(Some(drain_before_fork), None, None) };
+        handoff::restore();
+        // SAFETY: registers plain functions that catch their own panics; the last
+        // registered runs first.
+        unsafe {
+            libc::atexit(locks::release_at_exit);
+            libc::atexit(spill::drain_at_exit);
+        }
+    });
+}
+
+/// Fork prepare handler: moves what the program wrote through the kernel to pvfs,
+/// and shares every regular file's offset with the child.
+extern "C" fn drain_before_fork() {
+    let _ = catch_unwind(|| {
+        if !hook::Busy::active() {
+            handoff::share_all();
+            spill::drain_all();
+        }
     });
 }
 

@@ -36,7 +36,7 @@ fn desc(d: &Desc) -> DescLocks {
         ofd_owner: ofd_owner(d.id),
         readable: d.readable(),
         writable: d.writable(),
-        pos: *d.pos.lock(),
+        pos: *d.pos(),
         pid: std::process::id(),
     }
 }

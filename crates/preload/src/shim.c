@@ -292,3 +292,60 @@ FILE *freopen64(const char *path, const char *mode, FILE *stream)
 	static void *slot;
 	return do_freopen(path, mode, stream, "freopen64", &slot);
 }
+
+/* ---- exec with argument lists ----------------------------------------------- */
+
+/*
+ * glibc's execl, execlp and execle call its internal execve, which no hook sees, so
+ * they are defined here over execv, execvp and execve, which are the library's
+ * (src/handoff.rs: the pvfs state handed to the new program).
+ */
+extern int execve(const char *path, char *const argv[], char *const envp[]);
+extern int execv(const char *path, char *const argv[]);
+extern int execvp(const char *file, char *const argv[]);
+
+/* Arguments of an argument list ending in NULL, counting arg0; -1 if too many. */
+#define MAX_LIST_ARGS 65536
+
+#define COLLECT_ARGS(arg0, last, argv, n)                            \
+	va_list ap;                                                  \
+	va_start(ap, last);                                          \
+	size_t n = 1;                                                \
+	{                                                            \
+		va_list cp;                                          \
+		va_copy(cp, ap);                                     \
+		while (va_arg(cp, const char *) != NULL && n < MAX_LIST_ARGS) \
+			n++;                                         \
+		va_end(cp);                                          \
+	}                                                            \
+	if (n >= MAX_LIST_ARGS) {                                    \
+		va_end(ap);                                          \
+		errno = E2BIG;                                       \
+		return -1;                                           \
+	}                                                            \
+	const char *argv[n + 1];                                     \
+	argv[0] = arg0;                                              \
+	for (size_t i = 1; i <= n; i++)                              \
+		argv[i] = va_arg(ap, const char *);
+
+int execl(const char *path, const char *arg, ...)
+{
+	COLLECT_ARGS(arg, arg, argv, n);
+	va_end(ap);
+	return execv(path, (char *const *)argv);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	COLLECT_ARGS(arg, arg, argv, n);
+	va_end(ap);
+	return execvp(file, (char *const *)argv);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	COLLECT_ARGS(arg, arg, argv, n);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, (char *const *)argv, envp);
+}

@@ -65,6 +65,14 @@ impl DescTable {
         self.owner.load(Ordering::Acquire) == unsafe { libc::getpid() }
     }
 
+    /// Whether the calling process owns the table: false in a child made by `vfork`
+    /// or `clone(CLONE_VM)`, which shares the parent's memory but not its
+    /// descriptors, and must not make descriptors the parent's descriptions would
+    /// then name, nor drive the parent's client.
+    pub(crate) fn owned(&self) -> bool {
+        self.owner()
+    }
+
     /// Sets or clears `fd`'s bit (with the lock held).
     fn mark(&self, fd: c_int, on: bool) {
         let fd = fd as usize;
@@ -188,6 +196,19 @@ impl DescTable {
         self.map.lock().values().any(|d| d.handle == handle)
     }
 
+    /// Every entry, descriptor and description, as the table has them (not checked
+    /// against the kernel: a descriptor closed behind the library's back is listed).
+    pub(crate) fn entries(&self) -> Vec<(c_int, Arc<Desc>)> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        self.map
+            .lock()
+            .iter()
+            .map(|(&fd, d)| (fd, d.clone()))
+            .collect()
+    }
+
     /// Takes the table's lock without a guard (the fork prepare handler).
     pub(crate) fn lock_for_fork(&self) {
         self.map.raw_lock();
@@ -248,7 +269,8 @@ mod tests {
 
     /// A placeholder descriptor and a directory description for it.
     fn desc(path: &str, handle: Handle) -> (c_int, Arc<Desc>) {
-        let (fd, ident) = placeholder(path, true).expect("a placeholder descriptor");
+        let ph = placeholder(path, true, false).expect("a placeholder descriptor");
+        let (fd, ident) = (ph.fd, ph.ident);
         let flags = libc::O_RDONLY | libc::O_DIRECTORY;
         let d = Desc::new(
             Kind::Dir,
