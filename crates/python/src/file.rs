@@ -12,8 +12,8 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::client::{layout_dict, PyStat};
 use crate::error::{os_error, to_py};
+use crate::stat::{layout_dict, PyStat};
 
 /// An open pvfs file (from `Client.open_file`). Offsets are explicit; it has no
 /// position of its own, so threads may share it.

@@ -9,11 +9,13 @@
 mod client;
 mod error;
 mod file;
+mod stat;
 
 use pyo3::prelude::*;
 
-pub use client::{PyClient, PyStat};
+pub use client::PyClient;
 pub use file::PyFile;
+pub use stat::PyStat;
 
 /// The module `pvfs._pvfs`.
 #[pymodule]
