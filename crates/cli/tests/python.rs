@@ -45,8 +45,8 @@ fn unusable() -> Option<String> {
     let probe = Command::new("python3")
         .args([
             "-c",
-            "import pvfs, pvfs.fsspec, fsspec, pytest, pandas, pyarrow, xarray, dask, \
-             h5netcdf, h5py, os; print(os.path.dirname(pvfs.__file__))",
+            "import pvfs, pvfs.fsspec, fsspec, pytest, pandas, pyarrow, xarray, \
+             dask.dataframe, h5netcdf, h5py, os; print(os.path.dirname(pvfs.__file__))",
         ])
         .stderr(Stdio::piped())
         .output();
