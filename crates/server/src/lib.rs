@@ -338,7 +338,12 @@ pub async fn open(config: Config, name: &str, setup: Setup) -> Result<Arc<Ctx>, 
     }
     // The mark covers open files' holds too: after a start that may have forgotten
     // some, nothing is deleted for a lease (`holds`).
-    let lock_table = locks::LockTable::new(config.locks.lease, config.timeouts.request, lock_mark);
+    let lock_table = locks::LockTable::new(
+        config.locks.lease,
+        locks::grace_period(config.locks.lease, config.replication.lease),
+        config.timeouts.request,
+        lock_mark,
+    );
     let ctx = Arc::new(Ctx {
         info: ServerInfo {
             name: sc.name.clone(),

@@ -385,18 +385,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The grace period of a table that starts where locks may have been held: a lock
+/// lease (`lease`: every client that held one renews within it) and a lease of the
+/// cluster map (`map_lease`: a client whose renewal failed looks the map up again,
+/// which may wait that long for a server that does not answer, to find where a group
+/// that failed over is served now).
+pub fn grace_period(lease: Duration, map_lease: Duration) -> Duration {
+    lease + map_lease
+}
+
 impl LockTable {
     /// An empty table. `mark`: the storage's mark (None on a server without the
     /// metadata role); when it says locks may have been held, the table starts in a
-    /// grace period of one lease. `request`: the request timeout, which bounds a
-    /// waiting request's answer (a third of it) and how long a waiter is kept
-    /// between two sends (all of it).
-    pub fn new(lease: Duration, request: Duration, mark: Option<LockMark>) -> LockTable {
+    /// grace period of `grace` ([`grace_period`]). `request`: the request timeout,
+    /// which bounds a waiting request's answer (a third of it) and how long a waiter
+    /// is kept between two sends (all of it).
+    pub fn new(
+        lease: Duration,
+        grace: Duration,
+        request: Duration,
+        mark: Option<LockMark>,
+    ) -> LockTable {
         let held_before = mark.as_ref().is_some_and(|m| m.held());
-        let grace_until = held_before.then(|| Instant::now() + lease);
+        let grace_until = held_before.then(|| Instant::now() + grace);
         if held_before {
             tracing::info!(
-                "clients may have held locks here before this start: only reclaims for {lease:?} (grace period)"
+                "clients may have held locks here before this start: only reclaims for {grace:?} (grace period)"
             );
         }
         LockTable {
@@ -968,7 +982,12 @@ mod tests {
     }
 
     fn table() -> LockTable {
-        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        let t = LockTable::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+            Duration::from_secs(5),
+            None,
+        );
         t.set_marked();
         t
     }
@@ -1101,7 +1120,12 @@ mod tests {
 
     #[test]
     fn no_grant_without_the_mark_and_no_clear_while_held() {
-        let t = LockTable::new(Duration::from_secs(30), Duration::from_secs(5), None);
+        let t = LockTable::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+            Duration::from_secs(5),
+            None,
+        );
         let w = want(1, LockType::Write, 0, 0);
         assert_eq!(
             t.try_lock(LockAt::program(1), &w).unwrap(),
@@ -1126,7 +1150,12 @@ mod tests {
 
     #[test]
     fn leases_expire_with_their_locks_unless_a_request_waits() {
-        let t = LockTable::new(Duration::from_millis(1), Duration::from_secs(5), None);
+        let t = LockTable::new(
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            Duration::from_secs(5),
+            None,
+        );
         t.set_marked();
         let TryLock::Granted(id) = t
             .try_lock(LockAt::program(1), &want(1, LockType::Write, 0, 0))
@@ -1324,6 +1353,7 @@ mod tests {
         let lease = Duration::from_millis(300);
         let t = LockTable::new(
             lease,
+            grace_period(lease, lease),
             Duration::from_secs(5),
             Some(LockMark::open(dir.path()).unwrap()),
         );
@@ -1369,9 +1399,14 @@ mod tests {
         LockMark::open(dir.path()).unwrap().set(true).unwrap();
         let t = LockTable::new(
             lease,
+            grace_period(lease, lease),
             Duration::from_secs(5),
             Some(LockMark::open(dir.path()).unwrap()),
         );
         assert!(t.grace_end().is_some() && t.marked());
+        // Long enough for a client to find a group that failed over: a lock lease
+        // and a map lease.
+        let left = t.grace_end().unwrap() - Instant::now();
+        assert!(left > lease + lease / 2 && left <= 2 * lease, "{left:?}");
     }
 }

@@ -600,8 +600,12 @@ async fn open_group(host: &Arc<Ctx>, g: usize, dir: PathBuf, fresh: bool) -> OpR
             host.exec,
         )
     });
-    let locks =
-        crate::locks::LockTable::new(config.locks.lease, config.timeouts.request, Some(mark));
+    let locks = crate::locks::LockTable::new(
+        config.locks.lease,
+        crate::locks::grace_period(config.locks.lease, config.replication.lease),
+        config.timeouts.request,
+        Some(mark),
+    );
     let mut policy = host.policy.clone();
     policy.server = sc.name.clone();
     policy.groups = Arc::default();
