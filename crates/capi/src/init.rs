@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use libc::{c_char, c_int};
-use pvfs_client::blocking::BlockingClient;
+use pvfs_client::blocking::{self, BlockingClient};
 use pvfs_config::{Config, ConfigError};
 
 use crate::counts::Counts;
@@ -18,38 +18,8 @@ use crate::state::{
     STATE,
 };
 
-/// Worker threads of the client's runtime.
-fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(1, 4)
-}
-
-/// The process's umask, read without changing it (`/proc/self/status`, Linux 4.7+);
-/// 022 if unknown.
-fn current_umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
-}
-
 fn config_path(arg: Option<&str>) -> CResult<PathBuf> {
-    match arg {
-        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-        _ => match std::env::var_os("PVFS_CONFIG") {
-            Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-            _ => Err(fail(
-                libc::EINVAL,
-                "no configuration: pass a path or set PVFS_CONFIG",
-            )),
-        },
-    }
+    blocking::config_path(arg).ok_or_else(|| fail(libc::EINVAL, blocking::NO_CONFIG))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -116,13 +86,13 @@ pub unsafe extern "C" fn pvfs_init(config_path: *const c_char) -> c_int {
         }
         let path = self::config_path(arg)?;
         let config = load(&path)?;
-        let bc = BlockingClient::new(config, threads())
+        let bc = BlockingClient::new(config, blocking::default_threads())
             .map_err(|e| fail(e.raw_os_error().unwrap_or(libc::EIO), &e.to_string()))?;
         let baseline = Counts::zero(bc.client().config().servers.len());
         *state = Some(Initialized {
             global: Arc::new(Global {
                 bc,
-                umask: current_umask(),
+                umask: blocking::process_umask(),
                 config_path: path,
                 pid: pid(),
                 baseline: Mutex::new(baseline),

@@ -229,30 +229,14 @@ fn idle_and_trickling_floods_do_not_starve_a_real_client() {
         common::ping_raw(&mut s, &mut macs);
     }
     work(&tc, i);
-    // And the memory they took goes back to the system (the server trims what it
-    // holds free every 30 s).
-    let stopped = Instant::now();
-    let after = common::poll(
-        "the server to give back the memory the floods took",
-        common::scaled(Duration::from_secs(90)),
-        || {
-            let now = rss(pid);
-            (now < base_rss + RSS_AFTER).then_some(now)
-        },
-    );
-    eprintln!(
-        "server RSS {} MiB {:?} after the floods stopped (peak {} MiB, start {} MiB)",
-        after >> 20,
-        stopped.elapsed(),
-        peak >> 20,
-        base_rss >> 20
-    );
+    // And the memory they took goes back to the system.
+    memory_given_back(pid, base_rss, peak, "the floods");
     cluster.assert_all_running();
 }
 
 /// A burst of requests with large bodies, from many connections at once, fills the
 /// server's receive buffers; once it is over, the server gives the memory back to the
-/// system within a trim or two (every 30 s), rather than holding its peak for good.
+/// system, rather than holding its peak for good.
 #[test]
 fn memory_a_burst_of_large_requests_took_goes_back() {
     let cluster = Cluster::builder().start();
@@ -305,21 +289,27 @@ fn memory_a_burst_of_large_requests_took_goes_back() {
         base_rss >> 20,
         peak >> 20
     );
+    memory_given_back(pid, base_rss, peak, "the burst");
+    cluster.assert_all_running();
+}
+
+/// Waits until server `pid`'s resident memory is back under `base` + [`RSS_AFTER`]
+/// after `what` stopped (idle pooled buffers go within 30 s), and says how soon.
+fn memory_given_back(pid: u32, base: u64, peak: u64, what: &str) {
     let stopped = Instant::now();
     let after = common::poll(
-        "the server to give back the memory the burst took",
+        &format!("the server to give back the memory {what} took"),
         common::scaled(Duration::from_secs(90)),
         || {
             let now = rss(pid);
-            (now < base_rss + RSS_AFTER).then_some(now)
+            (now < base + RSS_AFTER).then_some(now)
         },
     );
     eprintln!(
-        "server RSS {} MiB at start, {} MiB at peak, {} MiB {:?} after the burst",
-        base_rss >> 20,
+        "server RSS {} MiB at start, {} MiB at peak, {} MiB {:?} after {what} stopped",
+        base >> 20,
         peak >> 20,
         after >> 20,
         stopped.elapsed()
     );
-    cluster.assert_all_running();
 }

@@ -121,6 +121,42 @@ fn serve_metrics_from_env(client: &Client) {
     });
 }
 
+/// Worker threads for the runtime of a library's client (the C library, the Python
+/// package): the cores, 1 to 4.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 4)
+}
+
+/// The process's umask, read without changing it (`/proc/self/status`, Linux 4.7+);
+/// 022 if unknown. Creates carry it and the servers apply it.
+pub fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// A library's configuration file: `arg` if given and not empty, else
+/// `$PVFS_CONFIG`; `None` when neither names one.
+pub fn config_path(arg: Option<&str>) -> Option<std::path::PathBuf> {
+    match arg {
+        Some(p) if !p.is_empty() => Some(p.into()),
+        _ => std::env::var_os("PVFS_CONFIG")
+            .filter(|p| !p.is_empty())
+            .map(Into::into),
+    }
+}
+
+/// The message when [`config_path`] finds none.
+pub const NO_CONFIG: &str = "no configuration: pass a path or set PVFS_CONFIG";
+
 /// A [`Client`] whose methods block.
 #[derive(Clone)]
 pub struct BlockingClient {

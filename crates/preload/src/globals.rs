@@ -120,14 +120,7 @@ pub(crate) fn umask() -> u32 {
     if m != u32::MAX {
         return m;
     }
-    let m = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022);
+    let m = pvfs_client::blocking::process_umask();
     UMASK.store(m, Ordering::Relaxed);
     m
 }

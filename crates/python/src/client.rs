@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use pvfs_client::blocking::BlockingClient;
+use pvfs_client::blocking::{self, BlockingClient};
 use pvfs_client::{Client, LayoutSpec};
 use pvfs_config::{Config, ConfigError};
 use pvfs_proto::{Errno, ObjDetail};
@@ -15,40 +15,10 @@ use crate::error::{io_to_py, os_error, to_py};
 use crate::file::PyFile;
 use crate::stat::{layout_dict, PyStat};
 
-/// Worker threads of a client's runtime (as the C library: the cores, 1 to 4).
-fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(1, 4)
-}
-
-/// The process's umask, read without changing it (`/proc/self/status`); 022 if
-/// unknown. Creates carry it and the servers apply it, as for the C library.
-fn current_umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
-}
-
 /// The configuration file: `config` if given, else `$PVFS_CONFIG` (the C library's
 /// lookup).
 fn config_path(config: Option<&str>) -> PyResult<PathBuf> {
-    match config {
-        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-        _ => match std::env::var_os("PVFS_CONFIG") {
-            Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-            _ => Err(os_error(
-                Errno::EINVAL,
-                "no configuration: pass a path or set PVFS_CONFIG",
-            )),
-        },
-    }
+    blocking::config_path(config).ok_or_else(|| os_error(Errno::EINVAL, blocking::NO_CONFIG))
 }
 
 /// Loads the configuration, its errors as `OSError`s (ENOENT, EACCES, or EINVAL with
@@ -113,9 +83,9 @@ impl PyClient {
         let path = config_path(config)?;
         let cfg = load(&path)?;
         let bc = py
-            .detach(|| BlockingClient::new(cfg, threads()))
+            .detach(|| BlockingClient::new(cfg, blocking::default_threads()))
             .map_err(io_to_py)?;
-        let client = bc.client().with_umask(current_umask());
+        let client = bc.client().with_umask(blocking::process_umask());
         Ok(PyClient {
             bc,
             client,

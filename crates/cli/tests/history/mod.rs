@@ -945,8 +945,9 @@ fn check_in_parts(
     bounds.push(ops.len());
     let parts: Vec<std::ops::Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
     let versions = std::rc::Rc::new(versions_written(ops));
-    // One search per part reached, each from a state the one before it ended in.
-    let mut levels: Vec<(Checker<'_>, Search, usize)> = Vec::new();
+    // One search per part reached, each from a state the one before it ended in, with
+    // the operations and steps its linearization placed.
+    let mut levels: Vec<(Checker<'_>, Search, (usize, usize))> = Vec::new();
     levels.push((
         Checker::new(
             u,
@@ -957,7 +958,7 @@ fn check_in_parts(
             State::default(),
         ),
         Search::default(),
-        0,
+        (0, 0),
     ));
     // The report of the furthest part that fitted none of the states offered to it.
     let mut deepest: Option<(usize, String)> = None;
@@ -971,12 +972,11 @@ fn check_in_parts(
         let (checker, search, _) = levels.last_mut().expect("a part");
         match search.next(checker, budget) {
             Next::Found(verdict, best) => {
-                let ops_checked = verdict.ops;
-                levels[level].2 = ops_checked;
+                levels[level].2 = (verdict.ops, verdict.steps);
                 if level + 1 == parts.len() {
                     let verdict = Verdict {
-                        ops: levels.iter().map(|l| l.2).sum(),
-                        steps: verdict.steps,
+                        ops: levels.iter().map(|l| l.2 .0).sum(),
+                        steps: levels.iter().map(|l| l.2 .1).sum(),
                         explored: budget.explored(),
                     };
                     return Ok((verdict, parts[level].clone(), *best));
@@ -991,7 +991,7 @@ fn check_in_parts(
                         best.state,
                     ),
                     Search::default(),
-                    0,
+                    (0, 0),
                 ));
                 // A part that cannot follow the states the part before ends in needs
                 // another state from a part further back only when something a

@@ -89,6 +89,14 @@ impl H {
         )
     }
 
+    /// A create of `path` by client 0 over [0, 10] ms whose write of `v` was cut
+    /// short (its outcome unknown).
+    fn create_cut_short(&mut self, path: &str, v: Version) {
+        let at = self.slot(path);
+        let c = self.op(0, (0, 10), Call::Create { at, write: Some(v) });
+        c.data = Res::Unknown;
+    }
+
     fn write(&mut self, client: usize, t: (u64, u64), path: &str, v: u32) -> &mut Op {
         let at = self.slot(path);
         self.op(
@@ -496,16 +504,7 @@ fn a_write_cut_short_may_have_landed_in_part_only_when_it_spans_datafiles() {
         ),
     ] {
         let mut h = H::new();
-        let at = h.slot("/a/f0");
-        let c = h.op(
-            0,
-            (0, 10),
-            Call::Create {
-                at,
-                write: Some(Version { id: 5, len }),
-            },
-        );
-        c.data = Res::Unknown;
+        h.create_cut_short("/a/f0", Version { id: 5, len });
         h.snapshot((20, 21), &[("/a", &[("f0", 7, seen)]), ("/b", &[])]);
         h.holds(fine);
     }
@@ -677,19 +676,13 @@ fn a_snapshot_that_could_not_read_everything_fails_at_once() {
 /// then a read that saw `later`.
 fn cut_short_then(later: ReadObs) -> H {
     let mut h = H::new();
-    let at = h.slot("/a/f0");
-    let c = h.op(
-        0,
-        (0, 10),
-        Call::Create {
-            at,
-            write: Some(Version {
-                id: 5,
-                len: 200_000,
-            }),
+    h.create_cut_short(
+        "/a/f0",
+        Version {
+            id: 5,
+            len: 200_000,
         },
     );
-    c.data = Res::Unknown;
     h.snapshot(
         (20, 21),
         &[("/a", &[("f0", 7, ReadObs::Empty)]), ("/b", &[])],
